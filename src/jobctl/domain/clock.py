@@ -1,0 +1,87 @@
+"""Time, injected.
+
+Nothing in jobctl calls ``datetime.now()`` directly: services and the store take a
+:class:`Clock`. Production uses :class:`SystemClock`; tests use :class:`FakeClock` and
+move time forward instead of sleeping, and every sleeper wakes when time passes its
+deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, timezone-aware UTC."""
+        ...
+
+    async def sleep_until(self, deadline: datetime | None, wake: asyncio.Event) -> None:
+        """Return at ``deadline`` (never if ``None``) or as soon as ``wake`` is set."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(time.time(), UTC)
+
+    async def sleep_until(self, deadline: datetime | None, wake: asyncio.Event) -> None:
+        timeout = None
+        if deadline is not None:
+            timeout = max(0.0, (deadline - self.now()).total_seconds())
+        try:
+            await asyncio.wait_for(wake.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+class FakeClock:
+    """A clock that only moves when a test calls :meth:`advance` or :meth:`set`."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2027, 1, 1, tzinfo=UTC)
+        self._waiters: list[asyncio.Event] = []
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        if when < self._now:
+            raise ValueError("a FakeClock never moves backwards")
+        self._now = when
+        for event in list(self._waiters):
+            event.set()
+
+    def advance(self, seconds: float = 0.0, **kw: float) -> datetime:
+        self.set(self._now + timedelta(seconds=seconds, **kw))
+        return self._now
+
+    async def sleep_until(self, deadline: datetime | None, wake: asyncio.Event) -> None:
+        tick = asyncio.Event()
+        self._waiters.append(tick)
+        try:
+            while not wake.is_set() and (deadline is None or self._now < deadline):
+                waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(tick.wait())]
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                for w in waiters:
+                    w.cancel()
+                tick.clear()
+        finally:
+            self._waiters.remove(tick)
+
+
+def utc(dt: datetime) -> datetime:
+    """Normalise an aware datetime to UTC; reject naive ones (they hide bugs)."""
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime")
+    return dt.astimezone(UTC)
+
+
+def iso(dt: datetime | None) -> str | None:
+    """UTC ISO-8601 with a trailing ``Z`` and millisecond precision (the wire format)."""
+    if dt is None:
+        return None
+    return utc(dt).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

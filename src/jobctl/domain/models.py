@@ -1,0 +1,160 @@
+"""Value objects that cross layers: what a caller asks for, what the store holds.
+
+They are plain frozen dataclasses with no I/O so the engine, the API and the tests can
+build and compare them freely. Times are aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.errors import InvalidInput
+
+#: Command plus environment above this many bytes is refused: a job row is not a blob store.
+MAX_PAYLOAD_BYTES = 64 * 1024
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with full jitter: the n-th retry waits U(0, min(cap, base*2^(n-1)))."""
+
+    base: float = 10.0
+    cap: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.base < 0 or self.cap < self.base:
+            raise InvalidInput("backoff needs 0 <= base <= cap")
+
+    def ceiling(self, failures: int) -> float:
+        """Upper bound of the wait before the retry that follows ``failures`` failures."""
+        return min(self.cap, self.base * 2.0 ** min(max(failures - 1, 0), 62))
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a caller asks the store to keep: everything needed to run the job later."""
+
+    command: tuple[str, ...]
+    run_at: datetime
+    owner_uid: int
+    key: str | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    max_attempts: int = 3
+    timeout: float | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = "/"
+
+    def __post_init__(self) -> None:
+        if not self.command or not all(isinstance(a, str) for a in self.command):
+            raise InvalidInput("command must be a non-empty list of strings")
+        if self.max_attempts < 1:
+            raise InvalidInput("max_attempts must be >= 1")
+        if self.timeout is not None and self.timeout <= 0:
+            raise InvalidInput("timeout must be > 0 seconds")
+        if not self.queue or len(self.queue) > 100:
+            raise InvalidInput("queue must be 1-100 characters")
+        if self.key is not None and not 0 < len(self.key) <= 512:
+            raise InvalidInput("key must be 1-512 characters")
+        size = sum(len(a.encode()) for a in self.command) + sum(
+            len(k.encode()) + len(v.encode()) for k, v in self.env
+        )
+        if size > MAX_PAYLOAD_BYTES:
+            raise InvalidInput(
+                f"command plus env is {size} bytes, over the {MAX_PAYLOAD_BYTES}-byte limit",
+                limit=MAX_PAYLOAD_BYTES,
+            )
+
+    def fingerprint(self) -> str:
+        """Identity of the body for idempotent enqueue.
+
+        ``run_at`` is left out on purpose: a client that retries ``--in 5m`` computes a
+        new ``run_at`` each time, yet it is the same request.
+        """
+        body = [
+            list(self.command), self.queue, self.priority, self.max_attempts, self.timeout,
+            [self.backoff.base, self.backoff.cap], sorted(self.env), self.cwd, self.owner_uid,
+        ]
+        return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    job_id: int
+    number: int
+    generation: int
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: Outcome | None
+    exit_code: int | None
+    error: str | None
+    output_tail: str
+    log_path: str | None
+    pid: int | None
+    lease_owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    key: str
+    spec: JobSpec
+    status: JobStatus
+    run_at: datetime
+    created_at: datetime
+    attempt: int
+    failures: int
+    generation: int
+    lease_owner: str | None
+    lease_until: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    dead_reason: str | None
+    attempts: tuple[Attempt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A job handed to an executor: run it under ``generation`` until ``lease_until``."""
+
+    job: Job
+    attempt: int
+    generation: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    outcome: Outcome
+    exit_code: int | None = None
+    error: str | None = None
+    output_tail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    scheduled: int
+    due: int
+    running: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    oldest_due: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A running attempt whose daemon died; its process may still be alive."""
+
+    job_id: int
+    generation: int
+    lease_owner: str
+    pid: int | None
+    pid_start: int | None

@@ -1,0 +1,74 @@
+"""The one exception tree of jobctl.
+
+Every error jobctl raises on purpose derives from :class:`JobctlError`. Each class
+carries a stable machine ``code`` (sent on the wire as ``{"error": {"code": ...}}``)
+and the ids it concerns, so the API can map it to an HTTP status and the CLI to an
+exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
+
+    JobctlError
+    ├── InvalidInput            the caller sent something malformed (bad time, field, size)
+    │   └── InvalidSchedule     a cron expression, duration or time zone is not valid
+    ├── NotFound                no job / attempt / schedule with that id
+    ├── Conflict                the request contradicts the stored state
+    │   ├── KeyConflict         same job key, different body
+    │   ├── IllegalTransition   the state machine does not allow that move
+    │   └── LeaseLost           a heartbeat or completion carried a stale generation
+    ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
+    ├── DaemonLocked            another daemon already owns the database
+    └── StoreError              the store failed (I/O, corruption, schema too new)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class JobctlError(Exception):
+    """Root of every deliberate jobctl error."""
+
+    code = "error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidInput(JobctlError):
+    code = "invalid_input"
+
+
+class InvalidSchedule(InvalidInput):
+    code = "invalid_schedule"
+
+
+class NotFound(JobctlError):
+    code = "not_found"
+
+
+class Conflict(JobctlError):
+    code = "conflict"
+
+
+class KeyConflict(Conflict):
+    code = "key_conflict"
+
+
+class IllegalTransition(Conflict):
+    code = "illegal_transition"
+
+
+class LeaseLost(Conflict):
+    code = "lease_lost"
+
+
+class DaemonUnavailable(JobctlError):
+    code = "daemon_unavailable"
+
+
+class DaemonLocked(JobctlError):
+    code = "daemon_locked"
+
+
+class StoreError(JobctlError):
+    code = "store_error"

@@ -1,0 +1,107 @@
+"""The store contract: the only way any other part of jobctl reads or changes jobs.
+
+Every method is one atomic state-machine operation. Writes are compare-and-sets on
+``(status, generation)``; when the condition does not hold they raise a typed error
+(:class:`~jobctl.errors.LeaseLost`, :class:`~jobctl.errors.IllegalTransition`,
+:class:`~jobctl.errors.NotFound`) and change nothing. Time comes from the store's
+injected clock, never from the caller, so every backend agrees on "now".
+
+Methods are synchronous and safe to call from any thread; the daemon calls them through
+:class:`jobctl.store.aio.AsyncStore`. The contract suite in ``tests/contract`` runs
+against every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.states import JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    job: Job
+    created: bool  # False: the key existed with the same body; this is that job
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    job: Job
+    was_running: bool
+    generation: int  # of the attempt that was stopped, when was_running
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeups:
+    due_now: bool
+    next_run_at: datetime | None
+    next_lease_expiry: datetime | None
+
+
+class Store(Protocol):
+    clock: Clock
+
+    def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
+        """Insert all jobs or none; a known key returns the stored job (KeyConflict if it differs)."""
+        ...
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        """Lease up to ``limit`` due jobs, highest priority first, then oldest ``run_at``."""
+        ...
+
+    def record_process(
+        self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
+    ) -> None:
+        """Remember the attempt's process so a restarted daemon can stop a survivor."""
+        ...
+
+    def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
+        """Extend each ``(job_id, generation)`` lease; return the job ids whose lease is lost."""
+        ...
+
+    def finish(self, job_id: int, generation: int, result: AttemptResult) -> Job:
+        """Record the attempt's end and move the job on (retry, succeed, die); LeaseLost if stale."""
+        ...
+
+    def reclaim_expired(self, limit: int) -> list[Job]:
+        """End every attempt whose lease ran out as ``lease_expired``; retry or kill the job."""
+        ...
+
+    def running(self) -> list[Orphan]:
+        """Every running job with the process recorded for its current attempt."""
+        ...
+
+    def reclaim(self, job_id: int, generation: int, error: str) -> Job:
+        """End a running attempt as ``lease_expired`` now, before its lease runs out."""
+        ...
+
+    def cancel(self, job_id: int, reason: str) -> Cancelled:
+        ...
+
+    def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
+        """Move dead jobs back to scheduled with a fresh budget (only those still dead)."""
+        ...
+
+    def get(self, job_id: int) -> Job:
+        """The job with its attempts; NotFound if unknown."""
+        ...
+
+    def list(
+        self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
+    ) -> list[Job]:
+        ...
+
+    def stats(self) -> list[QueueStats]:
+        ...
+
+    def wakeups(self) -> Wakeups:
+        """What the timer waits for: due work now, the next run_at, the next lease expiry."""
+        ...
+
+    def close(self) -> None:
+        ...

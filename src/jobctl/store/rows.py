@@ -1,0 +1,98 @@
+"""Conversions between domain objects and SQL rows (times as integer milliseconds)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobctl.domain.models import Attempt, Backoff, Job, JobSpec
+from jobctl.domain.states import JobStatus, Outcome
+
+
+def to_ms(dt: datetime) -> int:
+    return int(round(dt.timestamp() * 1000))
+
+
+def from_ms(ms: int | None) -> datetime | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def ms_to_dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def spec_params(spec: JobSpec, key: str, now_ms: int) -> dict[str, Any]:
+    return {
+        "key": key,
+        "fingerprint": spec.fingerprint(),
+        "queue": spec.queue,
+        "command": json.dumps(list(spec.command)),
+        "env": json.dumps([list(p) for p in spec.env]),
+        "cwd": spec.cwd,
+        "owner_uid": spec.owner_uid,
+        "priority": spec.priority,
+        "max_attempts": spec.max_attempts,
+        "timeout_ms": None if spec.timeout is None else int(round(spec.timeout * 1000)),
+        "backoff_base_ms": int(round(spec.backoff.base * 1000)),
+        "backoff_cap_ms": int(round(spec.backoff.cap * 1000)),
+        "run_at": to_ms(spec.run_at),
+        "now": now_ms,
+    }
+
+
+def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
+    run_at = ms_to_dt(row["run_at"])
+    timeout = row["timeout_ms"]
+    spec = JobSpec(
+        command=tuple(json.loads(row["command"])),
+        run_at=run_at,
+        owner_uid=row["owner_uid"],
+        key=row["key"],
+        queue=row["queue"],
+        priority=row["priority"],
+        max_attempts=row["max_attempts"],
+        timeout=None if timeout is None else timeout / 1000,
+        backoff=Backoff(row["backoff_base_ms"] / 1000, row["backoff_cap_ms"] / 1000),
+        env=tuple((k, v) for k, v in json.loads(row["env"])),
+        cwd=row["cwd"],
+    )
+    return Job(
+        id=row["id"],
+        key=row["key"],
+        spec=spec,
+        status=JobStatus(row["status"]),
+        run_at=run_at,
+        created_at=ms_to_dt(row["created_at"]),
+        attempt=row["attempt"],
+        failures=row["failures"],
+        generation=row["generation"],
+        lease_owner=row["lease_owner"],
+        lease_until=from_ms(row["lease_until"]),
+        finished_at=from_ms(row["finished_at"]),
+        last_error=row["last_error"],
+        dead_reason=row["dead_reason"],
+        attempts=tuple(attempts),
+    )
+
+
+def attempt_from_row(row: sqlite3.Row) -> Attempt:
+    outcome = row["outcome"]
+    return Attempt(
+        job_id=row["job_id"],
+        number=row["number"],
+        generation=row["generation"],
+        started_at=ms_to_dt(row["started_at"]),
+        finished_at=from_ms(row["finished_at"]),
+        outcome=None if outcome is None else Outcome(outcome),
+        exit_code=row["exit_code"],
+        error=row["error"],
+        output_tail=row["output_tail"],
+        log_path=row["log_path"],
+        pid=row["pid"],
+        lease_owner=row["lease_owner"],
+    )

@@ -1,0 +1,137 @@
+-- Named queries of the SQLite store, loaded by name (jobctl.store.queries).
+-- Parameters are named (:name). Times are integer milliseconds, UTC.
+
+-- name: insert_job
+INSERT INTO jobs (key, fingerprint, queue, command, env, cwd, owner_uid, priority,
+                  max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
+                  created_at, run_at, status, due)
+VALUES (:key, :fingerprint, :queue, :command, :env, :cwd, :owner_uid, :priority,
+        :max_attempts, :timeout_ms, :backoff_base_ms, :backoff_cap_ms,
+        :now, :run_at, 'scheduled', :run_at <= :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING *;
+
+-- name: job_by_key
+SELECT * FROM jobs WHERE key = :key;
+
+-- name: job_by_id
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: promote_due
+-- Move jobs whose time has come from the future bucket to the due bucket, oldest first,
+-- a bounded batch at a time so one claim never does unbounded work.
+UPDATE jobs SET due = 1
+WHERE id IN (SELECT id FROM jobs
+             WHERE status = 'scheduled' AND due = 0 AND run_at <= :now
+             ORDER BY run_at LIMIT :limit);
+
+-- name: claim_due
+UPDATE jobs
+SET status = 'running', due = 0, attempt = attempt + 1, generation = generation + 1,
+    lease_owner = :owner, lease_until = :lease_until
+WHERE id IN (SELECT id FROM jobs
+             WHERE status = 'scheduled' AND due = 1
+             ORDER BY priority DESC, run_at, id LIMIT :limit)
+RETURNING *;
+
+-- name: insert_attempt
+INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)
+VALUES (:job_id, :number, :generation, :owner, :now);
+
+-- name: record_process
+UPDATE attempts SET pid = :pid, pid_start = :pid_start, log_path = :log_path
+WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL
+  AND EXISTS (SELECT 1 FROM jobs WHERE id = :job_id AND status = 'running'
+              AND generation = :generation);
+
+-- name: heartbeat
+UPDATE jobs SET lease_until = :lease_until
+WHERE id = :id AND status = 'running' AND generation = :generation
+RETURNING id;
+
+-- name: finish_job
+-- Compare-and-set on (status, generation): a stale holder changes nothing.
+UPDATE jobs
+SET status = :status, due = :due, run_at = coalesce(:run_at, run_at), failures = :failures,
+    lease_owner = NULL, lease_until = NULL, finished_at = :finished_at,
+    last_error = :last_error, dead_reason = :dead_reason
+WHERE id = :id AND status = 'running' AND generation = :generation
+RETURNING *;
+
+-- name: finish_attempt
+UPDATE attempts
+SET finished_at = :now, outcome = :outcome, exit_code = :exit_code, error = :error,
+    output_tail = :output_tail
+WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL;
+
+-- name: expired_leases
+SELECT * FROM jobs WHERE status = 'running' AND lease_until < :now
+ORDER BY lease_until LIMIT :limit;
+
+-- name: running_jobs
+SELECT j.id AS job_id, j.generation, j.lease_owner, a.pid, a.pid_start
+FROM jobs j LEFT JOIN attempts a ON a.job_id = j.id AND a.generation = j.generation
+WHERE j.status = 'running';
+
+-- name: cancel_scheduled
+UPDATE jobs SET status = 'cancelled', due = 0, finished_at = :now,
+    last_error = coalesce(:reason, last_error)
+WHERE id = :id AND status = 'scheduled'
+RETURNING *;
+
+-- name: cancel_running
+UPDATE jobs SET status = 'cancelled', lease_owner = NULL, lease_until = NULL,
+    finished_at = :now, last_error = :reason
+WHERE id = :id AND status = 'running' AND generation = :generation
+RETURNING *;
+
+-- name: replay_dead
+UPDATE jobs SET status = 'scheduled', due = :run_at <= :now, run_at = :run_at, failures = 0,
+    finished_at = NULL, dead_reason = NULL
+WHERE id = :id AND status = 'dead'
+RETURNING *;
+
+-- name: dead_ids
+SELECT id FROM jobs WHERE status = 'dead' ORDER BY id LIMIT :limit;
+
+-- name: attempts_of
+SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
+
+-- name: attempt_of
+SELECT * FROM attempts WHERE job_id = :job_id AND number = :number;
+
+-- name: next_future
+SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 0;
+
+-- name: any_due
+SELECT 1 FROM jobs WHERE status = 'scheduled' AND due = 1 LIMIT 1;
+
+-- name: next_lease_expiry
+SELECT min(lease_until) AS t FROM jobs WHERE status = 'running';
+
+-- name: counts
+SELECT queue, bucket, n FROM job_counts WHERE n > 0;
+
+-- name: oldest_due
+SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 1 AND queue = :queue;
+
+-- name: oldest_future_due
+SELECT min(run_at) AS t FROM jobs
+WHERE status = 'scheduled' AND due = 0 AND queue = :queue AND run_at <= :now;
+
+-- name: count_future_due
+SELECT queue, count(*) AS n FROM jobs
+WHERE status = 'scheduled' AND due = 0 AND run_at <= :now GROUP BY queue;
+
+-- name: list_jobs
+SELECT * FROM jobs WHERE id < :before ORDER BY id DESC LIMIT :limit;
+
+-- name: list_jobs_by_status
+SELECT * FROM jobs WHERE status = :status AND id < :before ORDER BY id DESC LIMIT :limit;
+
+-- name: list_jobs_by_queue
+SELECT * FROM jobs WHERE queue = :queue AND id < :before ORDER BY id DESC LIMIT :limit;
+
+-- name: list_jobs_by_status_queue
+SELECT * FROM jobs WHERE status = :status AND queue = :queue AND id < :before
+ORDER BY id DESC LIMIT :limit;

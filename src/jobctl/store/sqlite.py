@@ -1,0 +1,366 @@
+"""The SQLite backend: one file in WAL mode, one writer thread, readers on their own.
+
+All SQL comes from ``sql/queries.sql``; every change runs inside the group-commit
+writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.retry import next_step
+from jobctl.domain.states import JobStatus, Outcome, check_transition
+from jobctl.errors import DaemonLocked, IllegalTransition, KeyConflict, LeaseLost, NotFound
+from jobctl.store import rows
+from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.migrate import migrate
+from jobctl.store.queries import q
+from jobctl.store.writer import Writer
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 10_000
+#: How many future jobs one claim moves into the due bucket at most (bounds claim cost).
+PROMOTE_BATCH = 5_000
+
+
+def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    if readonly:
+        conn.execute("PRAGMA query_only=ON")
+    else:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+class SqliteStore:
+    """See :class:`jobctl.store.base.Store` for the contract of each method."""
+
+    def __init__(
+        self, path: str | Path, clock: Clock, rng: random.Random | None = None,
+        *, lock: bool = True,
+    ) -> None:
+        self.path = str(path)
+        self.clock = clock
+        self._rng = rng or random.Random()
+        self._lock_fd = _take_lock(self.path) if lock else None
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer = Writer(self._open_writer)
+
+    def _open_writer(self) -> sqlite3.Connection:
+        conn = connect(self.path)
+        migrate(conn)
+        return conn
+
+    def _now_ms(self) -> int:
+        return rows.to_ms(self.clock.now())
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    # -- writes -----------------------------------------------------------------------
+
+    def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
+        return self._writer.call(lambda conn: self._insert_tx(conn, specs))
+
+    def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
+        now_ms = self._now_ms()
+        out = []
+        for spec in specs:
+            params = rows.spec_params(spec, spec.key or f"job-{uuid.uuid4().hex}", now_ms)
+            row = conn.execute(q("insert_job"), params).fetchone()
+            if row is not None:
+                out.append(Inserted(rows.job_from_row(row), True))
+                continue
+            old = conn.execute(q("job_by_key"), params).fetchone()
+            if old["fingerprint"] != params["fingerprint"]:
+                raise KeyConflict(
+                    f"key {spec.key!r} already names job {old['id']} with a different body",
+                    key=spec.key, job_id=old["id"],
+                )
+            out.append(Inserted(rows.job_from_row(old), False))
+        return out
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        return self._writer.call(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl))
+
+    def _claim_tx(
+        self, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        now_ms = self._now_ms()
+        conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
+        if limit <= 0:
+            return []
+        lease_until = now_ms + int(lease_ttl * 1000)
+        found = conn.execute(
+            q("claim_due"), {"owner": owner, "lease_until": lease_until, "limit": limit}
+        ).fetchall()
+        conn.executemany(
+            q("insert_attempt"),
+            [{"job_id": r["id"], "number": r["attempt"], "generation": r["generation"],
+              "owner": owner, "now": now_ms} for r in found],
+        )
+        claims = [
+            Claim(rows.job_from_row(r), r["attempt"], r["generation"], rows.ms_to_dt(lease_until))
+            for r in found
+        ]
+        claims.sort(key=lambda c: (-c.job.spec.priority, c.job.run_at, c.job.id))
+        return claims
+
+    def record_process(
+        self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
+    ) -> None:
+        params = {"job_id": job_id, "generation": generation, "pid": pid,
+                  "pid_start": pid_start, "log_path": log_path}
+        changed = self._writer.call(lambda c: c.execute(q("record_process"), params).rowcount)
+        if not changed:
+            raise LeaseLost(f"job {job_id}: lease lost (generation {generation} is stale)",
+                            job_id=job_id, generation=generation)
+
+    def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
+        def tx(conn: sqlite3.Connection) -> list[int]:
+            until = self._now_ms() + int(lease_ttl * 1000)
+            lost = []
+            for job_id, gen in leases:
+                params = {"id": job_id, "generation": gen, "lease_until": until}
+                if conn.execute(q("heartbeat"), params).fetchone() is None:
+                    lost.append(job_id)
+            return lost
+
+        return self._writer.call(tx)
+
+    def finish(self, job_id: int, generation: int, result: AttemptResult) -> Job:
+        return self._writer.call(lambda conn: self._finish_tx(conn, job_id, generation, result))
+
+    def _finish_tx(
+        self, conn: sqlite3.Connection, job_id: int, generation: int, result: AttemptResult,
+        op: str = "finish",
+    ) -> Job:
+        job = self._running_job(conn, job_id, generation)
+        now = self.clock.now()
+        step = next_step(job, result.outcome, result.exit_code, now, self._rng)
+        check_transition(job_id, job.status, step.status, op)
+        now_ms = rows.to_ms(now)
+        conn.execute(q("finish_attempt"), {
+            "job_id": job_id, "generation": generation, "now": now_ms,
+            "outcome": result.outcome.value, "exit_code": result.exit_code,
+            "error": result.error, "output_tail": result.output_tail,
+        })
+        final = step.status is not JobStatus.SCHEDULED
+        run_at = None if step.run_at is None else rows.to_ms(step.run_at)
+        row = conn.execute(q("finish_job"), {
+            "id": job_id, "generation": generation, "status": step.status.value,
+            "due": int(run_at is not None and run_at <= now_ms), "run_at": run_at,
+            "failures": step.failures, "finished_at": now_ms if final else None,
+            "last_error": None if result.outcome is Outcome.SUCCEEDED else result.error,
+            "dead_reason": step.dead_reason,
+        }).fetchone()
+        return rows.job_from_row(row)
+
+    def _running_job(self, conn: sqlite3.Connection, job_id: int, generation: int) -> Job:
+        row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}", job_id=job_id)
+        if row["status"] != "running" or row["generation"] != generation:
+            raise LeaseLost(
+                f"job {job_id}: lease lost (generation {generation} is stale; the job is "
+                f"{row['status']} at generation {row['generation']})",
+                job_id=job_id, generation=generation,
+            )
+        return rows.job_from_row(row)
+
+    def reclaim_expired(self, limit: int) -> list[Job]:
+        def tx(conn: sqlite3.Connection) -> list[Job]:
+            now_ms = self._now_ms()
+            expired = conn.execute(q("expired_leases"), {"now": now_ms, "limit": limit})
+            out = []
+            for row in expired.fetchall():
+                error = (f"lease of {row['lease_owner']} expired at "
+                         f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat")
+                result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
+                out.append(self._finish_tx(conn, row["id"], row["generation"], result, "reclaim"))
+            return out
+
+        return self._writer.call(tx)
+
+    def reclaim(self, job_id: int, generation: int, error: str) -> Job:
+        result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
+        return self._writer.call(
+            lambda conn: self._finish_tx(conn, job_id, generation, result, "reclaim")
+        )
+
+    def cancel(self, job_id: int, reason: str) -> Cancelled:
+        return self._writer.call(lambda conn: self._cancel_tx(conn, job_id, reason))
+
+    def _cancel_tx(self, conn: sqlite3.Connection, job_id: int, reason: str) -> Cancelled:
+        row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}", job_id=job_id)
+        status, gen, now_ms = JobStatus(row["status"]), row["generation"], self._now_ms()
+        if status is JobStatus.CANCELLED:
+            return Cancelled(rows.job_from_row(row), False, gen)
+        check_transition(job_id, status, JobStatus.CANCELLED, "cancel")
+        params = {"id": job_id, "generation": gen, "now": now_ms, "reason": reason}
+        if status is JobStatus.SCHEDULED:
+            new = conn.execute(q("cancel_scheduled"), params).fetchone()
+            return Cancelled(rows.job_from_row(new), False, gen)
+        conn.execute(q("finish_attempt"), {
+            "job_id": job_id, "generation": gen, "now": now_ms, "outcome": "cancelled",
+            "exit_code": None, "error": reason, "output_tail": "",
+        })
+        new = conn.execute(q("cancel_running"), params).fetchone()
+        return Cancelled(rows.job_from_row(new), True, gen)
+
+    def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
+        def tx(conn: sqlite3.Connection) -> list[Job]:
+            now_ms = self._now_ms()
+            ids = list(job_ids) if job_ids else [
+                r["id"] for r in conn.execute(q("dead_ids"), {"limit": limit})
+            ]
+            out = []
+            for job_id in ids[:limit]:
+                params = {"id": job_id, "now": now_ms, "run_at": now_ms}
+                row = conn.execute(q("replay_dead"), params).fetchone()
+                if row is not None:
+                    out.append(rows.job_from_row(row))
+            return out
+
+        return self._writer.call(tx)
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        def read(conn: sqlite3.Connection) -> Job:
+            row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}", job_id=job_id)
+            found = conn.execute(q("attempts_of"), {"job_id": job_id}).fetchall()
+            return rows.job_from_row(row, [rows.attempt_from_row(a) for a in found])
+
+        return self._read(read)
+
+    def attempt_log(self, job_id: int, number: int) -> str | None:
+        """The log file path of one attempt (NotFound if there is no such attempt)."""
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(q("attempt_of"), {"job_id": job_id, "number": number}).fetchone()
+            if row is None:
+                raise NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
+            return row["log_path"]  # type: ignore[no-any-return]
+
+        return self._read(read)
+
+    def list(
+        self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
+    ) -> list[Job]:
+        name = "list_jobs" + ("_by_status" if status else "") + (
+            ("_queue" if status else "_by_queue") if queue else "")
+        params = {"status": status.value if status else None, "queue": queue,
+                  "limit": limit, "before": before if before is not None else 2**62}
+        return self._read(
+            lambda conn: [rows.job_from_row(r) for r in conn.execute(q(name), params)]
+        )
+
+    def stats(self) -> list[QueueStats]:
+        return self._read(self._stats)
+
+    def _stats(self, conn: sqlite3.Connection) -> list[QueueStats]:
+        now_ms = self._now_ms()
+        counts: dict[str, dict[str, int]] = {}
+        for r in conn.execute(q("counts")):
+            counts.setdefault(r["queue"], {})[r["bucket"]] = r["n"]
+        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), {"now": now_ms})}
+        out = []
+        for queue in sorted(counts):
+            c = counts[queue]
+            oldest = [
+                conn.execute(q(name), {"queue": queue, "now": now_ms}).fetchone()["t"]
+                for name in ("oldest_due", "oldest_future_due")
+            ]
+            known = [t for t in oldest if t is not None]
+            out.append(QueueStats(
+                queue=queue, scheduled=c.get("scheduled", 0) + c.get("due", 0),
+                due=c.get("due", 0) + late.get(queue, 0), running=c.get("running", 0),
+                succeeded=c.get("succeeded", 0), dead=c.get("dead", 0),
+                cancelled=c.get("cancelled", 0),
+                oldest_due=rows.from_ms(min(known)) if known else None,
+            ))
+        return out
+
+    def running(self) -> list[Orphan]:
+        return self._read(lambda conn: [
+            Orphan(r["job_id"], r["generation"], r["lease_owner"], r["pid"], r["pid_start"])
+            for r in conn.execute(q("running_jobs"))
+        ])
+
+    def wakeups(self) -> Wakeups:
+        def read(conn: sqlite3.Connection) -> Wakeups:
+            now_ms = self._now_ms()
+            nxt = conn.execute(q("next_future")).fetchone()["t"]
+            due = conn.execute(q("any_due")).fetchone() is not None or (
+                nxt is not None and nxt <= now_ms)
+            lease = conn.execute(q("next_lease_expiry")).fetchone()["t"]
+            return Wakeups(
+                due, rows.from_ms(nxt),
+                None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
+            )
+
+        return self._read(read)
+
+    def close(self) -> None:
+        self._writer.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _take_lock(db_path: str) -> int:
+    """Hold an exclusive lock on ``<db>.lock`` for the store's life (freed even by kill -9)."""
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = Path(db_path + ".lock").read_text().strip() or "another process"
+        raise DaemonLocked(
+            f"database {db_path} is in use by {holder}; stop that daemon first",
+            path=db_path,
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"jobctl daemon pid {os.getpid()}\n".encode())
+    return fd
+
+
+__all__ = ["SqliteStore", "IllegalTransition", "connect"]

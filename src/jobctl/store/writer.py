@@ -1,0 +1,119 @@
+"""Group commit: one writer thread, one connection, many requests per transaction.
+
+Every write in the daemon is a function of a connection handed to :meth:`Writer.submit`.
+The writer thread takes everything queued, runs it inside one ``BEGIN IMMEDIATE``
+transaction (each function in its own savepoint, so one failure does not sink its
+neighbours), commits once with ``synchronous=FULL`` and only then resolves the futures.
+A caller is therefore answered only after its change is on disk, yet N concurrent
+callers share one fsync. It is also the only writer connection: SQLite allows one
+writer at a time, and one thread never fights itself for the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("jobctl.store")
+
+_Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any]]
+
+
+class Writer:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], batch_max: int = 1024) -> None:
+        self._connect = connect
+        self._batch_max = batch_max
+        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="jobctl-writer", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        if not self._thread.is_alive():
+            fut.set_exception(RuntimeError("store writer is closed"))
+            return fut
+        self._queue.put((fn, fut))
+        return fut
+
+    def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self.submit(fn).result()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as exc:  # surfaced to the constructor
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while (batch := self._next_batch()) is not None:
+                self._commit(conn, batch)
+        finally:
+            conn.close()
+
+    def _next_batch(self) -> list[_Op] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while len(batch) < self._batch_max:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)  # close after this batch
+                break
+            batch.append(item)
+        return batch
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, _ in batch:
+                outcomes.append(_run_in_savepoint(conn, fn))
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the whole transaction failed: nobody is durable
+            log.error("group commit of %d writes failed: %s", len(batch), exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for _, fut in batch:
+                fut.set_exception(exc)
+            return
+        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
+def _run_in_savepoint(
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]
+) -> tuple[bool, Any]:
+    conn.execute("SAVEPOINT op")
+    try:
+        value = fn(conn)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO op")
+        conn.execute("RELEASE op")
+        return False, exc
+    conn.execute("RELEASE op")
+    return True, value

@@ -68,8 +68,12 @@ class Store(Protocol):
         """Record the attempt's end and move the job on (retry, succeed, die); LeaseLost if stale."""
         ...
 
-    def reclaim_expired(self, limit: int) -> list[Job]:
-        """End every attempt whose lease ran out as ``lease_expired``; retry or kill the job."""
+    def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
+        """End attempts whose lease ran out as ``lease_expired``; retry or kill the job.
+
+        Leases of ``spare_owner`` are left alone: a daemon never reclaims its own live
+        work (its executor fences and stops it through the heartbeat instead).
+        """
         ...
 
     def running(self) -> list[Orphan]:
@@ -99,8 +103,9 @@ class Store(Protocol):
     def stats(self) -> list[QueueStats]:
         ...
 
-    def wakeups(self) -> Wakeups:
-        """What the timer waits for: due work now, the next run_at, the next lease expiry."""
+    def wakeups(self, spare_owner: str | None = None) -> Wakeups:
+        """What the timer waits for: due work now, the next run_at, the next lease expiry
+        (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""
         ...
 
     def close(self) -> None:

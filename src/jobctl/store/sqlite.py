@@ -197,10 +197,10 @@ class SqliteStore:
             )
         return rows.job_from_row(row)
 
-    def reclaim_expired(self, limit: int) -> list[Job]:
+    def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
-            expired = conn.execute(q("expired_leases"), {"now": now_ms, "limit": limit})
+            expired = conn.execute(q("expired_leases"), {"now": now_ms, "limit": limit, "spare": spare_owner})
             out = []
             for row in expired.fetchall():
                 error = (f"lease of {row['lease_owner']} expired at "
@@ -267,16 +267,6 @@ class SqliteStore:
 
         return self._read(read)
 
-    def attempt_log(self, job_id: int, number: int) -> str | None:
-        """The log file path of one attempt (NotFound if there is no such attempt)."""
-        def read(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(q("attempt_of"), {"job_id": job_id, "number": number}).fetchone()
-            if row is None:
-                raise NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
-            return row["log_path"]  # type: ignore[no-any-return]
-
-        return self._read(read)
-
     def list(
         self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
     ) -> list[Job]:
@@ -320,13 +310,13 @@ class SqliteStore:
             for r in conn.execute(q("running_jobs"))
         ])
 
-    def wakeups(self) -> Wakeups:
+    def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         def read(conn: sqlite3.Connection) -> Wakeups:
             now_ms = self._now_ms()
             nxt = conn.execute(q("next_future")).fetchone()["t"]
             due = conn.execute(q("any_due")).fetchone() is not None or (
                 nxt is not None and nxt <= now_ms)
-            lease = conn.execute(q("next_lease_expiry")).fetchone()["t"]
+            lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]
             return Wakeups(
                 due, rows.from_ms(nxt),
                 None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),

@@ -66,6 +66,7 @@ WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL;
 
 -- name: expired_leases
 SELECT * FROM jobs WHERE status = 'running' AND lease_until < :now
+  AND lease_owner IS NOT :spare
 ORDER BY lease_until LIMIT :limit;
 
 -- name: running_jobs
@@ -97,9 +98,6 @@ SELECT id FROM jobs WHERE status = 'dead' ORDER BY id LIMIT :limit;
 -- name: attempts_of
 SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 
--- name: attempt_of
-SELECT * FROM attempts WHERE job_id = :job_id AND number = :number;
-
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 0;
 
@@ -107,7 +105,7 @@ SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 0;
 SELECT 1 FROM jobs WHERE status = 'scheduled' AND due = 1 LIMIT 1;
 
 -- name: next_lease_expiry
-SELECT min(lease_until) AS t FROM jobs WHERE status = 'running';
+SELECT min(lease_until) AS t FROM jobs WHERE status = 'running' AND lease_owner IS NOT :spare;
 
 -- name: counts
 SELECT queue, bucket, n FROM job_counts WHERE n > 0;

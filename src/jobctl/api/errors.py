@@ -1,0 +1,58 @@
+"""Errors to HTTP: the one table, and the JSON body every error has.
+
+Body: ``{"error": {"code": "...", "message": "...", ...details}}``. Anything the caller
+got wrong is a 4xx; a 500 means a bug or a failing disk, never bad input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from jobctl import errors
+
+#: Most specific first; the first class an error is an instance of wins.
+HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
+    (errors.InvalidInput, 422),
+    (errors.NotFound, 404),
+    (errors.LeaseLost, 409),
+    (errors.Conflict, 409),
+    (errors.DaemonLocked, 503),
+    (errors.DaemonUnavailable, 503),
+    (errors.StoreError, 500),
+    (errors.JobctlError, 500),
+]
+
+
+def status_for(exc: errors.JobctlError) -> int:
+    return next(code for cls, code in HTTP_STATUS if isinstance(exc, cls))
+
+
+def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **details}}
+
+
+async def jobctl_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.JobctlError)
+    details = {k: v for k, v in exc.details.items() if isinstance(v, (str, int, float, bool))}
+    return JSONResponse(error_body(exc.code, exc.message, **details), status_for(exc))
+
+
+async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
+    message = "; ".join(problems) or "invalid request"
+    return JSONResponse(error_body("invalid_input", message), 422)
+
+
+async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)

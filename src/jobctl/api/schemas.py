@@ -1,0 +1,110 @@
+"""Wire models of the HTTP API (also the source of its OpenAPI document).
+
+Requests forbid unknown fields: a typo such as ``max_attempt`` is a 422, not a job that
+silently ignores what the caller meant.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jobctl.domain.clock import iso
+from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, QueueStats
+
+
+class BackoffIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    base: Annotated[float, Field(ge=0, le=86400 * 30)] = 10.0
+    cap: Annotated[float, Field(ge=0, le=86400 * 30)] = 3600.0
+
+
+class JobIn(BaseModel):
+    """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    command: Annotated[list[str], Field(min_length=1)]
+    run_at: datetime | None = None
+    key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    queue: Annotated[str, Field(min_length=1, max_length=100)] = "default"
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 3
+    timeout: Annotated[float, Field(gt=0, le=86400 * 365)] | None = None
+    backoff: BackoffIn = BackoffIn()
+    env: dict[str, str] = {}
+    cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+        return v
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not name or "=" in name or "\0" in name or name.startswith("JOBCTL_"):
+                raise ValueError(f"invalid environment variable name {name!r}")
+        return v
+
+    def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
+        return JobSpec(
+            command=tuple(self.command), run_at=(self.run_at or now).astimezone(UTC),
+            owner_uid=owner_uid, key=self.key, queue=self.queue, priority=self.priority,
+            max_attempts=self.max_attempts, timeout=self.timeout,
+            backoff=Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base)),
+            env=tuple(sorted(self.env.items())), cwd=self.cwd,
+        )
+
+
+class ReplayIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limit: Annotated[int, Field(ge=1, le=100_000)] = 10
+    ids: list[int] | None = None
+
+
+def attempt_out(a: Attempt) -> dict[str, Any]:
+    return {
+        "number": a.number, "generation": a.generation, "started_at": iso(a.started_at),
+        "finished_at": iso(a.finished_at), "outcome": a.outcome.value if a.outcome else None,
+        "exit_code": a.exit_code, "error": a.error, "output_tail": a.output_tail,
+        "pid": a.pid, "lease_owner": a.lease_owner,
+    }
+
+
+def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
+    s = job.spec
+    out: dict[str, Any] = {
+        "id": job.id, "key": job.key, "queue": s.queue, "status": job.status.value,
+        "run_at": iso(job.run_at), "priority": s.priority, "attempt": job.attempt,
+        "max_attempts": s.max_attempts, "failures": job.failures, "command": list(s.command),
+        "env": dict(s.env), "cwd": s.cwd, "timeout": s.timeout,
+        "backoff": {"base": s.backoff.base, "cap": s.backoff.cap}, "owner_uid": s.owner_uid,
+        "created_at": iso(job.created_at), "generation": job.generation,
+        "lease_owner": job.lease_owner, "lease_until": iso(job.lease_until),
+        "finished_at": iso(job.finished_at), "last_error": job.last_error,
+        "dead_reason": job.dead_reason,
+    }
+    if with_attempts:
+        out["attempts"] = [attempt_out(a) for a in job.attempts]
+    return out
+
+
+def queue_out(q: QueueStats, now: datetime) -> dict[str, Any]:
+    age = None if q.oldest_due is None else max(0.0, (now - q.oldest_due).total_seconds())
+    return {
+        "queue": q.queue, "waiting": q.scheduled, "due": q.due, "running": q.running,
+        "succeeded": q.succeeded, "dead": q.dead, "cancelled": q.cancelled,
+        "oldest_due_age": age,
+    }

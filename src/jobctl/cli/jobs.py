@@ -1,0 +1,161 @@
+"""Job commands: add, list, show, logs, cancel. Parse, one client call, render."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+
+from jobctl.cli import render
+from jobctl.cli.options import JsonOpt, SocketOpt, client
+from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.errors import InvalidInput
+
+
+def job_body(
+    command: list[str], at: str | None, in_: str | None, key: str | None, queue: str,
+    priority: int, max_attempts: int, timeout: str | None, backoff: str | None,
+    cwd: str | None, env: list[str], shell: bool,
+) -> dict[str, Any]:
+    """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
+    if at and in_:
+        raise InvalidInput("give either --at or --in, not both")
+    if not command:
+        raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
+    if shell:
+        if len(command) != 1:
+            raise InvalidInput("--shell takes the whole command as one quoted string")
+        command = ["/bin/sh", "-c", command[0]]
+    body: dict[str, Any] = {
+        "command": command, "queue": queue, "priority": priority,
+        "max_attempts": max_attempts, "cwd": os.path.abspath(cwd or os.getcwd()),
+        "env": _env(env),
+    }
+    if at:
+        body["run_at"] = parse_when(at, _local_zone()).isoformat()
+    elif in_:
+        body["run_at"] = (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
+    if key:
+        body["key"] = key
+    if timeout:
+        body["timeout"] = parse_duration(timeout)
+    if backoff:
+        base, _, cap = backoff.partition(":")
+        b = parse_duration(base)
+        body["backoff"] = {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
+    return body
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInput(f"--env takes NAME=VALUE, got {pair!r}")
+        out[name] = value
+    return out
+
+
+def _local_zone() -> Any:
+    return datetime.now().astimezone().tzinfo if not os.environ.get("TZ") else _tz_env()
+
+
+def _tz_env() -> Any:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(os.environ["TZ"].lstrip(":"))
+    except (ZoneInfoNotFoundError, ValueError):
+        time.tzset()
+        return datetime.now().astimezone().tzinfo
+
+
+def add(
+    command: Annotated[list[str] | None, typer.Argument(help="Command and arguments, after --")] = None,
+    at: Annotated[str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")] = None,
+    in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,
+    key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
+    queue: Annotated[str, typer.Option(help="Queue name")] = "default",
+    priority: Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")] = 0,
+    max_attempts: Annotated[int, typer.Option(help="Failures allowed before dead")] = 3,
+    timeout: Annotated[str | None, typer.Option(help="Kill after this long, e.g. 10m")] = None,
+    backoff: Annotated[str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")] = None,
+    cwd: Annotated[str | None, typer.Option(help="Working directory [default: current]")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
+    shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Enqueue a one-off job: jobctl add --in 5m -- ./report.sh --full"""
+    body = job_body(command or [], at, in_, key, queue, priority, max_attempts, timeout,
+                    backoff, cwd, env or [], shell)
+    with client(socket) as c:
+        job = c.enqueue(body)
+    if json_:
+        render.print_json(job)
+    else:
+        print(job["id"])
+
+
+def list_(
+    status: Annotated[str | None, typer.Option(help="scheduled|running|succeeded|dead|cancelled")] = None,
+    queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """List jobs, newest first."""
+    with client(socket) as c:
+        jobs = c.list(status, queue, limit)
+    if json_:
+        render.print_json(jobs)
+    elif jobs:
+        render.console.print(render.jobs_table(jobs))
+    else:
+        render.console.print("no jobs")
+
+
+def show(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Show one job with every attempt."""
+    with client(socket) as c:
+        job = c.get(job_id)
+    if json_:
+        render.print_json(job)
+    else:
+        render.job_detail(job)
+
+
+def logs(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
+    attempt: Annotated[int | None, typer.Option(help="Attempt number [default: last]")] = None,
+    socket: SocketOpt = None,
+) -> None:
+    """Print the captured output of an attempt."""
+    with client(socket) as c:
+        if attempt is None:
+            attempt = c.get(job_id)["attempt"]
+            if not attempt:
+                raise InvalidInput(f"job {job_id} has not run yet")
+        text = c.log(job_id, attempt)
+    typer.echo(text, nl=False)
+
+
+def cancel(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL)."""
+    with client(socket) as c:
+        job = c.cancel(job_id)
+    if json_:
+        render.print_json(job)
+    else:
+        print(f"job {job['id']} {job['status']}")

@@ -1,0 +1,112 @@
+"""Human output: rich tables and panels. JSON output bypasses this module entirely."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from jobctl.domain.durations import format_duration
+
+console = Console(highlight=False)
+
+STATUS_STYLE = {"scheduled": "cyan", "running": "yellow", "succeeded": "green",
+                "dead": "red", "cancelled": "dim"}
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def when(text: str | None) -> str:
+    """A wire time shown as local time, with how far from now it is."""
+    if not text:
+        return "-"
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    delta = (dt - datetime.now(UTC)).total_seconds()
+    rel = f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(-delta)} ago"
+    return f"{dt.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({rel})"
+
+
+def status(value: str) -> str:
+    return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "COMMAND", "LAST ERROR"):
+        table.add_column(col, overflow="fold")
+    for j in jobs:
+        table.add_row(
+            str(j["id"]), status(j["status"]), j["queue"], when(j["run_at"]),
+            f"{j['attempt']}/{j['max_attempts']}", " ".join(j["command"])[:60],
+            (j.get("last_error") or "")[:40],
+        )
+    return table
+
+
+def job_detail(job: dict[str, Any]) -> None:
+    fields = [
+        ("id", job["id"]), ("key", job["key"]), ("status", status(job["status"])),
+        ("queue", job["queue"]), ("priority", job["priority"]),
+        ("command", " ".join(job["command"])), ("cwd", job["cwd"]),
+        ("run at", when(job["run_at"])),
+        ("attempts", f"{job['attempt']} started, {job['failures']} of "
+                     f"{job['max_attempts']} failures used"),
+        ("timeout", f"{job['timeout']:g}s" if job["timeout"] else "none"),
+        ("backoff", f"{job['backoff']['base']:g}s doubling, capped at {job['backoff']['cap']:g}s"),
+        ("created", when(job["created_at"])),
+    ]
+    if job["status"] == "running":
+        fields.append(("lease", f"{job['lease_owner']} until {when(job['lease_until'])}"))
+    if job["status"] == "scheduled" and job["attempt"] > 0:
+        fields.append(("next retry", when(job["run_at"])))
+    if job.get("finished_at"):
+        fields.append(("finished", when(job["finished_at"])))
+    if job.get("dead_reason"):
+        fields.append(("dead reason", job["dead_reason"]))
+    if job.get("last_error"):
+        fields.append(("last error", job["last_error"]))
+    for name, value in fields:
+        console.print(f"[bold]{name:>12}[/]  {value}")
+    if job.get("attempts"):
+        console.print()
+        console.print(attempts_table(job["attempts"]))
+
+
+def attempts_table(attempts: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold", title="attempts", title_justify="left")
+    for col in ("#", "GEN", "STARTED", "DURATION", "OUTCOME", "EXIT", "ERROR"):
+        table.add_column(col)
+    for a in attempts:
+        duration = "-"
+        if a["finished_at"]:
+            start = datetime.fromisoformat(a["started_at"].replace("Z", "+00:00"))
+            end = datetime.fromisoformat(a["finished_at"].replace("Z", "+00:00"))
+            duration = format_duration((end - start).total_seconds())
+        table.add_row(str(a["number"]), str(a["generation"]), when(a["started_at"]), duration,
+                      a["outcome"] or "[yellow]running[/]",
+                      "" if a["exit_code"] is None else str(a["exit_code"]), a["error"] or "")
+    return table
+
+
+def status_view(s: dict[str, Any]) -> None:
+    counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
+    ex = s.get("executor", {})
+    console.print(f"[bold]jobctl[/] {s['version']}  pid {s['pid']}  up "
+                  f"{format_duration(s['uptime'])}  running {ex.get('running', '?')}/"
+                  f"{ex.get('concurrency', '?')}")
+    console.print(f"jobs: {counts}")
+    table = Table(box=None, header_style="bold")
+    for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
+        table.add_column(col, justify="right" if col != "QUEUE" else "left")
+    for q in s["queues"]:
+        age = q["oldest_due_age"]
+        table.add_row(q["queue"], str(q["waiting"]), str(q["due"]), str(q["running"]),
+                      "-" if age is None else format_duration(age), str(q["dead"]))
+    if s["queues"]:
+        console.print(table)

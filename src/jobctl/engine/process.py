@@ -1,0 +1,169 @@
+"""Starting, watching and stopping one command's process group.
+
+Each attempt runs as the leader of a new session (so of a new process group): stdin is
+``/dev/null``, stdout and stderr go straight to the attempt's log file (the daemon never
+copies output through itself). The exit is watched through a pidfd on the event loop,
+so thousands of running commands need no threads. Stopping a job means signalling its
+whole group: SIGTERM, then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pwd
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from jobctl.domain.models import Claim
+
+TAIL_BYTES = 4096
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass
+class Running:
+    """A live attempt: its process, exit future and why we stopped it (if we did)."""
+
+    claim: Claim
+    proc: subprocess.Popen[bytes]
+    exited: asyncio.Future[int]
+    log_path: Path
+    stop_reason: str | None = None
+    stopping: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+@cache
+def _account(uid: int) -> tuple[str, str, str, int]:
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return (str(uid), "/", "/bin/sh", uid)
+    return (pw.pw_name, pw.pw_dir or "/", pw.pw_shell or "/bin/sh", pw.pw_gid)
+
+
+def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
+    """The small clean environment a command gets (never the daemon's own).
+
+    Documented in docs/guarantees.md; the ``JOBCTL_*`` names let commands make their side
+    effects idempotent and let a restarted daemon find a survivor by its environment.
+    """
+    job = claim.job
+    name, home, shell, _ = _account(job.spec.owner_uid)
+    env = {
+        "PATH": _ROOT_PATH if job.spec.owner_uid == 0 else _PATH,
+        "HOME": home, "USER": name, "LOGNAME": name, "SHELL": shell, "LANG": "C.UTF-8",
+    }
+    env.update(dict(job.spec.env))
+    env.update({
+        "JOBCTL_JOB_ID": str(job.id), "JOBCTL_JOB_KEY": job.key,
+        "JOBCTL_ATTEMPT": str(claim.attempt), "JOBCTL_GENERATION": str(claim.generation),
+        "JOBCTL_QUEUE": job.spec.queue, "JOBCTL_LEASE_OWNER": lease_owner,
+    })
+    return env
+
+
+def spawn(
+    claim: Claim, log_path: Path, lease_owner: str, loop: asyncio.AbstractEventLoop
+) -> Running:
+    """Start the claim's command; raises OSError when it cannot be started at all."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    spec = claim.job.spec
+    creds: dict[str, object] = {}
+    if os.geteuid() == 0 and spec.owner_uid != 0:
+        # A root daemon runs each command as the user who submitted it, never as root.
+        name, _, _, gid = _account(spec.owner_uid)
+        creds = {"user": spec.owner_uid, "group": gid,
+                 "extra_groups": os.getgrouplist(name, gid)}
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            list(spec.command), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=spec.cwd, env=command_env(claim, lease_owner), start_new_session=True,
+            close_fds=True, **creds,  # type: ignore[call-overload]
+        )
+    exited: asyncio.Future[int] = loop.create_future()
+    _watch_exit(proc, exited, loop)
+    return Running(claim, proc, exited, log_path)
+
+
+def _watch_exit(
+    proc: subprocess.Popen[bytes], exited: asyncio.Future[int], loop: asyncio.AbstractEventLoop
+) -> None:
+    pidfd = os.pidfd_open(proc.pid)
+
+    def on_exit() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        code = proc.wait()
+        if not exited.done():
+            exited.set_result(code)
+
+    loop.add_reader(pidfd, on_exit)
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Signal a process group; False if it is already gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+async def stop_group(run: Running, grace: float) -> None:
+    """SIGTERM the attempt's group, SIGKILL it if the leader outlives ``grace``."""
+    signal_group(run.proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(run.exited), grace)
+    except TimeoutError:
+        signal_group(run.proc.pid, signal.SIGKILL)
+        await run.exited
+
+
+def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            data = f.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
+
+    Together with the pid it names one process for good: a recycled pid has another
+    start time, so a restarted daemon never signals an innocent process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def find_by_env(markers: dict[str, str]) -> list[int]:
+    """Pids of processes whose start-up environment holds all ``markers``.
+
+    Used after a crash to find a command whose pid was never recorded (the daemon died
+    between spawning it and committing the pid), or a child that left its group.
+    """
+    wanted = [f"{k}={v}".encode() for k, v in markers.items()]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            env = (entry / "environ").read_bytes().split(b"\0")
+            if all(w in env for w in wanted):
+                found.append(int(entry.name))
+    return found

@@ -1,0 +1,35 @@
+"""Default locations of the database and the socket.
+
+root: ``/var/lib/jobctl/jobctl.db`` and ``/run/jobctl/jobctl.sock`` (the system
+service). Anyone else: ``$XDG_STATE_HOME/jobctl/jobctl.db`` (``~/.local/state``) and
+``$XDG_RUNTIME_DIR/jobctl/jobctl.sock`` (``/run/user/UID``, or ``/tmp/jobctl-UID`` where
+neither exists). ``JOBCTL_DB`` and ``JOBCTL_SOCKET`` override them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def default_db() -> Path:
+    if env := os.environ.get("JOBCTL_DB"):
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/lib/jobctl/jobctl.db")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "jobctl" / "jobctl.db"
+
+
+def default_socket() -> Path:
+    if env := os.environ.get("JOBCTL_SOCKET"):
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/run/jobctl/jobctl.sock")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        candidate = Path(f"/run/user/{os.geteuid()}")
+        if not candidate.is_dir():
+            return Path(f"/tmp/jobctl-{os.geteuid()}") / "jobctl.sock"
+        runtime = str(candidate)
+    return Path(runtime) / "jobctl" / "jobctl.sock"

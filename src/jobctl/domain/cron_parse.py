@@ -365,16 +365,15 @@ def _describe_time(minute: tuple[CronTerm, ...], hour: tuple[CronTerm, ...]) -> 
 def _describe_days(expr: CronExpr, dom: tuple[CronTerm, ...], dow: tuple[CronTerm, ...]) -> str:
     dom_any, dow_any = _is_plain_star(dom), _is_plain_star(dow)
     dom_text = _numbers_phrase(dom, "day", "days", " of the month")
-    dow_text = _names_phrase(dow, _DAY_WORDS, 0)
     if dom_any and dow_any:
         return ""
     if dom_any:
-        return "on " + dow_text
+        return "on " + _names_phrase(dow, _DAY_WORDS, 0)
     if dow_any:
         return "on " + dom_text
-    if expr.dom_star or expr.dow_star:
-        return f"on {dom_text} if it is {dow_text}"
-    return f"on {dom_text} or on {dow_text}"
+    if expr.dom_star or expr.dow_star:  # Vixie: both must match
+        return f"on {dom_text} if it is {_names_phrase(dow, _DAY_WORDS, 0, 'or')}"
+    return f"on {dom_text} or on {_names_phrase(dow, _DAY_WORDS, 0, 'or')}"
 
 
 def _numbers_phrase(terms: tuple[CronTerm, ...], unit: str, units: str, suffix: str) -> str:
@@ -394,7 +393,9 @@ def _numbers_phrase(terms: tuple[CronTerm, ...], unit: str, units: str, suffix: 
     return _join(phrases, "and")
 
 
-def _names_phrase(terms: tuple[CronTerm, ...], words: tuple[str, ...], base: int) -> str:
+def _names_phrase(
+    terms: tuple[CronTerm, ...], words: tuple[str, ...], base: int, word: str = "and"
+) -> str:
     """Word a month or weekday field with names; steps are listed day by day."""
     phrases = []
     for t in terms:
@@ -404,8 +405,8 @@ def _names_phrase(terms: tuple[CronTerm, ...], words: tuple[str, ...], base: int
             phrases.append(f"{words[(t.lo - base) % len(words)]} through {words[(t.hi - base) % len(words)]}")
         else:
             picked = sorted({(v - base) % len(words) for v in range(t.lo, t.hi + 1, t.step)})
-            phrases.append(_join([words[i] for i in picked], "and"))
-    return _join(phrases, "and")
+            phrases.append(_join([words[i] for i in picked], word))
+    return _join(phrases, word)
 
 
 def _ordinal(n: int) -> str:

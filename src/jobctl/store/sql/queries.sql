@@ -21,7 +21,7 @@ SELECT * FROM jobs WHERE id = :id;
 -- Move jobs whose time has come from the future bucket to the due bucket, oldest first,
 -- a bounded batch at a time so one claim never does unbounded work.
 UPDATE jobs SET due = 1
-WHERE id IN (SELECT id FROM jobs
+WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_future
              WHERE status = 'scheduled' AND due = 0 AND run_at <= :now
              ORDER BY run_at LIMIT :limit);
 
@@ -29,7 +29,7 @@ WHERE id IN (SELECT id FROM jobs
 UPDATE jobs
 SET status = 'running', due = 0, attempt = attempt + 1, generation = generation + 1,
     lease_owner = :owner, lease_until = :lease_until
-WHERE id IN (SELECT id FROM jobs
+WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_due
              WHERE status = 'scheduled' AND due = 1
              ORDER BY priority DESC, run_at, id LIMIT :limit)
 RETURNING *;
@@ -65,7 +65,7 @@ SET finished_at = :now, outcome = :outcome, exit_code = :exit_code, error = :err
 WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL;
 
 -- name: expired_leases
-SELECT * FROM jobs WHERE status = 'running' AND lease_until < :now
+SELECT * FROM jobs INDEXED BY jobs_lease WHERE status = 'running' AND lease_until < :now
   AND lease_owner IS NOT :spare
 ORDER BY lease_until LIMIT :limit;
 
@@ -99,26 +99,27 @@ SELECT id FROM jobs WHERE status = 'dead' ORDER BY id LIMIT :limit;
 SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 
 -- name: next_future
-SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 0;
+SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future WHERE status = 'scheduled' AND due = 0;
 
 -- name: any_due
-SELECT 1 FROM jobs WHERE status = 'scheduled' AND due = 1 LIMIT 1;
+SELECT 1 FROM jobs INDEXED BY jobs_due WHERE status = 'scheduled' AND due = 1 LIMIT 1;
 
 -- name: next_lease_expiry
-SELECT min(lease_until) AS t FROM jobs WHERE status = 'running' AND lease_owner IS NOT :spare;
+SELECT min(lease_until) AS t FROM jobs INDEXED BY jobs_lease WHERE status = 'running' AND lease_owner IS NOT :spare;
 
 -- name: counts
 SELECT queue, bucket, n FROM job_counts WHERE n > 0;
 
 -- name: oldest_due
-SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 1 AND queue = :queue;
+SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_due_age
+WHERE status = 'scheduled' AND due = 1 AND queue = :queue;
 
 -- name: oldest_future_due
-SELECT min(run_at) AS t FROM jobs
+SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future
 WHERE status = 'scheduled' AND due = 0 AND queue = :queue AND run_at <= :now;
 
 -- name: count_future_due
-SELECT queue, count(*) AS n FROM jobs
+SELECT queue, count(*) AS n FROM jobs INDEXED BY jobs_future
 WHERE status = 'scheduled' AND due = 0 AND run_at <= :now GROUP BY queue;
 
 -- name: list_jobs

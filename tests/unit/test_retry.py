@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from jobctl.domain.models import Backoff, Job, JobSpec
+from jobctl.domain.retry import next_step
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.errors import InvalidInput
+
+NOW = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def job(failures: int = 0, max_attempts: int = 3, backoff: Backoff | None = None) -> Job:
+    spec = JobSpec(("true",), NOW, 0, max_attempts=max_attempts, backoff=backoff or Backoff())
+    return Job(1, "k", spec, JobStatus.RUNNING, NOW, NOW, failures + 1, failures, 1, "o", NOW,
+               None, None, None)
+
+
+def test_backoff_ceiling_doubles_then_caps() -> None:
+    b = Backoff(10, 60)
+    assert [b.ceiling(n) for n in range(1, 6)] == [10, 20, 40, 60, 60]
+    assert Backoff(1, 10**9).ceiling(10_000) == 10**9  # no overflow
+    with pytest.raises(InvalidInput):
+        Backoff(10, 5)
+
+
+def test_full_jitter_stays_within_ceiling_and_varies() -> None:
+    rng = random.Random(1)
+    delays = [(next_step(job(1), Outcome.FAILED, 1, NOW, rng).run_at - NOW).total_seconds()
+              for _ in range(200)]
+    assert all(0 <= d <= 20 for d in delays)
+    assert max(delays) - min(delays) > 10  # full jitter spreads retries
+
+
+@pytest.mark.parametrize(("outcome", "code", "status", "reason"), [
+    (Outcome.SUCCEEDED, 0, JobStatus.SUCCEEDED, None),
+    (Outcome.CANCELLED, None, JobStatus.CANCELLED, None),
+    (Outcome.FAILED, 127, JobStatus.DEAD, "non_retryable"),
+    (Outcome.FAILED, 126, JobStatus.DEAD, "non_retryable"),
+])
+def test_terminal_outcomes(outcome: Outcome, code: int | None, status: JobStatus,
+                           reason: str | None) -> None:
+    step = next_step(job(), outcome, code, NOW, random.Random(0))
+    assert (step.status, step.dead_reason) == (status, reason)
+
+
+@pytest.mark.parametrize(("outcome", "reason"), [
+    (Outcome.FAILED, "max_attempts"), (Outcome.TIMEOUT, "timeout"),
+    (Outcome.LEASE_EXPIRED, "lease_expired"),
+])
+def test_last_budgeted_failure_is_dead_with_reason(outcome: Outcome, reason: str) -> None:
+    step = next_step(job(failures=2), outcome, 1, NOW, random.Random(0))
+    assert (step.status, step.dead_reason, step.failures) == (JobStatus.DEAD, reason, 3)
+
+
+def test_interrupted_is_free_and_immediate() -> None:
+    step = next_step(job(failures=2), Outcome.INTERRUPTED, None, NOW, random.Random(0))
+    assert (step.status, step.failures, step.run_at) == (JobStatus.SCHEDULED, 2, NOW)

@@ -70,7 +70,7 @@ TRANSITIONS: dict[tuple[JobStatus, JobStatus], frozenset[str]] = {
     (S.RUNNING, S.SUCCEEDED): frozenset({"finish"}),
     (S.RUNNING, S.SCHEDULED): frozenset({"finish", "reclaim", "interrupt"}),
     (S.RUNNING, S.DEAD): frozenset({"finish", "reclaim"}),
-    (S.RUNNING, S.CANCELLED): frozenset({"cancel"}),
+    (S.RUNNING, S.CANCELLED): frozenset({"cancel", "finish"}),
     (S.DEAD, S.SCHEDULED): frozenset({"replay"}),
 }
 

@@ -19,10 +19,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from jobctl.domain.clock import Clock
-from jobctl.domain.models import AttemptResult, Claim
+from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.states import Outcome
 from jobctl.engine import process
-from jobctl.errors import LeaseLost, NotFound
+from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
@@ -44,12 +44,14 @@ class Executor:
     def __init__(
         self, store: AsyncStore, clock: Clock, config: ExecutorConfig, owner: str,
         on_slot_free: Callable[[], None] = lambda: None,
+        on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
     ) -> None:
         self._store = store
         self._clock = clock
         self.config = config
         self.owner = owner
         self._on_slot_free = on_slot_free
+        self._on_finish = on_finish
         self._live: dict[int, process.Running] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
@@ -123,6 +125,11 @@ class Executor:
         return _result(run, code, tail)
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
+        job = await self._report(claim, result)
+        self._on_finish(job, claim, result)
+
+    async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
+        """Hand the result to the store; None when it was fenced or could not be stored."""
         job_id = claim.job.id
         for delay in (0.1, 0.5, 2.0, 5.0, None):
             try:
@@ -131,18 +138,22 @@ class Executor:
             except (LeaseLost, NotFound) as exc:
                 log.warning("event=fenced job=%s gen=%s outcome=%s reason=%r", job_id,
                             claim.generation, result.outcome.value, str(exc))
-                return
+                return None
+            except JobctlError as exc:  # a logic refusal: trying again cannot help
+                log.error("event=finish_refused job=%s error=%r", job_id, str(exc))
+                return None
             except Exception as exc:  # the store is failing: keep the result, try again
                 if delay is None:
                     log.error("event=finish_failed job=%s error=%r", job_id, str(exc))
-                    return
+                    return None
                 log.warning("event=finish_retry job=%s error=%r", job_id, str(exc))
                 await asyncio.sleep(delay)
                 continue
             log.info("event=%s job=%s attempt=%s outcome=%s exit=%s status=%s", _event(job.status),
                      job_id, claim.attempt, result.outcome.value, result.exit_code,
                      job.status.value)
-            return
+            return job
+        return None
 
     def stop(self, job_id: int, reason: str) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live."""

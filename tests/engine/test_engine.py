@@ -1,0 +1,164 @@
+"""Timer + executor + store with real processes and a fake clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobctl.domain.models import Backoff
+from jobctl.domain.states import JobStatus, Outcome
+from tests.engine.conftest import Engine, later
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_due_job_runs_with_its_environment_and_output(engine: Engine) -> None:
+    job = engine.add('echo "id=$JOBCTL_JOB_ID key=$JOBCTL_JOB_KEY att=$JOBCTL_ATTEMPT '
+                     'gen=$JOBCTL_GENERATION x=$X"; pwd; test -z "$PYTEST_CURRENT_TEST"',
+                     key="report-1", env=(("X", "42"),))
+    [result] = await engine.finishes(1)
+    assert result.outcome is Outcome.SUCCEEDED
+    done = engine.store.get(job.id)
+    assert done.status is JobStatus.SUCCEEDED
+    tail = done.attempts[0].output_tail
+    assert f"id={job.id} key=report-1 att=1 gen=1 x=42" in tail
+    assert str(engine.tmp) in tail
+    log_path = done.attempts[0].log_path
+    assert log_path and Path(log_path).read_text() == tail
+
+
+async def test_timer_sleeps_until_the_next_run_at(engine: Engine) -> None:
+    due = later(engine.clock, 3600)
+    job = engine.add("true", run_at=due)
+    assert await engine.timer.run_once() == due
+    assert engine.store.get(job.id).status is JobStatus.SCHEDULED
+    engine.clock.set(due)
+    await engine.finishes(1)
+    assert engine.store.get(job.id).status is JobStatus.SUCCEEDED
+
+
+async def test_failures_retry_with_backoff_then_die(engine: Engine) -> None:
+    job = engine.add("echo nope; exit 3", max_attempts=3, backoff=Backoff(60, 60))
+    for n in range(1, 4):
+        results = await engine.finishes(n)
+        assert results[-1].outcome is Outcome.FAILED and results[-1].exit_code == 3
+        current = engine.store.get(job.id)
+        if n < 3:
+            assert current.status is JobStatus.SCHEDULED
+            assert engine.clock.now() <= current.run_at <= later(engine.clock, 60)
+            engine.clock.set(current.run_at)
+    dead = engine.store.get(job.id)
+    assert (dead.status, dead.dead_reason, dead.last_error) == (
+        JobStatus.DEAD, "max_attempts", "exit code 3")
+    assert [a.number for a in dead.attempts] == [1, 2, 3]
+    assert "nope" in dead.attempts[-1].output_tail
+
+
+async def test_missing_command_is_dead_at_once(engine: Engine) -> None:
+    job = engine.add(["/nonexistent/cmd"], max_attempts=5)
+    [result] = await engine.finishes(1)
+    assert result.exit_code == 127
+    assert engine.store.get(job.id).dead_reason == "non_retryable"
+
+
+async def test_timeout_terms_then_kills_the_group(engine: Engine) -> None:
+    job = engine.add("trap '' TERM; sleep 30 & wait", timeout=0.2, max_attempts=1)
+    [result] = await engine.finishes(1)
+    assert result.outcome is Outcome.TIMEOUT
+    assert result.error == "timed out after 0.2s"
+    dead = engine.store.get(job.id)
+    assert (dead.status, dead.dead_reason) == (JobStatus.DEAD, "timeout")
+    pid = dead.attempts[0].pid
+    assert pid is not None and not _group_alive(pid)
+
+
+async def test_cancel_running_job_stops_its_process_group(engine: Engine) -> None:
+    job = engine.add("sleep 30 & sleep 30; wait")
+    await engine.started(job.id)
+    res = engine.store.cancel(job.id, "cancelled by user")
+    assert res.was_running
+    assert engine.executor.stop(job.id, "cancelled by user")
+    await engine.finishes(1)
+    got = engine.store.get(job.id)
+    assert got.status is JobStatus.CANCELLED
+    assert got.attempts[0].outcome is Outcome.CANCELLED
+    assert not _group_alive(got.attempts[0].pid or 0)
+    assert engine.finished[0][0] is None  # the executor's late result was fenced
+
+
+async def test_lost_lease_is_fenced_and_the_process_stopped(engine: Engine) -> None:
+    job = engine.add("sleep 30", max_attempts=3)
+    await engine.started(job.id)
+    gen = engine.store.get(job.id).generation
+    # another daemon reclaimed it (e.g. after a partition): the generation moved on
+    engine.store.reclaim(job.id, gen, "reclaimed elsewhere")
+    await engine.executor.heartbeat_once()
+    await engine.finishes(1)
+    assert engine.finished[0][0] is None
+    got = engine.store.get(job.id)
+    assert got.attempts[0].outcome is Outcome.LEASE_EXPIRED
+    assert got.attempts[0].error == "reclaimed elsewhere"
+
+
+async def test_heartbeat_keeps_a_long_job_leased(engine: Engine) -> None:
+    job = engine.add("sleep 30")
+    await engine.started(job.id)
+    for _ in range(4):  # 80 fake seconds, far past the 30 s lease
+        engine.clock.advance(20)
+        await engine.executor.heartbeat_once()
+    assert engine.store.reclaim_expired(10) == []
+    got = engine.store.get(job.id)
+    assert got.status is JobStatus.RUNNING and got.lease_until == later(engine.clock, 30)
+    engine.executor.stop(job.id, "done with test")
+    await engine.finishes(1)
+
+
+async def test_concurrency_limit_is_respected(engine: Engine) -> None:
+    marker = engine.tmp / "running"
+    marker.mkdir()
+    script = (f'touch {marker}/$JOBCTL_JOB_ID; ls {marker} | wc -l >> {engine.tmp}/counts; '
+              f'sleep 0.05; rm {marker}/$JOBCTL_JOB_ID')
+    for _ in range(10):
+        engine.add(script)
+    results = await engine.finishes(10)
+    assert all(r.outcome is Outcome.SUCCEEDED for r in results)
+    counts = [int(x) for x in (engine.tmp / "counts").read_text().split()]
+    assert max(counts) <= engine.executor.config.concurrency
+
+
+async def test_shutdown_interrupts_without_using_budget(engine: Engine) -> None:
+    job = engine.add("sleep 30", max_attempts=1)
+    await engine.started(job.id)
+    engine.timer.stop()
+    await engine.executor.shutdown(grace=0.05)
+    [result] = await engine.finishes(1)
+    assert result.outcome is Outcome.INTERRUPTED
+    got = engine.store.get(job.id)
+    assert (got.status, got.failures) == (JobStatus.SCHEDULED, 0)
+
+
+async def test_priority_order_when_slots_are_scarce(engine: Engine) -> None:
+    order = engine.tmp / "order"
+    base = later(engine.clock, 10)
+    for prio in (1, 5, 3, 9, 0, 7):
+        engine.add(f"echo {prio} >> {order}", priority=prio, run_at=base)
+    engine.executor.config = type(engine.executor.config)(
+        concurrency=1, lease_ttl=30, kill_grace=0.5, log_dir=engine.tmp / "logs")
+    engine.clock.set(base)
+    engine.timer.wake()
+    await engine.finishes(6)
+    assert order.read_text().split() == ["9", "7", "5", "3", "1", "0"]
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is still in the group."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False

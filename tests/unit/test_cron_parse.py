@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from itertools import islice
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,7 +18,6 @@ from jobctl.domain.cron import (
 )
 from jobctl.errors import InvalidSchedule
 
-UTC = timezone.utc
 UTC_ZONE = ZoneInfo("UTC")
 
 
@@ -31,7 +31,7 @@ def utc(text: str) -> datetime:
 
 def fires(expr: str, after: str, count: int) -> list[str]:
     found = iter_fires(parse_cron(expr), UTC_ZONE, utc(after))
-    return [t.strftime("%Y-%m-%d %H:%M %a") for t, _ in zip(found, range(count))]
+    return [t.strftime("%Y-%m-%d %H:%M %a") for t in islice(found, count)]
 
 
 # --- syntax -------------------------------------------------------------------------
@@ -233,7 +233,9 @@ def test_reboot_is_rejected_clearly() -> None:
 
 
 def test_unknown_macro() -> None:
-    with pytest.raises(InvalidSchedule, match=r"^unknown macro '@fortnightly' \(expected one of @yearly,"):
+    with pytest.raises(
+        InvalidSchedule, match=r"^unknown macro '@fortnightly' \(expected one of @yearly,"
+    ):
         parse_cron("@fortnightly")
     with pytest.raises(InvalidSchedule, match=r"^unknown macro '@daily 5'"):
         parse_cron("@daily 5")
@@ -243,10 +245,16 @@ def test_unknown_macro() -> None:
     ("text", "message"),
     [
         ("0 0 L * *", "day-of-month field: 'L' uses 'L' (last), which is not supported"),
-        ("0 0 15W * *", "day-of-month field: '15W' uses 'W' (nearest weekday), which is not supported"),
+        (
+            "0 0 15W * *",
+            "day-of-month field: '15W' uses 'W' (nearest weekday), which is not supported",
+        ),
         ("0 0 LW * *", "day-of-month field: 'LW' uses 'L' (last), which is not supported"),
         ("0 0 * * 5L", "day-of-week field: '5L' uses 'L' (last), which is not supported"),
-        ("0 0 * * 1#2", "day-of-week field: '1#2' uses '#' (nth weekday of the month), which is not supported"),
+        (
+            "0 0 * * 1#2",
+            "day-of-week field: '1#2' uses '#' (nth weekday of the month), which is not supported",
+        ),
         ("0 0 ? * 1", "day-of-month field: '?' uses '?', which is not supported (use '*')"),
         ("0 0 1 * ?", "day-of-week field: '?' uses '?', which is not supported (use '*')"),
     ],
@@ -284,11 +292,17 @@ def test_both_restricted_means_either() -> None:
 
 
 def test_star_day_of_week_means_day_of_month_only() -> None:
-    assert fires("0 0 13 * *", "2027-03-01 00:00", 2) == ["2027-03-13 00:00 Sat", "2027-04-13 00:00 Tue"]
+    assert fires("0 0 13 * *", "2027-03-01 00:00", 2) == [
+        "2027-03-13 00:00 Sat",
+        "2027-04-13 00:00 Tue",
+    ]
 
 
 def test_star_day_of_month_means_weekday_only() -> None:
-    assert fires("0 0 * * mon", "2027-03-01 00:00", 2) == ["2027-03-08 00:00 Mon", "2027-03-15 00:00 Mon"]
+    assert fires("0 0 * * mon", "2027-03-01 00:00", 2) == [
+        "2027-03-08 00:00 Mon",
+        "2027-03-15 00:00 Mon",
+    ]
 
 
 def test_star_step_day_of_month_means_both() -> None:
@@ -311,12 +325,19 @@ def test_star_step_day_of_week_means_both() -> None:
 
 def test_range_covering_all_days_is_not_a_star() -> None:
     # '1-31' does not start with '*', so the rule is OR: every day matches.
-    assert fires("0 0 1-31 * 1", "2027-03-01 00:00", 2) == ["2027-03-02 00:00 Tue", "2027-03-03 00:00 Wed"]
+    assert fires("0 0 1-31 * 1", "2027-03-01 00:00", 2) == [
+        "2027-03-02 00:00 Tue",
+        "2027-03-03 00:00 Wed",
+    ]
 
 
 def test_sunday_as_0_and_7() -> None:
     zero = fires("0 12 * * 0", "2027-03-01 00:00", 3)
-    assert zero == fires("0 12 * * 7", "2027-03-01 00:00", 3) == fires("0 12 * * SUN", "2027-03-01 00:00", 3)
+    assert (
+        zero
+        == fires("0 12 * * 7", "2027-03-01 00:00", 3)
+        == fires("0 12 * * SUN", "2027-03-01 00:00", 3)
+    )
     assert zero[0] == "2027-03-07 12:00 Sun"
     assert fires("0 0 * * 5-7", "2027-03-01 00:00", 3) == [
         "2027-03-05 00:00 Fri",
@@ -326,7 +347,10 @@ def test_sunday_as_0_and_7() -> None:
 
 
 def test_leap_day() -> None:
-    assert fires("0 0 29 2 *", "2027-01-01 00:00", 2) == ["2028-02-29 00:00 Tue", "2032-02-29 00:00 Sun"]
+    assert fires("0 0 29 2 *", "2027-01-01 00:00", 2) == [
+        "2028-02-29 00:00 Tue",
+        "2032-02-29 00:00 Sun",
+    ]
 
 
 def test_leap_day_on_a_weekday_across_a_skipped_leap_year() -> None:
@@ -345,7 +369,11 @@ def test_leap_day_on_a_weekday_across_a_skipped_leap_year() -> None:
     ("text", "message"),
     [
         ("0 0 30 2 *", "'0 0 30 2 *' never fires: day 30 does not occur in February"),
-        ("0 0 31 4,6,9,11 *", "'0 0 31 4,6,9,11 *' never fires: day 31 does not occur in April, June, September or November"),
+        (
+            "0 0 31 4,6,9,11 *",
+            "'0 0 31 4,6,9,11 *' never fires: "
+            "day 31 does not occur in April, June, September or November",
+        ),
         ("0 0 30,31 feb */2", "'0 0 30,31 feb */2' never fires: day 30 does not occur in February"),
     ],
 )
@@ -403,12 +431,18 @@ def test_naive_after_is_a_programming_error() -> None:
         ("0 0 */2 * *", "at 00:00 on every 2nd day of the month from 1 through 31"),
         ("0 0 1 * 5", "at 00:00 on day 1 of the month or on Friday"),
         ("0 0 */2 * 1", "at 00:00 on every 2nd day of the month from 1 through 31 if it is Monday"),
-        ("0 0 13 * */2", "at 00:00 on day 13 of the month if it is Sunday, Tuesday, Thursday or Saturday"),
+        (
+            "0 0 13 * */2",
+            "at 00:00 on day 13 of the month if it is Sunday, Tuesday, Thursday or Saturday",
+        ),
         ("0 0 * * 5-7", "at 00:00 on Friday through Sunday"),
         ("0 0 * * 7", "at 00:00 on Sunday"),
         ("0 0 * * mon,wed,FRI", "at 00:00 on Monday, Wednesday and Friday"),
         ("0 0 1 * mon,fri", "at 00:00 on day 1 of the month or on Monday or Friday"),
-        ("0 0 */2 * mon,fri", "at 00:00 on every 2nd day of the month from 1 through 31 if it is Monday or Friday"),
+        (
+            "0 0 */2 * mon,fri",
+            "at 00:00 on every 2nd day of the month from 1 through 31 if it is Monday or Friday",
+        ),
         ("0 0 1 */3 *", "at 00:00 on day 1 of the month in January, April, July and October"),
         ("0 12 * jun-aug *", "at 12:00 every day in June through August"),
         ("0 12 * 12 *", "at 12:00 every day in December"),

@@ -44,12 +44,32 @@ async def jobctl_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    errs = _one_union_branch(exc.errors(), getattr(exc, "body", None))
     problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    for err in errs:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))
         problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
     message = "; ".join(problems) or "invalid request"
+    if isinstance(getattr(exc, "body", None), (str, int, float, bool)):
+        message = "the body must be a job object or a list of job objects"
     return JSONResponse(error_body("invalid_input", message), 422)
+
+
+def _is_tag(part: object) -> bool:
+    """Union branch names pydantic puts in error locations (``JobIn``, ``list[JobIn]``)."""
+    return isinstance(part, str) and part[:1].isupper()
+
+
+def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:
+    """Keep only the errors of the branch the body was meant for (object or list)."""
+    def branch(err: dict[str, Any]) -> str | None:
+        tags = [p for p in err.get("loc", ()) if _is_tag(p)]
+        return tags[0] if tags else None
+
+    wanted = "list[" if isinstance(body, list) else None
+    kept = [e for e in errs if branch(e) is None or (
+        wanted is not None) == str(branch(e)).startswith("list[")]
+    return kept or list(errs)
 
 
 async def http_error(_: Request, exc: Exception) -> JSONResponse:

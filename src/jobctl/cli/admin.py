@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from jobctl.cli import render
-from jobctl.cli.options import JsonOpt, SocketOpt, client
+from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.paths import default_db, default_socket
 
 
@@ -36,10 +35,12 @@ def daemon(
 
 def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     """Daemon version and uptime, job counts, and per-queue health."""
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
     with client(socket) as c:
         s = c.status()
     if json_:
-        render.print_json(s)
+        print_json(s)
     else:
         render.status_view(s)
 
@@ -55,10 +56,12 @@ def dlq_list(
     socket: SocketOpt = None,
 ) -> None:
     """List dead jobs with their reasons."""
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
     with client(socket) as c:
         jobs = c.dead(limit, queue)
     if json_:
-        render.print_json(jobs)
+        print_json(jobs)
     elif jobs:
         render.console.print(render.jobs_table(jobs))
     else:
@@ -76,7 +79,7 @@ def dlq_replay(
     with client(socket) as c:
         jobs = c.replay(limit, id_)
     if json_:
-        render.print_json(jobs)
+        print_json(jobs)
     else:
         print(f"replayed {len(jobs)} job(s)" + (": " + " ".join(str(j["id"]) for j in jobs)
                                                 if jobs else ""))

@@ -9,8 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli import render
-from jobctl.cli.options import JsonOpt, SocketOpt, client
+from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
 
@@ -95,7 +94,7 @@ def add(
     with client(socket) as c:
         job = c.enqueue(body)
     if json_:
-        render.print_json(job)
+        print_json(job)
     else:
         print(job["id"])
 
@@ -108,10 +107,12 @@ def list_(
     socket: SocketOpt = None,
 ) -> None:
     """List jobs, newest first."""
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
     with client(socket) as c:
         jobs = c.list(status, queue, limit)
     if json_:
-        render.print_json(jobs)
+        print_json(jobs)
     elif jobs:
         render.console.print(render.jobs_table(jobs))
     else:
@@ -124,10 +125,12 @@ def show(
     socket: SocketOpt = None,
 ) -> None:
     """Show one job with every attempt."""
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
     with client(socket) as c:
         job = c.get(job_id)
     if json_:
-        render.print_json(job)
+        print_json(job)
     else:
         render.job_detail(job)
 
@@ -156,6 +159,6 @@ def cancel(
     with client(socket) as c:
         job = c.cancel(job_id)
     if json_:
-        render.print_json(job)
+        print_json(job)
     else:
         print(f"job {job['id']} {job['status']}")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl.client import Client
 from jobctl.paths import default_socket
+
+if TYPE_CHECKING:
+    from jobctl.client import Client
 
 SocketOpt = Annotated[
     Path | None,
@@ -19,4 +23,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def client(socket: Path | None) -> Client:
+    from jobctl.client import Client  # imported on use: commands like `next` need no client
+
     return Client(socket or default_socket())
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +14,6 @@ console = Console(highlight=False)
 
 STATUS_STYLE = {"scheduled": "cyan", "running": "yellow", "succeeded": "green",
                 "dead": "red", "cancelled": "dim"}
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
 def when(text: str | None) -> str:

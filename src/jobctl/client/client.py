@@ -1,16 +1,20 @@
 """A small typed client over the daemon's Unix socket.
 
-Policy (paths, error mapping) lives here; I/O is httpx's: the ``uds`` transport in
-production, or any httpx transport (e.g. ``httpx.ASGITransport`` around the app) in
-tests. Error bodies become the same :mod:`jobctl.errors` classes the daemon raised.
+Policy (paths, error mapping, JSON) lives in :class:`Client`; I/O lives in a
+:class:`Transport`: :class:`UnixTransport` speaks HTTP/1.1 over the socket with the
+standard library (the CLI starts fast because it imports no HTTP framework), and tests
+may pass any other transport. Error bodies become the same :mod:`jobctl.errors` classes
+the daemon raised.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket as _socket
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import Any, Protocol
+from urllib.parse import urlencode
 
 from jobctl import errors
 
@@ -24,18 +28,60 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
 }
 
 
-class Client:
-    def __init__(
-        self, socket: Path, transport: httpx.BaseTransport | None = None, timeout: float = 30.0
-    ) -> None:
-        self.socket = socket
-        self._http = httpx.Client(
-            transport=transport or httpx.HTTPTransport(uds=str(socket)),
-            base_url="http://localhost", timeout=timeout,
-        )
+class Transport(Protocol):
+    def request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
+        """Send one request; return (status, content type, body). OSError if unreachable."""
+        ...
 
     def close(self) -> None:
-        self._http.close()
+        ...
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class UnixTransport:
+    """HTTP/1.1 over a Unix socket, one kept-alive connection."""
+
+    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+        self._conn = _UnixConnection(str(path), timeout)
+
+    def request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
+        self._conn.request(method, path, body=body, headers=headers)
+        response = self._conn.getresponse()
+        data = response.read()
+        return response.status, response.getheader("content-type", ""), data
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class Client:
+    def __init__(
+        self, socket: Path, transport: Transport | None = None, timeout: float = 30.0
+    ) -> None:
+        self.socket = socket
+        self._transport = transport or UnixTransport(socket, timeout)
+
+    def close(self) -> None:
+        self._transport.close()
 
     def __enter__(self) -> Client:
         return self
@@ -43,32 +89,40 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
+    def request(
+        self, method: str, path: str, *, json_body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        if params:
+            path += "?" + urlencode([(k, v) for k, v in params.items() if v is not None],
+                                    doseq=True)
+        body = None if json_body is None else json.dumps(json_body).encode()
+        headers = {"content-type": "application/json"} if body is not None else {}
         try:
-            response = self._http.request(method, path, **kw)
-        except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
+            status, ctype, data = self._transport.request(method, path, body, headers)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise errors.DaemonUnavailable(
                 f"the daemon is not running (no answer on {self.socket}); start it with "
                 f"'jobctl daemon' or 'systemctl --user start jobctl'",
                 socket=str(self.socket),
             ) from exc
-        except httpx.TransportError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise errors.DaemonUnavailable(
                 f"lost the connection to the daemon on {self.socket}: {exc}") from exc
-        if response.status_code >= 400:
-            raise _error_from(response)
-        if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.text
+        if status >= 400:
+            raise _error_from(status, data)
+        if ctype.startswith("application/json"):
+            return json.loads(data)
+        return data.decode("utf-8", errors="replace")
 
     # -- typed calls ------------------------------------------------------------------
 
     def enqueue(self, job: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/v1/jobs", json=job)
+        result: dict[str, Any] = self.request("POST", "/v1/jobs", json_body=job)
         return result
 
     def enqueue_many(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.request("POST", "/v1/jobs", json=jobs)
+        result: list[dict[str, Any]] = self.request("POST", "/v1/jobs", json_body=jobs)
         return result
 
     def get(self, job_id: int) -> dict[str, Any]:
@@ -99,7 +153,7 @@ class Client:
 
     def replay(self, limit: int = 10, ids: list[int] | None = None) -> list[dict[str, Any]]:
         body: dict[str, Any] = {"limit": limit, "ids": ids or None}
-        result: dict[str, Any] = self.request("POST", "/v1/dlq/replay", json=body)
+        result: dict[str, Any] = self.request("POST", "/v1/dlq/replay", json_body=body)
         replayed: list[dict[str, Any]] = result["replayed"]
         return replayed
 
@@ -108,13 +162,12 @@ class Client:
         return result
 
 
-def _error_from(response: httpx.Response) -> errors.JobctlError:
+def _error_from(status: int, data: bytes) -> errors.JobctlError:
     try:
-        err = response.json()["error"]
+        err = json.loads(data)["error"]
         code, message = str(err["code"]), str(err["message"])
     except (ValueError, KeyError, TypeError):
-        return errors.JobctlError(f"daemon answered HTTP {response.status_code}: "
-                                  f"{response.text[:200]}")
+        text = data[:200].decode("utf-8", errors="replace")
+        return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
     cls = _BY_CODE.get(code, errors.JobctlError)
-    exc = cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})
-    return exc
+    return cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})

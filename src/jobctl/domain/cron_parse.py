@@ -387,7 +387,11 @@ def _numbers_phrase(terms: tuple[CronTerm, ...], unit: str, units: str, suffix: 
         if t.form == "value":
             continue
         if t.step == 1:
-            phrases.append(f"every {unit}{suffix}" if t.form == "*" else f"{units} {t.lo} through {t.hi}{suffix}")
+            phrases.append(
+                f"every {unit}{suffix}"
+                if t.form == "*"
+                else f"{units} {t.lo} through {t.hi}{suffix}"
+            )
         else:
             phrases.append(f"every {_ordinal(t.step)} {unit}{suffix} from {t.lo} through {t.hi}")
     return _join(phrases, "and")
@@ -402,7 +406,9 @@ def _names_phrase(
         if t.form == "value":
             phrases.append(words[(t.lo - base) % len(words)])
         elif t.step == 1 and t.form != "*":
-            phrases.append(f"{words[(t.lo - base) % len(words)]} through {words[(t.hi - base) % len(words)]}")
+            phrases.append(
+                f"{words[(t.lo - base) % len(words)]} through {words[(t.hi - base) % len(words)]}"
+            )
         else:
             picked = sorted({(v - base) % len(words) for v in range(t.lo, t.hi + 1, t.step)})
             phrases.append(_join([words[i] for i in picked], word))

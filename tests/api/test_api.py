@@ -1,0 +1,126 @@
+"""The HTTP API in-process (httpx's ASGI transport): status codes, bodies, errors."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from jobctl.api.app import Hooks, create_app
+from jobctl.domain.clock import FakeClock
+from jobctl.store.aio import AsyncStore
+from jobctl.store.sqlite import SqliteStore
+
+
+@pytest.fixture
+async def api(tmp_path: Path, clock: FakeClock) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+    store = SqliteStore(tmp_path / "api.db", clock, random.Random(1))
+    astore = AsyncStore(store, threads=4)
+    events: list[str] = []
+    hooks = Hooks(wake=lambda: events.append("wake"),
+                  stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None)
+    app = create_app(astore, hooks)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://jobctl") as client:
+        yield client, events
+    astore.close()
+    store.close()
+
+
+async def _post(client: httpx.AsyncClient, body: Any) -> httpx.Response:
+    return await client.post("/v1/jobs", json=body)
+
+
+async def test_enqueue_is_201_then_200_for_the_same_key(api: Any) -> None:
+    client, events = api
+    r1 = await _post(client, {"command": ["echo", "hi"], "key": "k1"})
+    assert r1.status_code == 201, r1.text
+    job = r1.json()
+    assert job["status"] == "scheduled" and job["run_at"].endswith("Z")
+    assert job["command"] == ["echo", "hi"] and job["attempt"] == 0
+    r2 = await _post(client, {"command": ["echo", "hi"], "key": "k1"})
+    assert r2.status_code == 200 and r2.json()["id"] == job["id"]
+    assert events == ["wake"]
+    r3 = await _post(client, {"command": ["echo", "bye"], "key": "k1"})
+    assert r3.status_code == 409 and r3.json()["error"]["code"] == "key_conflict"
+
+
+async def test_batch_enqueue_is_atomic(api: Any) -> None:
+    client, _ = api
+    r = await _post(client, [{"command": ["true"], "key": f"b{i}"} for i in range(3)])
+    assert r.status_code == 201 and [j["created"] for j in r.json()] == [True] * 3
+    r = await _post(client, [{"command": ["true"], "key": "new"},
+                             {"command": ["false"], "key": "b0"}])
+    assert r.status_code == 409
+    assert len((await client.get("/v1/jobs")).json()) == 3
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ({"command": []}, "command"),
+    ({"command": ["x"], "bogus": 1}, "bogus"),
+    ({"command": ["x"], "run_at": "tomorrow"}, "run_at"),
+    ({"command": ["x"], "run_at": "2027-01-01T00:00:00"}, "offset"),
+    ({"command": ["x"], "max_attempts": 0}, "max_attempts"),
+    ({"command": ["x"], "timeout": -1}, "timeout"),
+    ({"command": ["x"], "cwd": "relative"}, "absolute"),
+    ({"command": ["x"], "env": {"JOBCTL_JOB_ID": "1"}}, "environment"),
+    ({"command": ["x" * 70_000]}, "65536-byte limit"),
+    ({"command": ["x"], "env": {"BIG": "y" * 70_000}}, "limit"),
+    ([], "batch"),
+    ("not an object", "job object"),
+    ([{"command": ["x"]}, {"command": []}], "1.command"),
+    ({"command": []}, "command: List should have at least 1 item"),
+])
+async def test_bad_input_is_422_with_a_json_error(api: Any, body: Any, fragment: str) -> None:
+    client, _ = api
+    r = await _post(client, body)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_input" and fragment in err["message"]
+
+
+async def test_malformed_json_is_4xx(api: Any) -> None:
+    client, _ = api
+    r = await client.post("/v1/jobs", content=b"{nope", headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500 and "error" in r.json()
+
+
+async def test_get_list_cancel_and_not_found(api: Any) -> None:
+    client, events = api
+    job = (await _post(client, {"command": ["true"], "queue": "q1"})).json()
+    await _post(client, {"command": ["true"], "queue": "q2"})
+    got = (await client.get(f"/v1/jobs/{job['id']}")).json()
+    assert got["attempts"] == [] and got["queue"] == "q1"
+    assert [j["queue"] for j in (await client.get("/v1/jobs?queue=q2")).json()] == ["q2"]
+    assert len((await client.get("/v1/jobs?status=scheduled&limit=1")).json()) == 1
+    assert (await client.get("/v1/jobs?status=weird")).status_code == 422
+    r = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    assert (await client.post(f"/v1/jobs/{job['id']}/cancel")).status_code == 200
+    missing = await client.get("/v1/jobs/999")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert (await client.get("/v1/nowhere")).status_code == 404
+    assert (await client.get("/v1/jobs/999/attempts/1/log")).status_code == 404
+
+
+async def test_status_and_dlq_shapes(api: Any) -> None:
+    client, _ = api
+    await _post(client, {"command": ["true"]})
+    s = (await client.get("/v1/status")).json()
+    assert s["counts"]["scheduled"] == 1 and s["version"]
+    [q] = s["queues"]
+    assert q["queue"] == "default" and q["due"] == 1 and q["oldest_due_age"] == 0
+    assert (await client.get("/v1/dlq")).json() == []
+    r = await client.post("/v1/dlq/replay", json={"limit": 10})
+    assert r.json() == {"replayed": []}
+    assert (await client.post("/v1/dlq/replay", json={"limit": 0})).status_code == 422
+
+
+async def test_openapi_document_is_served(api: Any) -> None:
+    client, _ = api
+    doc = (await client.get("/v1/openapi.json")).json()
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/status", "/v1/dlq/replay"} <= set(doc["paths"])

@@ -1,0 +1,133 @@
+"""A real daemon in a subprocess on a temp socket and database."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jobctl.client import Client
+
+
+class DaemonProc:
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.tmp = tmp
+        self.db = tmp / "state" / "jobctl.db"
+        self.socket = tmp / "run" / "jobctl.sock"
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        self._cursor = 0
+        self._client: Client | None = None
+
+    def start(self, *extra: str, wait: bool = True) -> DaemonProc:
+        cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.db),
+               "--socket", str(self.socket), *self.args, *extra]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
+                                     stdin=subprocess.DEVNULL, env=daemon_env())
+        self._pumped = threading.Event()
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        if wait:
+            self.wait_for_line("event=ready")
+        return self
+
+    def _pump(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        with proc.stderr:
+            for line in proc.stderr:
+                self.lines.put(line)
+        self._pumped.set()
+
+    def wait_for_line(self, fragment: str, timeout: float = 20) -> str:
+        """Block until the daemon logs a line containing ``fragment`` (an event, not a sleep).
+
+        Lines are consumed in order: each call starts after the line the previous one matched.
+        """
+        for i in range(self._cursor, len(self.log)):
+            if fragment in self.log[i]:
+                self._cursor = i + 1
+                return self.log[i]
+        self._cursor = len(self.log)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"daemon never logged {fragment!r}; log:\n"
+                                     + "".join(self.log)) from None
+            self.log.append(line)
+            self._cursor = len(self.log)
+            if fragment in line:
+                return line
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc and self.proc.stderr and not self.proc.stderr.closed:
+            self._pumped.wait(5)
+
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.socket)
+        return self._client
+
+
+def daemon_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("JOBCTL_SOCKET", None)
+    env.pop("JOBCTL_DB", None)
+    return env
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
+    made: list[DaemonProc] = []
+
+    def make(*args: str, start: bool = True) -> DaemonProc:
+        d = DaemonProc(tmp_path, "--lease-ttl", "5", "--kill-grace", "2",
+                       "--shutdown-grace", "1", *args)
+        made.append(d)
+        return d.start() if start else d
+
+    yield make
+    for d in made:
+        d.stop()
+
+
+@pytest.fixture
+def daemon(make_daemon: Callable[..., DaemonProc]) -> DaemonProc:
+    return make_daemon()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 20, what: str = "") -> None:
+    """Poll a condition the test cannot get an event for (a file another process writes)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(0.01)

@@ -96,7 +96,7 @@ _jobctl_positionals() {
 # Whether options may follow a positional argument of a command path.
 _jobctl_interspersed() {
     case $1 in
-        add) return 1 ;;
+        ''|add|dlq) return 1 ;;
         *) return 0 ;;
     esac
 }

@@ -67,7 +67,15 @@ end
 
 function __jobctl_nvalues --argument-names path opt --description 'How many words follow an option'
     switch "$path $opt"
-        case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' 'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' 'add --socket' 'list --status' 'list --queue' 'list --limit' 'list --socket' 'show --socket' 'logs --attempt' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' 'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' 'daemon --log-level' 'dlq list --queue' 'dlq list --limit' 'dlq list --socket' 'dlq replay --limit' 'dlq replay --id' 'dlq replay --socket'
+        case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
+            'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
+            'add --socket' 'list --status' 'list --queue' 'list --limit' 'list --socket' \
+            'show --socket' 'logs --attempt' 'logs --socket' 'cancel --socket' \
+            'status --socket' 'daemon --db' 'daemon --socket' 'daemon --concurrency' \
+            'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
+            'daemon --socket-group' 'daemon --log-level' 'dlq list --queue' \
+            'dlq list --limit' 'dlq list --socket' 'dlq replay --limit' 'dlq replay --id' \
+            'dlq replay --socket'
             echo 1
         case '*'
             echo 0
@@ -76,7 +84,7 @@ end
 
 function __jobctl_interspersed --argument-names path --description 'Whether options may follow a positional argument'
     switch "$path"
-        case 'add'
+        case '' 'add' 'dlq'
             return 1
         case '*'
             return 0

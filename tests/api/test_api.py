@@ -17,15 +17,20 @@ from jobctl.store.sqlite import SqliteStore
 
 
 @pytest.fixture
-async def api(tmp_path: Path, clock: FakeClock) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+async def api(
+    tmp_path: Path, clock: FakeClock
+) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
     store = SqliteStore(tmp_path / "api.db", clock, random.Random(1))
     astore = AsyncStore(store, threads=4)
     events: list[str] = []
-    hooks = Hooks(wake=lambda: events.append("wake"),
-                  stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None)
+    hooks = Hooks(
+        wake=lambda: events.append("wake"),
+        stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None,
+    )
     app = create_app(astore, hooks)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://jobctl") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://jobctl"
+    ) as client:
         yield client, events
     astore.close()
     store.close()
@@ -53,28 +58,32 @@ async def test_batch_enqueue_is_atomic(api: Any) -> None:
     client, _ = api
     r = await _post(client, [{"command": ["true"], "key": f"b{i}"} for i in range(3)])
     assert r.status_code == 201 and [j["created"] for j in r.json()] == [True] * 3
-    r = await _post(client, [{"command": ["true"], "key": "new"},
-                             {"command": ["false"], "key": "b0"}])
+    r = await _post(
+        client, [{"command": ["true"], "key": "new"}, {"command": ["false"], "key": "b0"}]
+    )
     assert r.status_code == 409
     assert len((await client.get("/v1/jobs")).json()) == 3
 
 
-@pytest.mark.parametrize(("body", "fragment"), [
-    ({"command": []}, "command"),
-    ({"command": ["x"], "bogus": 1}, "bogus"),
-    ({"command": ["x"], "run_at": "tomorrow"}, "run_at"),
-    ({"command": ["x"], "run_at": "2027-01-01T00:00:00"}, "offset"),
-    ({"command": ["x"], "max_attempts": 0}, "max_attempts"),
-    ({"command": ["x"], "timeout": -1}, "timeout"),
-    ({"command": ["x"], "cwd": "relative"}, "absolute"),
-    ({"command": ["x"], "env": {"JOBCTL_JOB_ID": "1"}}, "environment"),
-    ({"command": ["x" * 70_000]}, "65536-byte limit"),
-    ({"command": ["x"], "env": {"BIG": "y" * 70_000}}, "limit"),
-    ([], "batch"),
-    ("not an object", "job object"),
-    ([{"command": ["x"]}, {"command": []}], "1.command"),
-    ({"command": []}, "command: List should have at least 1 item"),
-])
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"command": []}, "command"),
+        ({"command": ["x"], "bogus": 1}, "bogus"),
+        ({"command": ["x"], "run_at": "tomorrow"}, "run_at"),
+        ({"command": ["x"], "run_at": "2027-01-01T00:00:00"}, "offset"),
+        ({"command": ["x"], "max_attempts": 0}, "max_attempts"),
+        ({"command": ["x"], "timeout": -1}, "timeout"),
+        ({"command": ["x"], "cwd": "relative"}, "absolute"),
+        ({"command": ["x"], "env": {"JOBCTL_JOB_ID": "1"}}, "environment"),
+        ({"command": ["x" * 70_000]}, "65536-byte limit"),
+        ({"command": ["x"], "env": {"BIG": "y" * 70_000}}, "limit"),
+        ([], "batch"),
+        ("not an object", "job object"),
+        ([{"command": ["x"]}, {"command": []}], "1.command"),
+        ({"command": []}, "command: List should have at least 1 item"),
+    ],
+)
 async def test_bad_input_is_422_with_a_json_error(api: Any, body: Any, fragment: str) -> None:
     client, _ = api
     r = await _post(client, body)
@@ -85,12 +94,14 @@ async def test_bad_input_is_422_with_a_json_error(api: Any, body: Any, fragment:
 
 async def test_malformed_json_is_4xx(api: Any) -> None:
     client, _ = api
-    r = await client.post("/v1/jobs", content=b"{nope", headers={"content-type": "application/json"})
+    r = await client.post(
+        "/v1/jobs", content=b"{nope", headers={"content-type": "application/json"}
+    )
     assert 400 <= r.status_code < 500 and "error" in r.json()
 
 
 async def test_get_list_cancel_and_not_found(api: Any) -> None:
-    client, events = api
+    client, _ = api
     job = (await _post(client, {"command": ["true"], "queue": "q1"})).json()
     await _post(client, {"command": ["true"], "queue": "q2"})
     got = (await client.get(f"/v1/jobs/{job['id']}")).json()

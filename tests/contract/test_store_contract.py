@@ -23,9 +23,18 @@ def spec(clock: FakeClock, **kw: object) -> JobSpec:
 
 
 def test_insert_then_get_round_trips_every_field(store: Store, clock: FakeClock) -> None:
-    s = spec(clock, key="k1", queue="q", priority=5, max_attempts=4, timeout=2.5,
-             backoff=Backoff(1.0, 8.0), env=(("A", "1"),), cwd="/tmp",
-             run_at=clock.now() + timedelta(minutes=5))
+    s = spec(
+        clock,
+        key="k1",
+        queue="q",
+        priority=5,
+        max_attempts=4,
+        timeout=2.5,
+        backoff=Backoff(1.0, 8.0),
+        env=(("A", "1"),),
+        cwd="/tmp",
+        run_at=clock.now() + timedelta(minutes=5),
+    )
     [ins] = store.insert([s])
     assert ins.created
     job = store.get(ins.job.id)
@@ -47,17 +56,19 @@ def test_same_key_other_body_conflicts_and_batch_is_atomic(store: Store, clock: 
     store.insert([spec(clock, key="k")])
     with pytest.raises(KeyConflict):
         store.insert([spec(clock, key="new"), spec(clock, key="k", command=("false",))])
-    assert [j.key for j in store.list(None, None, 10, None)] == ["k"]
+    assert [j.key for j in store.list_jobs(None, None, 10, None)] == ["k"]
 
 
 def test_claim_orders_by_priority_then_run_at(store: Store, clock: FakeClock) -> None:
     now = clock.now()
-    store.insert([
-        spec(clock, key="low-old", priority=0, run_at=now - timedelta(hours=1)),
-        spec(clock, key="high-new", priority=9, run_at=now),
-        spec(clock, key="low-new", priority=0, run_at=now),
-        spec(clock, key="future", priority=99, run_at=now + timedelta(seconds=1)),
-    ])
+    store.insert(
+        [
+            spec(clock, key="low-old", priority=0, run_at=now - timedelta(hours=1)),
+            spec(clock, key="high-new", priority=9, run_at=now),
+            spec(clock, key="low-new", priority=0, run_at=now),
+            spec(clock, key="future", priority=99, run_at=now + timedelta(seconds=1)),
+        ]
+    )
     claims = store.claim_due(OWNER, 10, 30)
     assert [c.job.key for c in claims] == ["high-new", "low-old", "low-new"]
     assert all(c.generation == 1 and c.attempt == 1 for c in claims)
@@ -88,10 +99,17 @@ def test_success_finishes_the_job(store: Store, clock: FakeClock) -> None:
     assert job.status is JobStatus.SUCCEEDED and job.finished_at == clock.now()
     [att] = store.get(job.id).attempts
     assert (att.number, att.generation, att.outcome, att.exit_code, att.output_tail) == (
-        1, 1, Outcome.SUCCEEDED, 0, "hi")
+        1,
+        1,
+        Outcome.SUCCEEDED,
+        0,
+        "hi",
+    )
 
 
-def test_failure_retries_with_backoff_until_budget_then_dead(store: Store, clock: FakeClock) -> None:
+def test_failure_retries_with_backoff_until_budget_then_dead(
+    store: Store, clock: FakeClock
+) -> None:
     store.insert([spec(clock, max_attempts=3, backoff=Backoff(10, 15))])
     ceilings = [10, 15]
     for n in range(1, 4):
@@ -163,7 +181,9 @@ def test_heartbeat_extends_lease(store: Store, clock: FakeClock) -> None:
     assert store.get(c.job.id).lease_until == clock.now() + timedelta(seconds=10)
 
 
-def test_expired_lease_on_last_attempt_is_dead_lease_expired(store: Store, clock: FakeClock) -> None:
+def test_expired_lease_on_last_attempt_is_dead_lease_expired(
+    store: Store, clock: FakeClock
+) -> None:
     store.insert([spec(clock, max_attempts=1)])
     store.claim_due(OWNER, 1, 1)
     clock.advance(2)
@@ -172,8 +192,9 @@ def test_expired_lease_on_last_attempt_is_dead_lease_expired(store: Store, clock
 
 
 def test_cancel_scheduled_and_running(store: Store, clock: FakeClock) -> None:
-    a, b = store.insert([spec(clock, key="a"), spec(clock, key="b", run_at=clock.now()
-                                                       + timedelta(hours=1))])
+    a, b = store.insert(
+        [spec(clock, key="a"), spec(clock, key="b", run_at=clock.now() + timedelta(hours=1))]
+    )
     [c] = store.claim_due(OWNER, 5, 30)
     assert c.job.id == a.job.id
     running = store.cancel(a.job.id, "by user")
@@ -213,8 +234,10 @@ def test_concurrent_replays_replay_once(store: Store, clock: FakeClock) -> None:
     for c in store.claim_due(OWNER, 20, 30):
         store.finish(c.job.id, c.generation, AttemptResult(Outcome.FAILED, 1))
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.extend(
-        j.id for j in store.replay(None, 20))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.extend(j.id for j in store.replay(None, 20)))
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -226,21 +249,25 @@ def test_list_filters_and_paginates(store: Store, clock: FakeClock) -> None:
     store.insert([spec(clock, key=f"a{i}", queue="a") for i in range(3)])
     store.insert([spec(clock, key=f"b{i}", queue="b") for i in range(2)])
     store.claim_due(OWNER, 1, 30)
-    assert len(store.list(None, None, 100, None)) == 5
-    assert [j.key for j in store.list(None, "b", 100, None)] == ["b1", "b0"]
-    assert len(store.list(JobStatus.RUNNING, None, 100, None)) == 1
-    assert len(store.list(JobStatus.SCHEDULED, "a", 100, None)) == 2
-    page1 = store.list(None, None, 2, None)
-    page2 = store.list(None, None, 2, page1[-1].id)
+    assert len(store.list_jobs(None, None, 100, None)) == 5
+    assert [j.key for j in store.list_jobs(None, "b", 100, None)] == ["b1", "b0"]
+    assert len(store.list_jobs(JobStatus.RUNNING, None, 100, None)) == 1
+    assert len(store.list_jobs(JobStatus.SCHEDULED, "a", 100, None)) == 2
+    page1 = store.list_jobs(None, None, 2, None)
+    page2 = store.list_jobs(None, None, 2, page1[-1].id)
     assert [j.id for j in page1 + page2] == sorted((j.id for j in page1 + page2), reverse=True)
     assert len({j.id for j in page1 + page2}) == 4
 
 
 def test_stats_count_by_queue_and_due(store: Store, clock: FakeClock) -> None:
     now = clock.now()
-    store.insert([spec(clock, key="1", run_at=now - timedelta(seconds=30)),
-                  spec(clock, key="2", run_at=now + timedelta(hours=1)),
-                  spec(clock, key="3", queue="x")])
+    store.insert(
+        [
+            spec(clock, key="1", run_at=now - timedelta(seconds=30)),
+            spec(clock, key="2", run_at=now + timedelta(hours=1)),
+            spec(clock, key="3", queue="x"),
+        ]
+    )
     clock.advance(3600)
     [c] = store.claim_due(OWNER, 1, 7200)
     stats = {s.queue: s for s in store.stats()}
@@ -269,7 +296,12 @@ def test_running_reports_recorded_processes(store: Store, clock: FakeClock) -> N
     store.record_process(c.job.id, c.generation, 4242, 99, "/logs/1.log")
     [o] = store.running()
     assert (o.job_id, o.generation, o.pid, o.pid_start, o.lease_owner) == (
-        c.job.id, c.generation, 4242, 99, OWNER)
+        c.job.id,
+        c.generation,
+        4242,
+        99,
+        OWNER,
+    )
     job = store.reclaim(c.job.id, c.generation, "daemon died")
     assert job.status is JobStatus.SCHEDULED and store.running() == []
 

@@ -39,8 +39,12 @@ class Engine:
 
     def add(self, command: list[str] | str, **kw: Any) -> Job:
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
-        fields: dict[str, Any] = {"command": tuple(argv), "run_at": self.clock.now(),
-                                  "owner_uid": os.geteuid(), "cwd": str(self.tmp)}
+        fields: dict[str, Any] = {
+            "command": tuple(argv),
+            "run_at": self.clock.now(),
+            "owner_uid": os.geteuid(),
+            "cwd": str(self.tmp),
+        }
         fields.update(kw)
         [ins] = self.store.insert([JobSpec(**fields)])
         self.timer.wake()
@@ -70,9 +74,14 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
     astore = AsyncStore(store, threads=8)
     holder: list[Engine] = []
     cfg = ExecutorConfig(concurrency=4, lease_ttl=30, kill_grace=0.5, log_dir=tmp_path / "logs")
-    executor = Executor(astore, clock, cfg, "testhost:1:abc",
-                        on_slot_free=lambda: holder[0].timer.wake(),
-                        on_finish=lambda j, c, r: holder[0].on_finish(j, c, r))
+    executor = Executor(
+        astore,
+        clock,
+        cfg,
+        "testhost:1:abc",
+        on_slot_free=lambda: holder[0].timer.wake(),
+        on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
+    )
     timer = Timer(astore, clock, executor)
     eng = Engine(store, astore, clock, executor, timer, tmp_path)
     holder.append(eng)

@@ -34,8 +34,9 @@ def _claim_as_dead_daemon(engine: Engine) -> tuple[int, int]:
 
 
 def _spawn(procs: list[subprocess.Popen[bytes]], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], **env},
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["sleep", "30"], env={"PATH": os.environ["PATH"], **env}, start_new_session=True
+    )
     procs.append(p)
     return p
 

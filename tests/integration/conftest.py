@@ -30,10 +30,21 @@ class DaemonProc:
         self._client: Client | None = None
 
     def start(self, *extra: str, wait: bool = True) -> DaemonProc:
-        cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.db),
-               "--socket", str(self.socket), *self.args, *extra]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL, env=daemon_env())
+        cmd = [
+            sys.executable,
+            "-m",
+            "jobctl",
+            "daemon",
+            "--db",
+            str(self.db),
+            "--socket",
+            str(self.socket),
+            *self.args,
+            *extra,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, env=daemon_env()
+        )
         self._pumped = threading.Event()
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
         if wait:
@@ -62,8 +73,9 @@ class DaemonProc:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"daemon never logged {fragment!r}; log:\n"
-                                     + "".join(self.log)) from None
+                raise AssertionError(
+                    f"daemon never logged {fragment!r}; log:\n" + "".join(self.log)
+                ) from None
             self.log.append(line)
             self._cursor = len(self.log)
             if fragment in line:
@@ -109,8 +121,9 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     made: list[DaemonProc] = []
 
     def make(*args: str, start: bool = True) -> DaemonProc:
-        d = DaemonProc(tmp_path, "--lease-ttl", "5", "--kill-grace", "2",
-                       "--shutdown-grace", "1", *args)
+        d = DaemonProc(
+            tmp_path, "--lease-ttl", "5", "--kill-grace", "2", "--shutdown-grace", "1", *args
+        )
         made.append(d)
         return d.start() if start else d
 

@@ -25,13 +25,29 @@ from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 
 def cli(d: DaemonProc, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = daemon_env() | {"JOBCTL_SOCKET": str(d.socket)}
-    return subprocess.run([sys.executable, "-m", "jobctl", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd or d.tmp, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "jobctl", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or d.tmp,
+        timeout=60,
+    )
 
 
 def test_add_run_show_logs_through_the_cli(daemon: DaemonProc) -> None:
-    out = cli(daemon, "add", "--key", "greet", "--env", "WHO=world", "--",
-              "sh", "-c", 'echo "hello $WHO from $(pwd) attempt $JOBCTL_ATTEMPT"')
+    out = cli(
+        daemon,
+        "add",
+        "--key",
+        "greet",
+        "--env",
+        "WHO=world",
+        "--",
+        "sh",
+        "-c",
+        'echo "hello $WHO from $(pwd) attempt $JOBCTL_ATTEMPT"',
+    )
     assert out.returncode == 0, out.stderr
     job_id = int(out.stdout)
     daemon.wait_for_line(f"event=succeeded job={job_id} ")
@@ -43,8 +59,19 @@ def test_add_run_show_logs_through_the_cli(daemon: DaemonProc) -> None:
     expected = f"hello world from {daemon.tmp} attempt 1\n"
     assert attempt["output_tail"] == expected
     assert cli(daemon, "logs", str(job_id)).stdout == expected
-    again = cli(daemon, "add", "--key", "greet", "--env", "WHO=world", "--json", "--",
-                "sh", "-c", 'echo "hello $WHO from $(pwd) attempt $JOBCTL_ATTEMPT"')
+    again = cli(
+        daemon,
+        "add",
+        "--key",
+        "greet",
+        "--env",
+        "WHO=world",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        'echo "hello $WHO from $(pwd) attempt $JOBCTL_ATTEMPT"',
+    )
     assert json.loads(again.stdout)["id"] == job_id
     listed = cli(daemon, "list", "--status", "succeeded")
     assert str(job_id) in listed.stdout and "succeeded" in listed.stdout
@@ -53,13 +80,23 @@ def test_add_run_show_logs_through_the_cli(daemon: DaemonProc) -> None:
 
 
 def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc) -> None:
-    out = cli(daemon, "add", "--max-attempts", "2", "--backoff", "10ms", "--shell", "--",
-              'echo oops >&2; [ "$JOBCTL_ATTEMPT" -lt 3 ] || sleep 1; exit 4')
+    out = cli(
+        daemon,
+        "add",
+        "--max-attempts",
+        "2",
+        "--backoff",
+        "10ms",
+        "--shell",
+        "--",
+        'echo oops >&2; [ "$JOBCTL_ATTEMPT" -lt 3 ] || sleep 1; exit 4',
+    )
     job_id = int(out.stdout)
     daemon.wait_for_line(f"event=dead job={job_id} ")
     dead = json.loads(cli(daemon, "dlq", "list", "--json").stdout)
     assert [(j["id"], j["dead_reason"], j["last_error"]) for j in dead] == [
-        (job_id, "max_attempts", "exit code 4")]
+        (job_id, "max_attempts", "exit code 4")
+    ]
     assert "oops" in cli(daemon, "logs", str(job_id), "--attempt", "1").stdout
     replay = cli(daemon, "dlq", "replay", "--limit", "10")
     assert replay.stdout.strip() == f"replayed 1 job(s): {job_id}"
@@ -85,8 +122,17 @@ def test_kill_9_loses_nothing_and_fences_the_old_generation(
     d = make_daemon()
     marker = tmp_path / "first-attempt-running"
     accepted = [int(cli(d, "add", "--in", "1h", "--", "true").stdout) for _ in range(5)]
-    job_id = int(cli(d, "add", "--backoff", "0", "--shell", "--",
-                     f'if [ "$JOBCTL_ATTEMPT" = 1 ]; then touch {marker}; sleep 60; fi').stdout)
+    job_id = int(
+        cli(
+            d,
+            "add",
+            "--backoff",
+            "0",
+            "--shell",
+            "--",
+            f'if [ "$JOBCTL_ATTEMPT" = 1 ]; then touch {marker}; sleep 60; fi',
+        ).stdout
+    )
     wait_until(marker.exists, what="first attempt to start")
     d.signal(signal.SIGKILL)
     d.wait()
@@ -126,8 +172,9 @@ def test_sigterm_interrupts_long_jobs_without_spending_budget(
     assert job["failures"] == 0 and job["status"] in ("scheduled", "running")
 
 
-def test_sigterm_lets_short_jobs_finish(make_daemon: Callable[..., DaemonProc],
-                                        tmp_path: Path) -> None:
+def test_sigterm_lets_short_jobs_finish(
+    make_daemon: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
     d = make_daemon("--shutdown-grace", "20")
     marker = tmp_path / "go"
     job_id = int(cli(d, "add", "--shell", "--", f"touch {marker}; sleep 0.3").stdout)
@@ -162,19 +209,39 @@ def test_socket_is_private_and_http_works_with_curl(daemon: DaemonProc) -> None:
         pytest.skip("curl is not installed")
     body = json.dumps({"command": ["true"], "key": "curl-1"})
     out = subprocess.run(
-        ["curl", "-sS", "--unix-socket", str(daemon.socket), "-H",
-         "content-type: application/json", "-d", body, "http://localhost/v1/jobs"],
-        capture_output=True, text=True, timeout=30)
+        [
+            "curl",
+            "-sS",
+            "--unix-socket",
+            str(daemon.socket),
+            "-H",
+            "content-type: application/json",
+            "-d",
+            body,
+            "http://localhost/v1/jobs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert json.loads(out.stdout)["key"] == "curl-1"
-    doc = subprocess.run(["curl", "-sS", "--unix-socket", str(daemon.socket),
-                          "http://localhost/v1/openapi.json"], capture_output=True, text=True)
+    doc = subprocess.run(
+        ["curl", "-sS", "--unix-socket", str(daemon.socket), "http://localhost/v1/openapi.json"],
+        capture_output=True,
+        text=True,
+    )
     assert "/v1/jobs" in json.loads(doc.stdout)["paths"]
 
 
 def test_cli_without_daemon_says_how_to_start_it(tmp_path: Path) -> None:
     env = daemon_env() | {"JOBCTL_SOCKET": str(tmp_path / "none.sock")}
-    out = subprocess.run([sys.executable, "-m", "jobctl", "status"], capture_output=True,
-                         text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "jobctl", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 5
     assert out.stderr.startswith("jobctl: error: the daemon is not running")
     assert str(tmp_path / "none.sock") in out.stderr and "jobctl daemon" in out.stderr

@@ -9,10 +9,21 @@ from jobctl.domain.durations import format_duration, parse_duration, parse_when
 from jobctl.errors import InvalidInput
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90s", 90), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1w", 604800), ("250ms", 0.25),
-    ("1h30m", 5400), ("15", 15), ("0.5", 0.5), (" 2H ", 7200),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90),
+        ("5m", 300),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("1w", 604800),
+        ("250ms", 0.25),
+        ("1h30m", 5400),
+        ("15", 15),
+        ("0.5", 0.5),
+        (" 2H ", 7200),
+    ],
+)
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 

@@ -15,8 +15,22 @@ NOW = datetime(2027, 1, 1, tzinfo=UTC)
 
 def job(failures: int = 0, max_attempts: int = 3, backoff: Backoff | None = None) -> Job:
     spec = JobSpec(("true",), NOW, 0, max_attempts=max_attempts, backoff=backoff or Backoff())
-    return Job(1, "k", spec, JobStatus.RUNNING, NOW, NOW, failures + 1, failures, 1, "o", NOW,
-               None, None, None)
+    return Job(
+        1,
+        "k",
+        spec,
+        JobStatus.RUNNING,
+        NOW,
+        NOW,
+        failures + 1,
+        failures,
+        1,
+        "o",
+        NOW,
+        None,
+        None,
+        None,
+    )
 
 
 def test_backoff_ceiling_doubles_then_caps() -> None:
@@ -29,28 +43,38 @@ def test_backoff_ceiling_doubles_then_caps() -> None:
 
 def test_full_jitter_stays_within_ceiling_and_varies() -> None:
     rng = random.Random(1)
-    delays = [(next_step(job(1), Outcome.FAILED, 1, NOW, rng).run_at - NOW).total_seconds()
-              for _ in range(200)]
+    delays = [
+        (next_step(job(1), Outcome.FAILED, 1, NOW, rng).run_at - NOW).total_seconds()
+        for _ in range(200)
+    ]
     assert all(0 <= d <= 20 for d in delays)
     assert max(delays) - min(delays) > 10  # full jitter spreads retries
 
 
-@pytest.mark.parametrize(("outcome", "code", "status", "reason"), [
-    (Outcome.SUCCEEDED, 0, JobStatus.SUCCEEDED, None),
-    (Outcome.CANCELLED, None, JobStatus.CANCELLED, None),
-    (Outcome.FAILED, 127, JobStatus.DEAD, "non_retryable"),
-    (Outcome.FAILED, 126, JobStatus.DEAD, "non_retryable"),
-])
-def test_terminal_outcomes(outcome: Outcome, code: int | None, status: JobStatus,
-                           reason: str | None) -> None:
+@pytest.mark.parametrize(
+    ("outcome", "code", "status", "reason"),
+    [
+        (Outcome.SUCCEEDED, 0, JobStatus.SUCCEEDED, None),
+        (Outcome.CANCELLED, None, JobStatus.CANCELLED, None),
+        (Outcome.FAILED, 127, JobStatus.DEAD, "non_retryable"),
+        (Outcome.FAILED, 126, JobStatus.DEAD, "non_retryable"),
+    ],
+)
+def test_terminal_outcomes(
+    outcome: Outcome, code: int | None, status: JobStatus, reason: str | None
+) -> None:
     step = next_step(job(), outcome, code, NOW, random.Random(0))
     assert (step.status, step.dead_reason) == (status, reason)
 
 
-@pytest.mark.parametrize(("outcome", "reason"), [
-    (Outcome.FAILED, "max_attempts"), (Outcome.TIMEOUT, "timeout"),
-    (Outcome.LEASE_EXPIRED, "lease_expired"),
-])
+@pytest.mark.parametrize(
+    ("outcome", "reason"),
+    [
+        (Outcome.FAILED, "max_attempts"),
+        (Outcome.TIMEOUT, "timeout"),
+        (Outcome.LEASE_EXPIRED, "lease_expired"),
+    ],
+)
 def test_last_budgeted_failure_is_dead_with_reason(outcome: Outcome, reason: str) -> None:
     step = next_step(job(failures=2), outcome, 1, NOW, random.Random(0))
     assert (step.status, step.dead_reason, step.failures) == (JobStatus.DEAD, reason, 3)

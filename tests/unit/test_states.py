@@ -25,9 +25,14 @@ def _row_in(conn: sqlite3.Connection, status: JobStatus) -> int:
         " max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status,"
         " lease_owner, lease_until, finished_at, dead_reason)"
         " VALUES (?, 'f', 'q', '[\"true\"]', '[]', '/', 0, 0, 1, 0, 0, 0, 0, ?, ?, ?, ?, ?)",
-        (f"k{status}{id(conn)}{conn.total_changes}", status.value,
-         "o" if running else None, 1 if running else None, 1 if final else None,
-         "max_attempts" if status is JobStatus.DEAD else None),
+        (
+            f"k{status}{id(conn)}{conn.total_changes}",
+            status.value,
+            "o" if running else None,
+            1 if running else None,
+            1 if final else None,
+            "max_attempts" if status is JobStatus.DEAD else None,
+        ),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -36,8 +41,12 @@ def _row_in(conn: sqlite3.Connection, status: JobStatus) -> int:
 def _fields_for(status: JobStatus) -> tuple[str | None, int | None, int | None, str | None]:
     running = status is JobStatus.RUNNING
     final = status in (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
-    return ("o" if running else None, 1 if running else None, 1 if final else None,
-            "max_attempts" if status is JobStatus.DEAD else None)
+    return (
+        "o" if running else None,
+        1 if running else None,
+        1 if final else None,
+        "max_attempts" if status is JobStatus.DEAD else None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +66,9 @@ def test_schema_trigger_matches_transition_table(
     try:
         conn.execute(
             "UPDATE jobs SET status = ?, lease_owner = ?, lease_until = ?, finished_at = ?,"
-            " dead_reason = ? WHERE id = ?", (new.value, owner, until, finished, reason, job_id))
+            " dead_reason = ? WHERE id = ?",
+            (new.value, owner, until, finished, reason, job_id),
+        )
         allowed_in_sql = True
     except sqlite3.IntegrityError as exc:
         assert "illegal job transition" in str(exc)
@@ -81,7 +92,10 @@ def test_final_states_have_no_way_out_but_dead_replay() -> None:
 
 def test_only_job_caused_outcomes_use_budget() -> None:
     assert {o for o in Outcome if o.uses_budget} == {
-        Outcome.FAILED, Outcome.TIMEOUT, Outcome.LEASE_EXPIRED}
+        Outcome.FAILED,
+        Outcome.TIMEOUT,
+        Outcome.LEASE_EXPIRED,
+    }
 
 
 def test_docs_diagram_lists_every_transition() -> None:

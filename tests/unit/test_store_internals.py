@@ -15,7 +15,7 @@ from jobctl.store.sqlite import connect
 def test_queries_parse_and_are_valid_sql(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "q.db"))
     migrate(conn)
-    for name, sql in queries().items():
+    for sql in queries().values():
         conn.execute(f"EXPLAIN {sql}", dict.fromkeys(_params(sql)))  # parses, binds
 
 
@@ -47,7 +47,9 @@ def test_schema_equals_sum_of_migrations(tmp_path: Path) -> None:
     b = sqlite3.connect(tmp_path / "b.db")
     for m in migrations():
         b.executescript(m.sql)
-    schema = "SELECT type, name, sql FROM sqlite_master WHERE name != 'schema_migrations' ORDER BY name"
+    schema = (
+        "SELECT type, name, sql FROM sqlite_master WHERE name != 'schema_migrations' ORDER BY name"
+    )
     assert [tuple(r) for r in a.execute(schema)] == b.execute(schema).fetchall()
 
 
@@ -65,11 +67,13 @@ def test_due_index_is_used_by_claim(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "plan.db"))
     migrate(conn)
     sql = queries()["claim_due"]
-    plan = " ".join(r[3] for r in conn.execute(
-        f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql))))
+    plan = " ".join(
+        r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql)))
+    )
     # walks the due index in (priority, run_at) order and stops at LIMIT: no sort, no scan
     assert "USING INDEX jobs_due" in plan and "TEMP B-TREE" not in plan
     sql = queries()["promote_due"]
-    plan = " ".join(r[3] for r in conn.execute(
-        f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql))))
+    plan = " ".join(
+        r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql)))
+    )
     assert "jobs_future" in plan

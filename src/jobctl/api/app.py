@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -26,6 +26,7 @@ from jobctl.api.schemas import JobIn, ReplayIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.states import JobStatus
 from jobctl.store.aio import AsyncStore
+from jobctl.store.base import Store
 
 MAX_BATCH = 10_000
 
@@ -39,100 +40,138 @@ class Hooks:
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
 
 
+@dataclass
+class Context:
+    store: AsyncStore
+    hooks: Hooks
+    started: datetime
+
+    @property
+    def st(self) -> Store:
+        return self.store.store
+
+
+def _ctx(request: Request) -> Context:
+    ctx: Context = request.app.state.ctx
+    return ctx
+
+
+Ctx = Annotated[Context, Depends(_ctx)]
+router = APIRouter(prefix="/v1")
+
+
+def _owner(request: Request) -> int:
+    """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
+    return int(getattr(request.state, "peer_uid", os.geteuid()))
+
+
+@router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
+async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSONResponse:
+    items = body if isinstance(body, list) else [body]
+    if not items or len(items) > MAX_BATCH:
+        raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
+    uid, now = _owner(request), ctx.store.clock.now()
+    specs = [item.to_spec(uid, now) for item in items]
+    inserted = await ctx.store.run(ctx.st.insert, specs)
+    created = any(i.created for i in inserted)
+    if created:
+        ctx.hooks.wake()
+    if not isinstance(body, list):
+        return JSONResponse(job_out(inserted[0].job), 201 if created else 200)
+    out = [job_out(i.job) | {"created": i.created} for i in inserted]
+    return JSONResponse(out, 201 if created else 200)
+
+
+@router.get("/jobs", summary="List jobs, newest first")
+async def list_jobs(
+    ctx: Ctx,
+    status: JobStatus | None = None,
+    queue: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    before: Annotated[int | None, Query(ge=1)] = None,
+) -> list[dict[str, Any]]:
+    jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit, before)
+    return [job_out(j) for j in jobs]
+
+
+@router.get("/jobs/{job_id}", summary="One job with its attempts")
+async def get_job(job_id: int, ctx: Ctx) -> dict[str, Any]:
+    return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
+
+
+@router.get(
+    "/jobs/{job_id}/attempts/{number}/log",
+    response_class=PlainTextResponse,
+    summary="Captured output of one attempt",
+)
+async def attempt_log(job_id: int, number: int, ctx: Ctx) -> PlainTextResponse:
+    job = await ctx.store.run(ctx.st.get, job_id)
+    found = [a for a in job.attempts if a.number == number]
+    if not found:
+        raise errors.NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
+    path = found[0].log_path
+    if path and Path(path).exists():
+        return PlainTextResponse(Path(path).read_bytes().decode(errors="replace"))
+    return PlainTextResponse(found[0].output_tail)
+
+
+@router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
+async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
+    result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
+    if result.was_running:
+        ctx.hooks.stop_job(job_id, "cancelled by user")
+    ctx.hooks.wake()
+    return job_out(result.job)
+
+
+@router.get("/dlq", summary="Dead jobs, newest first")
+async def dlq(
+    ctx: Ctx, limit: Annotated[int, Query(ge=1, le=10_000)] = 100, queue: str | None = None
+) -> list[dict[str, Any]]:
+    jobs = await ctx.store.run(ctx.st.list_jobs, JobStatus.DEAD, queue, limit, None)
+    return [job_out(j) for j in jobs]
+
+
+@router.post("/dlq/replay", summary="Move dead jobs back to scheduled (idempotent)")
+async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
+    jobs = await ctx.store.run(ctx.st.replay, body.ids, body.limit)
+    if jobs:
+        ctx.hooks.wake()
+    return {"replayed": [job_out(j) for j in jobs]}
+
+
+@router.get("/status", summary="Daemon, counts and per-queue health")
+async def status(ctx: Ctx) -> dict[str, Any]:
+    stats = await ctx.store.run(ctx.st.stats)
+    now = ctx.store.clock.now()
+    counts = dict.fromkeys((s.value for s in JobStatus), 0)
+    for q in stats:
+        for name in counts:
+            counts[name] += getattr(q, name)
+    return {
+        "version": __version__,
+        "pid": os.getpid(),
+        "started_at": iso(ctx.started),
+        "uptime": (now - ctx.started).total_seconds(),
+        "now": iso(now),
+        "counts": counts,
+        "queues": [queue_out(q, now) for q in stats],
+        **ctx.hooks.info(),
+    }
+
+
 def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
-    hooks = hooks or Hooks()
-    clock = store.clock
-    st = store.store
-    started = clock.now()
     app = FastAPI(
-        title="jobctl", version=__version__, openapi_url="/v1/openapi.json",
-        docs_url=None, redoc_url=None,
-        description="Durable job scheduler API. Errors: {\"error\": {\"code\", \"message\"}}.",
+        title="jobctl",
+        version=__version__,
+        openapi_url="/v1/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        description='Durable job scheduler API. Errors: {"error": {"code", "message"}}.',
     )
+    app.state.ctx = Context(store, hooks or Hooks(), store.clock.now())
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
-
-    def owner(request: Request) -> int:
-        return int(getattr(request.state, "peer_uid", os.geteuid()))
-
-    @app.post("/v1/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
-    async def enqueue(body: JobIn | list[JobIn], request: Request) -> JSONResponse:
-        items = body if isinstance(body, list) else [body]
-        if not items or len(items) > MAX_BATCH:
-            raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
-        uid, now = owner(request), clock.now()
-        specs = [item.to_spec(uid, now) for item in items]
-        inserted = await store.run(st.insert, specs)
-        if any(i.created for i in inserted):
-            hooks.wake()
-        if isinstance(body, list):
-            out: Any = [job_out(i.job) | {"created": i.created} for i in inserted]
-            code = 201 if any(i.created for i in inserted) else 200
-        else:
-            out, code = job_out(inserted[0].job), 201 if inserted[0].created else 200
-        return JSONResponse(out, code)
-
-    @app.get("/v1/jobs", summary="List jobs, newest first")
-    async def list_jobs(
-        status: JobStatus | None = None, queue: str | None = None,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-        before: Annotated[int | None, Query(ge=1)] = None,
-    ) -> list[dict[str, Any]]:
-        jobs = await store.run(st.list, status, queue, limit, before)
-        return [job_out(j) for j in jobs]
-
-    @app.get("/v1/jobs/{job_id}", summary="One job with its attempts")
-    async def get_job(job_id: int) -> dict[str, Any]:
-        return job_out(await store.run(st.get, job_id), with_attempts=True)
-
-    @app.get("/v1/jobs/{job_id}/attempts/{number}/log", response_class=PlainTextResponse,
-             summary="Captured output of one attempt")
-    async def attempt_log(job_id: int, number: int) -> PlainTextResponse:
-        job = await store.run(st.get, job_id)
-        found = [a for a in job.attempts if a.number == number]
-        if not found:
-            raise errors.NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
-        path = found[0].log_path
-        text = Path(path).read_bytes().decode(errors="replace") if path and Path(
-            path).exists() else found[0].output_tail
-        return PlainTextResponse(text)
-
-    @app.post("/v1/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
-    async def cancel(job_id: int) -> dict[str, Any]:
-        result = await store.run(st.cancel, job_id, "cancelled by user")
-        if result.was_running:
-            hooks.stop_job(job_id, "cancelled by user")
-        hooks.wake()
-        return job_out(result.job)
-
-    @app.get("/v1/dlq", summary="Dead jobs, newest first")
-    async def dlq(limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-                  queue: str | None = None) -> list[dict[str, Any]]:
-        jobs = await store.run(st.list, JobStatus.DEAD, queue, limit, None)
-        return [job_out(j) for j in jobs]
-
-    @app.post("/v1/dlq/replay", summary="Move dead jobs back to scheduled (idempotent)")
-    async def replay(body: ReplayIn) -> dict[str, Any]:
-        jobs = await store.run(st.replay, body.ids, body.limit)
-        if jobs:
-            hooks.wake()
-        return {"replayed": [job_out(j) for j in jobs]}
-
-    @app.get("/v1/status", summary="Daemon, counts and per-queue health")
-    async def status() -> dict[str, Any]:
-        stats = await store.run(st.stats)
-        now = clock.now()
-        counts = {s.value: 0 for s in JobStatus}
-        for q in stats:
-            for name in ("scheduled", "running", "succeeded", "dead", "cancelled"):
-                counts[name] += getattr(q, name)
-        return {
-            "version": __version__, "pid": os.getpid(), "started_at": iso(started),
-            "uptime": (now - started).total_seconds(), "now": iso(now), "counts": counts,
-            "queues": [queue_out(q, now) for q in stats], **hooks.info(),
-        }
-
+    app.include_router(router)
     return app
-
-

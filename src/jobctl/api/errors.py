@@ -62,13 +62,17 @@ def _is_tag(part: object) -> bool:
 
 def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:
     """Keep only the errors of the branch the body was meant for (object or list)."""
+
     def branch(err: dict[str, Any]) -> str | None:
         tags = [p for p in err.get("loc", ()) if _is_tag(p)]
         return tags[0] if tags else None
 
     wanted = "list[" if isinstance(body, list) else None
-    kept = [e for e in errs if branch(e) is None or (
-        wanted is not None) == str(branch(e)).startswith("list[")]
+    kept = [
+        e
+        for e in errs
+        if branch(e) is None or (wanted is not None) == str(branch(e)).startswith("list[")
+    ]
     return kept or list(errs)
 
 

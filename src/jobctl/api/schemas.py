@@ -60,11 +60,17 @@ class JobIn(BaseModel):
 
     def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
         return JobSpec(
-            command=tuple(self.command), run_at=(self.run_at or now).astimezone(UTC),
-            owner_uid=owner_uid, key=self.key, queue=self.queue, priority=self.priority,
-            max_attempts=self.max_attempts, timeout=self.timeout,
+            command=tuple(self.command),
+            run_at=(self.run_at or now).astimezone(UTC),
+            owner_uid=owner_uid,
+            key=self.key,
+            queue=self.queue,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
             backoff=Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base)),
-            env=tuple(sorted(self.env.items())), cwd=self.cwd,
+            env=tuple(sorted(self.env.items())),
+            cwd=self.cwd,
         )
 
 
@@ -76,24 +82,43 @@ class ReplayIn(BaseModel):
 
 def attempt_out(a: Attempt) -> dict[str, Any]:
     return {
-        "number": a.number, "generation": a.generation, "started_at": iso(a.started_at),
-        "finished_at": iso(a.finished_at), "outcome": a.outcome.value if a.outcome else None,
-        "exit_code": a.exit_code, "error": a.error, "output_tail": a.output_tail,
-        "pid": a.pid, "lease_owner": a.lease_owner,
+        "number": a.number,
+        "generation": a.generation,
+        "started_at": iso(a.started_at),
+        "finished_at": iso(a.finished_at),
+        "outcome": a.outcome.value if a.outcome else None,
+        "exit_code": a.exit_code,
+        "error": a.error,
+        "output_tail": a.output_tail,
+        "pid": a.pid,
+        "lease_owner": a.lease_owner,
     }
 
 
 def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
     s = job.spec
     out: dict[str, Any] = {
-        "id": job.id, "key": job.key, "queue": s.queue, "status": job.status.value,
-        "run_at": iso(job.run_at), "priority": s.priority, "attempt": job.attempt,
-        "max_attempts": s.max_attempts, "failures": job.failures, "command": list(s.command),
-        "env": dict(s.env), "cwd": s.cwd, "timeout": s.timeout,
-        "backoff": {"base": s.backoff.base, "cap": s.backoff.cap}, "owner_uid": s.owner_uid,
-        "created_at": iso(job.created_at), "generation": job.generation,
-        "lease_owner": job.lease_owner, "lease_until": iso(job.lease_until),
-        "finished_at": iso(job.finished_at), "last_error": job.last_error,
+        "id": job.id,
+        "key": job.key,
+        "queue": s.queue,
+        "status": job.status.value,
+        "run_at": iso(job.run_at),
+        "priority": s.priority,
+        "attempt": job.attempt,
+        "max_attempts": s.max_attempts,
+        "failures": job.failures,
+        "command": list(s.command),
+        "env": dict(s.env),
+        "cwd": s.cwd,
+        "timeout": s.timeout,
+        "backoff": {"base": s.backoff.base, "cap": s.backoff.cap},
+        "owner_uid": s.owner_uid,
+        "created_at": iso(job.created_at),
+        "generation": job.generation,
+        "lease_owner": job.lease_owner,
+        "lease_until": iso(job.lease_until),
+        "finished_at": iso(job.finished_at),
+        "last_error": job.last_error,
         "dead_reason": job.dead_reason,
     }
     if with_attempts:
@@ -104,7 +129,12 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
 def queue_out(q: QueueStats, now: datetime) -> dict[str, Any]:
     age = None if q.oldest_due is None else max(0.0, (now - q.oldest_due).total_seconds())
     return {
-        "queue": q.queue, "waiting": q.scheduled, "due": q.due, "running": q.running,
-        "succeeded": q.succeeded, "dead": q.dead, "cancelled": q.cancelled,
+        "queue": q.queue,
+        "waiting": q.scheduled,
+        "due": q.due,
+        "running": q.running,
+        "succeeded": q.succeeded,
+        "dead": q.dead,
+        "cancelled": q.cancelled,
         "oldest_due_age": age,
     }

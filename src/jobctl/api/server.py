@@ -34,7 +34,7 @@ class PeerCredProtocol(HttpToolsProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:
             raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-            pid, uid, gid = _PEERCRED.unpack(raw)
+            pid, uid, _gid = _PEERCRED.unpack(raw)
             self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
 
 
@@ -75,7 +75,12 @@ def bind_socket(path: Path, group: str | None = None) -> socket.socket:
 
 def make_server(app: Any) -> Server:
     config = uvicorn.Config(
-        app, http=PeerCredProtocol, lifespan="off", access_log=False, log_config=None,
-        timeout_graceful_shutdown=5, loop="none",
+        app,
+        http=PeerCredProtocol,
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=5,
+        loop="none",
     )
     return Server(config)

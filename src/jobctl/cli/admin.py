@@ -12,25 +12,41 @@ from jobctl.paths import default_db, default_socket
 
 
 def daemon(
-    db: Annotated[Path | None, typer.Option(envvar="JOBCTL_DB", show_envvar=True,
-                                            help="SQLite database [default: per-user state dir]")] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="JOBCTL_DB",
+            show_envvar=True,
+            help="SQLite database [default: per-user state dir]",
+        ),
+    ] = None,
     socket: SocketOpt = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Commands running at once")] = 16,
     lease_ttl: Annotated[float, typer.Option(min=1, help="Lease length in seconds")] = 30.0,
     kill_grace: Annotated[float, typer.Option(min=0, help="SIGTERM to SIGKILL, seconds")] = 10.0,
-    shutdown_grace: Annotated[float, typer.Option(min=0, help="Wait for running jobs on stop, seconds")] = 30.0,
-    socket_group: Annotated[str | None, typer.Option(help="Group allowed on the socket (root only)")] = None,
+    shutdown_grace: Annotated[
+        float, typer.Option(min=0, help="Wait for running jobs on stop, seconds")
+    ] = 30.0,
+    socket_group: Annotated[
+        str | None, typer.Option(help="Group allowed on the socket (root only)")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Run the scheduler daemon in the foreground (logs to stderr)."""
     from jobctl.engine.daemon import DaemonConfig, run_daemon, setup_logging
 
     setup_logging(log_level)
-    run_daemon(DaemonConfig(
-        db=(db or default_db()).absolute(), socket=(socket or default_socket()).absolute(),
-        concurrency=concurrency, lease_ttl=lease_ttl, kill_grace=kill_grace,
-        shutdown_grace=shutdown_grace, socket_group=socket_group,
-    ))
+    run_daemon(
+        DaemonConfig(
+            db=(db or default_db()).absolute(),
+            socket=(socket or default_socket()).absolute(),
+            concurrency=concurrency,
+            lease_ttl=lease_ttl,
+            kill_grace=kill_grace,
+            shutdown_grace=shutdown_grace,
+            socket_group=socket_group,
+        )
+    )
 
 
 def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
@@ -81,5 +97,7 @@ def dlq_replay(
     if json_:
         print_json(jobs)
     else:
-        print(f"replayed {len(jobs)} job(s)" + (": " + " ".join(str(j["id"]) for j in jobs)
-                                                if jobs else ""))
+        print(
+            f"replayed {len(jobs)} job(s)"
+            + (": " + " ".join(str(j["id"]) for j in jobs) if jobs else "")
+        )

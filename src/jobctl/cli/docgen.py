@@ -157,29 +157,31 @@ def build_tree(app: typer.Typer | None = None) -> CommandDoc:
 
         app = main_app
     command = typer.main.get_command(app)
-    ctx = _click.Context(command, info_name=PROG, terminal_width=HELP_WIDTH,
-                         max_content_width=HELP_WIDTH)
+    ctx = _click.Context(
+        command, info_name=PROG, terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH
+    )
     return _command_doc(command, ctx, ())
 
 
-def _command_doc(command: _click.Command, ctx: _click.Context,
-                 path: tuple[str, ...]) -> CommandDoc:
+def _command_doc(command: _click.Command, ctx: _click.Context, path: tuple[str, ...]) -> CommandDoc:
     help_text = inspect.cleandoc(command.help or "").partition("\f")[0].strip()
     params = tuple(
-        doc for param in command.get_params(ctx)
+        doc
+        for param in command.get_params(ctx)
         if (doc := _param_doc(param, ctx, command)) is not None
     )
     subcommands: list[CommandDoc] = []
     is_group = isinstance(command, typer.core.TyperGroup)
-    if isinstance(command, typer.core.TyperGroup):
+    if isinstance(command, typer.core.TyperGroup):  # (repeated for mypy's narrowing)
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is None or sub.hidden:
                 continue
             sub_ctx = _click.Context(sub, parent=ctx, info_name=name)
             subcommands.append(_command_doc(sub, sub_ctx, (*path, name)))
-    interspersed = bool(command.context_settings.get("allow_interspersed_args",
-                                                     command.allow_interspersed_args))
+    interspersed = bool(
+        command.context_settings.get("allow_interspersed_args", command.allow_interspersed_args)
+    )
     return CommandDoc(
         path=path,
         help=help_text,
@@ -188,7 +190,7 @@ def _command_doc(command: _click.Command, ctx: _click.Context,
         params=params,
         subcommands=tuple(subcommands),
         is_group=is_group,
-        interspersed=interspersed or is_group,
+        interspersed=interspersed,
         deprecated=bool(command.deprecated),
     )
 
@@ -200,8 +202,9 @@ def _plain_help(command: _click.Command, ctx: _click.Context) -> str:
     return formatter.getvalue().rstrip("\n")
 
 
-def _param_doc(param: _click.Parameter, ctx: _click.Context,
-               command: _click.Command) -> ParamDoc | None:
+def _param_doc(
+    param: _click.Parameter, ctx: _click.Context, command: _click.Command
+) -> ParamDoc | None:
     if isinstance(param, typer.core.TyperOption):
         if param.hidden:
             return None
@@ -209,25 +212,42 @@ def _param_doc(param: _click.Parameter, ctx: _click.Context,
         kind, choices = ("none", ()) if is_flag else _value_kind(param, positional=False)
         help_option = command.get_help_option(ctx)
         return ParamDoc(
-            kind="option", name=param.name, opts=tuple(param.opts),
+            kind="option",
+            name=param.name,
+            opts=tuple(param.opts),
             secondary_opts=tuple(param.secondary_opts),
             metavar=None if is_flag else _metavar(param),
-            help=_clean(param.help), nvalues=0 if is_flag else max(param.nargs, 1),
-            multiple=param.multiple, required=param.required,
-            envvars=_envvars(param.envvar), default=_default_text(param, ctx),
-            range=_range_text(param.min, param.max), value_kind=kind, choices=choices,
-            is_help=param is help_option, is_eager=param.is_eager,
+            help=_clean(param.help),
+            nvalues=0 if is_flag else max(param.nargs, 1),
+            multiple=param.multiple,
+            required=param.required,
+            envvars=_envvars(param.envvar),
+            default=_default_text(param, ctx),
+            range=_range_text(param.min, param.max),
+            value_kind=kind,
+            choices=choices,
+            is_help=param is help_option,
+            is_eager=param.is_eager,
         )
     if isinstance(param, typer.core.TyperArgument):
         if param.hidden:
             return None
         kind, choices = _value_kind(param, positional=True)
         return ParamDoc(
-            kind="argument", name=param.name, opts=(), secondary_opts=(),
-            metavar=_metavar(param), help=_clean(param.help), nvalues=param.nargs,
-            multiple=param.nargs < 0, required=param.required,
-            envvars=_envvars(param.envvar), default=_default_text(param, ctx),
-            range=_range_text(param.min, param.max), value_kind=kind, choices=choices,
+            kind="argument",
+            name=param.name,
+            opts=(),
+            secondary_opts=(),
+            metavar=_metavar(param),
+            help=_clean(param.help),
+            nvalues=param.nargs,
+            multiple=param.nargs < 0,
+            required=param.required,
+            envvars=_envvars(param.envvar),
+            default=_default_text(param, ctx),
+            range=_range_text(param.min, param.max),
+            value_kind=kind,
+            choices=choices,
         )
     return None
 
@@ -261,8 +281,9 @@ def _choice_text(choice: Any) -> str:
     return str(choice.value) if isinstance(choice, Enum) else str(choice)
 
 
-def _value_kind(param: typer.core.TyperOption | typer.core.TyperArgument, *,
-                positional: bool) -> tuple[ValueKind, tuple[str, ...]]:
+def _value_kind(
+    param: typer.core.TyperOption | typer.core.TyperArgument, *, positional: bool
+) -> tuple[ValueKind, tuple[str, ...]]:
     if param.name in JOB_ID_PARAMS:
         return "job_id", ()
     desc = param.type_descriptor
@@ -281,8 +302,7 @@ def _value_kind(param: typer.core.TyperOption | typer.core.TyperArgument, *,
     return "none", ()
 
 
-_TYPE_METAVARS: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT",
-                                  bool: "BOOLEAN"}
+_TYPE_METAVARS: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}
 
 
 def _metavar(param: typer.core.TyperOption | typer.core.TyperArgument) -> str:
@@ -303,8 +323,9 @@ def _metavar(param: typer.core.TyperOption | typer.core.TyperArgument) -> str:
     return str(getattr(element, "__name__", "VALUE")).upper()
 
 
-def _default_text(param: typer.core.TyperOption | typer.core.TyperArgument,
-                  ctx: _click.Context) -> str | None:
+def _default_text(
+    param: typer.core.TyperOption | typer.core.TyperArgument, ctx: _click.Context
+) -> str | None:
     """The default as --help shows it, or None where --help shows none."""
     if isinstance(param.show_default, str):
         return param.show_default
@@ -355,12 +376,11 @@ def _usage_words(cmd: CommandDoc) -> list[str]:
 def _roff_text(text: str) -> str:
     """Escape text for a roff line (not a macro argument)."""
     out = text.replace("\\", "\\e")
-    # Options and minus signs are \- (searchable, and ASCII in UTF-8 output); hyphens
-    # inside words stay hyphens.
-    out = re.sub(r"(?<![\w-])-+", lambda m: "\\-" * len(m.group()), out)
+    # Options (every hyphen of a word that starts with one) and minus signs are \-
+    # (searchable, and ASCII in UTF-8 output); hyphens inside words stay hyphens.
+    out = re.sub(r"(?<![\w-])-[-\w]*", lambda m: m.group().replace("-", "\\-"), out)
     out = "".join(ch if ord(ch) < 128 else f"\\[u{ord(ch):04X}]" for ch in out)
-    lines = [("\\&" + line if line.startswith((".", "'")) else line)
-             for line in out.split("\n")]
+    lines = [("\\&" + line if line.startswith((".", "'")) else line) for line in out.split("\n")]
     return "\n".join(lines)
 
 
@@ -395,8 +415,7 @@ def _roff_wrap(lines: list[str], width: int = 78) -> list[str]:
         if not fill or len(line) <= width:
             out.append(line)
             continue
-        for piece in textwrap.wrap(line, width, break_long_words=False,
-                                   break_on_hyphens=False):
+        for piece in textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False):
             out.append("\\&" + piece if piece.startswith((".", "'")) else piece)
     return out
 
@@ -436,7 +455,7 @@ def _param_notes(param: ParamDoc) -> list[str]:
         notes.append(f"Default: {_bold(param.default)}.")
     if param.range:
         notes.append(f"Range: {_roff_text(param.range)}.")
-    if param.choices and not param.metavar:
+    if param.choices and param.kind == "argument":
         notes.append("One of " + ", ".join(_bold(c) for c in param.choices) + ".")
     if param.multiple and param.kind == "option":
         notes.append("May be given more than once.")
@@ -467,17 +486,19 @@ def _roff_command(cmd: CommandDoc) -> list[str]:
     lines += _roff_paragraphs(cmd.help) if cmd.help else ["(no description)"]
     if cmd.deprecated:
         lines += [".PP", "Deprecated."]
-    params = [p for p in cmd.params if not p.is_help]
-    if params:
-        for param in params:
+    for param in cmd.params:
+        if not param.is_help:
             lines += _roff_param(param)
     if cmd.is_group:
         lines += [".PP", "Commands: " + ", ".join(_bold(s.name) for s in cmd.subcommands) + "."]
     return lines
 
 
-def _exit_status_lines(exit_codes: Sequence[tuple[type[BaseException], int]],
-                       usage: int, root_error: type[BaseException]) -> list[str]:
+def _exit_status_lines(
+    exit_codes: Sequence[tuple[type[BaseException], int]],
+    usage: int,
+    root_error: type[BaseException],
+) -> list[str]:
     """EXIT STATUS from the CLI's table of error classes to exit codes."""
     from jobctl import errors
 
@@ -488,13 +509,14 @@ def _exit_status_lines(exit_codes: Sequence[tuple[type[BaseException], int]],
     entries: dict[int, list[str]] = {0: ["Success."]}
     entries.setdefault(usage, []).append(
         "Usage error: an unknown command or option, or a missing or malformed argument "
-        "or option value.")
+        "or option value."
+    )
     for code, classes in by_code.items():
         for cls in classes:
             if cls is root_error:
                 text = f"Any other jobctl error ({_bold(cls.__name__)})."
             else:
-                what = described.get(cls.__name__) or _own_doc(cls) or "see the message"
+                what = _own_doc(cls) or described.get(cls.__name__) or "see the message"
                 text = f"{_bold(cls.__name__)}: {_roff_text(what.rstrip('.'))}."
             entries.setdefault(code, []).append(text)
     entries.setdefault(130, []).append("Interrupted (SIGINT) or aborted.")
@@ -521,15 +543,18 @@ def _error_descriptions(doc: str) -> dict[str, str]:
 
 _ENV_DESCRIPTIONS = {
     "JOBCTL_SOCKET": "The daemon's Unix socket, for the daemon and for every command "
-                     "that talks to it; see FILES for the default.",
+    "that talks to it; see FILES for the default.",
     "JOBCTL_DB": "The SQLite database of the daemon; see FILES for the default.",
 }
 
 _EXTRA_ENV = [
     ("XDG_STATE_HOME", "Base of the per-user database path (default ~/.local/state)."),
     ("XDG_RUNTIME_DIR", "Base of the per-user socket path (default /run/user/UID)."),
-    ("TZ", "Time zone of local times given on the command line (as to jobctl add --at); "
-           "the system's zone when unset."),
+    (
+        "TZ",
+        "Time zone of local times given on the command line (as to jobctl add --at); "
+        "the system's zone when unset.",
+    ),
 ]
 
 
@@ -547,8 +572,11 @@ def _environment_lines(root: CommandDoc) -> list[str]:
             where = f" of {_bold(cmds[0])}" if len(cmds) == 1 else ""
             targets.append(_bold(opt) + where)
         text = _roff_text(_ENV_DESCRIPTIONS.get(env, ""))
-        lines += [".TP", _bold(env),
-                  " ".join(x for x in (text, f"Default for {' and '.join(targets)}.") if x)]
+        lines += [
+            ".TP",
+            _bold(env),
+            " ".join(x for x in (text, f"Default for {' and '.join(targets)}.") if x),
+        ]
     for env, text in _EXTRA_ENV:
         lines += [".TP", _bold(env), _roff_text(text)]
     return lines
@@ -556,16 +584,22 @@ def _environment_lines(root: CommandDoc) -> list[str]:
 
 _FILES = [
     ("/var/lib/jobctl/jobctl.db", "The job database when the daemon runs as root."),
-    ("$XDG_STATE_HOME/jobctl/jobctl.db",
-     "The job database for any other user (~/.local/state/jobctl/jobctl.db when "
-     "XDG_STATE_HOME is unset)."),
-    ("/run/jobctl/jobctl.sock",
-     "The daemon's socket when it runs as root. Other users reach that daemon with "
-     "JOBCTL_SOCKET=/run/jobctl/jobctl.sock when its --socket-group lets them."),
-    ("$XDG_RUNTIME_DIR/jobctl/jobctl.sock",
-     "The socket for any other user (/run/user/UID/jobctl/jobctl.sock when "
-     "XDG_RUNTIME_DIR is unset, or /tmp/jobctl-UID/jobctl.sock where /run/user/UID "
-     "does not exist)."),
+    (
+        "$XDG_STATE_HOME/jobctl/jobctl.db",
+        "The job database for any other user (~/.local/state/jobctl/jobctl.db when "
+        "XDG_STATE_HOME is unset).",
+    ),
+    (
+        "/run/jobctl/jobctl.sock",
+        "The daemon's socket when it runs as root. Other users reach that daemon with "
+        "JOBCTL_SOCKET=/run/jobctl/jobctl.sock when its --socket-group lets them.",
+    ),
+    (
+        "$XDG_RUNTIME_DIR/jobctl/jobctl.sock",
+        "The socket for any other user (/run/user/UID/jobctl/jobctl.sock when "
+        "XDG_RUNTIME_DIR is unset, or /tmp/jobctl-UID/jobctl.sock where /run/user/UID "
+        "does not exist).",
+    ),
 ]
 
 
@@ -578,8 +612,8 @@ def render_man(root: CommandDoc, version: str | None = None) -> str:
     version = version or __version__
     summary = re.sub(r"^\s*" + PROG + r"\s*[:\-]\s*", "", root.short_help).rstrip(".")
     lines = [
-        f".\\\" {_GENERATED}",
-        f".TH {PROG.upper()} 1 \"\" {_roff_arg(f'{PROG} {version}')} \"User Commands\"",
+        f'.\\" {_GENERATED}',
+        f'.TH {PROG.upper()} 1 "" {_roff_arg(f"{PROG} {version}")} "User Commands"',
         ".nh",
         ".ad l",
         ".SH NAME",
@@ -590,9 +624,13 @@ def render_man(root: CommandDoc, version: str | None = None) -> str:
     for cmd in root.walk():
         if cmd.path and not cmd.is_group:
             lines += [".br", _roff_usage(cmd)]
-    lines += [".SH DESCRIPTION", *_roff_paragraphs(root.help), ".PP",
-              f"Every command prints its own help with {_bold('--help')}; "
-              f"{_bold(f'{PROG} COMMAND --help')} shows the options of a command."]
+    lines += [
+        ".SH DESCRIPTION",
+        *_roff_paragraphs(root.help),
+        ".PP",
+        f"Every command prints its own help with {_bold('--help')}; "
+        f"{_bold(f'{PROG} COMMAND --help')} shows the options of a command.",
+    ]
     lines += [".SH OPTIONS"]
     for param in root.params:
         lines += _roff_param(param)
@@ -604,14 +642,21 @@ def render_man(root: CommandDoc, version: str | None = None) -> str:
     lines += [".SH FILES"]
     for path, text in _FILES:
         lines += [".TP", _italic(path), _roff_text(text)]
-    lines += [".SH EXIT STATUS",
-              f"{_bold(PROG)} prints errors as one line on standard error, "
-              f"{_bold(f'{PROG}: error:')} followed by the message, and exits with:",
-              *_exit_status_lines(EXIT_CODES, USAGE, JobctlError)]
-    lines += [".SH SEE ALSO", ".BR crontab (5),", ".BR at (1),", ".BR systemd.timer (5)",
-              ".PP",
-              f"The command reference {_italic(CLI_REFERENCE)} in the jobctl sources, "
-              f"generated with the shell completions in {_italic('completions/')}."]
+    lines += [
+        ".SH EXIT STATUS",
+        f"{_bold(PROG)} prints errors as one line on standard error, "
+        f"{_bold(f'{PROG}: error:')} followed by the message, and exits with:",
+        *_exit_status_lines(EXIT_CODES, USAGE, JobctlError),
+    ]
+    lines += [
+        ".SH SEE ALSO",
+        ".BR crontab (5),",
+        ".BR at (1),",
+        ".BR systemd.timer (5)",
+        ".PP",
+        f"The command reference {_italic(CLI_REFERENCE)} in the jobctl sources, "
+        f"generated with the shell completions in {_italic('completions/')}.",
+    ]
     return "\n".join(_roff_wrap(lines)) + "\n"
 
 
@@ -636,8 +681,9 @@ def _value_slots(root: CommandDoc) -> dict[tuple[str, str], ParamDoc]:
     return slots
 
 
-def _group_slots(slots: dict[tuple[str, str], ParamDoc],
-                 action: Callable[[ParamDoc], str | None]) -> dict[str, list[str]]:
+def _group_slots(
+    slots: dict[tuple[str, str], ParamDoc], action: Callable[[ParamDoc], str | None]
+) -> dict[str, list[str]]:
     """Slots that complete the same way, as ``"path slot"`` keys under their action."""
     grouped: dict[str, list[str]] = {}
     for (path, slot), param in slots.items():
@@ -804,44 +850,65 @@ def render_bash(root: CommandDoc) -> str:
     """A bash completion script: commands, options, choices, paths and job ids."""
     cmds = list(root.walk())
     subs = _bash_case(
-        "_jobctl_subcommands", "_jobctl_r: the subcommands of a command path.",
-        [([c.key], "_jobctl_r=(" + " ".join(_sh(s.path[-1]) for s in c.subcommands) + ")")
-         for c in cmds if c.subcommands], "_jobctl_r=()")
+        "_jobctl_subcommands",
+        "_jobctl_r: the subcommands of a command path.",
+        [
+            ([c.key], "_jobctl_r=(" + " ".join(_sh(s.path[-1]) for s in c.subcommands) + ")")
+            for c in cmds
+            if c.subcommands
+        ],
+        "_jobctl_r=()",
+    )
     opts = _bash_case(
-        "_jobctl_options", "_jobctl_r: the options of a command path.",
-        [([c.key], "_jobctl_r=(" + " ".join(_sh(o) for p in c.options for o in p.all_opts)
-          + ")") for c in cmds], "_jobctl_r=()")
+        "_jobctl_options",
+        "_jobctl_r: the options of a command path.",
+        [
+            ([c.key], "_jobctl_r=(" + " ".join(_sh(o) for p in c.options for o in p.all_opts) + ")")
+            for c in cmds
+        ],
+        "_jobctl_r=()",
+    )
     by_n: dict[int, list[str]] = {}
     for c in cmds:
         for p in c.options:
             if p.takes_value:
                 by_n.setdefault(p.nvalues, []).extend(f"{c.key} {o}" for o in p.all_opts)
     nvalues = _bash_case(
-        "_jobctl_nvalues", "_jobctl_r: how many words follow an option (\"path --opt\").",
-        [(keys, f"_jobctl_r=({n})") for n, keys in sorted(by_n.items())], "_jobctl_r=(0)")
+        "_jobctl_nvalues",
+        '_jobctl_r: how many words follow an option ("path --opt").',
+        [(keys, f"_jobctl_r=({n})") for n, keys in sorted(by_n.items())],
+        "_jobctl_r=(0)",
+    )
     layouts: dict[str, list[str]] = {}
     for c in cmds:
         fixed, variadic = c.positional_layout()
         if fixed or variadic:
-            layouts.setdefault(f"_jobctl_r=({fixed} {int(variadic is not None)})",
-                               []).append(c.key)
+            layouts.setdefault(f"_jobctl_r=({fixed} {int(variadic is not None)})", []).append(c.key)
     positionals = _bash_case(
         "_jobctl_positionals",
         "_jobctl_r: single positional arguments of a command path, and 1 if more may follow.",
-        [(keys, body) for body, keys in layouts.items()], "_jobctl_r=(0 0)")
+        [(keys, body) for body, keys in layouts.items()],
+        "_jobctl_r=(0 0)",
+    )
     fixed_order = [c.key for c in cmds if not c.interspersed]
     interspersed = _bash_case(
         "_jobctl_interspersed",
         "Whether options may follow a positional argument of a command path.",
-        [(fixed_order, "return 1")] if fixed_order else [], "return 0")
+        [(fixed_order, "return 1")] if fixed_order else [],
+        "return 0",
+    )
     values = _bash_case(
-        "_jobctl_value", "COMPREPLY: the value of an option (\"path --opt\") or argument "
-        "(\"path #N\", \"path #*\").",
-        [(keys, act) for act, keys in
-         _group_slots(_value_slots(root), _bash_value_action).items()], ":")
+        "_jobctl_value",
+        'COMPREPLY: the value of an option ("path --opt") or argument ("path #N", "path #*").',
+        [(keys, act) for act, keys in _group_slots(_value_slots(root), _bash_value_action).items()],
+        ":",
+    )
     head = _BASH_HEAD.replace("@GENERATED@", _GENERATED)
-    return "\n\n".join([head.rstrip("\n"), subs, opts, nvalues, positionals, interspersed,
-                        values]) + "\n" + _BASH_MAIN
+    return (
+        "\n\n".join([head.rstrip("\n"), subs, opts, nvalues, positionals, interspersed, values])
+        + "\n"
+        + _BASH_MAIN
+    )
 
 
 def _zsh_quote(text: str) -> str:
@@ -864,10 +931,13 @@ def _zsh_func(cmd: CommandDoc) -> str:
 
 def _zsh_action(param: ParamDoc) -> str:
     if param.value_kind == "choice":
-        return "(" + " ".join(re.sub(r"([\\\s():'\"])", r"\\\1", c)
-                              for c in param.choices) + ")"
-    return {"file": "_files", "path": "_files", "dir": "_files -/",
-            "job_id": "_jobctl_job_ids"}.get(param.value_kind, " ")
+        return "(" + " ".join(re.sub(r"([\\\s():'\"])", r"\\\1", c) for c in param.choices) + ")"
+    return {
+        "file": "_files",
+        "path": "_files",
+        "dir": "_files -/",
+        "job_id": "_jobctl_job_ids",
+    }.get(param.value_kind, " ")
 
 
 def _zsh_option_specs(param: ParamDoc) -> list[str]:
@@ -888,8 +958,7 @@ def _zsh_option_specs(param: ParamDoc) -> list[str]:
             spec += "=" if opt.startswith("--") else "+"
             spec += f"[{desc}]"
             message = _zsh_message(param.metavar or "value")
-            spec += "".join(f":{message}:{_zsh_action(param)}"
-                            for _ in range(param.nvalues))
+            spec += "".join(f":{message}:{_zsh_action(param)}" for _ in range(param.nvalues))
         else:
             spec += f"[{desc}]"
         specs.append(spec)
@@ -914,23 +983,28 @@ def _zsh_command(cmd: CommandDoc) -> list[str]:
     specs = [s for p in cmd.options for s in _zsh_option_specs(p)]
     lines = [f"{func}() {{"]
     if cmd.is_group:
-        lines += ["    local curcontext=$curcontext state line ret=1",
-                  "    local -a commands=("]
-        lines += [f"        {_zsh_quote(_zsh_message(s.path[-1]) + ':' + s.short_help)}"
-                  for s in cmd.subcommands]
+        lines += ["    local curcontext=$curcontext state line ret=1", "    local -a commands=("]
+        lines += [
+            f"        {_zsh_quote(_zsh_message(s.path[-1]) + ':' + s.short_help)}"
+            for s in cmd.subcommands
+        ]
         lines += ["    )", f"    _arguments -C {flags} \\"]
         lines += [f"        {_zsh_quote(s)} \\" for s in specs]
-        lines += ["        ': :->command' \\", "        '*:: :->args' && ret=0",
-                  "    case $state in",
-                  "        (command)",
-                  f"            _describe -t commands {_zsh_quote(cmd.name + ' command')} "
-                  "commands && ret=0 ;;",
-                  "        (args)",
-                  f"            curcontext=${{curcontext%:*:*}}:{cmd.name.replace(' ', '-')}"
-                  "-$words[1]:",
-                  "            case $words[1] in"]
-        lines += [f"                ({_zsh_quote(s.path[-1])}) {_zsh_func(s)} && ret=0 ;;"
-                  for s in cmd.subcommands]
+        lines += [
+            "        ': :->command' \\",
+            "        '*:: :->args' && ret=0",
+            "    case $state in",
+            "        (command)",
+            f"            _describe -t commands {_zsh_quote(cmd.name + ' command')} "
+            "commands && ret=0 ;;",
+            "        (args)",
+            f"            curcontext=${{curcontext%:*:*}}:{cmd.name.replace(' ', '-')}-$words[1]:",
+            "            case $words[1] in",
+        ]
+        lines += [
+            f"                ({_zsh_quote(s.path[-1])}) {_zsh_func(s)} && ret=0 ;;"
+            for s in cmd.subcommands
+        ]
         lines += ["            esac ;;", "    esac", "    return ret", "}"]
         return lines
     all_specs = specs + _zsh_argument_specs(cmd)
@@ -988,12 +1062,25 @@ def _fish_quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _fish_switch(name: str, doc: str, args: str, arms: list[tuple[list[str], str]],
-                 default: str | None) -> str:
-    lines = [f"function {name} --argument-names {args} --description {_fish_quote(doc)}",
-             f"    switch \"{' '.join('$' + a for a in args.split())}\""]
+def _fish_switch(
+    name: str, doc: str, args: str, arms: list[tuple[list[str], str]], default: str | None
+) -> str:
+    lines = [
+        f"function {name} --argument-names {args} --description {_fish_quote(doc)}",
+        f'    switch "{" ".join("$" + a for a in args.split())}"',
+    ]
     for keys, body in arms:
-        lines += ["        case " + " ".join(_fish_quote(k) for k in keys), f"            {body}"]
+        rows = [""]
+        for key in (_fish_quote(k) for k in keys):
+            if rows[-1] and len(rows[-1]) + len(key) > 80:
+                rows[-1] += " \\"
+                rows.append("    ")
+            rows[-1] += (" " if rows[-1].strip() else "") + key
+        lines += [
+            "        case " + rows[0],
+            *(f"        {row}" for row in rows[1:]),
+            f"            {body}",
+        ]
     if default is not None:
         lines += ["        case '*'", f"            {default}"]
     lines += ["    end", "end"]
@@ -1074,64 +1161,103 @@ def _fish_names(param: ParamDoc) -> str:
 
 def _fish_value(param: ParamDoc) -> str:
     if param.value_kind == "choice":
-        return "-x -a " + _fish_quote(" ".join(
-            re.sub(r"([\\\s'\"$();&|<>*?~{}\[\]#])", r"\\\1", c) for c in param.choices))
-    return {"file": "-r -F", "path": "-r -F",
-            "dir": "-x -a '(__fish_complete_directories (commandline -ct))'",
-            "job_id": "-x -a '(__jobctl_job_ids)'"}.get(param.value_kind, "-x")
+        return "-x -a " + _fish_quote(
+            " ".join(re.sub(r"([\\\s'\"$();&|<>*?~{}\[\]#])", r"\\\1", c) for c in param.choices)
+        )
+    return {
+        "file": "-r -F",
+        "path": "-r -F",
+        "dir": "-x -a '(__fish_complete_directories (commandline -ct))'",
+        "job_id": "-x -a '(__jobctl_job_ids)'",
+    }.get(param.value_kind, "-x")
 
 
 def _fish_positional(param: ParamDoc) -> str | None:
     if param.value_kind == "choice":
         return _fish_value(param).replace("-x ", "-f ", 1)
-    return {"file": "-F", "path": "-F", "dir": _fish_value(param).replace("-x ", "-f ", 1),
-            "job_id": "-f -a '(__jobctl_job_ids)'"}.get(param.value_kind)
+    return {
+        "file": "-F",
+        "path": "-F",
+        "dir": _fish_value(param).replace("-x ", "-f ", 1),
+        "job_id": "-f -a '(__jobctl_job_ids)'",
+    }.get(param.value_kind)
 
 
 def render_fish(root: CommandDoc) -> str:
     """A fish completion script."""
     cmds = list(root.walk())
     parts = [_FISH_HEAD.replace("@GENERATED@", _GENERATED).rstrip("\n")]
-    parts.append(_fish_switch(
-        "__jobctl_subcommands", "Subcommands of a command path", "path",
-        [([c.key], "printf '%s\\n' " + " ".join(_fish_quote(s.path[-1])
-                                                 for s in c.subcommands))
-         for c in cmds if c.subcommands], None))
+    parts.append(
+        _fish_switch(
+            "__jobctl_subcommands",
+            "Subcommands of a command path",
+            "path",
+            [
+                (
+                    [c.key],
+                    "printf '%s\\n' " + " ".join(_fish_quote(s.path[-1]) for s in c.subcommands),
+                )
+                for c in cmds
+                if c.subcommands
+            ],
+            None,
+        )
+    )
     by_n: dict[int, list[str]] = {}
     for c in cmds:
         for p in c.options:
             if p.takes_value:
                 by_n.setdefault(p.nvalues, []).extend(f"{c.key} {o}" for o in p.all_opts)
-    parts.append(_fish_switch(
-        "__jobctl_nvalues", "How many words follow an option", "path opt",
-        [(keys, f"echo {n}") for n, keys in sorted(by_n.items())], "echo 0"))
+    parts.append(
+        _fish_switch(
+            "__jobctl_nvalues",
+            "How many words follow an option",
+            "path opt",
+            [(keys, f"echo {n}") for n, keys in sorted(by_n.items())],
+            "echo 0",
+        )
+    )
     fixed_order = [c.key for c in cmds if not c.interspersed]
-    parts.append(_fish_switch(
-        "__jobctl_interspersed", "Whether options may follow a positional argument", "path",
-        [(fixed_order, "return 1")] if fixed_order else [], "return 0"))
+    parts.append(
+        _fish_switch(
+            "__jobctl_interspersed",
+            "Whether options may follow a positional argument",
+            "path",
+            [(fixed_order, "return 1")] if fixed_order else [],
+            "return 0",
+        )
+    )
     lines = ["complete -c jobctl -f"]
     for cmd in cmds:
+
         def cond(what: str, key: str = cmd.key) -> str:
             return "-n " + _fish_quote(f"__jobctl_at {_fish_quote(key)} {_fish_quote(what)}")
 
         lines.append(f"\n# {cmd.name}")
         for sub in cmd.subcommands:
-            lines.append(f"complete -c jobctl {cond('sub')} "
-                         f"-a {_fish_quote(sub.path[-1])} -d {_fish_quote(sub.short_help)}")
+            lines.append(
+                f"complete -c jobctl {cond('sub')} "
+                f"-a {_fish_quote(sub.path[-1])} -d {_fish_quote(sub.short_help)}"
+            )
         for p in cmd.options:
             value = f" {_fish_value(p)}" if p.takes_value else ""
-            lines.append(f"complete -c jobctl {cond('opt')} {_fish_names(p)}"
-                         f"{value} -d {_fish_quote(' '.join(p.help.split()))}")
+            lines.append(
+                f"complete -c jobctl {cond('opt')} {_fish_names(p)}"
+                f"{value} -d {_fish_quote(' '.join(p.help.split()))}"
+            )
         fixed, variadic = cmd.positional_layout()
         for i in range(fixed):
             arg = cmd.positional_at(i)
             spec = _fish_positional(arg) if arg else None
             if arg and spec:
-                lines.append(f"complete -c jobctl {cond(f'#{i + 1}')} {spec} "
-                             f"-d {_fish_quote(arg.help)}")
+                lines.append(
+                    f"complete -c jobctl {cond(f'#{i + 1}')} {spec} -d {_fish_quote(arg.help)}"
+                )
         if variadic is not None and (spec := _fish_positional(variadic)):
-            lines.append(f"complete -c jobctl {cond(f'#{fixed + 1}+')} {spec} "
-                         f"-d {_fish_quote(variadic.help)}")
+            lines.append(
+                f"complete -c jobctl {cond(f'#{fixed + 1}+')} {spec} "
+                f"-d {_fish_quote(variadic.help)}"
+            )
     parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
@@ -1156,8 +1282,9 @@ def render_markdown(root: CommandDoc) -> str:
         "prints its help with `--help`.",
         "",
     ]
-    lines += [f"{'  ' * (len(c.path) - 1 if c.path else 0)}- [{c.name}](#{_anchor(c.name)})"
-              for c in cmds]
+    lines += [
+        f"{'  ' * (len(c.path) - 1 if c.path else 0)}- [{c.name}](#{_anchor(c.name)})" for c in cmds
+    ]
     for cmd in cmds:
         lines += ["", f"{'#' * min(len(cmd.path) + 2, 4)} {cmd.name}", ""]
         if cmd.short_help and cmd.path:
@@ -1194,8 +1321,10 @@ def find_root(start: Path | None = None) -> Path:
     for candidate in candidates:
         if _is_root(candidate):
             return candidate
-    raise FileNotFoundError("cannot find the jobctl repository (pyproject.toml and "
-                            "src/jobctl); run from inside it or pass --root")
+    raise FileNotFoundError(
+        "cannot find the jobctl repository (pyproject.toml and "
+        "src/jobctl); run from inside it or pass --root"
+    )
 
 
 def stale_files(root: Path, files: dict[str, str]) -> list[str]:
@@ -1215,9 +1344,11 @@ def stale_files(root: Path, files: dict[str, str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=f"{sys.executable.rsplit('/', 1)[-1]} -m jobctl.cli.docgen",
-        description="Regenerate jobctl's man page, shell completions and CLI reference.")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 and name the stale files if any")
+        description="Regenerate jobctl's man page, shell completions and CLI reference.",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 and name the stale files if any"
+    )
     parser.add_argument("--root", type=Path, help="the repository root [default: found]")
     args = parser.parse_args(argv)
     try:
@@ -1242,8 +1373,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
-    "JOB_ID_PARAMS", "CommandDoc", "ParamDoc", "build_tree", "find_root", "generate", "main",
-    "render_bash", "render_fish", "render_man", "render_markdown", "render_zsh",
+    "JOB_ID_PARAMS",
+    "CommandDoc",
+    "ParamDoc",
+    "build_tree",
+    "find_root",
+    "generate",
+    "main",
+    "render_bash",
+    "render_fish",
+    "render_man",
+    "render_markdown",
+    "render_zsh",
     "stale_files",
 ]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -12,12 +11,22 @@ import typer
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
+from jobctl.localzone import local_zone
 
 
 def job_body(
-    command: list[str], at: str | None, in_: str | None, key: str | None, queue: str,
-    priority: int, max_attempts: int, timeout: str | None, backoff: str | None,
-    cwd: str | None, env: list[str], shell: bool,
+    command: list[str],
+    at: str | None,
+    in_: str | None,
+    key: str | None,
+    queue: str,
+    priority: int,
+    max_attempts: int,
+    timeout: str | None,
+    backoff: str | None,
+    cwd: str | None,
+    env: list[str],
+    shell: bool,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
     if at and in_:
@@ -29,12 +38,15 @@ def job_body(
             raise InvalidInput("--shell takes the whole command as one quoted string")
         command = ["/bin/sh", "-c", command[0]]
     body: dict[str, Any] = {
-        "command": command, "queue": queue, "priority": priority,
-        "max_attempts": max_attempts, "cwd": os.path.abspath(cwd or os.getcwd()),
+        "command": command,
+        "queue": queue,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "cwd": os.path.abspath(cwd or os.getcwd()),
         "env": _env(env),
     }
     if at:
-        body["run_at"] = parse_when(at, _local_zone()).isoformat()
+        body["run_at"] = parse_when(at, local_zone()).isoformat()
     elif in_:
         body["run_at"] = (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
     if key:
@@ -58,30 +70,22 @@ def _env(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _local_zone() -> Any:
-    return datetime.now().astimezone().tzinfo if not os.environ.get("TZ") else _tz_env()
-
-
-def _tz_env() -> Any:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        return ZoneInfo(os.environ["TZ"].lstrip(":"))
-    except (ZoneInfoNotFoundError, ValueError):
-        time.tzset()
-        return datetime.now().astimezone().tzinfo
-
-
 def add(
-    command: Annotated[list[str] | None, typer.Argument(help="Command and arguments, after --")] = None,
-    at: Annotated[str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(help="Command and arguments, after --")
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")
+    ] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
     queue: Annotated[str, typer.Option(help="Queue name")] = "default",
     priority: Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")] = 0,
     max_attempts: Annotated[int, typer.Option(help="Failures allowed before dead")] = 3,
     timeout: Annotated[str | None, typer.Option(help="Kill after this long, e.g. 10m")] = None,
-    backoff: Annotated[str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")] = None,
+    backoff: Annotated[
+        str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")
+    ] = None,
     cwd: Annotated[str | None, typer.Option(help="Working directory [default: current]")] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
     shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
@@ -89,8 +93,20 @@ def add(
     socket: SocketOpt = None,
 ) -> None:
     """Enqueue a one-off job: jobctl add --in 5m -- ./report.sh --full"""
-    body = job_body(command or [], at, in_, key, queue, priority, max_attempts, timeout,
-                    backoff, cwd, env or [], shell)
+    body = job_body(
+        command or [],
+        at,
+        in_,
+        key,
+        queue,
+        priority,
+        max_attempts,
+        timeout,
+        backoff,
+        cwd,
+        env or [],
+        shell,
+    )
     with client(socket) as c:
         job = c.enqueue(body)
     if json_:
@@ -100,7 +116,9 @@ def add(
 
 
 def list_(
-    status: Annotated[str | None, typer.Option(help="scheduled|running|succeeded|dead|cancelled")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="scheduled|running|succeeded|dead|cancelled")
+    ] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
     json_: JsonOpt = False,
@@ -110,7 +128,7 @@ def list_(
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
     with client(socket) as c:
-        jobs = c.list(status, queue, limit)
+        jobs = c.list_jobs(status, queue, limit)
     if json_:
         print_json(jobs)
     elif jobs:

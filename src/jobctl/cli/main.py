@@ -16,9 +16,12 @@ from jobctl.cli.errors import USAGE, exit_code_for, fail
 from jobctl.errors import JobctlError
 
 app = typer.Typer(
-    name="jobctl", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="jobctl",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
     help="jobctl: a durable job scheduler. Run later, or on a calendar; never lose it, "
-         "never double-fire it, and tell what happened.",
+    "never double-fire it, and tell what happened.",
 )
 _NO_INTERSPERSE = {"allow_interspersed_args": False}
 app.command("add", context_settings=_NO_INTERSPERSE)(jobs.add)
@@ -39,8 +42,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit"),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit"
+    ),
 ) -> None:
     """jobctl: a durable job scheduler."""
 

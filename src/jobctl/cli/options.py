@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 
 SocketOpt = Annotated[
     Path | None,
-    typer.Option("--socket", envvar="JOBCTL_SOCKET", show_envvar=True,
-                 help="The daemon's Unix socket [default: per-user runtime dir]"),
+    typer.Option(
+        "--socket",
+        envvar="JOBCTL_SOCKET",
+        show_envvar=True,
+        help="The daemon's Unix socket [default: per-user runtime dir]",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 

@@ -12,8 +12,13 @@ from jobctl.domain.durations import format_duration
 
 console = Console(highlight=False)
 
-STATUS_STYLE = {"scheduled": "cyan", "running": "yellow", "succeeded": "green",
-                "dead": "red", "cancelled": "dim"}
+STATUS_STYLE = {
+    "scheduled": "cyan",
+    "running": "yellow",
+    "succeeded": "green",
+    "dead": "red",
+    "cancelled": "dim",
+}
 
 
 def when(text: str | None) -> str:
@@ -36,8 +41,12 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
         table.add_column(col, overflow="fold")
     for j in jobs:
         table.add_row(
-            str(j["id"]), status(j["status"]), j["queue"], when(j["run_at"]),
-            f"{j['attempt']}/{j['max_attempts']}", " ".join(j["command"])[:60],
+            str(j["id"]),
+            status(j["status"]),
+            j["queue"],
+            when(j["run_at"]),
+            f"{j['attempt']}/{j['max_attempts']}",
+            " ".join(j["command"])[:60],
             (j.get("last_error") or "")[:40],
         )
     return table
@@ -45,12 +54,18 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
 
 def job_detail(job: dict[str, Any]) -> None:
     fields = [
-        ("id", job["id"]), ("key", job["key"]), ("status", status(job["status"])),
-        ("queue", job["queue"]), ("priority", job["priority"]),
-        ("command", " ".join(job["command"])), ("cwd", job["cwd"]),
+        ("id", job["id"]),
+        ("key", job["key"]),
+        ("status", status(job["status"])),
+        ("queue", job["queue"]),
+        ("priority", job["priority"]),
+        ("command", " ".join(job["command"])),
+        ("cwd", job["cwd"]),
         ("run at", when(job["run_at"])),
-        ("attempts", f"{job['attempt']} started, {job['failures']} of "
-                     f"{job['max_attempts']} failures used"),
+        (
+            "attempts",
+            f"{job['attempt']} started, {job['failures']} of {job['max_attempts']} failures used",
+        ),
         ("timeout", f"{job['timeout']:g}s" if job["timeout"] else "none"),
         ("backoff", f"{job['backoff']['base']:g}s doubling, capped at {job['backoff']['cap']:g}s"),
         ("created", when(job["created_at"])),
@@ -82,25 +97,39 @@ def attempts_table(attempts: list[dict[str, Any]]) -> Table:
             start = datetime.fromisoformat(a["started_at"].replace("Z", "+00:00"))
             end = datetime.fromisoformat(a["finished_at"].replace("Z", "+00:00"))
             duration = format_duration((end - start).total_seconds())
-        table.add_row(str(a["number"]), str(a["generation"]), when(a["started_at"]), duration,
-                      a["outcome"] or "[yellow]running[/]",
-                      "" if a["exit_code"] is None else str(a["exit_code"]), a["error"] or "")
+        table.add_row(
+            str(a["number"]),
+            str(a["generation"]),
+            when(a["started_at"]),
+            duration,
+            a["outcome"] or "[yellow]running[/]",
+            "" if a["exit_code"] is None else str(a["exit_code"]),
+            a["error"] or "",
+        )
     return table
 
 
 def status_view(s: dict[str, Any]) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
     ex = s.get("executor", {})
-    console.print(f"[bold]jobctl[/] {s['version']}  pid {s['pid']}  up "
-                  f"{format_duration(s['uptime'])}  running {ex.get('running', '?')}/"
-                  f"{ex.get('concurrency', '?')}")
+    console.print(
+        f"[bold]jobctl[/] {s['version']}  pid {s['pid']}  up "
+        f"{format_duration(s['uptime'])}  running {ex.get('running', '?')}/"
+        f"{ex.get('concurrency', '?')}"
+    )
     console.print(f"jobs: {counts}")
     table = Table(box=None, header_style="bold")
     for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
         table.add_column(col, justify="right" if col != "QUEUE" else "left")
     for q in s["queues"]:
         age = q["oldest_due_age"]
-        table.add_row(q["queue"], str(q["waiting"]), str(q["due"]), str(q["running"]),
-                      "-" if age is None else format_duration(age), str(q["dead"]))
+        table.add_row(
+            q["queue"],
+            str(q["waiting"]),
+            str(q["due"]),
+            str(q["running"]),
+            "-" if age is None else format_duration(age),
+            str(q["dead"]),
+        )
     if s["queues"]:
         console.print(table)

@@ -21,8 +21,14 @@ from jobctl import errors
 _BY_CODE: dict[str, type[errors.JobctlError]] = {
     cls.code: cls
     for cls in (
-        errors.InvalidInput, errors.InvalidSchedule, errors.NotFound, errors.Conflict,
-        errors.KeyConflict, errors.IllegalTransition, errors.LeaseLost, errors.DaemonLocked,
+        errors.InvalidInput,
+        errors.InvalidSchedule,
+        errors.NotFound,
+        errors.Conflict,
+        errors.KeyConflict,
+        errors.IllegalTransition,
+        errors.LeaseLost,
+        errors.DaemonLocked,
         errors.StoreError,
     )
 }
@@ -35,8 +41,7 @@ class Transport(Protocol):
         """Send one request; return (status, content type, body). OSError if unreachable."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -90,12 +95,17 @@ class Client:
         self.close()
 
     def request(
-        self, method: str, path: str, *, json_body: Any = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
         params: dict[str, Any] | None = None,
     ) -> Any:
         if params:
-            path += "?" + urlencode([(k, v) for k, v in params.items() if v is not None],
-                                    doseq=True)
+            path += "?" + urlencode(
+                [(k, v) for k, v in params.items() if v is not None], doseq=True
+            )
         body = None if json_body is None else json.dumps(json_body).encode()
         headers = {"content-type": "application/json"} if body is not None else {}
         try:
@@ -108,7 +118,8 @@ class Client:
             ) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise errors.DaemonUnavailable(
-                f"lost the connection to the daemon on {self.socket}: {exc}") from exc
+                f"lost the connection to the daemon on {self.socket}: {exc}"
+            ) from exc
         if status >= 400:
             raise _error_from(status, data)
         if ctype.startswith("application/json"):
@@ -129,11 +140,18 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/v1/jobs/{job_id}")
         return result
 
-    def list(self, status: str | None = None, queue: str | None = None,
-             limit: int = 100, before: int | None = None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in
-                  {"status": status, "queue": queue, "limit": limit, "before": before}.items()
-                  if v is not None}
+    def list_jobs(
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> list[dict[str, Any]]:
+        params = {
+            k: v
+            for k, v in {"status": status, "queue": queue, "limit": limit, "before": before}.items()
+            if v is not None
+        }
         result: list[dict[str, Any]] = self.request("GET", "/v1/jobs", params=params)
         return result
 

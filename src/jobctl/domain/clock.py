@@ -9,6 +9,7 @@ deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -32,10 +33,8 @@ class SystemClock:
         timeout = None
         if deadline is not None:
             timeout = max(0.0, (deadline - self.now()).total_seconds())
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 class FakeClock:

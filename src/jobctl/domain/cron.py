@@ -102,16 +102,9 @@ def _next_instant(expr: CronExpr, tz: ZoneInfo, after: datetime) -> int | None:
 def _ambiguous(local: datetime, tz: ZoneInfo) -> bool:
     """Whether the wall time of ``local`` occurs twice (it is inside a fold)."""
     twin = datetime(
-        local.year,
-        local.month,
-        local.day,
-        local.hour,
-        local.minute,
-        local.second,
-        tzinfo=tz,
-        fold=1,
+        local.year, local.month, local.day, local.hour, local.minute, local.second, fold=1
     )
-    return twin.utcoffset() != local.utcoffset()
+    return tz.utcoffset(twin) != local.utcoffset()
 
 
 def _forward(expr: CronExpr, tz: ZoneInfo, floor: int, start: Wall) -> int | None:
@@ -139,10 +132,10 @@ def _forward(expr: CronExpr, tz: ZoneInfo, floor: int, start: Wall) -> int | Non
 def _instant_for(expr: CronExpr, tz: ZoneInfo, wall: Wall, floor: int) -> int | None:
     """Map one matching wall time to its fire instant after ``floor``, if any."""
     year, month, day, hour, minute = wall
-    local = datetime(year, month, day, hour, minute, tzinfo=tz)
-    before = _seconds(local.utcoffset())  # the offset before a transition (fold=0)
-    after = _seconds(datetime(year, month, day, hour, minute, tzinfo=tz, fold=1).utcoffset())
-    wall_seconds = (local.toordinal() - _EPOCH_ORDINAL) * 86400 + hour * 3600 + minute * 60
+    naive = datetime(year, month, day, hour, minute)
+    before = _seconds(tz.utcoffset(naive))  # the offset before a transition (fold=0)
+    after = _seconds(tz.utcoffset(datetime(year, month, day, hour, minute, fold=1)))
+    wall_seconds = (naive.toordinal() - _EPOCH_ORDINAL) * 86400 + hour * 3600 + minute * 60
     first = wall_seconds - before
     if before == after:  # the wall time exists once
         return first if first > floor else None

@@ -19,6 +19,7 @@ Why these rules:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -48,6 +49,8 @@ MACROS = {
     "@hourly": "0 * * * *",
 }
 _FIELDS_HINT = "expected 5 fields (minute hour day-of-month month day-of-week)"
+# Bits 1..length set: the days of a month of that length.
+_MONTH_BITS = {length: ((1 << (length + 1)) - 1) & ~1 for length in range(28, 32)}
 _UNSUPPORTED_LW = re.compile(r"\d*L|L\d*|\d*W|LW")
 
 
@@ -128,6 +131,7 @@ class CronExpr:
         return self.wildcard
 
 
+@functools.lru_cache(maxsize=1024)
 def _next_table(mask: int, size: int) -> tuple[int, ...]:
     """Entry ``i`` is the smallest matching value >= ``i``, or -1; one extra -1 entry
     lets callers ask about ``size`` itself (a carried-over minute 60 or hour 24)."""
@@ -140,22 +144,26 @@ def _next_table(mask: int, size: int) -> tuple[int, ...]:
     return tuple(table)
 
 
+@functools.lru_cache(maxsize=1024)
 def _day_masks(days: int, weekdays: int, both: bool) -> tuple[int, ...]:
     """Matching days of a month, indexed by ``weekday_of_the_1st * 4 + (length - 28)``.
 
     A month's matching days depend only on its length and the weekday of its first
     day, so 28 masks cover every month ever; the day search is then one shift.
+    Cached because most schedules share a handful of day fields.
     """
     masks = []
     for first in range(7):
+        # Bit r of `week` is set when day r+1 of the month (r < 7) matches by weekday;
+        # the pattern repeats every 7 days, so copy it across days 1-35 (and 36-37).
+        week = sum(1 << r for r in range(7) if weekdays >> ((first + r) % 7) & 1)
+        by_dow = 0
+        for repeat in range(6):
+            by_dow |= week << (1 + 7 * repeat)
         for length in range(28, 32):
-            month_days = ((1 << (length + 1)) - 1) & ~1
-            by_dow = 0
-            for day in range(1, length + 1):
-                if weekdays >> ((first + day - 1) % 7) & 1:
-                    by_dow |= 1 << day
-            by_dom = days & month_days
-            masks.append(by_dom & by_dow if both else by_dom | by_dow)
+            by_dom = days & _MONTH_BITS[length]
+            by_weekday = by_dow & _MONTH_BITS[length]
+            masks.append(by_dom & by_weekday if both else by_dom | by_weekday)
     return tuple(masks)
 
 
@@ -178,8 +186,16 @@ def _never_reason(expr: CronExpr) -> str | None:
 
 
 def parse_cron(text: str) -> CronExpr:
-    """Parse a five-field cron expression or macro; raise InvalidSchedule if invalid."""
-    stripped = text.strip()
+    """Parse a five-field cron expression or macro; raise InvalidSchedule if invalid.
+
+    Results are cached by text (a CronExpr is immutable), because materializing many
+    schedules parses the same few expressions over and over.
+    """
+    return _parse_cached(text.strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(stripped: str) -> CronExpr:
     parts = _expand_macro(stripped).split()
     if len(parts) != 5:
         hint = " (a seconds field is not supported)" if len(parts) == 6 else ""
@@ -232,9 +248,16 @@ def _parse_field(spec: _Spec, raw: str) -> tuple[int, tuple[CronTerm, ...]]:
             raise _error(spec, f"empty item in list '{raw}'")
         term = _parse_term(spec, item)
         terms.append(term)
-        for value in range(term.lo, term.hi + 1, term.step):
-            mask |= 1 << value
+        mask |= _term_mask(term.lo, term.hi, term.step)
     return mask, tuple(terms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _term_mask(lo: int, hi: int, step: int) -> int:
+    mask = 0
+    for value in range(lo, hi + 1, step):
+        mask |= 1 << value
+    return mask
 
 
 def _parse_term(spec: _Spec, item: str) -> CronTerm:

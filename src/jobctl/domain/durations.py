@@ -9,7 +9,7 @@ caller passes. Errors name the input and say what is accepted.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 
 from jobctl.errors import InvalidInput
 
@@ -34,7 +34,7 @@ def parse_duration(text: str) -> float:
                 f"invalid duration {text!r}: use e.g. 250ms, 90s, 5m, 2h, 1d or 1h30m"
             ) from None
         return total
-    if value < 0 or value != value or value == float("inf"):
+    if not 0 <= value < float("inf"):
         raise InvalidInput(f"invalid duration {text!r}: must be a finite number >= 0")
     return value
 

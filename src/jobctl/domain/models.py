@@ -78,8 +78,15 @@ class JobSpec:
         new ``run_at`` each time, yet it is the same request.
         """
         body = [
-            list(self.command), self.queue, self.priority, self.max_attempts, self.timeout,
-            [self.backoff.base, self.backoff.cap], sorted(self.env), self.cwd, self.owner_uid,
+            list(self.command),
+            self.queue,
+            self.priority,
+            self.max_attempts,
+            self.timeout,
+            [self.backoff.base, self.backoff.cap],
+            sorted(self.env),
+            self.cwd,
+            self.owner_uid,
         ]
         return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:32]
 

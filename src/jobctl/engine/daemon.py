@@ -82,9 +82,11 @@ class Daemon:
         cfg = self.config
         timer_ref: list[Timer] = []
         executor = Executor(
-            astore, cfg.clock,
+            astore,
+            cfg.clock,
             ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
-            self.owner, on_slot_free=lambda: timer_ref[0].wake() if timer_ref else None,
+            self.owner,
+            on_slot_free=lambda: timer_ref[0].wake() if timer_ref else None,
         )
         self._executor = executor
         timer = Timer(astore, cfg.clock, executor)
@@ -98,12 +100,20 @@ class Daemon:
             loop.add_signal_handler(sig, self.request_stop)
         server_task = loop.create_task(server.serve(sockets=[sock]))
         timer_task = loop.create_task(timer.run())
-        log.info("event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d", __version__,
-                 cfg.socket, cfg.db, self.owner, reclaimed)
+        log.info(
+            "event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d",
+            __version__,
+            cfg.socket,
+            cfg.db,
+            self.owner,
+            reclaimed,
+        )
         on_ready()
         try:
-            await asyncio.wait([loop.create_task(self._stop.wait()), server_task, timer_task],
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [loop.create_task(self._stop.wait()), server_task, timer_task],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             log.info("event=stopping running=%d", executor.running_count)
             timer.stop()
             await timer_task
@@ -122,10 +132,13 @@ class Daemon:
 def _info(daemon: Daemon, executor: Executor, timer: Timer) -> Callable[[], dict[str, Any]]:
     def info() -> dict[str, Any]:
         return {
-            "owner": daemon.owner, "db": str(daemon.config.db),
+            "owner": daemon.owner,
+            "db": str(daemon.config.db),
             "socket": str(daemon.config.socket),
-            "executor": {"running": executor.running_count,
-                         "concurrency": executor.config.concurrency},
+            "executor": {
+                "running": executor.running_count,
+                "concurrency": executor.config.concurrency,
+            },
             "timer": {"last_tick": iso(timer.last_tick), "ticks": timer.ticks},
         }
 
@@ -134,8 +147,9 @@ def _info(daemon: Daemon, executor: Executor, timer: Timer) -> Callable[[], dict
 
 def setup_logging(level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(
-        "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+    )
     root = logging.getLogger("jobctl")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

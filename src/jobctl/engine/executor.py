@@ -42,7 +42,11 @@ class ExecutorConfig:
 
 class Executor:
     def __init__(
-        self, store: AsyncStore, clock: Clock, config: ExecutorConfig, owner: str,
+        self,
+        store: AsyncStore,
+        clock: Clock,
+        config: ExecutorConfig,
+        owner: str,
         on_slot_free: Callable[[], None] = lambda: None,
         on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
     ) -> None:
@@ -92,8 +96,14 @@ class Executor:
             await self._finish(claim, AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}"))
             return
         self._live[job.id] = run
-        log.info("event=started job=%s attempt=%s gen=%s pid=%s key=%s", job.id,
-                 claim.attempt, claim.generation, run.proc.pid, job.key)
+        log.info(
+            "event=started job=%s attempt=%s gen=%s pid=%s key=%s",
+            job.id,
+            claim.attempt,
+            claim.generation,
+            run.proc.pid,
+            job.key,
+        )
         try:
             await self._record(run)
             result = await self._wait(run)
@@ -106,8 +116,14 @@ class Executor:
         c = run.claim
         start = process.process_start_time(run.proc.pid)
         try:
-            await self._store.run(self._store.store.record_process, c.job.id, c.generation,
-                                  run.proc.pid, start, str(run.log_path))
+            await self._store.run(
+                self._store.store.record_process,
+                c.job.id,
+                c.generation,
+                run.proc.pid,
+                start,
+                str(run.log_path),
+            )
         except (LeaseLost, NotFound):
             self.stop(c.job.id, "lease lost before the command started")
 
@@ -134,10 +150,16 @@ class Executor:
         for delay in (0.1, 0.5, 2.0, 5.0, None):
             try:
                 job = await self._store.run(
-                    self._store.store.finish, job_id, claim.generation, result)
+                    self._store.store.finish, job_id, claim.generation, result
+                )
             except (LeaseLost, NotFound) as exc:
-                log.warning("event=fenced job=%s gen=%s outcome=%s reason=%r", job_id,
-                            claim.generation, result.outcome.value, str(exc))
+                log.warning(
+                    "event=fenced job=%s gen=%s outcome=%s reason=%r",
+                    job_id,
+                    claim.generation,
+                    result.outcome.value,
+                    str(exc),
+                )
                 return None
             except JobctlError as exc:  # a logic refusal: trying again cannot help
                 log.error("event=finish_refused job=%s error=%r", job_id, str(exc))
@@ -149,9 +171,15 @@ class Executor:
                 log.warning("event=finish_retry job=%s error=%r", job_id, str(exc))
                 await asyncio.sleep(delay)
                 continue
-            log.info("event=%s job=%s attempt=%s outcome=%s exit=%s status=%s", _event(job.status),
-                     job_id, claim.attempt, result.outcome.value, result.exit_code,
-                     job.status.value)
+            log.info(
+                "event=%s job=%s attempt=%s outcome=%s exit=%s status=%s",
+                _event(job.status),
+                job_id,
+                claim.attempt,
+                result.outcome.value,
+                result.exit_code,
+                job.status.value,
+            )
             return job
         return None
 
@@ -164,7 +192,8 @@ class Executor:
             run.stop_reason = reason
         if run.stopping is None:
             run.stopping = asyncio.get_running_loop().create_task(
-                process.stop_group(run, self.config.kill_grace))
+                process.stop_group(run, self.config.kill_grace)
+            )
         return True
 
     def stop_all(self, reason: str) -> None:
@@ -174,7 +203,8 @@ class Executor:
     async def _heartbeat_loop(self) -> None:
         while True:
             await self._clock.sleep_until(
-                self._clock.now() + timedelta(seconds=self.config.heartbeat_every), self._hb_wake)
+                self._clock.now() + timedelta(seconds=self.config.heartbeat_every), self._hb_wake
+            )
             self._hb_wake.clear()
             await self.heartbeat_once()
 
@@ -183,8 +213,7 @@ class Executor:
         if not leases:
             return
         try:
-            lost = await self._store.run(
-                self._store.store.heartbeat, leases, self.config.lease_ttl)
+            lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
             log.error("event=heartbeat_failed error=%r", str(exc))
             return
@@ -221,5 +250,9 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
 
 
 def _event(status: object) -> str:
-    return {"succeeded": "succeeded", "scheduled": "retry_scheduled", "dead": "dead",
-            "cancelled": "cancelled"}.get(str(status), str(status))
+    return {
+        "succeeded": "succeeded",
+        "scheduled": "retry_scheduled",
+        "dead": "dead",
+        "cancelled": "cancelled",
+    }.get(str(status), str(status))

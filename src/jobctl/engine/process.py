@@ -57,14 +57,23 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
     name, home, shell, _ = _account(job.spec.owner_uid)
     env = {
         "PATH": _ROOT_PATH if job.spec.owner_uid == 0 else _PATH,
-        "HOME": home, "USER": name, "LOGNAME": name, "SHELL": shell, "LANG": "C.UTF-8",
+        "HOME": home,
+        "USER": name,
+        "LOGNAME": name,
+        "SHELL": shell,
+        "LANG": "C.UTF-8",
     }
     env.update(dict(job.spec.env))
-    env.update({
-        "JOBCTL_JOB_ID": str(job.id), "JOBCTL_JOB_KEY": job.key,
-        "JOBCTL_ATTEMPT": str(claim.attempt), "JOBCTL_GENERATION": str(claim.generation),
-        "JOBCTL_QUEUE": job.spec.queue, "JOBCTL_LEASE_OWNER": lease_owner,
-    })
+    env.update(
+        {
+            "JOBCTL_JOB_ID": str(job.id),
+            "JOBCTL_JOB_KEY": job.key,
+            "JOBCTL_ATTEMPT": str(claim.attempt),
+            "JOBCTL_GENERATION": str(claim.generation),
+            "JOBCTL_QUEUE": job.spec.queue,
+            "JOBCTL_LEASE_OWNER": lease_owner,
+        }
+    )
     return env
 
 
@@ -78,13 +87,18 @@ def spawn(
     if os.geteuid() == 0 and spec.owner_uid != 0:
         # A root daemon runs each command as the user who submitted it, never as root.
         name, _, _, gid = _account(spec.owner_uid)
-        creds = {"user": spec.owner_uid, "group": gid,
-                 "extra_groups": os.getgrouplist(name, gid)}
+        creds = {"user": spec.owner_uid, "group": gid, "extra_groups": os.getgrouplist(name, gid)}
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
-            list(spec.command), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            cwd=spec.cwd, env=command_env(claim, lease_owner), start_new_session=True,
-            close_fds=True, **creds,  # type: ignore[call-overload]
+            list(spec.command),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=spec.cwd,
+            env=command_env(claim, lease_owner),
+            start_new_session=True,
+            close_fds=True,
+            **creds,  # type: ignore[call-overload]
         )
     exited: asyncio.Future[int] = loop.create_future()
     _watch_exit(proc, exited, loop)

@@ -31,13 +31,20 @@ def owner_host(owner: str) -> str:
 def survivors(orphan: Orphan) -> set[int]:
     """Pids of live processes that belong to ``orphan``'s attempt."""
     pids: set[int] = set()
-    if orphan.pid is not None and orphan.pid_start is not None and (
-        process.process_start_time(orphan.pid) == orphan.pid_start
+    if (
+        orphan.pid is not None
+        and orphan.pid_start is not None
+        and (process.process_start_time(orphan.pid) == orphan.pid_start)
     ):
         pids.add(orphan.pid)
-    pids.update(process.find_by_env({
-        "JOBCTL_JOB_ID": str(orphan.job_id), "JOBCTL_LEASE_OWNER": orphan.lease_owner,
-    }))
+    pids.update(
+        process.find_by_env(
+            {
+                "JOBCTL_JOB_ID": str(orphan.job_id),
+                "JOBCTL_LEASE_OWNER": orphan.lease_owner,
+            }
+        )
+    )
     pids.discard(os.getpid())
     return pids
 
@@ -76,9 +83,14 @@ async def recover(store: AsyncStore, owner: str, grace: float) -> int:
         if pids:
             log.warning("event=stopping_survivor job=%s pids=%s", orphan.job_id, sorted(pids))
             await stop_pids(pids, grace)
-        await store.run(store.store.reclaim, orphan.job_id, orphan.generation,
-                        f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up")
-        log.warning("event=reclaimed job=%s gen=%s reason=daemon_restart", orphan.job_id,
-                    orphan.generation)
+        await store.run(
+            store.store.reclaim,
+            orphan.job_id,
+            orphan.generation,
+            f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up",
+        )
+        log.warning(
+            "event=reclaimed job=%s gen=%s reason=daemon_restart", orphan.job_id, orphan.generation
+        )
         count += 1
     return count

@@ -55,13 +55,15 @@ class Timer:
         store = self._store.store
         self.last_tick = self._clock.now()
         self.ticks += 1
-        for job in await self._store.run(store.reclaim_expired, RECLAIM_BATCH,
-                                         self._executor.owner):
+        for job in await self._store.run(
+            store.reclaim_expired, RECLAIM_BATCH, self._executor.owner
+        ):
             log.warning("event=reclaimed job=%s status=%s", job.id, job.status.value)
         free = self._executor.free_slots
         if free > 0 and not self._stopping:
             claims = await self._store.run(
-                store.claim_due, self._executor.owner, free, self._executor.config.lease_ttl)
+                store.claim_due, self._executor.owner, free, self._executor.config.lease_ttl
+            )
             for claim in claims:
                 self._executor.start(claim)
         w = await self._store.run(store.wakeups, self._executor.owner)

@@ -47,7 +47,10 @@ class Store(Protocol):
     clock: Clock
 
     def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        """Insert all jobs or none; a known key returns the stored job (KeyConflict if it differs)."""
+        """Insert all jobs or none.
+
+        A known key returns the stored job; KeyConflict if its body differs.
+        """
         ...
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
@@ -65,7 +68,10 @@ class Store(Protocol):
         ...
 
     def finish(self, job_id: int, generation: int, result: AttemptResult) -> Job:
-        """Record the attempt's end and move the job on (retry, succeed, die); LeaseLost if stale."""
+        """Record the attempt's end and move the job on (retry, succeed, die).
+
+        LeaseLost if ``generation`` is not the job's current running generation.
+        """
         ...
 
     def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
@@ -84,8 +90,7 @@ class Store(Protocol):
         """End a running attempt as ``lease_expired`` now, before its lease runs out."""
         ...
 
-    def cancel(self, job_id: int, reason: str) -> Cancelled:
-        ...
+    def cancel(self, job_id: int, reason: str) -> Cancelled: ...
 
     def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
         """Move dead jobs back to scheduled with a fresh budget (only those still dead)."""
@@ -95,18 +100,15 @@ class Store(Protocol):
         """The job with its attempts; NotFound if unknown."""
         ...
 
-    def list(
+    def list_jobs(
         self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
-    ) -> list[Job]:
-        ...
+    ) -> list[Job]: ...
 
-    def stats(self) -> list[QueueStats]:
-        ...
+    def stats(self) -> list[QueueStats]: ...
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         """What the timer waits for: due work now, the next run_at, the next lease expiry
         (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

@@ -53,8 +53,12 @@ class SqliteStore:
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
-        self, path: str | Path, clock: Clock, rng: random.Random | None = None,
-        *, lock: bool = True,
+        self,
+        path: str | Path,
+        clock: Clock,
+        rng: random.Random | None = None,
+        *,
+        lock: bool = True,
     ) -> None:
         self.path = str(path)
         self.clock = clock
@@ -104,7 +108,8 @@ class SqliteStore:
             if old["fingerprint"] != params["fingerprint"]:
                 raise KeyConflict(
                     f"key {spec.key!r} already names job {old['id']} with a different body",
-                    key=spec.key, job_id=old["id"],
+                    key=spec.key,
+                    job_id=old["id"],
                 )
             out.append(Inserted(rows.job_from_row(old), False))
         return out
@@ -125,8 +130,16 @@ class SqliteStore:
         ).fetchall()
         conn.executemany(
             q("insert_attempt"),
-            [{"job_id": r["id"], "number": r["attempt"], "generation": r["generation"],
-              "owner": owner, "now": now_ms} for r in found],
+            [
+                {
+                    "job_id": r["id"],
+                    "number": r["attempt"],
+                    "generation": r["generation"],
+                    "owner": owner,
+                    "now": now_ms,
+                }
+                for r in found
+            ],
         )
         claims = [
             Claim(rows.job_from_row(r), r["attempt"], r["generation"], rows.ms_to_dt(lease_until))
@@ -138,12 +151,20 @@ class SqliteStore:
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
     ) -> None:
-        params = {"job_id": job_id, "generation": generation, "pid": pid,
-                  "pid_start": pid_start, "log_path": log_path}
+        params = {
+            "job_id": job_id,
+            "generation": generation,
+            "pid": pid,
+            "pid_start": pid_start,
+            "log_path": log_path,
+        }
         changed = self._writer.call(lambda c: c.execute(q("record_process"), params).rowcount)
         if not changed:
-            raise LeaseLost(f"job {job_id}: lease lost (generation {generation} is stale)",
-                            job_id=job_id, generation=generation)
+            raise LeaseLost(
+                f"job {job_id}: lease lost (generation {generation} is stale)",
+                job_id=job_id,
+                generation=generation,
+            )
 
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
         def tx(conn: sqlite3.Connection) -> list[int]:
@@ -161,7 +182,11 @@ class SqliteStore:
         return self._writer.call(lambda conn: self._finish_tx(conn, job_id, generation, result))
 
     def _finish_tx(
-        self, conn: sqlite3.Connection, job_id: int, generation: int, result: AttemptResult,
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        generation: int,
+        result: AttemptResult,
         op: str = "finish",
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
@@ -169,20 +194,34 @@ class SqliteStore:
         step = next_step(job, result.outcome, result.exit_code, now, self._rng)
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
-        conn.execute(q("finish_attempt"), {
-            "job_id": job_id, "generation": generation, "now": now_ms,
-            "outcome": result.outcome.value, "exit_code": result.exit_code,
-            "error": result.error, "output_tail": result.output_tail,
-        })
+        conn.execute(
+            q("finish_attempt"),
+            {
+                "job_id": job_id,
+                "generation": generation,
+                "now": now_ms,
+                "outcome": result.outcome.value,
+                "exit_code": result.exit_code,
+                "error": result.error,
+                "output_tail": result.output_tail,
+            },
+        )
         final = step.status is not JobStatus.SCHEDULED
         run_at = None if step.run_at is None else rows.to_ms(step.run_at)
-        row = conn.execute(q("finish_job"), {
-            "id": job_id, "generation": generation, "status": step.status.value,
-            "due": int(run_at is not None and run_at <= now_ms), "run_at": run_at,
-            "failures": step.failures, "finished_at": now_ms if final else None,
-            "last_error": None if result.outcome is Outcome.SUCCEEDED else result.error,
-            "dead_reason": step.dead_reason,
-        }).fetchone()
+        row = conn.execute(
+            q("finish_job"),
+            {
+                "id": job_id,
+                "generation": generation,
+                "status": step.status.value,
+                "due": int(run_at is not None and run_at <= now_ms),
+                "run_at": run_at,
+                "failures": step.failures,
+                "finished_at": now_ms if final else None,
+                "last_error": None if result.outcome is Outcome.SUCCEEDED else result.error,
+                "dead_reason": step.dead_reason,
+            },
+        ).fetchone()
         return rows.job_from_row(row)
 
     def _running_job(self, conn: sqlite3.Connection, job_id: int, generation: int) -> Job:
@@ -193,18 +232,23 @@ class SqliteStore:
             raise LeaseLost(
                 f"job {job_id}: lease lost (generation {generation} is stale; the job is "
                 f"{row['status']} at generation {row['generation']})",
-                job_id=job_id, generation=generation,
+                job_id=job_id,
+                generation=generation,
             )
         return rows.job_from_row(row)
 
     def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
-            expired = conn.execute(q("expired_leases"), {"now": now_ms, "limit": limit, "spare": spare_owner})
+            expired = conn.execute(
+                q("expired_leases"), {"now": now_ms, "limit": limit, "spare": spare_owner}
+            )
             out = []
             for row in expired.fetchall():
-                error = (f"lease of {row['lease_owner']} expired at "
-                         f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat")
+                error = (
+                    f"lease of {row['lease_owner']} expired at "
+                    f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat"
+                )
                 result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
                 out.append(self._finish_tx(conn, row["id"], row["generation"], result, "reclaim"))
             return out
@@ -232,19 +276,29 @@ class SqliteStore:
         if status is JobStatus.SCHEDULED:
             new = conn.execute(q("cancel_scheduled"), params).fetchone()
             return Cancelled(rows.job_from_row(new), False, gen)
-        conn.execute(q("finish_attempt"), {
-            "job_id": job_id, "generation": gen, "now": now_ms, "outcome": "cancelled",
-            "exit_code": None, "error": reason, "output_tail": "",
-        })
+        conn.execute(
+            q("finish_attempt"),
+            {
+                "job_id": job_id,
+                "generation": gen,
+                "now": now_ms,
+                "outcome": "cancelled",
+                "exit_code": None,
+                "error": reason,
+                "output_tail": "",
+            },
+        )
         new = conn.execute(q("cancel_running"), params).fetchone()
         return Cancelled(rows.job_from_row(new), True, gen)
 
     def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
-            ids = list(job_ids) if job_ids else [
-                r["id"] for r in conn.execute(q("dead_ids"), {"limit": limit})
-            ]
+            ids = (
+                list(job_ids)
+                if job_ids
+                else [r["id"] for r in conn.execute(q("dead_ids"), {"limit": limit})]
+            )
             out = []
             for job_id in ids[:limit]:
                 params = {"id": job_id, "now": now_ms, "run_at": now_ms}
@@ -267,13 +321,20 @@ class SqliteStore:
 
         return self._read(read)
 
-    def list(
+    def list_jobs(
         self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
     ) -> list[Job]:
-        name = "list_jobs" + ("_by_status" if status else "") + (
-            ("_queue" if status else "_by_queue") if queue else "")
-        params = {"status": status.value if status else None, "queue": queue,
-                  "limit": limit, "before": before if before is not None else 2**62}
+        name = (
+            "list_jobs"
+            + ("_by_status" if status else "")
+            + (("_queue" if status else "_by_queue") if queue else "")
+        )
+        params = {
+            "status": status.value if status else None,
+            "queue": queue,
+            "limit": limit,
+            "before": before if before is not None else 2**62,
+        }
         return self._read(
             lambda conn: [rows.job_from_row(r) for r in conn.execute(q(name), params)]
         )
@@ -295,30 +356,39 @@ class SqliteStore:
                 for name in ("oldest_due", "oldest_future_due")
             ]
             known = [t for t in oldest if t is not None]
-            out.append(QueueStats(
-                queue=queue, scheduled=c.get("scheduled", 0) + c.get("due", 0),
-                due=c.get("due", 0) + late.get(queue, 0), running=c.get("running", 0),
-                succeeded=c.get("succeeded", 0), dead=c.get("dead", 0),
-                cancelled=c.get("cancelled", 0),
-                oldest_due=rows.from_ms(min(known)) if known else None,
-            ))
+            out.append(
+                QueueStats(
+                    queue=queue,
+                    scheduled=c.get("scheduled", 0) + c.get("due", 0),
+                    due=c.get("due", 0) + late.get(queue, 0),
+                    running=c.get("running", 0),
+                    succeeded=c.get("succeeded", 0),
+                    dead=c.get("dead", 0),
+                    cancelled=c.get("cancelled", 0),
+                    oldest_due=rows.from_ms(min(known)) if known else None,
+                )
+            )
         return out
 
     def running(self) -> list[Orphan]:
-        return self._read(lambda conn: [
-            Orphan(r["job_id"], r["generation"], r["lease_owner"], r["pid"], r["pid_start"])
-            for r in conn.execute(q("running_jobs"))
-        ])
+        return self._read(
+            lambda conn: [
+                Orphan(r["job_id"], r["generation"], r["lease_owner"], r["pid"], r["pid_start"])
+                for r in conn.execute(q("running_jobs"))
+            ]
+        )
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         def read(conn: sqlite3.Connection) -> Wakeups:
             now_ms = self._now_ms()
             nxt = conn.execute(q("next_future")).fetchone()["t"]
             due = conn.execute(q("any_due")).fetchone() is not None or (
-                nxt is not None and nxt <= now_ms)
+                nxt is not None and nxt <= now_ms
+            )
             lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]
             return Wakeups(
-                due, rows.from_ms(nxt),
+                due,
+                rows.from_ms(nxt),
                 None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
             )
 
@@ -353,4 +423,4 @@ def _take_lock(db_path: str) -> int:
     return fd
 
 
-__all__ = ["SqliteStore", "IllegalTransition", "connect"]
+__all__ = ["IllegalTransition", "SqliteStore", "connect"]

@@ -1,0 +1,224 @@
+"""Helpers shared by the benchmark scripts.
+
+* :class:`UdsHttp`: a deliberately tiny HTTP/1.1 keep-alive client over a Unix socket.
+  Requests are pre-encoded bytes and responses are parsed only as far as status and
+  Content-Length, so a load-generating client costs a few microseconds of CPU per request
+  and the numbers measure the daemon, not httpx (the clients share the 2 cores with it).
+* statistics (percentiles, medians) and /proc readers (CPU time, RSS).
+* :func:`run_clients`: start N client processes, release them together, collect results.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class UdsHttp:
+    """One keep-alive HTTP/1.1 connection to the daemon's Unix socket."""
+
+    def __init__(self, path: str, timeout: float = 120.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self.buf = b""
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        data = body or b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+        self.sock.sendall(head.encode() + data)
+        while (end := self.buf.find(b"\r\n\r\n")) < 0:
+            self._recv()
+        header, self.buf = self.buf[:end], self.buf[end + 4:]
+        status = int(header[9:12])
+        length = None
+        for line in header.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                raise RuntimeError("chunked responses are not supported by this bench client")
+        if length is None:
+            raise RuntimeError(f"response without Content-Length: {header[:200]!r}")
+        while len(self.buf) < length:
+            self._recv()
+        payload, self.buf = self.buf[:length], self.buf[length:]
+        return status, payload
+
+    def json(self, method: str, path: str, obj: Any = None,
+             expect: Sequence[int] = (200, 201)) -> Any:
+        status, payload = self.request(
+            method, path, None if obj is None else json.dumps(obj).encode())
+        if status not in expect:
+            raise RuntimeError(f"{method} {path}: HTTP {status}: {payload[:300]!r}")
+        return json.loads(payload)
+
+    def _recv(self) -> None:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        self.buf += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def pct(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0..100) with linear interpolation."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    vals = [v for v in values if v == v]  # drop NaN
+    return statistics.median(vals) if vals else float("nan")
+
+
+# -- /proc --------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (threads included), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def proc_status_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+# -- client processes ---------------------------------------------------------------
+
+
+def run_clients(target: Callable[..., None], per_client_args: Sequence[tuple[Any, ...]],
+                timeout: float = 600.0) -> list[dict[str, Any]]:
+    """Run ``target(*args, barrier, queue)`` in one spawned process per args tuple.
+
+    Each client connects and warms up, then waits on the barrier; all start together.
+    Returns the dicts the clients put on the queue (one each).
+    """
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(len(per_client_args))
+    out: Any = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, barrier, out), daemon=True)
+             for a in per_client_args]
+    for p in procs:
+        p.start()
+    results = []
+    try:
+        for _ in procs:
+            results.append(out.get(timeout=timeout))
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    errors = [r["error"] for r in results if r.get("error")]
+    if errors:
+        raise RuntimeError("client failed: " + errors[0])
+    return results
+
+
+def jobctl_enqueue_client(sock: str, body: bytes, per_request: int, warmup: int,
+                          duration: float, barrier: Any, out: Any) -> None:
+    """POST ``body`` (one job or a batch of ``per_request``) until ``duration`` is over."""
+    try:
+        c = UdsHttp(sock)
+        for _ in range(warmup):
+            status, payload = c.request("POST", "/v1/jobs", body)
+            if status != 201:
+                raise RuntimeError(f"warm-up: HTTP {status}: {payload[:200]!r}")
+        barrier.wait()
+        t0 = time.time()
+        end = t0 + duration
+        n = errs = 0
+        lat = []
+        while True:
+            s = time.time()
+            if s >= end:
+                break
+            status, payload = c.request("POST", "/v1/jobs", body)
+            lat.append(time.time() - s)
+            if status == 201:
+                n += per_request
+            else:
+                errs += 1
+        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
+                 "warm_jobs": warmup * per_request})
+        c.close()
+    except BaseException as exc:  # reported to the parent, which raises
+        out.put({"error": repr(exc)})
+
+
+def huey_enqueue_client(db: str, warmup: int, duration: float, barrier: Any, out: Any) -> None:
+    """Enqueue huey tasks (eta far in the future), one ``schedule()`` call per job."""
+    try:
+        import peer_huey
+
+        h, tasks = peer_huey.make(db)
+        eta = peer_huey.FAR_FUTURE
+        for _ in range(warmup):
+            tasks.noop.schedule(eta=eta)
+        barrier.wait()
+        t0 = time.time()
+        end = t0 + duration
+        n = errs = 0
+        lat = []
+        while True:
+            s = time.time()
+            if s >= end:
+                break
+            try:
+                tasks.noop.schedule(eta=eta)
+                n += 1
+            except Exception:
+                errs += 1
+            lat.append(time.time() - s)
+        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
+                 "warm_jobs": warmup})
+    except BaseException as exc:
+        out.put({"error": repr(exc)})
+
+
+def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
+                     barrier: Any, out: Any) -> None:
+    """Enqueue prepared huey tasks: ``items`` are (eta epoch seconds, arg) pairs."""
+    try:
+        import peer_huey
+
+        _, tasks = peer_huey.make(db)
+        barrier.wait()
+        t0 = time.time()
+        for eta, arg in items:
+            when = peer_huey.naive_utc(eta)
+            if kind == "true":
+                tasks.run_true.schedule(eta=when)
+            else:
+                tasks.lag.schedule(args=(arg,), eta=when)
+        out.put({"t0": t0, "last": time.time(), "n": len(items)})
+    except BaseException as exc:
+        out.put({"error": repr(exc)})

@@ -1,0 +1,109 @@
+"""The CLI in-process: parsing, the error contract, and the job body it sends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobctl.cli.jobs import job_body
+from jobctl.cli.main import run
+from jobctl.errors import InvalidInput
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = run(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "--bogus"],
+        ["show", "abc"],
+        ["add", "--in", "5x", "--", "true"],
+        ["add", "--at", "yesterday-ish", "--", "true"],
+        ["add", "--env", "NOEQUALS", "--", "true"],
+        ["add", "--shell", "--", "echo", "two words"],
+        ["add"],
+        ["nosuchcommand"],
+        ["add", "--at", "2027-01-01T00:00Z", "--in", "5m", "--", "true"],
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert err.startswith("jobctl: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and out == ""
+
+
+def test_daemon_down_is_exit_5_naming_the_socket(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sock = tmp_path / "down.sock"
+    code, _, err = run_cli(capsys, "list", "--socket", str(sock))
+    assert code == 5 and str(sock) in err and "jobctl daemon" in err
+
+
+def test_socket_env_var_is_honoured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBCTL_SOCKET", str(tmp_path / "env.sock"))
+    code, _, err = run_cli(capsys, "status")
+    assert code == 5 and str(tmp_path / "env.sock") in err
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "--version")[:2] == (0, "jobctl 0.1.0\n")
+    code, out, _ = run_cli(capsys, "add", "--help")
+    assert code == 0 and "--max-attempts" in out
+
+
+def test_job_body_defaults_to_the_callers_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    body = job_body(["echo", "hi"], None, None, None, "default", 0, 3, None, None, None, [], False)
+    assert body["cwd"] == str(tmp_path) and "run_at" not in body and body["env"] == {}
+
+
+def test_job_body_options() -> None:
+    body = job_body(
+        ["echo hi && date"],
+        None,
+        "90s",
+        "k",
+        "q",
+        5,
+        7,
+        "10m",
+        "2s:1m",
+        "/srv",
+        ["A=1", "B=x=y"],
+        True,
+    )
+    assert body["command"] == ["/bin/sh", "-c", "echo hi && date"]
+    assert (body["key"], body["queue"], body["priority"], body["max_attempts"]) == ("k", "q", 5, 7)
+    assert body["timeout"] == 600 and body["backoff"] == {"base": 2, "cap": 60}
+    assert body["env"] == {"A": "1", "B": "x=y"} and body["cwd"] == "/srv"
+    assert body["run_at"].endswith("+00:00")
+
+
+def test_job_body_local_time_uses_tz(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    body = job_body(
+        ["true"], "2027-03-14 06:00", None, None, "default", 0, 3, None, None, "/", [], False
+    )
+    assert body["run_at"] == "2027-03-13T21:00:00+00:00"
+    with pytest.raises(InvalidInput):
+        job_body([], None, None, None, "default", 0, 3, None, None, None, [], False)
+
+
+def test_entry_point_is_declared() -> None:
+    from importlib.metadata import entry_points
+
+    [ep] = [e for e in entry_points(group="console_scripts") if e.name == "jobctl"]
+    assert ep.value == "jobctl.cli.main:entry"

@@ -71,7 +71,9 @@ def consumer_main(db: str, workers: int) -> None:
 
 
 if __name__ == "__main__":
+    import peer_huey  # as the importable module, so task names match the enqueuers'
+
     if sys.argv[1] == "consumer":
-        consumer_main(sys.argv[2], int(sys.argv[3]))
+        peer_huey.consumer_main(sys.argv[2], int(sys.argv[3]))
     else:
         sys.exit(f"unknown command {sys.argv[1]!r}")

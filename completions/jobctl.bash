@@ -104,10 +104,13 @@ _jobctl_interspersed() {
 # COMPREPLY: the value of an option ("path --opt") or argument ("path #N", "path #*").
 _jobctl_value() {
     case $1 in
+        'add --cwd') _jobctl_files dir ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
         'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
         'dlq list --socket'|'dlq replay --socket') _jobctl_files ;;
-        'show #1'|'logs #1'|'cancel #1') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
+        'show #1'|'logs #1'|'cancel #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'daemon --log-level') _jobctl_words debug info warning error ;;
         *) : ;;
     esac
 }

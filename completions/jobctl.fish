@@ -94,7 +94,7 @@ end
 complete -c jobctl -f
 
 # jobctl
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job: jobctl add --in 5m -- ./report.sh --full'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job that runs now, at a time, or after a delay.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List jobs, newest first.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt.'
@@ -114,54 +114,54 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'priority' -x -d 'Higher 
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'max-attempts' -x -d 'Failures allowed before dead'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'timeout' -x -d 'Kill after this long, e.g. 10m'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP], e.g. 10s:1h'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -d 'Working directory [default: current]'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'add\' \'#1+\'' -F -d 'Command and arguments, after --'
 
 # jobctl list
-complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'status' -x -d 'scheduled|running|succeeded|dead|cancelled'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'status' -x -a 'scheduled running succeeded dead cancelled' -d 'Only jobs in this state'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'At most this many, newest first'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl show
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'show\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
 # jobctl logs
-complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'attempt' -x -d 'Attempt number [default: last]'
-complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'attempt' -x -d 'Attempt number'
+complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'logs\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
 # jobctl cancel
 complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'cancel\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
 # jobctl status
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl daemon
-complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -r -F -d 'SQLite database [default: per-user state dir]'
-complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -r -F -d 'SQLite database'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'concurrency' -x -d 'Commands running at once'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'lease-ttl' -x -d 'Lease length in seconds'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'kill-grace' -x -d 'SIGTERM to SIGKILL, seconds'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'shutdown-grace' -x -d 'Wait for running jobs on stop, seconds'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket-group' -x -d 'Group allowed on the socket (root only)'
-complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'log-level' -x -d 'debug|info|warning|error'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'log-level' -x -a 'debug info warning error' -d 'Log threshold'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
@@ -173,12 +173,12 @@ complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this mess
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'At most this many'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq replay
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'limit' -x -d 'Replay at most this many'
-complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'id' -x -d 'Only this job, repeatable'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'id' -x -a '(__jobctl_job_ids)' -d 'Only this job, repeatable'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
-complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket [default: per-user runtime dir]'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'help' -d 'Show this message and exit.'

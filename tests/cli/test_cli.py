@@ -66,24 +66,23 @@ def test_job_body_defaults_to_the_callers_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    body = job_body(["echo", "hi"], None, None, None, "default", 0, 3, None, None, None, [], False)
+    body = job_body(["echo", "hi"])
     assert body["cwd"] == str(tmp_path) and "run_at" not in body and body["env"] == {}
 
 
 def test_job_body_options() -> None:
     body = job_body(
         ["echo hi && date"],
-        None,
-        "90s",
-        "k",
-        "q",
-        5,
-        7,
-        "10m",
-        "2s:1m",
-        "/srv",
-        ["A=1", "B=x=y"],
-        True,
+        in_="90s",
+        key="k",
+        queue="q",
+        priority=5,
+        max_attempts=7,
+        timeout="10m",
+        backoff="2s:1m",
+        cwd="/srv",
+        env=["A=1", "B=x=y"],
+        shell=True,
     )
     assert body["command"] == ["/bin/sh", "-c", "echo hi && date"]
     assert (body["key"], body["queue"], body["priority"], body["max_attempts"]) == ("k", "q", 5, 7)
@@ -94,12 +93,10 @@ def test_job_body_options() -> None:
 
 def test_job_body_local_time_uses_tz(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "Asia/Tokyo")
-    body = job_body(
-        ["true"], "2027-03-14 06:00", None, None, "default", 0, 3, None, None, "/", [], False
-    )
+    body = job_body(["true"], at="2027-03-14 06:00", cwd="/")
     assert body["run_at"] == "2027-03-13T21:00:00+00:00"
     with pytest.raises(InvalidInput):
-        job_body([], None, None, None, "default", 0, 3, None, None, None, [], False)
+        job_body([])
 
 
 def test_entry_point_is_declared() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -17,7 +17,8 @@ def daemon(
         typer.Option(
             envvar="JOBCTL_DB",
             show_envvar=True,
-            help="SQLite database [default: per-user state dir]",
+            help="SQLite database",
+            show_default="per-user state dir",
         ),
     ] = None,
     socket: SocketOpt = None,
@@ -30,7 +31,9 @@ def daemon(
     socket_group: Annotated[
         str | None, typer.Option(help="Group allowed on the socket (root only)")
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"], typer.Option(help="Log threshold")
+    ] = "info",
 ) -> None:
     """Run the scheduler daemon in the foreground (logs to stderr)."""
     from jobctl.engine.daemon import DaemonConfig, run_daemon, setup_logging
@@ -87,13 +90,15 @@ def dlq_list(
 @dlq_app.command("replay")
 def dlq_replay(
     limit: Annotated[int, typer.Option(min=1, help="Replay at most this many")] = 10,
-    id_: Annotated[list[int] | None, typer.Option("--id", help="Only this job, repeatable")] = None,
+    job_ids: Annotated[
+        list[int] | None, typer.Option("--id", help="Only this job, repeatable")
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
     """Give dead jobs a fresh attempt budget and schedule them now (idempotent)."""
     with client(socket) as c:
-        jobs = c.replay(limit, id_)
+        jobs = c.replay(limit, job_ids)
     if json_:
         print_json(jobs)
     else:

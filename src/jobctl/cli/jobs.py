@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
 
 
 def job_body(
     command: list[str],
-    at: str | None,
-    in_: str | None,
-    key: str | None,
-    queue: str,
-    priority: int,
-    max_attempts: int,
-    timeout: str | None,
-    backoff: str | None,
-    cwd: str | None,
-    env: list[str],
-    shell: bool,
+    *,
+    at: str | None = None,
+    in_: str | None = None,
+    key: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int = 3,
+    timeout: str | None = None,
+    backoff: str | None = None,
+    cwd: str | Path | None = None,
+    env: list[str] | None = None,
+    shell: bool = False,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
     if at and in_:
@@ -43,7 +46,7 @@ def job_body(
         "priority": priority,
         "max_attempts": max_attempts,
         "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _env(env),
+        "env": _env(env or []),
     }
     if at:
         body["run_at"] = parse_when(at, local_zone()).isoformat()
@@ -72,7 +75,8 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 def add(
     command: Annotated[
-        list[str] | None, typer.Argument(help="Command and arguments, after --")
+        list[str] | None,
+        typer.Argument(metavar="COMMAND...", help="Command and arguments, after --"),
     ] = None,
     at: Annotated[
         str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")
@@ -86,26 +90,32 @@ def add(
     backoff: Annotated[
         str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")
     ] = None,
-    cwd: Annotated[str | None, typer.Option(help="Working directory [default: current]")] = None,
+    cwd: Annotated[
+        Path | None,
+        typer.Option(file_okay=False, help="Working directory", show_default="current"),
+    ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
     shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Enqueue a one-off job: jobctl add --in 5m -- ./report.sh --full"""
+    """Enqueue a one-off job that runs now, at a time, or after a delay.
+
+    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Example: jobctl add --in 5m -- ./report.sh --full
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     body = job_body(
         command or [],
-        at,
-        in_,
-        key,
-        queue,
-        priority,
-        max_attempts,
-        timeout,
-        backoff,
-        cwd,
-        env or [],
-        shell,
+        at=at,
+        in_=in_,
+        key=key,
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        backoff=backoff,
+        cwd=cwd,
+        env=env,
+        shell=shell,
     )
     with client(socket) as c:
         job = c.enqueue(body)
@@ -116,9 +126,7 @@ def add(
 
 
 def list_(
-    status: Annotated[
-        str | None, typer.Option(help="scheduled|running|succeeded|dead|cancelled")
-    ] = None,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
     json_: JsonOpt = False,
@@ -128,7 +136,7 @@ def list_(
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
     with client(socket) as c:
-        jobs = c.list_jobs(status, queue, limit)
+        jobs = c.list_jobs(status.value if status else None, queue, limit)
     if json_:
         print_json(jobs)
     elif jobs:
@@ -155,7 +163,9 @@ def show(
 
 def logs(
     job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
-    attempt: Annotated[int | None, typer.Option(help="Attempt number [default: last]")] = None,
+    attempt: Annotated[
+        int | None, typer.Option(min=1, help="Attempt number", show_default="last")
+    ] = None,
     socket: SocketOpt = None,
 ) -> None:
     """Print the captured output of an attempt."""

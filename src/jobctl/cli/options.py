@@ -20,7 +20,8 @@ SocketOpt = Annotated[
         "--socket",
         envvar="JOBCTL_SOCKET",
         show_envvar=True,
-        help="The daemon's Unix socket [default: per-user runtime dir]",
+        help="The daemon's Unix socket",
+        show_default="per-user runtime dir",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]

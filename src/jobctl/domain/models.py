@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import InvalidInput
@@ -50,6 +51,8 @@ class JobSpec:
     backoff: Backoff = field(default_factory=Backoff)
     env: tuple[tuple[str, str], ...] = ()
     cwd: str = "/"
+    schedule_id: str | None = None  # set on jobs a schedule materialized
+    scheduled_for: datetime | None = None  # the occurrence's nominal time
 
     def __post_init__(self) -> None:
         if not self.command or not all(isinstance(a, str) for a in self.command):
@@ -87,8 +90,72 @@ class JobSpec:
             sorted(self.env),
             self.cwd,
             self.owner_uid,
+            self.schedule_id,
         ]
         return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class JobTemplate:
+    """The job part of a schedule: what each occurrence runs, and how."""
+
+    command: tuple[str, ...]
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    max_attempts: int = 3
+    timeout: float | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = "/"
+
+    def to_spec(
+        self,
+        run_at: datetime,
+        key: str,
+        owner_uid: int,
+        schedule_id: str,
+        scheduled_for: datetime | None,
+    ) -> JobSpec:
+        return JobSpec(
+            command=self.command,
+            run_at=run_at,
+            owner_uid=owner_uid,
+            key=key,
+            queue=self.queue,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
+            backoff=self.backoff,
+            env=self.env,
+            cwd=self.cwd,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "command": list(self.command),
+            "queue": self.queue,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "timeout": self.timeout,
+            "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
+            "env": dict(self.env),
+            "cwd": self.cwd,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobTemplate:
+        return cls(
+            command=tuple(data["command"]),
+            queue=data["queue"],
+            priority=data["priority"],
+            max_attempts=data["max_attempts"],
+            timeout=data["timeout"],
+            backoff=Backoff(data["backoff"]["base"], data["backoff"]["cap"]),
+            env=tuple(sorted(data["env"].items())),
+            cwd=data["cwd"],
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec
 from jobctl.domain.states import JobStatus, Outcome
+from jobctl.errors import KeyConflict
+from jobctl.store.queries import q
 
 
 def to_ms(dt: datetime) -> int:
@@ -42,6 +45,8 @@ def spec_params(spec: JobSpec, key: str, now_ms: int) -> dict[str, Any]:
         "backoff_cap_ms": int(round(spec.backoff.cap * 1000)),
         "run_at": to_ms(spec.run_at),
         "now": now_ms,
+        "schedule_id": spec.schedule_id,
+        "scheduled_for": None if spec.scheduled_for is None else to_ms(spec.scheduled_for),
     }
 
 
@@ -60,6 +65,8 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
         backoff=Backoff(row["backoff_base_ms"] / 1000, row["backoff_cap_ms"] / 1000),
         env=tuple((k, v) for k, v in json.loads(row["env"])),
         cwd=row["cwd"],
+        schedule_id=row["schedule_id"],
+        scheduled_for=from_ms(row["scheduled_for"]),
     )
     return Job(
         id=row["id"],
@@ -96,3 +103,19 @@ def attempt_from_row(row: sqlite3.Row) -> Attempt:
         pid=row["pid"],
         lease_owner=row["lease_owner"],
     )
+
+
+def insert_row(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> tuple[sqlite3.Row, bool]:
+    """Insert one job; a known key returns its row (KeyConflict when the body differs)."""
+    params = spec_params(spec, spec.key or f"job-{uuid.uuid4().hex}", now_ms)
+    row = conn.execute(q("insert_job"), params).fetchone()
+    if row is not None:
+        return row, True
+    old = conn.execute(q("job_by_key"), params).fetchone()
+    if old["fingerprint"] != params["fingerprint"]:
+        raise KeyConflict(
+            f"key {spec.key!r} already names job {old['id']} with a different body",
+            key=spec.key,
+            job_id=old["id"],
+        )
+    return old, False

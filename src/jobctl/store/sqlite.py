@@ -11,7 +11,6 @@ import os
 import random
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -21,11 +20,12 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
 from jobctl.domain.retry import next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import DaemonLocked, IllegalTransition, KeyConflict, LeaseLost, NotFound
+from jobctl.errors import DaemonLocked, IllegalTransition, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
+from jobctl.store.schedules import ScheduleOps
 from jobctl.store.writer import Writer
 
 T = TypeVar("T")
@@ -49,7 +49,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore:
+class SqliteStore(ScheduleOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -99,19 +99,8 @@ class SqliteStore:
         now_ms = self._now_ms()
         out = []
         for spec in specs:
-            params = rows.spec_params(spec, spec.key or f"job-{uuid.uuid4().hex}", now_ms)
-            row = conn.execute(q("insert_job"), params).fetchone()
-            if row is not None:
-                out.append(Inserted(rows.job_from_row(row), True))
-                continue
-            old = conn.execute(q("job_by_key"), params).fetchone()
-            if old["fingerprint"] != params["fingerprint"]:
-                raise KeyConflict(
-                    f"key {spec.key!r} already names job {old['id']} with a different body",
-                    key=spec.key,
-                    job_id=old["id"],
-                )
-            out.append(Inserted(rows.job_from_row(old), False))
+            row, created = rows.insert_row(conn, spec, now_ms)
+            out.append(Inserted(rows.job_from_row(row), created))
         return out
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:

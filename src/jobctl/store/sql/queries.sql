@@ -4,10 +4,10 @@
 -- name: insert_job
 INSERT INTO jobs (key, fingerprint, queue, command, env, cwd, owner_uid, priority,
                   max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
-                  created_at, run_at, status, due)
+                  created_at, run_at, status, due, schedule_id, scheduled_for)
 VALUES (:key, :fingerprint, :queue, :command, :env, :cwd, :owner_uid, :priority,
         :max_attempts, :timeout_ms, :backoff_base_ms, :backoff_cap_ms,
-        :now, :run_at, 'scheduled', :run_at <= :now)
+        :now, :run_at, 'scheduled', :run_at <= :now, :schedule_id, :scheduled_for)
 ON CONFLICT (key) DO NOTHING
 RETURNING *;
 
@@ -134,3 +134,93 @@ SELECT * FROM jobs WHERE queue = :queue AND id < :before ORDER BY id DESC LIMIT 
 -- name: list_jobs_by_status_queue
 SELECT * FROM jobs WHERE status = :status AND queue = :queue AND id < :before
 ORDER BY id DESC LIMIT :limit;
+
+-- Schedules ---------------------------------------------------------------------------
+
+-- name: insert_schedule
+INSERT INTO schedules (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
+                       catch_up_limit, overlap, jitter_ms, created_at, next_run_at)
+VALUES (:id, :name, :cron, :every_ms, :anchor, :tz, :template, :owner_uid, :misfire,
+        :catch_up_limit, :overlap, :jitter_ms, :now, :next_run_at)
+RETURNING *;
+
+-- name: schedule_by_id
+SELECT * FROM schedules WHERE id = :ref;
+
+-- name: schedule_by_name
+SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
+
+-- name: list_schedules
+SELECT * FROM schedules WHERE deleted_at IS NULL OR :deleted ORDER BY created_at, id;
+
+-- name: due_schedules
+-- Schedules with an occurrence due, plus those whose waiting occurrence was released
+-- (the job it waited for has finished).
+SELECT s.*, j.status AS last_status
+FROM schedules s INDEXED BY schedules_due LEFT JOIN jobs j ON j.id = s.last_job_id
+WHERE s.paused = 0 AND s.deleted_at IS NULL AND s.next_run_at <= :now
+ORDER BY s.next_run_at LIMIT :limit;
+
+-- name: released_schedules
+SELECT s.*, j.status AS last_status
+FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
+WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
+  AND j.status IN ('succeeded', 'dead', 'cancelled')
+LIMIT :limit;
+
+-- name: advance_schedule
+-- Compare-and-set on the cursor: a second materializer that read the same row changes nothing.
+UPDATE schedules
+SET next_run_at = :next_run_at, waiting = :waiting,
+    last_job_id = coalesce(:last_job_id, last_job_id),
+    misfire_skips = misfire_skips + :misfire_skips,
+    overlap_skips = overlap_skips + :overlap_skips,
+    last_skip_at = coalesce(:skip_at, last_skip_at),
+    last_skip_reason = coalesce(:skip_reason, last_skip_reason),
+    last_skip_nominal = coalesce(:skip_nominal, last_skip_nominal)
+WHERE id = :id AND next_run_at = :old_next_run_at AND waiting IS :old_waiting;
+
+-- name: insert_skip
+INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
+VALUES (:schedule_id, :reason, :first_nominal, :last_nominal, :count, :now);
+
+-- name: pause_schedule
+UPDATE schedules SET paused = 1 WHERE id = :id AND deleted_at IS NULL AND paused = 0;
+
+-- name: resume_schedule
+UPDATE schedules
+SET paused = 0, next_run_at = :next_run_at, pause_skips = pause_skips + :count,
+    last_skip_at = CASE WHEN :count > 0 THEN :now ELSE last_skip_at END,
+    last_skip_reason = CASE WHEN :count > 0 THEN 'paused' ELSE last_skip_reason END,
+    last_skip_nominal = CASE WHEN :count > 0 THEN :last_nominal ELSE last_skip_nominal END
+WHERE id = :id AND deleted_at IS NULL AND paused = 1;
+
+-- name: delete_schedule
+UPDATE schedules SET deleted_at = :now, waiting = NULL WHERE id = :id AND deleted_at IS NULL;
+
+-- name: set_last_job
+UPDATE schedules SET last_job_id = :job_id WHERE id = :id;
+
+-- name: schedule_jobs
+SELECT * FROM jobs INDEXED BY jobs_schedule WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
+
+-- name: schedule_skips
+SELECT * FROM schedule_skips WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
+
+-- name: next_schedule_run
+SELECT min(next_run_at) AS t FROM schedules INDEXED BY schedules_due
+WHERE paused = 0 AND deleted_at IS NULL;
+
+-- name: any_released
+SELECT 1 FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
+WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
+  AND j.status IN ('succeeded', 'dead', 'cancelled')
+LIMIT 1;
+
+-- name: schedule_totals
+SELECT count(*) AS total,
+       coalesce(sum(paused), 0) AS paused,
+       coalesce(sum(misfire_skips), 0) AS misfire_skips,
+       coalesce(sum(overlap_skips), 0) AS overlap_skips,
+       coalesce(sum(pause_skips), 0) AS pause_skips
+FROM schedules WHERE deleted_at IS NULL;

@@ -1,0 +1,252 @@
+"""Schedules: when they fire, and what to do when the materializer gets to them. Pure.
+
+A schedule is a definition (cron expression or fixed interval, a zone, policies and a job
+template), never a pile of future rows. The materializer asks :func:`plan` what to do
+with the occurrences that have come due and the store applies that plan in the same
+transaction that advances the schedule (see ``docs/schedules.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from jobctl.domain.cron import load_zone, next_fire, parse_cron
+from jobctl.domain.models import JobTemplate
+from jobctl.errors import InvalidInput, InvalidSchedule
+
+#: An occurrence more than this far in the past when the materializer reaches it was
+#: missed (the daemon was down or the host asleep) and the misfire policy decides.
+MISFIRE_GRACE = timedelta(seconds=60)
+#: How many occurrences one plan enumerates at most; a longer backlog continues next pass.
+MAX_ENUMERATED = 100_000
+
+
+class Misfire(StrEnum):
+    SKIP = "skip"
+    ONCE = "once"
+    ALL = "all"
+
+
+class Overlap(StrEnum):
+    SKIP = "skip"
+    QUEUE = "queue"
+    ALLOW = "allow"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """When a schedule fires: a cron expression in a zone, or every N seconds from an anchor."""
+
+    tz: str
+    cron: str | None = None
+    every: float | None = None
+    anchor: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cron is None) == (self.every is None):
+            raise InvalidSchedule("a schedule needs exactly one of cron or every")
+        if self.every is not None:
+            if self.every < 1:
+                raise InvalidSchedule("every must be at least 1s")
+            if self.anchor is None:
+                raise InvalidSchedule("an interval schedule needs an anchor time")
+        else:
+            parse_cron(self.cron or "")
+        load_zone(self.tz)
+
+    def next_after(self, after: datetime) -> datetime:
+        """The first nominal fire time strictly after ``after`` (UTC)."""
+        if self.every is not None:
+            assert self.anchor is not None
+            if after < self.anchor:
+                return self.anchor
+            step = timedelta(seconds=self.every)
+            n = int((after - self.anchor) / step) + 1
+            t = self.anchor + n * step
+            return t if t > after else t + step
+        return next_fire(parse_cron(self.cron or ""), load_zone(self.tz), after)
+
+    def fires(self, after: datetime, count: int) -> list[datetime]:
+        out: list[datetime] = []
+        t = after
+        for _ in range(count):
+            t = self.next_after(t)
+            out.append(t)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    misfire: Misfire = Misfire.ONCE
+    catch_up_limit: int = 100
+    overlap: Overlap = Overlap.SKIP
+    jitter: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Skips:
+    """A run of skipped occurrences, recorded as a count and its ends (never silent)."""
+
+    count: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+
+    def add(self, times: list[datetime]) -> Skips:
+        if not times:
+            return self
+        return Skips(self.count + len(times), self.first or times[0], times[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    create: tuple[datetime, ...]  # nominal times that become jobs now, oldest first
+    wait: datetime | None  # overlap=queue: the occurrence that waits for the running one
+    misfire_skips: Skips
+    overlap_skips: Skips
+    next_run_at: datetime  # the first nominal time not yet handled
+
+
+def plan(
+    timing: Timing,
+    policy: Policy,
+    next_run_at: datetime,
+    now: datetime,
+    previous_active: bool,
+    waiting: datetime | None = None,
+) -> Plan:
+    """Decide the fate of every occurrence from ``next_run_at`` up to ``now``.
+
+    ``previous_active``: the schedule's last job is not finished yet. ``waiting``: an
+    occurrence that waits for that job (overlap=queue); once the job is finished the
+    waiting occurrence is released first.
+    """
+    due, after = _due(timing, next_run_at, now)
+    fire, misfire_skips = _apply_misfire(policy, due, now)
+    create: list[datetime] = []
+    if waiting is not None and not previous_active:
+        create, waiting, previous_active = [waiting], None, True
+    overlap_skips = Skips()
+    if previous_active and fire and policy.overlap is Overlap.SKIP:
+        overlap_skips, fire = overlap_skips.add(fire), []
+    elif previous_active and fire and policy.overlap is Overlap.QUEUE:
+        older = ([waiting] if waiting is not None else []) + fire[:-1]
+        overlap_skips, waiting, fire = overlap_skips.add(older), fire[-1], []
+    return Plan(tuple(create + fire), waiting, misfire_skips, overlap_skips, after)
+
+
+def _due(timing: Timing, first: datetime, now: datetime) -> tuple[list[datetime], datetime]:
+    due: list[datetime] = []
+    t = first
+    while t <= now and len(due) < MAX_ENUMERATED:
+        due.append(t)
+        t = timing.next_after(t)
+    return due, t
+
+
+def _apply_misfire(
+    policy: Policy, due: list[datetime], now: datetime
+) -> tuple[list[datetime], Skips]:
+    if not due:
+        return [], Skips()
+    missed = [t for t in due if now - t > MISFIRE_GRACE]
+    if policy.misfire is Misfire.SKIP:
+        return due[len(missed) :], Skips().add(missed)
+    if policy.misfire is Misfire.ONCE:
+        if len(due) == 1:
+            return due, Skips()
+        return due[-1:], Skips().add(due[:-1])
+    keep = due[-policy.catch_up_limit :]
+    return keep, Skips().add(due[: len(due) - len(keep)])
+
+
+def jitter_offset(schedule_id: str, jitter: float) -> timedelta:
+    """A stable offset in [0, jitter) for this schedule (Jenkins' ``H``): same every run."""
+    if jitter <= 0:
+        return timedelta(0)
+    digest = int.from_bytes(hashlib.sha256(schedule_id.encode()).digest()[:8], "big")
+    millis = digest % max(1, int(jitter * 1000))
+    return timedelta(milliseconds=millis)
+
+
+def nominal_text(t: datetime) -> str:
+    """The nominal time as it appears in occurrence keys: UTC, ``Z``, ms only when needed."""
+    t = t.astimezone(UTC)
+    if t.microsecond:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def occurrence_key(schedule_id: str, nominal: datetime) -> str:
+    return f"{schedule_id}@{nominal_text(nominal)}"
+
+
+def manual_key(schedule_id: str, now: datetime) -> str:
+    return f"{schedule_id}@manual-{nominal_text(now)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """What a caller asks for: timing, policies, and the template of every occurrence's job."""
+
+    timing: Timing
+    policy: Policy
+    template: JobTemplate
+    owner_uid: int
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name is not None and not _valid_name(self.name):
+            raise InvalidInput(
+                f"invalid schedule name {self.name!r}: use 1-100 letters, digits, '.', '_' "
+                "or '-', not starting with 'sch-'"
+            )
+        if self.policy.catch_up_limit < 1:
+            raise InvalidInput("catch_up_limit must be >= 1")
+        if self.policy.jitter < 0:
+            raise InvalidInput("jitter must be >= 0")
+
+
+def _valid_name(name: str) -> bool:
+    return (
+        0 < len(name) <= 100
+        and not name.startswith("sch-")
+        and all(c.isalnum() or c in "._-" for c in name)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    id: str
+    spec: ScheduleSpec
+    paused: bool
+    deleted_at: datetime | None
+    created_at: datetime
+    next_run_at: datetime
+    waiting: datetime | None
+    last_job_id: int | None
+    misfire_skips: int
+    overlap_skips: int
+    pause_skips: int
+    last_skip_at: datetime | None
+    last_skip_reason: str | None
+    last_skip_nominal: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRecord:
+    schedule_id: str
+    reason: str  # misfire | overlap | paused
+    skips: Skips
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Materialized:
+    """What one materializer pass did: jobs created and skips recorded."""
+
+    schedules: int
+    created: tuple[tuple[str, int, datetime], ...]  # (schedule id, job id, nominal)
+    skipped: tuple[SkipRecord, ...]

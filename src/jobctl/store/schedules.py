@@ -1,0 +1,375 @@
+"""Schedule operations of the SQLite store (mixed into :class:`SqliteStore`).
+
+Materializing an occurrence, recording its skips and advancing the schedule's cursor
+happen in one transaction, and the cursor moves by compare-and-set, so a crash, a
+restart or a second materializer can never create a second job for one occurrence
+(the occurrence key is UNIQUE as well).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.models import Job, JobSpec, JobTemplate
+from jobctl.domain.schedule import (
+    Materialized,
+    Misfire,
+    Overlap,
+    Plan,
+    Policy,
+    Schedule,
+    ScheduleSpec,
+    SkipRecord,
+    Skips,
+    Timing,
+    jitter_offset,
+    manual_key,
+    occurrence_key,
+    plan,
+)
+from jobctl.errors import Conflict, InvalidSchedule, NotFound
+from jobctl.store import rows
+from jobctl.store.base import Inserted
+from jobctl.store.queries import q
+from jobctl.store.writer import Writer
+
+T = TypeVar("T")
+_ACTIVE = ("scheduled", "running")
+
+
+class _Host(Protocol):
+    """What the schedule operations use of the store they are mixed into."""
+
+    clock: Clock
+    _writer: Writer
+
+    def _read(self: _Host, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]: ...
+
+
+class ScheduleOps:
+    """Schedule methods of the store contract; ``self`` is a :class:`_Host`."""
+
+    # -- definitions --------------------------------------------------------------------
+
+    def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
+        def tx(conn: sqlite3.Connection) -> Schedule:
+            now = self.clock.now()
+            if spec.name and conn.execute(q("schedule_by_name"), {"ref": spec.name}).fetchone():
+                raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
+            first = spec.timing.next_after(now)
+            row = conn.execute(q("insert_schedule"), _schedule_params(spec, now, first)).fetchone()
+            return schedule_from_row(row)
+
+        return self._writer.call(tx)
+
+    def get_schedule(self: _Host, ref: str) -> Schedule:
+        return self._read(lambda conn: schedule_from_row(_find(conn, ref)))
+
+    def list_schedules(self: _Host, include_deleted: bool = False) -> list[Schedule]:
+        return self._read(
+            lambda conn: [
+                schedule_from_row(r)
+                for r in conn.execute(q("list_schedules"), {"deleted": include_deleted})
+            ]
+        )
+
+    def pause_schedule(self: _Host, ref: str) -> Schedule:
+        def tx(conn: sqlite3.Connection) -> Schedule:
+            row = _find(conn, ref)
+            conn.execute(q("pause_schedule"), {"id": row["id"]})
+            return schedule_from_row(_find(conn, row["id"]))
+
+        return self._writer.call(tx)
+
+    def resume_schedule(self: _Host, ref: str) -> tuple[Schedule, Skips]:
+        """Resume; occurrences that passed while paused are recorded as skipped."""
+
+        def tx(conn: sqlite3.Connection) -> tuple[Schedule, Skips]:
+            row = _find(conn, ref)
+            sched = schedule_from_row(row)
+            now = self.clock.now()
+            passed, nxt = _passed(sched.spec.timing, sched.next_run_at, now)
+            if sched.paused:
+                params = {
+                    "id": sched.id,
+                    "next_run_at": rows.to_ms(nxt),
+                    "count": passed.count,
+                    "now": rows.to_ms(now),
+                    "last_nominal": _ms(passed.last),
+                }
+                conn.execute(q("resume_schedule"), params)
+                _record_skip(conn, sched.id, "paused", passed, now)
+            else:
+                passed = Skips()
+            return schedule_from_row(_find(conn, sched.id)), passed
+
+        return self._writer.call(tx)
+
+    def delete_schedule(self: _Host, ref: str) -> Schedule:
+        def tx(conn: sqlite3.Connection) -> Schedule:
+            row = _find(conn, ref)
+            conn.execute(
+                q("delete_schedule"), {"id": row["id"], "now": rows.to_ms(self.clock.now())}
+            )
+            return schedule_from_row(_find(conn, row["id"]))
+
+        return self._writer.call(tx)
+
+    def trigger_schedule(self: _Host, ref: str) -> Job:
+        """Run the schedule now as a manual occurrence with its own key."""
+
+        def tx(conn: sqlite3.Connection) -> Job:
+            sched = schedule_from_row(_find(conn, ref))
+            if sched.deleted_at is not None:
+                raise Conflict(f"schedule {sched.id} is deleted", schedule_id=sched.id)
+            now = self.clock.now()
+            spec = sched.spec.template.to_spec(
+                now, manual_key(sched.id, now), sched.spec.owner_uid, sched.id, None
+            )
+            [ins] = self._insert_tx(conn, [spec])
+            conn.execute(q("set_last_job"), {"id": sched.id, "job_id": ins.job.id})
+            return ins.job
+
+        return self._writer.call(tx)
+
+    def schedule_history(self: _Host, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
+        """The schedule's most recent occurrences (jobs) and skip records, newest first."""
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Job], list[SkipRecord]]:
+            sid = _find(conn, ref)["id"]
+            jobs = [
+                rows.job_from_row(r)
+                for r in conn.execute(q("schedule_jobs"), {"id": sid, "limit": limit})
+            ]
+            skips = [
+                _skip_from_row(r)
+                for r in conn.execute(q("schedule_skips"), {"id": sid, "limit": limit})
+            ]
+            return jobs, skips
+
+        return self._read(read)
+
+    def schedule_totals(self: _Host) -> dict[str, Any]:
+        def read(conn: sqlite3.Connection) -> dict[str, Any]:
+            totals = dict(conn.execute(q("schedule_totals")).fetchone())
+            nxt = conn.execute(q("next_schedule_run")).fetchone()["t"]
+            totals["next_run_at"] = rows.from_ms(nxt)
+            return totals
+
+        return self._read(read)
+
+    # -- materialization ----------------------------------------------------------------
+
+    def schedule_wakeup(self: _Host) -> datetime | None:
+        """When the materializer has work next (now if a waiting occurrence was released)."""
+
+        def read(conn: sqlite3.Connection) -> datetime | None:
+            if conn.execute(q("any_released")).fetchone() is not None:
+                return self.clock.now()
+            return rows.from_ms(conn.execute(q("next_schedule_run")).fetchone()["t"])
+
+        return self._read(read)
+
+    def materialize(self: _Host, limit: int) -> Materialized:
+        """Handle up to ``limit`` schedules with due or released occurrences."""
+        return self._writer.call(lambda conn: _materialize_tx(self, conn, limit))
+
+
+def _materialize_tx(host: _Host, conn: sqlite3.Connection, limit: int) -> Materialized:
+    now = host.clock.now()
+    params = {"now": rows.to_ms(now), "limit": limit}
+    found = {r["id"]: r for r in conn.execute(q("due_schedules"), params)}
+    for r in conn.execute(q("released_schedules"), params):
+        found.setdefault(r["id"], r)
+    created: list[tuple[str, int, datetime]] = []
+    skipped: list[SkipRecord] = []
+    for row in found.values():
+        _materialize_one(host, conn, row, now, created, skipped)
+    return Materialized(len(found), tuple(created), tuple(skipped))
+
+
+def _materialize_one(
+    host: _Host,
+    conn: sqlite3.Connection,
+    row: sqlite3.Row,
+    now: datetime,
+    created: list[tuple[str, int, datetime]],
+    skipped: list[SkipRecord],
+) -> None:
+    sched = schedule_from_row(row)
+    now_ms = rows.to_ms(now)
+    active = row["last_status"] in _ACTIVE
+    p = plan(sched.spec.timing, sched.spec.policy, sched.next_run_at, now, active, sched.waiting)
+    last_job = None
+    offset = jitter_offset(sched.id, sched.spec.policy.jitter)
+    for nominal in p.create:
+        spec = sched.spec.template.to_spec(
+            nominal + offset,
+            occurrence_key(sched.id, nominal),
+            sched.spec.owner_uid,
+            sched.id,
+            nominal,
+        )
+        row_, _ = rows.insert_row(conn, spec, now_ms)
+        last_job = row_["id"]
+        created.append((sched.id, last_job, nominal))
+    _advance(conn, sched, p, last_job, now)
+    for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
+        if skips.count:
+            _record_skip(conn, sched.id, reason, skips, now)
+            skipped.append(SkipRecord(sched.id, reason, skips, now))
+
+
+def _advance(
+    conn: sqlite3.Connection, sched: Schedule, p: Plan, last_job: int | None, now: datetime
+) -> None:
+    skip = p.overlap_skips if p.overlap_skips.count else p.misfire_skips
+    reason = ("overlap" if p.overlap_skips.count else "misfire") if skip.count else None
+    changed = conn.execute(
+        q("advance_schedule"),
+        {
+            "id": sched.id,
+            "next_run_at": rows.to_ms(p.next_run_at),
+            "waiting": _ms(p.wait),
+            "last_job_id": last_job,
+            "misfire_skips": p.misfire_skips.count,
+            "overlap_skips": p.overlap_skips.count,
+            "skip_at": rows.to_ms(now) if reason else None,
+            "skip_reason": reason,
+            "skip_nominal": _ms(skip.last),
+            "old_next_run_at": rows.to_ms(sched.next_run_at),
+            "old_waiting": _ms(sched.waiting),
+        },
+    ).rowcount
+    if not changed:
+        raise Conflict(f"schedule {sched.id} was advanced concurrently", schedule_id=sched.id)
+
+
+def _record_skip(
+    conn: sqlite3.Connection, schedule_id: str, reason: str, skips: Skips, now: datetime
+) -> None:
+    if not skips.count:
+        return
+    conn.execute(
+        q("insert_skip"),
+        {
+            "schedule_id": schedule_id,
+            "reason": reason,
+            "first_nominal": _ms(skips.first),
+            "last_nominal": _ms(skips.last),
+            "count": skips.count,
+            "now": rows.to_ms(now),
+        },
+    )
+
+
+def _passed(timing: Timing, first: datetime, now: datetime) -> tuple[Skips, datetime]:
+    """Occurrences from ``first`` up to ``now`` (skipped while paused), and the next one."""
+    times: list[datetime] = []
+    t = first
+    while t <= now and len(times) < 1_000_000:
+        times.append(t)
+        t = timing.next_after(t)
+    return Skips().add(times), t
+
+
+def _find(conn: sqlite3.Connection, ref: str) -> sqlite3.Row:
+    row = conn.execute(q("schedule_by_id"), {"ref": ref}).fetchone()
+    if row is None:
+        row = conn.execute(q("schedule_by_name"), {"ref": ref}).fetchone()
+    if row is None:
+        raise NotFound(f"no schedule {ref!r}", schedule=ref)
+    found: sqlite3.Row = row
+    return found
+
+
+def _ms(dt: datetime | None) -> int | None:
+    return None if dt is None else rows.to_ms(dt)
+
+
+def new_schedule_id() -> str:
+    return f"sch-{secrets.token_hex(4)}"
+
+
+def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict[str, Any]:
+    t, p = spec.timing, spec.policy
+    return {
+        "id": new_schedule_id(),
+        "name": spec.name,
+        "cron": t.cron,
+        "every_ms": None if t.every is None else int(round(t.every * 1000)),
+        "anchor": _ms(t.anchor),
+        "tz": t.tz,
+        "template": json.dumps(spec.template.to_json()),
+        "owner_uid": spec.owner_uid,
+        "misfire": p.misfire.value,
+        "catch_up_limit": p.catch_up_limit,
+        "overlap": p.overlap.value,
+        "jitter_ms": int(round(p.jitter * 1000)),
+        "now": rows.to_ms(now),
+        "next_run_at": rows.to_ms(first),
+    }
+
+
+@functools.lru_cache(maxsize=4096)
+def _timing(tz: str, cron: str | None, every_ms: int | None, anchor: int | None) -> Timing:
+    """Timings are immutable values: build each distinct one once (materializer hot path)."""
+    every = None if every_ms is None else every_ms / 1000
+    return Timing(tz, cron=cron, every=every, anchor=rows.from_ms(anchor))
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(text: str) -> JobTemplate:
+    return JobTemplate.from_json(json.loads(text))
+
+
+def schedule_from_row(row: sqlite3.Row) -> Schedule:
+    try:
+        timing = _timing(row["tz"], row["cron"], row["every_ms"], row["anchor"])
+    except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
+        raise InvalidSchedule(f"schedule {row['id']}: {exc.message}") from exc
+    policy = Policy(
+        Misfire(row["misfire"]),
+        row["catch_up_limit"],
+        Overlap(row["overlap"]),
+        row["jitter_ms"] / 1000,
+    )
+    spec = ScheduleSpec(
+        timing,
+        policy,
+        _template(row["template"]),
+        row["owner_uid"],
+        row["name"],
+    )
+    return Schedule(
+        id=row["id"],
+        spec=spec,
+        paused=bool(row["paused"]),
+        deleted_at=rows.from_ms(row["deleted_at"]),
+        created_at=rows.ms_to_dt(row["created_at"]),
+        next_run_at=rows.ms_to_dt(row["next_run_at"]),
+        waiting=rows.from_ms(row["waiting"]),
+        last_job_id=row["last_job_id"],
+        misfire_skips=row["misfire_skips"],
+        overlap_skips=row["overlap_skips"],
+        pause_skips=row["pause_skips"],
+        last_skip_at=rows.from_ms(row["last_skip_at"]),
+        last_skip_reason=row["last_skip_reason"],
+        last_skip_nominal=rows.from_ms(row["last_skip_nominal"]),
+    )
+
+
+def _skip_from_row(row: sqlite3.Row) -> SkipRecord:
+    skips = Skips(
+        row["count"], rows.from_ms(row["first_nominal"]), rows.from_ms(row["last_nominal"])
+    )
+    return SkipRecord(row["schedule_id"], row["reason"], skips, rows.ms_to_dt(row["recorded_at"]))

@@ -1,0 +1,180 @@
+"""Schedules in the store contract: materialization, misfire, overlap, pause, trigger."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import AttemptResult, JobTemplate
+from jobctl.domain.schedule import Misfire, Overlap, Policy, ScheduleSpec, Timing, jitter_offset
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.errors import Conflict, InvalidInput, NotFound
+from jobctl.store.base import Store
+
+TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
+
+
+def hourly(**policy: object) -> ScheduleSpec:
+    return ScheduleSpec(Timing("UTC", cron="0 * * * *"), Policy(**policy), TEMPLATE, 1000)  # type: ignore[arg-type]
+
+
+def at_hour(clock: FakeClock, hours: float) -> datetime:
+    base = clock.now().replace(minute=0, second=0, microsecond=0)
+    return base + timedelta(hours=hours)
+
+
+def run_job(store: Store, job_id: int, outcome: Outcome = Outcome.SUCCEEDED) -> None:
+    claims = [c for c in store.claim_due("w", 100, 30) if c.job.id == job_id]
+    assert claims, f"job {job_id} was not due"
+    store.finish(job_id, claims[0].generation, AttemptResult(outcome, 0))
+
+
+def test_create_get_list_by_id_and_name(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(ScheduleSpec(
+        Timing("Asia/Tokyo", cron="0 6 * * *"), Policy(), TEMPLATE, 1000, name="report"))
+    assert s.id.startswith("sch-") and s.next_run_at == datetime(2027, 3, 1, 21, tzinfo=UTC)
+    assert store.get_schedule("report") == store.get_schedule(s.id) == s
+    assert [x.id for x in store.list_schedules()] == [s.id]
+    with pytest.raises(Conflict):
+        store.create_schedule(ScheduleSpec(Timing("UTC", cron="@daily"), Policy(), TEMPLATE,
+                                           1000, name="report"))
+    with pytest.raises(NotFound):
+        store.get_schedule("nope")
+    with pytest.raises(InvalidInput):
+        ScheduleSpec(Timing("UTC", cron="@daily"), Policy(), TEMPLATE, 1, name="sch-x")
+
+
+def test_occurrence_becomes_one_job_with_its_key(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly())
+    assert store.materialize(100).created == ()
+    clock.set(at_hour(clock, 1))
+    m = store.materialize(100)
+    [(sid, job_id, nominal)] = m.created
+    assert (sid, nominal) == (s.id, at_hour(clock, 0))
+    job = store.get(job_id)
+    assert job.key == f"{s.id}@{nominal:%Y-%m-%dT%H:%M:%SZ}"
+    assert (job.spec.schedule_id, job.spec.scheduled_for, job.run_at) == (s.id, nominal, nominal)
+    assert store.materialize(100).created == ()  # the cursor moved in the same transaction
+    assert store.get_schedule(s.id).next_run_at == at_hour(clock, 1)
+    assert store.schedule_wakeup() == at_hour(clock, 1)
+
+
+@pytest.mark.parametrize(("misfire", "jobs", "skipped"),
+                         [(Misfire.SKIP, 0, 6), (Misfire.ONCE, 1, 5), (Misfire.ALL, 6, 0)])
+def test_daemon_down_six_hours(store: Store, clock: FakeClock, misfire: Misfire, jobs: int,
+                               skipped: int) -> None:
+    s = store.create_schedule(hourly(misfire=misfire, overlap=Overlap.ALLOW))
+    clock.set(at_hour(clock, 6.5))  # occurrences 13:00 .. 18:00 missed
+    m = store.materialize(100)
+    assert len(m.created) == jobs
+    got = store.get_schedule(s.id)
+    assert got.misfire_skips == skipped and got.next_run_at == at_hour(clock, 1)
+    if skipped:
+        [rec] = [r for r in m.skipped if r.reason == "misfire"]
+        assert rec.skips.count == skipped
+        assert got.last_skip_reason == "misfire"
+        _, history = store.schedule_history(s.id, 10)
+        assert history[0].skips.count == skipped
+    if misfire is Misfire.ONCE:
+        assert m.created[0][2] == at_hour(clock, 0)  # keyed by the latest occurrence
+
+
+def test_overlap_skip_while_previous_unfinished(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly(overlap=Overlap.SKIP))
+    clock.set(at_hour(clock, 1))
+    [(_, first, _)] = store.materialize(100).created
+    clock.set(at_hour(clock, 1))  # the first job never ran: the next occurrence is skipped
+    m = store.materialize(100)
+    assert m.created == () and store.get_schedule(s.id).overlap_skips == 1
+    run_job(store, first)
+    clock.set(at_hour(clock, 1))
+    assert len(store.materialize(100).created) == 1
+
+
+def test_overlap_queue_waits_for_the_previous_job(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly(overlap=Overlap.QUEUE))
+    clock.set(at_hour(clock, 1))
+    [(_, first, _)] = store.materialize(100).created
+    clock.set(at_hour(clock, 1))
+    assert store.materialize(100).created == ()
+    waiting = store.get_schedule(s.id).waiting
+    assert waiting == clock.now()
+    assert store.schedule_wakeup() == at_hour(clock, 1)
+    run_job(store, first)
+    assert store.schedule_wakeup() == clock.now()  # released: work now
+    [(_, second, nominal)] = store.materialize(100).created
+    assert nominal == waiting and store.get(second).status is JobStatus.SCHEDULED
+    assert store.get_schedule(s.id).waiting is None
+
+
+def test_jitter_delays_the_run_but_not_the_key(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly(jitter=600.0))
+    clock.set(at_hour(clock, 1))
+    [(_, job_id, nominal)] = store.materialize(100).created
+    job = store.get(job_id)
+    assert job.run_at == nominal + jitter_offset(s.id, 600)
+    assert job.key.endswith(f"{nominal:%H:%M:%SZ}")
+
+
+def test_pause_resume_records_what_passed(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly())
+    store.pause_schedule(s.id)
+    clock.set(at_hour(clock, 3.5))
+    assert store.materialize(100).created == ()
+    resumed, passed = store.resume_schedule(s.id)
+    assert passed.count == 3 and resumed.pause_skips == 3 and not resumed.paused
+    assert resumed.next_run_at == at_hour(clock, 1) and resumed.last_skip_reason == "paused"
+
+
+def test_delete_keeps_history(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(ScheduleSpec(Timing("UTC", cron="0 * * * *"), Policy(), TEMPLATE,
+                                           1000, name="gone"))
+    clock.set(at_hour(clock, 1))
+    [(_, job_id, _)] = store.materialize(100).created
+    store.delete_schedule("gone")
+    clock.set(at_hour(clock, 5))
+    assert store.materialize(100).created == ()
+    assert store.get_schedule(s.id).deleted_at is not None
+    with pytest.raises(NotFound):
+        store.get_schedule("gone")
+    assert store.list_schedules() == [] and len(store.list_schedules(include_deleted=True)) == 1
+    assert [j.id for j in store.schedule_history(s.id, 10)[0]] == [job_id]
+
+
+def test_trigger_is_a_manual_occurrence(store: Store, clock: FakeClock) -> None:
+    s = store.create_schedule(hourly())
+    job = store.trigger_schedule(s.id)
+    assert job.key == f"{s.id}@manual-{clock.now():%Y-%m-%dT%H:%M:%SZ}"
+    assert job.run_at == clock.now() and job.spec.schedule_id == s.id
+    assert store.get_schedule(s.id).last_job_id == job.id
+
+
+def test_a_thousand_schedules_each_occurrence_exactly_once(store: Store, clock: FakeClock) -> None:
+    rng = random.Random(5)
+    crons = ["*/5 * * * *", "0 * * * *", "15,45 * * * *", "0 */3 * * *", "30 2 * * *"]
+    zones = ["UTC", "Asia/Tokyo", "America/New_York", "Australia/Lord_Howe"]
+    specs = []
+    for i in range(1000):
+        timing = (Timing(rng.choice(zones), cron=rng.choice(crons)) if i % 4 else
+                  Timing("UTC", every=rng.choice([300.0, 900.0, 3600.0]), anchor=clock.now()))
+        specs.append(store.create_schedule(ScheduleSpec(timing, Policy(overlap=Overlap.ALLOW),
+                                                        TEMPLATE, 1000)))
+    start = clock.now()
+    seen: dict[str, list[datetime]] = {}
+    end = start + timedelta(hours=2)
+    while (wake := store.schedule_wakeup()) is not None and wake <= end:
+        clock.set(max(wake, clock.now()))  # what the materializer service does: sleep, run
+        while (m := store.materialize(500)).schedules:
+            for sid, _, nominal in m.created:
+                seen.setdefault(sid, []).append(nominal)
+    assert all(s.misfire_skips == 0 for s in store.list_schedules())
+    for s in specs:
+        expected, t = [], start
+        while (t := s.spec.timing.next_after(t)) <= clock.now():
+            expected.append(t)
+        assert seen.get(s.id, []) == expected, s.spec.timing
+    total = sum(len(v) for v in seen.values())
+    assert len(store.list_jobs(None, None, 100_000, None)) == total

@@ -38,6 +38,7 @@ class Hooks:
     wake: Callable[[], None] = lambda: None
     stop_job: Callable[[int, str], bool] = lambda job_id, reason: False
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    schedules_changed: Callable[[], None] = lambda: None
 
 
 @dataclass
@@ -60,7 +61,7 @@ Ctx = Annotated[Context, Depends(_ctx)]
 router = APIRouter(prefix="/v1")
 
 
-def _owner(request: Request) -> int:
+def owner_uid(request: Request) -> int:
     """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
     return int(getattr(request.state, "peer_uid", os.geteuid()))
 
@@ -70,7 +71,7 @@ async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSON
     items = body if isinstance(body, list) else [body]
     if not items or len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
-    uid, now = _owner(request), ctx.store.clock.now()
+    uid, now = owner_uid(request), ctx.store.clock.now()
     specs = [item.to_spec(uid, now) for item in items]
     inserted = await ctx.store.run(ctx.st.insert, specs)
     created = any(i.created for i in inserted)
@@ -121,6 +122,8 @@ async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
     if result.was_running:
         ctx.hooks.stop_job(job_id, "cancelled by user")
     ctx.hooks.wake()
+    if result.job.spec.schedule_id is not None:
+        ctx.hooks.schedules_changed()  # a queued occurrence may wait for this job
     return job_out(result.job)
 
 
@@ -143,7 +146,11 @@ async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
 @router.get("/status", summary="Daemon, counts and per-queue health")
 async def status(ctx: Ctx) -> dict[str, Any]:
     stats = await ctx.store.run(ctx.st.stats)
+    totals = await ctx.store.run(ctx.st.schedule_totals)
     now = ctx.store.clock.now()
+    nxt = totals.pop("next_run_at")
+    totals["next_run_at"] = iso(nxt)
+    totals["lag"] = max(0.0, (now - nxt).total_seconds()) if nxt else 0.0
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
@@ -156,6 +163,7 @@ async def status(ctx: Ctx) -> dict[str, Any]:
         "now": iso(now),
         "counts": counts,
         "queues": [queue_out(q, now) for q in stats],
+        "schedules": totals,
         **ctx.hooks.info(),
     }
 
@@ -174,4 +182,7 @@ def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
+    from jobctl.api.schedules import router as schedules_router  # routes import this module
+
+    app.include_router(schedules_router)
     return app

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobctl.domain.clock import iso
-from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, QueueStats
+from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, JobTemplate, QueueStats
 
 
 class BackoffIn(BaseModel):
@@ -21,13 +21,11 @@ class BackoffIn(BaseModel):
     cap: Annotated[float, Field(ge=0, le=86400 * 30)] = 3600.0
 
 
-class JobIn(BaseModel):
-    """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
+class JobTemplateIn(BaseModel):
+    """What a job runs and how: the body of a job, or the template of a schedule."""
 
     model_config = ConfigDict(extra="forbid")
     command: Annotated[list[str], Field(min_length=1)]
-    run_at: datetime | None = None
-    key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     queue: Annotated[str, Field(min_length=1, max_length=100)] = "default"
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = 3
@@ -35,13 +33,6 @@ class JobIn(BaseModel):
     backoff: BackoffIn = BackoffIn()
     env: dict[str, str] = {}
     cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
-
-    @field_validator("run_at")
-    @classmethod
-    def _aware(cls, v: datetime | None) -> datetime | None:
-        if v is not None and v.tzinfo is None:
-            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-        return v
 
     @field_validator("cwd")
     @classmethod
@@ -58,12 +49,9 @@ class JobIn(BaseModel):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return v
 
-    def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
-        return JobSpec(
+    def to_template(self) -> JobTemplate:
+        return JobTemplate(
             command=tuple(self.command),
-            run_at=(self.run_at or now).astimezone(UTC),
-            owner_uid=owner_uid,
-            key=self.key,
             queue=self.queue,
             priority=self.priority,
             max_attempts=self.max_attempts,
@@ -71,6 +59,36 @@ class JobIn(BaseModel):
             backoff=Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base)),
             env=tuple(sorted(self.env.items())),
             cwd=self.cwd,
+        )
+
+
+class JobIn(JobTemplateIn):
+    """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
+
+    run_at: datetime | None = None
+    key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+        return v
+
+    def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
+        t = self.to_template()
+        return JobSpec(
+            command=t.command,
+            run_at=(self.run_at or now).astimezone(UTC),
+            owner_uid=owner_uid,
+            key=self.key,
+            queue=t.queue,
+            priority=t.priority,
+            max_attempts=t.max_attempts,
+            timeout=t.timeout,
+            backoff=t.backoff,
+            env=t.env,
+            cwd=t.cwd,
         )
 
 
@@ -118,6 +136,8 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "lease_owner": job.lease_owner,
         "lease_until": iso(job.lease_until),
         "finished_at": iso(job.finished_at),
+        "schedule_id": s.schedule_id,
+        "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,
         "dead_reason": job.dead_reason,
     }

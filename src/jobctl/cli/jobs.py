@@ -10,7 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.schedules import schedule_body
 from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.schedule import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
@@ -96,16 +98,27 @@ def add(
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
     shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
+    every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
+    tz: Annotated[str | None, _sched("IANA zone of --cron", show_default="host zone")] = None,
+    name: Annotated[str | None, _sched("Unique schedule name, usable as its id")] = None,
+    misfire: Annotated[Misfire, _sched("Missed occurrences after downtime")] = Misfire.ONCE,
+    catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
+    overlap: Annotated[Overlap, _sched("While the previous run is unfinished")] = Overlap.SKIP,
+    jitter: Annotated[str | None, _sched("Spread start by a stable offset below this")] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Enqueue a one-off job that runs now, at a time, or after a delay.
+    """Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule (--cron, --every).
 
-    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Example: jobctl add --in 5m -- ./report.sh --full
+    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    repeat = cron is not None or every is not None
+    if repeat and (in_ or key):
+        raise InvalidInput("--in and --key are for one-off jobs, not schedules")
     body = job_body(
         command or [],
-        at=at,
+        at=None if repeat else at,
         in_=in_,
         key=key,
         queue=queue,
@@ -118,11 +131,22 @@ def add(
         shell=shell,
     )
     with client(socket) as c:
-        job = c.enqueue(body)
+        if repeat:
+            sched = schedule_body(
+                body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter
+            )
+            out = c.create_schedule(sched)
+        else:
+            out = c.enqueue(body)
     if json_:
-        print_json(job)
+        print_json(out)
     else:
-        print(job["id"])
+        print(out["id"])
+
+
+def _sched(help_: str, **kw: Any) -> Any:
+    """An option of the schedule group of ``jobctl add``."""
+    return typer.Option(help=help_, rich_help_panel="Schedule (repeat the job)", **kw)
 
 
 def list_(

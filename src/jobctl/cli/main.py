@@ -11,7 +11,7 @@ import sys
 import typer
 
 from jobctl import __version__
-from jobctl.cli import admin, jobs
+from jobctl.cli import admin, jobs, next_cmd, schedules
 from jobctl.cli.errors import USAGE, exit_code_for, fail
 from jobctl.errors import JobctlError
 
@@ -31,7 +31,9 @@ app.command("logs")(jobs.logs)
 app.command("cancel")(jobs.cancel)
 app.command("status")(admin.status)
 app.command("daemon")(admin.daemon)
+app.command("next")(next_cmd.next_)
 app.add_typer(admin.dlq_app, name="dlq")
+app.add_typer(schedules.app, name="schedules")
 
 
 def _version(value: bool) -> None:

@@ -31,6 +31,16 @@ def when(text: str | None) -> str:
     return f"{dt.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({rel})"
 
 
+def short_when(text: str | None) -> str:
+    """Local time for tables: the time alone today, the date otherwise."""
+    if not text:
+        return "-"
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone()
+    if dt.date() == datetime.now().astimezone().date():
+        return dt.strftime("%H:%M:%S")
+    return dt.strftime("%Y-%m-%d %H:%M")
+
+
 def status(value: str) -> str:
     return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
 
@@ -38,13 +48,13 @@ def status(value: str) -> str:
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     table = Table(box=None, header_style="bold")
     for col in ("ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "COMMAND", "LAST ERROR"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col in ("ID", "STATUS", "RUN AT", "ATTEMPT"))
     for j in jobs:
         table.add_row(
             str(j["id"]),
             status(j["status"]),
             j["queue"],
-            when(j["run_at"]),
+            short_when(j["run_at"]),
             f"{j['attempt']}/{j['max_attempts']}",
             " ".join(j["command"])[:60],
             (j.get("last_error") or "")[:40],
@@ -132,4 +142,91 @@ def status_view(s: dict[str, Any]) -> None:
             str(q["dead"]),
         )
     if s["queues"]:
+        console.print(table)
+
+
+def in_zone(text: str | None, tz: str) -> str:
+    """A wire time shown in the schedule's own zone, with the zone's abbreviation."""
+    if not text:
+        return "-"
+    from zoneinfo import ZoneInfo
+
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(ZoneInfo(tz))
+    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _timing(s: dict[str, Any]) -> str:
+    return s["cron"] if s["cron"] else f"every {format_duration(s['every'])}"
+
+
+def schedules_table(schedules: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "NAME", "WHEN", "TZ", "NEXT RUN", "MISFIRE/OVERLAP", "SKIPS", "STATE"):
+        table.add_column(col, no_wrap=col != "NAME")
+    for s in schedules:
+        skips = s["misfire_skips"] + s["overlap_skips"] + s["pause_skips"]
+        state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+        table.add_row(
+            s["id"],
+            s["name"] or "",
+            _timing(s),
+            s["tz"],
+            "-" if s["deleted"] else in_zone(s["next_run_at"], s["tz"]),
+            f"{s['misfire']}/{s['overlap']}",
+            str(skips),
+            state,
+        )
+    return table
+
+
+def schedule_detail(s: dict[str, Any]) -> None:
+    tz = s["tz"]
+    state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+    skip = s["last_skip"]
+    fields = [
+        ("id", s["id"]),
+        ("name", s["name"] or "-"),
+        ("state", state),
+        ("when", f"{_timing(s)}  ({s['description']})"),
+        ("time zone", tz),
+        ("misfire", f"{s['misfire']} (catch-up limit {s['catch_up_limit']})"),
+        ("overlap", s["overlap"]),
+        ("jitter", format_duration(s["jitter"]) if s["jitter"] else "none"),
+        ("command", " ".join(s["job"]["command"])),
+        ("queue", s["job"]["queue"]),
+        (
+            "skipped",
+            f"{s['misfire_skips']} misfire, {s['overlap_skips']} overlap, "
+            f"{s['pause_skips']} while paused",
+        ),
+    ]
+    if skip:
+        fields.append(("last skip", f"{skip['reason']}: {in_zone(skip['scheduled_for'], tz)}"))
+    if s.get("waiting"):
+        fields.append(("waiting", in_zone(s["waiting"], tz)))
+    last = s.get("last_run")
+    if last:
+        fields.append(
+            (
+                "last run",
+                f"job {last['job_id']} {last['status']}"
+                + (f" ({last['outcome']})" if last["outcome"] else ""),
+            )
+        )
+    for name, value in fields:
+        console.print(f"[bold]{name:>10}[/]  {value}")
+    if s.get("next_fires"):
+        console.print("\n[bold]next fires[/]")
+        for t in s["next_fires"]:
+            console.print(f"  {t}  {in_zone(t, tz)}")
+    if s.get("occurrences"):
+        table = Table(
+            box=None, header_style="bold", title="recent occurrences", title_justify="left"
+        )
+        for col in ("JOB", "SCHEDULED FOR", "STATUS", "ATTEMPTS"):
+            table.add_column(col)
+        for o in s["occurrences"]:
+            nominal = in_zone(o["scheduled_for"], tz) if o["scheduled_for"] else "manual"
+            table.add_row(str(o["job_id"]), nominal, status(o["status"]), str(o["attempt"]))
+        console.print()
         console.print(table)

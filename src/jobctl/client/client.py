@@ -14,7 +14,7 @@ import json
 import socket as _socket
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jobctl import errors
 
@@ -178,6 +178,34 @@ class Client:
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")
         return result
+
+    # -- schedules -----------------------------------------------------------------------
+
+    def create_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/v1/schedules", json_body=body)
+        return result
+
+    def schedules(self, deleted: bool = False) -> list[dict[str, Any]]:
+        params = {"deleted": "true"} if deleted else None
+        result: list[dict[str, Any]] = self.request("GET", "/v1/schedules", params=params)
+        return result
+
+    def schedule(self, ref: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/v1/schedules/{_quote(ref)}")
+        return result
+
+    def schedule_action(self, ref: str, action: str) -> dict[str, Any]:
+        """``pause``, ``resume`` or ``trigger`` (the latter answers with the new job)."""
+        result: dict[str, Any] = self.request("POST", f"/v1/schedules/{_quote(ref)}/{action}")
+        return result
+
+    def delete_schedule(self, ref: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/v1/schedules/{_quote(ref)}")
+        return result
+
+
+def _quote(ref: str) -> str:
+    return quote(ref, safe="")
 
 
 def _error_from(status: int, data: bytes) -> errors.JobctlError:

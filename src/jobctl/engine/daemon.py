@@ -26,7 +26,9 @@ from jobctl import __version__
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
+from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.engine.executor import Executor, ExecutorConfig
+from jobctl.engine.materializer import Materializer
 from jobctl.engine.recovery import recover
 from jobctl.engine.timer import Timer
 from jobctl.store.aio import AsyncStore
@@ -80,26 +82,33 @@ class Daemon:
         self, store: SqliteStore, astore: AsyncStore, on_ready: Callable[[], None]
     ) -> None:
         cfg = self.config
-        timer_ref: list[Timer] = []
+        materializer = Materializer(astore, cfg.clock)
+
+        def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
+            if claim.job.spec.schedule_id is not None:
+                materializer.wake()  # a queued occurrence may wait for this job
+
         executor = Executor(
             astore,
             cfg.clock,
             ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
             self.owner,
-            on_slot_free=lambda: timer_ref[0].wake() if timer_ref else None,
+            on_finish=finished,
         )
         self._executor = executor
         timer = Timer(astore, cfg.clock, executor)
-        timer_ref.append(timer)
+        executor.on_slot_free = materializer.on_created = timer.wake
         reclaimed = await recover(astore, self.owner, cfg.kill_grace)
         sock = bind_socket(cfg.socket, cfg.socket_group)
-        info = _info(self, executor, timer)
-        server = make_server(create_app(astore, Hooks(timer.wake, executor.stop, info)))
+        info = _info(self, executor, timer, materializer)
+        hooks = Hooks(timer.wake, executor.stop, info, materializer.wake)
+        server = make_server(create_app(astore, hooks))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         server_task = loop.create_task(server.serve(sockets=[sock]))
         timer_task = loop.create_task(timer.run())
+        materializer_task = loop.create_task(materializer.run())
         log.info(
             "event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d",
             __version__,
@@ -111,12 +120,13 @@ class Daemon:
         on_ready()
         try:
             await asyncio.wait(
-                [loop.create_task(self._stop.wait()), server_task, timer_task],
+                [loop.create_task(self._stop.wait()), server_task, timer_task, materializer_task],
                 return_when=asyncio.FIRST_COMPLETED,
             )
             log.info("event=stopping running=%d", executor.running_count)
+            materializer.stop()
             timer.stop()
-            await timer_task
+            await asyncio.gather(timer_task, materializer_task)
             await executor.shutdown(cfg.shutdown_grace)
         finally:
             server.should_exit = True
@@ -129,7 +139,9 @@ class Daemon:
         log.info("event=stopped")
 
 
-def _info(daemon: Daemon, executor: Executor, timer: Timer) -> Callable[[], dict[str, Any]]:
+def _info(
+    daemon: Daemon, executor: Executor, timer: Timer, materializer: Materializer
+) -> Callable[[], dict[str, Any]]:
     def info() -> dict[str, Any]:
         return {
             "owner": daemon.owner,
@@ -140,6 +152,10 @@ def _info(daemon: Daemon, executor: Executor, timer: Timer) -> Callable[[], dict
                 "concurrency": executor.config.concurrency,
             },
             "timer": {"last_tick": iso(timer.last_tick), "ticks": timer.ticks},
+            "materializer": {
+                "last_run": iso(materializer.last_run),
+                "created": materializer.created_total,
+            },
         }
 
     return info

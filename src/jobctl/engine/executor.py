@@ -54,7 +54,7 @@ class Executor:
         self._clock = clock
         self.config = config
         self.owner = owner
-        self._on_slot_free = on_slot_free
+        self.on_slot_free = on_slot_free
         self._on_finish = on_finish
         self._live: dict[int, process.Running] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -80,7 +80,7 @@ class Executor:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("executor task failed: %r", task.exception())
-        self._on_slot_free()
+        self.on_slot_free()
 
     def log_path(self, job_id: int, attempt: int) -> Path:
         return self.config.log_dir / f"{job_id // 1000:06d}" / f"{job_id}.{attempt}.log"

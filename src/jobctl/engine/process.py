@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from jobctl.domain.models import Claim
+from jobctl.domain.schedule import nominal_text
 
 TAIL_BYTES = 4096
 _PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -74,6 +75,10 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
             "JOBCTL_LEASE_OWNER": lease_owner,
         }
     )
+    if job.spec.schedule_id is not None:
+        env["JOBCTL_SCHEDULE_ID"] = job.spec.schedule_id
+        if job.spec.scheduled_for is not None:
+            env["JOBCTL_SCHEDULED_FOR"] = nominal_text(job.spec.scheduled_for)
     return env
 
 

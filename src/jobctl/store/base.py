@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.schedule import Materialized, Schedule, ScheduleSpec, SkipRecord, Skips
 from jobctl.domain.states import JobStatus
 
 
@@ -109,6 +110,44 @@ class Store(Protocol):
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         """What the timer waits for: due work now, the next run_at, the next lease expiry
         (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""
+        ...
+
+    # -- schedules (definitions; the materializer turns occurrences into jobs) ---------
+
+    def create_schedule(self, spec: ScheduleSpec) -> Schedule:
+        """Store a schedule; its cursor starts at the first fire time after now."""
+        ...
+
+    def get_schedule(self, ref: str) -> Schedule:
+        """By id or name (deleted ones by id only); NotFound otherwise."""
+        ...
+
+    def list_schedules(self, include_deleted: bool = False) -> list[Schedule]: ...
+
+    def pause_schedule(self, ref: str) -> Schedule: ...
+
+    def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
+        """Resume from the next future occurrence; those passed while paused are recorded."""
+        ...
+
+    def delete_schedule(self, ref: str) -> Schedule:
+        """Stop it for good; its jobs and history stay."""
+        ...
+
+    def trigger_schedule(self, ref: str) -> Job:
+        """A manual occurrence now, with its own key."""
+        ...
+
+    def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]: ...
+
+    def schedule_totals(self) -> dict[str, Any]: ...
+
+    def schedule_wakeup(self) -> datetime | None:
+        """When the materializer has work next."""
+        ...
+
+    def materialize(self, limit: int) -> Materialized:
+        """Create the jobs of due occurrences and advance their schedules, atomically."""
         ...
 
     def close(self) -> None: ...

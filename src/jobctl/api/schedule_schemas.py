@@ -1,0 +1,141 @@
+"""Wire models of schedules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jobctl.api.schemas import JobTemplateIn, job_out
+from jobctl.domain.clock import iso
+from jobctl.domain.cron import describe, parse_cron
+from jobctl.domain.durations import format_duration
+from jobctl.domain.models import Job
+from jobctl.domain.schedule import (
+    Misfire,
+    Overlap,
+    Policy,
+    Schedule,
+    ScheduleSpec,
+    SkipRecord,
+    Timing,
+)
+
+
+class ScheduleIn(BaseModel):
+    """A schedule: ``cron`` (5 fields, in ``tz``) or ``every`` seconds from ``at``."""
+
+    model_config = ConfigDict(extra="forbid")
+    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    every: Annotated[float, Field(ge=1, le=86400 * 366)] | None = None
+    at: datetime | None = None
+    tz: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    name: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    misfire: Misfire = Misfire.ONCE
+    catch_up_limit: Annotated[int, Field(ge=1, le=100_000)] = 100
+    overlap: Overlap = Overlap.SKIP
+    jitter: Annotated[float, Field(ge=0, le=86400 * 7)] = 0.0
+    job: JobTemplateIn
+
+    @field_validator("at")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+        return v
+
+    def to_spec(self, owner_uid: int, now: datetime, default_tz: str) -> ScheduleSpec:
+        anchor = (self.at or now.replace(microsecond=0)) if self.every is not None else None
+        timing = Timing(self.tz or default_tz, cron=self.cron, every=self.every, anchor=anchor)
+        policy = Policy(self.misfire, self.catch_up_limit, self.overlap, self.jitter)
+        return ScheduleSpec(timing, policy, self.job.to_template(), owner_uid, self.name)
+
+
+def description(s: Schedule) -> str:
+    t = s.spec.timing
+    if t.cron is not None:
+        return describe(parse_cron(t.cron))
+    assert t.every is not None
+    return f"every {format_duration(t.every)} from {iso(t.anchor)}"
+
+
+def schedule_out(s: Schedule) -> dict[str, Any]:
+    t, p = s.spec.timing, s.spec.policy
+    last_skip = None
+    if s.last_skip_reason is not None:
+        last_skip = {
+            "reason": s.last_skip_reason,
+            "at": iso(s.last_skip_at),
+            "scheduled_for": iso(s.last_skip_nominal),
+        }
+    return {
+        "id": s.id,
+        "name": s.spec.name,
+        "cron": t.cron,
+        "every": t.every,
+        "at": iso(t.anchor),
+        "tz": t.tz,
+        "description": description(s),
+        "misfire": p.misfire.value,
+        "catch_up_limit": p.catch_up_limit,
+        "overlap": p.overlap.value,
+        "jitter": p.jitter,
+        "paused": s.paused,
+        "deleted": s.deleted_at is not None,
+        "next_run_at": iso(s.next_run_at),
+        "waiting": iso(s.waiting),
+        "created_at": iso(s.created_at),
+        "owner_uid": s.spec.owner_uid,
+        "job": s.spec.template.to_json(),
+        "last_job_id": s.last_job_id,
+        "misfire_skips": s.misfire_skips,
+        "overlap_skips": s.overlap_skips,
+        "pause_skips": s.pause_skips,
+        "last_skip": last_skip,
+    }
+
+
+def skip_out(r: SkipRecord) -> dict[str, Any]:
+    return {
+        "reason": r.reason,
+        "count": r.skips.count,
+        "first": iso(r.skips.first),
+        "last": iso(r.skips.last),
+        "recorded_at": iso(r.recorded_at),
+    }
+
+
+def detail_out(
+    s: Schedule, fires: list[datetime], jobs: list[Job], skips: list[SkipRecord]
+) -> dict[str, Any]:
+    last = jobs[0] if jobs else None
+    last_run = None
+    if last is not None:
+        outcome = last.attempts[-1].outcome if last.attempts else None
+        last_run = {
+            "job_id": last.id,
+            "status": last.status.value,
+            "scheduled_for": iso(last.spec.scheduled_for),
+            "finished_at": iso(last.finished_at),
+            "outcome": outcome.value if outcome else None,
+        }
+    occurrences = [
+        {
+            "job_id": j.id,
+            "key": j.key,
+            "scheduled_for": iso(j.spec.scheduled_for),
+            "status": j.status.value,
+            "attempt": j.attempt,
+        }
+        for j in jobs
+    ]
+    return schedule_out(s) | {
+        "next_fires": [iso(t) for t in fires],
+        "last_run": last_run,
+        "occurrences": occurrences,
+        "skips": [skip_out(r) for r in skips],
+    }
+
+
+__all__ = ["ScheduleIn", "detail_out", "job_out", "schedule_out", "skip_out"]

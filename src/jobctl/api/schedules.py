@@ -1,0 +1,69 @@
+"""Schedule routes (``/v1/schedules``): create, list, show, pause, resume, trigger, delete."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from jobctl.api.app import Ctx, owner_uid
+from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
+from jobctl.api.schemas import job_out
+from jobctl.localzone import local_zone_name
+
+router = APIRouter(prefix="/v1/schedules")
+_TICK = timedelta(milliseconds=1)  # fires() is exclusive: include next_run_at itself
+
+
+@router.post("", status_code=201, summary="Create a cron or interval schedule")
+async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
+    spec = body.to_spec(owner_uid(request), ctx.store.clock.now(), local_zone_name())
+    spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
+    sched = await ctx.store.run(ctx.st.create_schedule, spec)
+    ctx.hooks.schedules_changed()
+    return JSONResponse(schedule_out(sched), 201)
+
+
+@router.get("", summary="Schedules, oldest first")
+async def list_schedules(ctx: Ctx, deleted: bool = False) -> list[dict[str, Any]]:
+    return [schedule_out(s) for s in await ctx.store.run(ctx.st.list_schedules, deleted)]
+
+
+@router.get("/{ref}", summary="One schedule (id or name) with next fires and history")
+async def show(ref: str, ctx: Ctx, history: int = 10) -> dict[str, Any]:
+    sched = await ctx.store.run(ctx.st.get_schedule, ref)
+    jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, max(1, min(history, 500)))
+    if jobs:
+        jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
+    fires = (
+        []
+        if sched.deleted_at
+        else sched.spec.timing.fires(max(sched.next_run_at, ctx.store.clock.now()) - _TICK, 5)
+    )
+    return detail_out(sched, fires, jobs, skips)
+
+
+@router.post("/{ref}/pause", summary="Stop materializing occurrences")
+async def pause(ref: str, ctx: Ctx) -> dict[str, Any]:
+    return schedule_out(await ctx.store.run(ctx.st.pause_schedule, ref))
+
+
+@router.post("/{ref}/resume", summary="Continue from the next occurrence; record what passed")
+async def resume(ref: str, ctx: Ctx) -> dict[str, Any]:
+    sched, passed = await ctx.store.run(ctx.st.resume_schedule, ref)
+    ctx.hooks.schedules_changed()
+    return schedule_out(sched) | {"skipped_while_paused": passed.count}
+
+
+@router.post("/{ref}/trigger", status_code=201, summary="Run now as a manual occurrence")
+async def trigger(ref: str, ctx: Ctx) -> dict[str, Any]:
+    job = await ctx.store.run(ctx.st.trigger_schedule, ref)
+    ctx.hooks.wake()
+    return job_out(job)
+
+
+@router.delete("/{ref}", summary="Delete (its jobs and history stay)")
+async def delete(ref: str, ctx: Ctx) -> dict[str, Any]:
+    return schedule_out(await ctx.store.run(ctx.st.delete_schedule, ref))

@@ -1,0 +1,87 @@
+"""The materializer: turns due schedule occurrences into jobs, then sleeps until the next.
+
+Each pass asks the store to materialize a batch of schedules — create the occurrence
+jobs, record skips, advance each schedule's cursor, all in one transaction — until no
+schedule is due, then sleeps until the earliest ``next_run_at``. Creating, resuming or
+triggering a schedule, and the end of a job that a queued occurrence waits for, wake
+it early. Every skip is logged here as well as recorded in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.schedule import Materialized, nominal_text
+from jobctl.store.aio import AsyncStore
+
+log = logging.getLogger("jobctl.materializer")
+BATCH = 1000
+
+
+class Materializer:
+    def __init__(
+        self, store: AsyncStore, clock: Clock, on_created: Callable[[], None] = lambda: None
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self.on_created = on_created
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.last_run: datetime | None = None
+        self.created_total = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                deadline = await self.run_once()
+            except Exception as exc:  # a failing store must not kill the service
+                log.error("event=materialize_failed error=%r", str(exc))
+                await asyncio.sleep(1.0)
+                continue
+            if not self._stopping:
+                await self._clock.sleep_until(deadline, self._wake)
+
+    async def run_once(self) -> datetime | None:
+        """Materialize everything due now; return when the next occurrence is due."""
+        self.last_run = self._clock.now()
+        while True:
+            done = await self._store.run(self._store.store.materialize, BATCH)
+            self._report(done)
+            if done.schedules < BATCH:
+                break
+        return await self._store.run(self._store.store.schedule_wakeup)
+
+    def _report(self, done: Materialized) -> None:
+        for sid, job_id, nominal in done.created:
+            log.info(
+                "event=enqueued schedule=%s job=%s scheduled_for=%s",
+                sid,
+                job_id,
+                nominal_text(nominal),
+            )
+        for rec in done.skipped:
+            first = nominal_text(rec.skips.first) if rec.skips.first else "-"
+            last = nominal_text(rec.skips.last) if rec.skips.last else "-"
+            log.warning(
+                "event=skipped schedule=%s reason=%s count=%d first=%s last=%s",
+                rec.schedule_id,
+                rec.reason,
+                rec.skips.count,
+                first,
+                last,
+            )
+        if done.created:
+            self.created_total += len(done.created)
+            self.on_created()

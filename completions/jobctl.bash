@@ -44,8 +44,9 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show logs cancel status daemon dlq) ;;
+        '') _jobctl_r=(add list show logs cancel status daemon next dlq schedules) ;;
         dlq) _jobctl_r=(list replay) ;;
+        schedules) _jobctl_r=(list show pause resume trigger delete) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -54,16 +55,24 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --help) ;;
+        next) _jobctl_r=(--tz --after --count --json --help) ;;
         dlq) _jobctl_r=(--help) ;;
         'dlq list') _jobctl_r=(--queue --limit --json --socket --help) ;;
         'dlq replay') _jobctl_r=(--limit --id --json --socket --help) ;;
+        schedules) _jobctl_r=(--help) ;;
+        'schedules list') _jobctl_r=(--deleted --no-deleted --json --socket --help) ;;
+        'schedules show') _jobctl_r=(--json --socket --help) ;;
+        'schedules pause') _jobctl_r=(--json --socket --help) ;;
+        'schedules resume') _jobctl_r=(--json --socket --help) ;;
+        'schedules trigger') _jobctl_r=(--json --socket --help) ;;
+        'schedules delete') _jobctl_r=(--json --socket --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -73,13 +82,17 @@ _jobctl_nvalues() {
     case $1 in
         'add --at'|'add --in'|'add --key'|'add --queue'|'add --priority'|\
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
-        'add --socket'|'list --status'|'list --queue'|'list --limit'|'list --socket'|\
-        'show --socket'|'logs --attempt'|'logs --socket'|'cancel --socket'|\
-        'status --socket'|'daemon --db'|'daemon --socket'|'daemon --concurrency'|\
-        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
-        'daemon --socket-group'|'daemon --log-level'|'dlq list --queue'|\
+        'add --cron'|'add --every'|'add --tz'|'add --name'|'add --misfire'|\
+        'add --catch-up-limit'|'add --overlap'|'add --jitter'|'add --socket'|\
+        'list --status'|'list --queue'|'list --limit'|'list --socket'|'show --socket'|\
+        'logs --attempt'|'logs --socket'|'cancel --socket'|'status --socket'|\
+        'daemon --db'|'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
+        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
+        'daemon --log-level'|'next --tz'|'next --after'|'next --count'|'dlq list --queue'|\
         'dlq list --limit'|'dlq list --socket'|'dlq replay --limit'|'dlq replay --id'|\
-        'dlq replay --socket') _jobctl_r=(1) ;;
+        'dlq replay --socket'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules pause --socket'|'schedules resume --socket'|\
+        'schedules trigger --socket'|'schedules delete --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -88,7 +101,8 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add) _jobctl_r=(0 1) ;;
-        show|logs|cancel) _jobctl_r=(1 0) ;;
+        show|logs|cancel|next|'schedules show'|'schedules pause'|'schedules resume'|\
+        'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
         *) _jobctl_r=(0 0) ;;
     esac
 }
@@ -96,7 +110,7 @@ _jobctl_positionals() {
 # Whether options may follow a positional argument of a command path.
 _jobctl_interspersed() {
     case $1 in
-        ''|add|dlq) return 1 ;;
+        ''|add|dlq|schedules) return 1 ;;
         *) return 0 ;;
     esac
 }
@@ -105,9 +119,15 @@ _jobctl_interspersed() {
 _jobctl_value() {
     case $1 in
         'add --cwd') _jobctl_files dir ;;
+        'add --misfire') _jobctl_words skip once all ;;
+        'add --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
-        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
-        'dlq list --socket'|'dlq replay --socket') _jobctl_files ;;
+        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|'next #1'|\
+        'dlq list --socket'|'dlq replay --socket'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules show #1'|'schedules pause --socket'|\
+        'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
+        'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
+        'schedules delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

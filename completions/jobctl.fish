@@ -59,9 +59,11 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'dlq'
+            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'dlq' 'schedules'
         case 'dlq'
             printf '%s\n' 'list' 'replay'
+        case 'schedules'
+            printf '%s\n' 'list' 'show' 'pause' 'resume' 'trigger' 'delete'
     end
 end
 
@@ -69,13 +71,18 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
     switch "$path $opt"
         case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
-            'add --socket' 'list --status' 'list --queue' 'list --limit' 'list --socket' \
-            'show --socket' 'logs --attempt' 'logs --socket' 'cancel --socket' \
-            'status --socket' 'daemon --db' 'daemon --socket' 'daemon --concurrency' \
-            'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
-            'daemon --socket-group' 'daemon --log-level' 'dlq list --queue' \
-            'dlq list --limit' 'dlq list --socket' 'dlq replay --limit' 'dlq replay --id' \
-            'dlq replay --socket'
+            'add --cron' 'add --every' 'add --tz' 'add --name' 'add --misfire' \
+            'add --catch-up-limit' 'add --overlap' 'add --jitter' 'add --socket' \
+            'list --status' 'list --queue' 'list --limit' 'list --socket' 'show --socket' \
+            'logs --attempt' 'logs --socket' 'cancel --socket' 'status --socket' \
+            'daemon --db' 'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
+            'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
+            'daemon --log-level' 'next --tz' 'next --after' 'next --count' \
+            'dlq list --queue' 'dlq list --limit' 'dlq list --socket' \
+            'dlq replay --limit' 'dlq replay --id' 'dlq replay --socket' \
+            'schedules list --socket' 'schedules show --socket' \
+            'schedules pause --socket' 'schedules resume --socket' \
+            'schedules trigger --socket' 'schedules delete --socket'
             echo 1
         case '*'
             echo 0
@@ -84,7 +91,7 @@ end
 
 function __jobctl_interspersed --argument-names path --description 'Whether options may follow a positional argument'
     switch "$path"
-        case '' 'add' 'dlq'
+        case '' 'add' 'dlq' 'schedules'
             return 1
         case '*'
             return 0
@@ -94,14 +101,16 @@ end
 complete -c jobctl -f
 
 # jobctl
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job that runs now, at a time, or after a delay.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List jobs, newest first.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'daemon' -d 'Run the scheduler daemon in the foreground (logs to stderr).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fire times of a cron expression, in UTC and in its time zone.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list and replay.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, pause, resume, trigger, delete.'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the version and exit'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -117,6 +126,14 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'backoff' -x -d 'Retry ba
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --cron'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'name' -x -d 'Unique schedule name, usable as its id'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences after downtime'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'overlap' -x -a 'skip queue allow' -d 'While the previous run is unfinished'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'jitter' -x -d 'Spread start by a stable offset below this'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -164,6 +181,14 @@ complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket-group' -x -d '
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'log-level' -x -a 'debug info warning error' -d 'Log threshold'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
+# jobctl next
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'tz' -x -d 'IANA time zone of the schedule'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'after' -x -d 'Start after this instant (exclusive): ISO-8601, or a wall time in --tz'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -x -d 'How many fire times'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON list of UTC ISO-8601 times instead'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'next\' \'#1\'' -F -d 'Cron expression in quotes, e.g. \'0 6 * * 1-5\', or a macro such as @daily'
+
 # jobctl dlq
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List dead jobs with their reasons.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh attempt budget and schedule them now (idempotent).'
@@ -182,3 +207,48 @@ complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'id' -x -a '(__job
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl schedules
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List schedules with their next run and skip counts.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'show' -d 'Expression, zone, policies, next fires, last run, skips and recent occurrences.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'pause' -d 'Stop creating occurrences until resumed.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'resume' -d 'Continue from the next occurrence; those that passed while paused are recorded.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'trigger' -d 'Run the schedule\'s job now as a manual occurrence; prints the job id.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'delete' -d 'Delete a schedule; its jobs and history stay.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl schedules list
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'deleted' -l 'no-deleted' -d 'Include deleted schedules'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl schedules show
+complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules show\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl schedules pause
+complete -c jobctl -n '__jobctl_at \'schedules pause\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules pause\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules pause\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules pause\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl schedules resume
+complete -c jobctl -n '__jobctl_at \'schedules resume\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules resume\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules resume\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules resume\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl schedules trigger
+complete -c jobctl -n '__jobctl_at \'schedules trigger\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules trigger\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules trigger\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules trigger\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl schedules delete
+complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules delete\' \'#1\'' -F -d 'Schedule id or name'

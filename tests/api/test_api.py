@@ -2,38 +2,10 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-
-from jobctl.api.app import Hooks, create_app
-from jobctl.domain.clock import FakeClock
-from jobctl.store.aio import AsyncStore
-from jobctl.store.sqlite import SqliteStore
-
-
-@pytest.fixture
-async def api(
-    tmp_path: Path, clock: FakeClock
-) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
-    store = SqliteStore(tmp_path / "api.db", clock, random.Random(1))
-    astore = AsyncStore(store, threads=4)
-    events: list[str] = []
-    hooks = Hooks(
-        wake=lambda: events.append("wake"),
-        stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None,
-    )
-    app = create_app(astore, hooks)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://jobctl"
-    ) as client:
-        yield client, events
-    astore.close()
-    store.close()
 
 
 async def _post(client: httpx.AsyncClient, body: Any) -> httpx.Response:

@@ -33,14 +33,18 @@ def run_job(store: Store, job_id: int, outcome: Outcome = Outcome.SUCCEEDED) -> 
 
 
 def test_create_get_list_by_id_and_name(store: Store, clock: FakeClock) -> None:
-    s = store.create_schedule(ScheduleSpec(
-        Timing("Asia/Tokyo", cron="0 6 * * *"), Policy(), TEMPLATE, 1000, name="report"))
+    s = store.create_schedule(
+        ScheduleSpec(
+            Timing("Asia/Tokyo", cron="0 6 * * *"), Policy(), TEMPLATE, 1000, name="report"
+        )
+    )
     assert s.id.startswith("sch-") and s.next_run_at == datetime(2027, 3, 1, 21, tzinfo=UTC)
     assert store.get_schedule("report") == store.get_schedule(s.id) == s
     assert [x.id for x in store.list_schedules()] == [s.id]
     with pytest.raises(Conflict):
-        store.create_schedule(ScheduleSpec(Timing("UTC", cron="@daily"), Policy(), TEMPLATE,
-                                           1000, name="report"))
+        store.create_schedule(
+            ScheduleSpec(Timing("UTC", cron="@daily"), Policy(), TEMPLATE, 1000, name="report")
+        )
     with pytest.raises(NotFound):
         store.get_schedule("nope")
     with pytest.raises(InvalidInput):
@@ -62,10 +66,13 @@ def test_occurrence_becomes_one_job_with_its_key(store: Store, clock: FakeClock)
     assert store.schedule_wakeup() == at_hour(clock, 1)
 
 
-@pytest.mark.parametrize(("misfire", "jobs", "skipped"),
-                         [(Misfire.SKIP, 0, 6), (Misfire.ONCE, 1, 5), (Misfire.ALL, 6, 0)])
-def test_daemon_down_six_hours(store: Store, clock: FakeClock, misfire: Misfire, jobs: int,
-                               skipped: int) -> None:
+@pytest.mark.parametrize(
+    ("misfire", "jobs", "skipped"),
+    [(Misfire.SKIP, 0, 6), (Misfire.ONCE, 1, 5), (Misfire.ALL, 6, 0)],
+)
+def test_daemon_down_six_hours(
+    store: Store, clock: FakeClock, misfire: Misfire, jobs: int, skipped: int
+) -> None:
     s = store.create_schedule(hourly(misfire=misfire, overlap=Overlap.ALLOW))
     clock.set(at_hour(clock, 6.5))  # occurrences 13:00 .. 18:00 missed
     m = store.materialize(100)
@@ -130,8 +137,9 @@ def test_pause_resume_records_what_passed(store: Store, clock: FakeClock) -> Non
 
 
 def test_delete_keeps_history(store: Store, clock: FakeClock) -> None:
-    s = store.create_schedule(ScheduleSpec(Timing("UTC", cron="0 * * * *"), Policy(), TEMPLATE,
-                                           1000, name="gone"))
+    s = store.create_schedule(
+        ScheduleSpec(Timing("UTC", cron="0 * * * *"), Policy(), TEMPLATE, 1000, name="gone")
+    )
     clock.set(at_hour(clock, 1))
     [(_, job_id, _)] = store.materialize(100).created
     store.delete_schedule("gone")
@@ -158,10 +166,16 @@ def test_a_thousand_schedules_each_occurrence_exactly_once(store: Store, clock: 
     zones = ["UTC", "Asia/Tokyo", "America/New_York", "Australia/Lord_Howe"]
     specs = []
     for i in range(1000):
-        timing = (Timing(rng.choice(zones), cron=rng.choice(crons)) if i % 4 else
-                  Timing("UTC", every=rng.choice([300.0, 900.0, 3600.0]), anchor=clock.now()))
-        specs.append(store.create_schedule(ScheduleSpec(timing, Policy(overlap=Overlap.ALLOW),
-                                                        TEMPLATE, 1000)))
+        timing = (
+            Timing(rng.choice(zones), cron=rng.choice(crons))
+            if i % 4
+            else Timing("UTC", every=rng.choice([300.0, 900.0, 3600.0]), anchor=clock.now())
+        )
+        specs.append(
+            store.create_schedule(
+                ScheduleSpec(timing, Policy(overlap=Overlap.ALLOW), TEMPLATE, 1000)
+            )
+        )
     start = clock.now()
     seen: dict[str, list[datetime]] = {}
     end = start + timedelta(hours=2)

@@ -17,6 +17,7 @@ import pytest
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec
 from jobctl.engine.executor import Executor, ExecutorConfig
+from jobctl.engine.materializer import Materializer
 from jobctl.engine.timer import Timer
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
@@ -29,6 +30,7 @@ class Engine:
     clock: FakeClock
     executor: Executor
     timer: Timer
+    materializer: Materializer
     tmp: Path
     finished: list[tuple[Job | None, Claim, AttemptResult]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -36,6 +38,8 @@ class Engine:
     def on_finish(self, job: Job | None, claim: Claim, result: AttemptResult) -> None:
         self.finished.append((job, claim, result))
         self._changed.set()
+        if claim.job.spec.schedule_id is not None:
+            self.materializer.wake()
 
     def add(self, command: list[str] | str, **kw: Any) -> Job:
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
@@ -83,12 +87,15 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
     )
     timer = Timer(astore, clock, executor)
-    eng = Engine(store, astore, clock, executor, timer, tmp_path)
+    materializer = Materializer(astore, clock, on_created=timer.wake)
+    eng = Engine(store, astore, clock, executor, timer, materializer, tmp_path)
     holder.append(eng)
-    task = asyncio.get_running_loop().create_task(timer.run())
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(timer.run()), loop.create_task(materializer.run())]
     yield eng
     timer.stop()
-    await task
+    materializer.stop()
+    await asyncio.gather(*tasks)
     await executor.shutdown(0)
     astore.close()
     store.close()

@@ -17,8 +17,13 @@ import typer
 from jobctl.cli.options import print_json
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from jobctl.domain.cron import CronExpr
 
+# Instants whose local time is representable in every zone (offsets stay under a day).
+_FIRST = datetime(1, 1, 2, tzinfo=UTC)
+_LAST = datetime(9999, 12, 31, tzinfo=UTC)
 _JsonList = Annotated[
     bool, typer.Option("--json", help="Print a JSON list of UTC ISO-8601 times instead")
 ]
@@ -58,16 +63,15 @@ def next_(
     expr = parse_cron(expression)
     zone_name = tz if tz is not None else local_zone_name()
     zone = load_zone(zone_name)
-    fires: list[datetime] = []
     try:
         # The one clock read of this command, at the CLI boundary.
         start = parse_when(after, zone) if after is not None else datetime.now(UTC)
-        for fire in iter_fires(expr, zone, start):
-            fires.append(fire)
-            if len(fires) == count:
-                break
-    except OverflowError:  # an instant whose UTC or local time is before year 1 or after 9999
-        raise InvalidInput(f"--after {after!r} is out of range (years 1 to 9999)") from None
+        in_range = _FIRST <= start <= _LAST
+    except OverflowError:  # a wall time whose UTC time is before year 1 or after 9999
+        in_range = False
+    if not in_range:
+        raise InvalidInput(f"--after {after!r} is out of range (years 1 to 9999)")
+    fires = _take(iter_fires(expr, zone, start), count)
     if not fires:
         raise InvalidSchedule(f"'{expr.text}' has no fire time before year 10000")
 
@@ -79,7 +83,7 @@ def next_(
         f"expression: {_normalized(expr)}",
         f"zone:       {zone.key}{host}",
         f"meaning:    {describe(expr)}",
-        f"after:      {_utc_text(start)}",
+        f"after:      {_utc_text(start)}{'' if after is not None else ' (now)'}",
         "",
     ]
     for fire in fires:
@@ -90,22 +94,40 @@ def next_(
     typer.echo("\n".join(lines))
 
 
+def _take(fires: Iterator[datetime], count: int) -> list[datetime]:
+    """Up to ``count`` fires; fewer when the next one would be past UTC year 9999."""
+    taken: list[datetime] = []
+    try:
+        for fire in fires:
+            taken.append(fire)
+            if len(taken) == count:
+                break
+    except OverflowError:  # the evaluator's datetime arithmetic ran past year 9999
+        pass
+    return taken
+
+
 def _normalized(expr: CronExpr) -> str:
     """The five fields single-spaced; a macro also shows what it stands for."""
     fields = " ".join(expr.fields)
     return fields if fields == expr.text else f"{expr.text} = {fields}"
 
 
+def _wall(instant: datetime, sep: str) -> str:
+    """``YYYY-MM-DD<sep>HH:MM:SS`` (isoformat pads years below 1000; strftime may not)."""
+    return instant.replace(tzinfo=None, microsecond=0).isoformat(sep)
+
+
 def _utc_iso(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _wall(instant.astimezone(UTC), "T") + "Z"
 
 
 def _utc_text(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return _wall(instant.astimezone(UTC), " ") + "Z"
 
 
 def _local_text(local: datetime) -> str:
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({_offset_text(local.utcoffset())})"
+    return f"{_wall(local, ' ')} {local.tzname()} ({_offset_text(local.utcoffset())})"
 
 
 def _offset_text(offset: timedelta | None) -> str:
@@ -122,7 +144,7 @@ def _note(expr: CronExpr, local: datetime) -> str:
     if not _matches(expr, local):
         return "  (moved: the scheduled time falls in a DST gap)"
     if local.fold:
-        return "  (repeated hour, second pass)"
+        return "  (repeated wall time, second pass)"
     return ""
 
 

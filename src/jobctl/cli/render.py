@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,8 @@ from rich.table import Table
 
 from jobctl.domain.durations import format_duration
 
-console = Console(highlight=False)
+# Piped output is read by people with wide terminals and by grep: never squeeze it to 80.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 STATUS_STYLE = {
     "scheduled": "cyan",
@@ -128,6 +130,14 @@ def status_view(s: dict[str, Any]) -> None:
         f"{ex.get('concurrency', '?')}"
     )
     console.print(f"jobs: {counts}")
+    sch = s.get("schedules")
+    if sch and sch["total"]:
+        lag = f", materializer lag {format_duration(sch['lag'])}" if sch["lag"] else ""
+        console.print(
+            f"schedules: {sch['total']} ({sch['paused']} paused); skipped occurrences: "
+            f"{sch['misfire_skips']} misfire, {sch['overlap_skips']} overlap, "
+            f"{sch['pause_skips']} while paused{lag}"
+        )
     table = Table(box=None, header_style="bold")
     for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
         table.add_column(col, justify="right" if col != "QUEUE" else "left")

@@ -25,13 +25,25 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 class UdsHttp:
     """One keep-alive HTTP/1.1 connection to the daemon's Unix socket."""
 
+    #: uvicorn closes a keep-alive connection after 5 s idle; reconnect before that
+    #: instead of retrying a request (a retried POST could enqueue twice).
+    IDLE_RECONNECT = 3.0
+
     def __init__(self, path: str, timeout: float = 120.0) -> None:
+        self.path, self.timeout = str(path), timeout
+        self._connect()
+
+    def _connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
         self.buf = b""
+        self.used = time.monotonic()
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        if time.monotonic() - self.used > self.IDLE_RECONNECT:
+            self.sock.close()
+            self._connect()
         data = body or b""
         head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
@@ -53,6 +65,7 @@ class UdsHttp:
         while len(self.buf) < length:
             self._recv()
         payload, self.buf = self.buf[:length], self.buf[length:]
+        self.used = time.monotonic()
         return status, payload
 
     def json(self, method: str, path: str, obj: Any = None,

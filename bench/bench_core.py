@@ -47,7 +47,9 @@ sys.path.insert(0, str(BENCH_DIR))
 import _common as C  # noqa: E402
 
 PY = sys.executable
-JOBCTL = str(Path(sys.executable).parent / "jobctl")
+#: The daemon is started through the interpreter so that PYTHONPATH decides which jobctl
+#: runs: by default a snapshot of a committed revision (see ``use_snapshot``).
+JOBCTL = [PY, "-c", "from jobctl.cli.main import entry; entry()"]
 DOC = ROOT / "docs" / "benchmarks.md"
 MARK_START, MARK_END = "<!-- bench_core:start -->", "<!-- bench_core:end -->"
 FAR = "2099-01-01T00:00:00Z"
@@ -131,13 +133,14 @@ class Daemon:
     """A real ``jobctl daemon`` on temp paths; waits for ``event=ready`` on stderr."""
 
     def __init__(self, workdir: Path, concurrency: int = 32, db: Path | None = None) -> None:
+        note_background()
         workdir.mkdir(parents=True, exist_ok=True)
         self.dir = workdir
         self.db = db or workdir / "jobctl.db"
         self.sock = workdir / "jobctl.sock"
         self.log_path = workdir / "daemon.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = spawn([JOBCTL, "daemon", "--db", str(self.db), "--socket", str(self.sock),
+        self.proc = spawn([*JOBCTL, "daemon", "--db", str(self.db), "--socket", str(self.sock),
                            "--concurrency", str(concurrency)],
                           stdout=subprocess.DEVNULL, stderr=self._log)
         self.pid = self.proc.pid
@@ -186,6 +189,65 @@ class CpuSampler:
             return float("nan")
         (a, ca), (b, cb) = inside[0], inside[-1]
         return (cb - ca) / (b - a) if b > a else float("nan")
+
+
+def use_snapshot(rev: str, tmp: Path) -> str:
+    """Run jobctl from ``git archive REV src`` (read-only for the repository).
+
+    Other engineers edit src/ while benchmarks run; a committed snapshot keeps one run
+    consistent and names exactly what was measured. Returns a description for the report.
+    """
+    full = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dest = tmp / f"src-{full}"
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", full, "src"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    src = str(dest / "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [src, *filter(None, [os.environ.get("PYTHONPATH")])])
+    sys.path.insert(0, src)
+    return f"commit {full} (committed src/ extracted with git archive)"
+
+
+def use_worktree() -> str:
+    src = str(ROOT / "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [src, *filter(None, [os.environ.get("PYTHONPATH")])])
+    sys.path.insert(0, src)
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:
+        return "working tree (git unavailable)"
+    return f"working tree at {rev}" + (" with uncommitted changes in src/" if dirty else "")
+
+
+def _cpu_busy() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:]]
+    idle = vals[3] + vals[4]
+    return sum(vals) - idle, sum(vals)
+
+
+def background_cores(seconds: float = 0.5) -> float:
+    """CPU cores busy (all processes) over a short idle moment of the bench itself."""
+    b0, t0 = _cpu_busy()
+    time.sleep(seconds)
+    b1, t1 = _cpu_busy()
+    return (b1 - b0) / max(1, t1 - t0) * len(os.sched_getaffinity(0))
+
+
+BACKGROUND: list[float] = []
+
+
+def note_background() -> float:
+    bg = background_cores()
+    BACKGROUND.append(bg)
+    return bg
 
 
 # -- time helpers -------------------------------------------------------------------
@@ -255,6 +317,7 @@ def _agg(runs: list[dict[str, Any]], key: str, extra: tuple[str, ...] = ()) -> d
 
 class HueyConsumer:
     def __init__(self, db: Path, workers: int, logdir: Path) -> None:
+        note_background()
         self._log = open(logdir / "huey-consumer.log", "wb")  # noqa: SIM115
         self.proc = spawn([PY, str(BENCH_DIR / "peer_huey.py"), "consumer", str(db),
                            str(workers)], stdout=self._log, stderr=subprocess.STDOUT)
@@ -301,6 +364,7 @@ def w1_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
 
 
 def run_aps(workload: str, db: Path, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    note_background()
     proc = spawn([PY, str(BENCH_DIR / "peer_aps.py"), workload, str(db), json.dumps(params)],
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -757,7 +821,7 @@ def w4(tmp: Path, sz: Sizes) -> dict[str, Any]:
 # -- report -------------------------------------------------------------------------
 
 
-def machine() -> dict[str, str]:
+def machine(source: str) -> dict[str, str]:
     model = "?"
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -772,21 +836,13 @@ def machine() -> dict[str, str]:
             versions[mod] = version(mod if mod != "huey" else "huey")
         except Exception:
             versions[mod] = "?"
-    try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        rev += " (src/ has uncommitted changes)" if dirty else ""
-    except Exception:
-        rev = "?"
     with open("/proc/meminfo") as f:
         mem = int(f.readline().split()[1]) / 1024 / 1024
     return {
-        "date": dt.datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "jobctl": source, "date": dt.datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": str(len(os.sched_getaffinity(0))), "cpu": model, "mem": f"{mem:.0f} GiB",
         "kernel": platform.release(), "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version, "jobctl": rev,
+        "sqlite": sqlite3.sqlite_version,
         "peers": ", ".join(f"{k} {v}" for k, v in versions.items()),
     }
 
@@ -828,7 +884,10 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
         f"Run on {info['date']}: {info['nproc']} CPUs ({info['cpu']}), {info['mem']} RAM, "
         f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}; "
         f"jobctl at {info['jobctl']}; {info['peers']}. Temp files on the root ext4 disk "
-        f"(real fsync). Total bench time {elapsed / 60:.1f} min.", "",
+        f"(real fsync). Total bench time {elapsed / 60:.1f} min. CPU busy from other "
+        f"processes just before each run (other engineers' tests share this machine): "
+        f"median {C.median(BACKGROUND):.2f}, max {max(BACKGROUND, default=float('nan')):.2f} "
+        f"of {info['nproc']} cores.", "",
         f"Command: `{cmd}`", "",
         f"Each number is the median of {sz.runs} run(s); every jobctl run starts a fresh "
         f"`jobctl daemon --concurrency {sz.concurrency}` subprocess on temp paths. "
@@ -1004,6 +1063,10 @@ def main() -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip huey and APScheduler")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     ap.add_argument("--tmpdir", default=None, help="where temp dirs go (default: system temp)")
+    ap.add_argument("--rev", default="HEAD",
+                    help="benchmark this committed revision of src/ (default: HEAD)")
+    ap.add_argument("--worktree", action="store_true",
+                    help="benchmark the working tree's src/ as it is instead of --rev")
     args = ap.parse_args()
     sz = QUICK if args.quick else FULL
     only = set(args.only.split(","))
@@ -1012,9 +1075,10 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-", dir=args.tmpdir))
     started = time.time()
     R: dict[str, Any] = {"jobctl": {}, "huey": {}, "aps": {}}
-    info = machine()
-    log(f"bench_core {'quick' if args.quick else 'full'} in {tmp}: {info}")
     try:
+        source = use_worktree() if args.worktree else use_snapshot(args.rev, tmp)
+        info = machine(source)
+        log(f"bench_core {'quick' if args.quick else 'full'} in {tmp}: {info}")
         peers = not args.no_peers
         if "1" in only:
             R["jobctl"]["single"] = w1_jobctl(tmp, sz, "single")

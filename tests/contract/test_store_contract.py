@@ -60,10 +60,11 @@ def test_same_key_other_body_conflicts_and_batch_is_atomic(store: Store, clock: 
 
 
 def test_claim_orders_by_priority_then_run_at(store: Store, clock: FakeClock) -> None:
+    """Priority first, then age; a priority level is worth AGING_STEP (5 min) of age."""
     now = clock.now()
     store.insert(
         [
-            spec(clock, key="low-old", priority=0, run_at=now - timedelta(hours=1)),
+            spec(clock, key="low-old", priority=0, run_at=now - timedelta(minutes=30)),
             spec(clock, key="high-new", priority=9, run_at=now),
             spec(clock, key="low-new", priority=0, run_at=now),
             spec(clock, key="future", priority=99, run_at=now + timedelta(seconds=1)),

@@ -66,7 +66,7 @@ def test_newer_database_is_refused(tmp_path: Path) -> None:
 def test_due_index_is_used_by_claim(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "plan.db"))
     migrate(conn)
-    sql = queries()["claim_due"]
+    sql = queries()["claim_lane"]
     plan = " ".join(
         r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql)))
     )

@@ -53,6 +53,8 @@ class JobSpec:
     cwd: str = "/"
     schedule_id: str | None = None  # set on jobs a schedule materialized
     scheduled_for: datetime | None = None  # the occurrence's nominal time
+    retry_on: tuple[int, ...] | None = None  # only these exit codes are retried
+    no_retry_on: tuple[int, ...] = ()  # these exit codes are not retried
 
     def __post_init__(self) -> None:
         if not self.command or not all(isinstance(a, str) for a in self.command):
@@ -91,6 +93,8 @@ class JobSpec:
             self.cwd,
             self.owner_uid,
             self.schedule_id,
+            self.retry_on,
+            self.no_retry_on,
         ]
         return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:32]
 
@@ -107,6 +111,8 @@ class JobTemplate:
     backoff: Backoff = field(default_factory=Backoff)
     env: tuple[tuple[str, str], ...] = ()
     cwd: str = "/"
+    retry_on: tuple[int, ...] | None = None
+    no_retry_on: tuple[int, ...] = ()
 
     def to_spec(
         self,
@@ -130,6 +136,8 @@ class JobTemplate:
             cwd=self.cwd,
             schedule_id=schedule_id,
             scheduled_for=scheduled_for,
+            retry_on=self.retry_on,
+            no_retry_on=self.no_retry_on,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -142,6 +150,8 @@ class JobTemplate:
             "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
             "env": dict(self.env),
             "cwd": self.cwd,
+            "retry_on": None if self.retry_on is None else list(self.retry_on),
+            "no_retry_on": list(self.no_retry_on),
         }
 
     @classmethod
@@ -155,6 +165,8 @@ class JobTemplate:
             backoff=Backoff(data["backoff"]["base"], data["backoff"]["cap"]),
             env=tuple(sorted(data["env"].items())),
             cwd=data["cwd"],
+            retry_on=None if data.get("retry_on") is None else tuple(data["retry_on"]),
+            no_retry_on=tuple(data.get("no_retry_on") or ()),
         )
 
 

@@ -15,6 +15,9 @@ from jobctl.domain.states import JobStatus, Outcome
 
 #: Exit codes a shell uses for "cannot execute" and "not found": retrying cannot help.
 NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
+#: This many attempts in a row ending with a lost lease make a job poison: it most likely
+#: kills or hangs whatever runs it, so it is not offered to a worker again.
+POISON_LEASE_EXPIRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +28,26 @@ class Step:
     dead_reason: str | None = None
 
 
+def retryable(job: Job, exit_code: int | None) -> bool:
+    """Whether a failed attempt with ``exit_code`` may be retried at all."""
+    spec = job.spec
+    if exit_code in NON_RETRYABLE_EXIT_CODES or exit_code in spec.no_retry_on:
+        return False
+    return spec.retry_on is None or exit_code in spec.retry_on
+
+
 def next_step(
-    job: Job, outcome: Outcome, exit_code: int | None, now: datetime, rng: random.Random
+    job: Job,
+    outcome: Outcome,
+    exit_code: int | None,
+    now: datetime,
+    rng: random.Random,
+    lease_expiries: int = 0,
 ) -> Step:
-    """Decide the job's next state after an attempt with ``outcome`` ended at ``now``."""
+    """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
+
+    ``lease_expiries``: attempts in a row, this one included, that ended with a lost lease.
+    """
     failures = job.failures + (1 if outcome.uses_budget else 0)
     if outcome is Outcome.SUCCEEDED:
         return Step(JobStatus.SUCCEEDED, failures)
@@ -36,8 +55,10 @@ def next_step(
         return Step(JobStatus.CANCELLED, failures)
     if outcome is Outcome.INTERRUPTED:
         return Step(JobStatus.SCHEDULED, failures, run_at=now)
-    if outcome is Outcome.FAILED and exit_code in NON_RETRYABLE_EXIT_CODES:
+    if outcome is Outcome.FAILED and not retryable(job, exit_code):
         return Step(JobStatus.DEAD, failures, dead_reason="non_retryable")
+    if outcome is Outcome.LEASE_EXPIRED and lease_expiries >= POISON_LEASE_EXPIRIES:
+        return Step(JobStatus.DEAD, failures, dead_reason="poison")
     if failures >= job.spec.max_attempts:
         reason = {Outcome.TIMEOUT: "timeout", Outcome.LEASE_EXPIRED: "lease_expired"}
         return Step(JobStatus.DEAD, failures, dead_reason=reason.get(outcome, "max_attempts"))

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from jobctl.domain.clock import Clock
+from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
 from jobctl.domain.schedule import Materialized, Schedule, ScheduleSpec, SkipRecord, Skips
 from jobctl.domain.states import JobStatus
@@ -93,8 +94,19 @@ class Store(Protocol):
 
     def cancel(self, job_id: int, reason: str) -> Cancelled: ...
 
-    def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
-        """Move dead jobs back to scheduled with a fresh budget (only those still dead)."""
+    def replay(
+        self,
+        job_ids: Sequence[int] | None,
+        limit: int,
+        queue: str | None = None,
+        reason: str | None = None,
+        rate: float | None = None,
+    ) -> list[Job]:
+        """Move dead jobs back to scheduled with a fresh budget (only those still dead).
+
+        Without ``job_ids``: the oldest deaths first, filtered by queue and dead reason.
+        With ``rate``: the n-th job is due n/rate seconds from now.
+        """
         ...
 
     def get(self, job_id: int) -> Job:
@@ -110,6 +122,24 @@ class Store(Protocol):
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         """What the timer waits for: due work now, the next run_at, the next lease expiry
         (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""
+        ...
+
+    # -- queues and the dead-letter queue --------------------------------------------
+
+    def queues(self) -> list[tuple[QueuePolicy, float | None]]:
+        """Configured queues with their current tokens (None when not rate limited)."""
+        ...
+
+    def queue_policy(self, name: str) -> QueuePolicy: ...
+
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy: ...
+
+    def list_dead(
+        self, queue: str | None, reason: str | None, since: datetime | None, limit: int
+    ) -> list[Job]: ...
+
+    def purge_dead(self, older_than: datetime, limit: int) -> tuple[int, list[str]]:
+        """Delete dead jobs that died before ``older_than``; return the count and log files."""
         ...
 
     # -- schedules (definitions; the materializer turns occurrences into jobs) ---------

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import KeyConflict
@@ -47,6 +48,9 @@ def spec_params(spec: JobSpec, key: str, now_ms: int) -> dict[str, Any]:
         "now": now_ms,
         "schedule_id": spec.schedule_id,
         "scheduled_for": None if spec.scheduled_for is None else to_ms(spec.scheduled_for),
+        "sort_key": sort_key_ms(to_ms(spec.run_at), spec.priority),
+        "retry_on": None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
+        "no_retry_on": json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,
     }
 
 
@@ -67,6 +71,8 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
         cwd=row["cwd"],
         schedule_id=row["schedule_id"],
         scheduled_for=from_ms(row["scheduled_for"]),
+        retry_on=_codes(row["retry_on"]),
+        no_retry_on=_codes(row["no_retry_on"]) or (),
     )
     return Job(
         id=row["id"],
@@ -85,6 +91,10 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
         dead_reason=row["dead_reason"],
         attempts=tuple(attempts),
     )
+
+
+def _codes(text: str | None) -> tuple[int, ...] | None:
+    return None if text is None else tuple(json.loads(text))
 
 
 def attempt_from_row(row: sqlite3.Row) -> Attempt:

@@ -17,21 +17,22 @@ from pathlib import Path
 from typing import TypeVar
 
 from jobctl.domain.clock import Clock
-from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
-from jobctl.domain.retry import next_step
+from jobctl.domain.dispatch import AGING_STEP, Fairness
+from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
+from jobctl.store.queues import QueueOps, claimable
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.writer import Writer
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
-#: How many future jobs one claim moves into the due bucket at most (bounds claim cost).
-PROMOTE_BATCH = 5_000
+AGING_MS = int(AGING_STEP * 1000)
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -49,7 +50,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(ScheduleOps):
+class SqliteStore(ScheduleOps, QueueOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -64,6 +65,7 @@ class SqliteStore(ScheduleOps):
         self.clock = clock
         self._rng = rng or random.Random()
         self._lock_fd = _take_lock(self.path) if lock else None
+        self._fairness = Fairness()  # touched only by the writer thread
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -102,40 +104,6 @@ class SqliteStore(ScheduleOps):
             row, created = rows.insert_row(conn, spec, now_ms)
             out.append(Inserted(rows.job_from_row(row), created))
         return out
-
-    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        return self._writer.call(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl))
-
-    def _claim_tx(
-        self, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
-    ) -> list[Claim]:
-        now_ms = self._now_ms()
-        conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
-        if limit <= 0:
-            return []
-        lease_until = now_ms + int(lease_ttl * 1000)
-        found = conn.execute(
-            q("claim_due"), {"owner": owner, "lease_until": lease_until, "limit": limit}
-        ).fetchall()
-        conn.executemany(
-            q("insert_attempt"),
-            [
-                {
-                    "job_id": r["id"],
-                    "number": r["attempt"],
-                    "generation": r["generation"],
-                    "owner": owner,
-                    "now": now_ms,
-                }
-                for r in found
-            ],
-        )
-        claims = [
-            Claim(rows.job_from_row(r), r["attempt"], r["generation"], rows.ms_to_dt(lease_until))
-            for r in found
-        ]
-        claims.sort(key=lambda c: (-c.job.spec.priority, c.job.run_at, c.job.id))
-        return claims
 
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
@@ -180,7 +148,8 @@ class SqliteStore(ScheduleOps):
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
-        step = next_step(job, result.outcome, result.exit_code, now, self._rng)
+        expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
+        step = next_step(job, result.outcome, result.exit_code, now, self._rng, expiries)
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
         conn.execute(
@@ -209,6 +178,7 @@ class SqliteStore(ScheduleOps):
                 "finished_at": now_ms if final else None,
                 "last_error": None if result.outcome is Outcome.SUCCEEDED else result.error,
                 "dead_reason": step.dead_reason,
+                "aging_ms": AGING_MS,
             },
         ).fetchone()
         return rows.job_from_row(row)
@@ -280,17 +250,27 @@ class SqliteStore(ScheduleOps):
         new = conn.execute(q("cancel_running"), params).fetchone()
         return Cancelled(rows.job_from_row(new), True, gen)
 
-    def replay(self, job_ids: Sequence[int] | None, limit: int) -> list[Job]:
+    def replay(
+        self,
+        job_ids: Sequence[int] | None,
+        limit: int,
+        queue: str | None = None,
+        reason: str | None = None,
+        rate: float | None = None,
+    ) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
-            ids = (
-                list(job_ids)
-                if job_ids
-                else [r["id"] for r in conn.execute(q("dead_ids"), {"limit": limit})]
-            )
-            out = []
+            if job_ids:
+                ids = list(job_ids)
+            else:
+                params = {"queue": queue, "reason": reason, "since": 0, "limit": limit}
+                ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
+            out: list[Job] = []
             for job_id in ids[:limit]:
-                params = {"id": job_id, "now": now_ms, "run_at": now_ms}
+                # Released at most ``rate`` per second: the n-th replayed job is due n/rate
+                # seconds from now, durably, whatever happens to the caller afterwards.
+                run_at = now_ms + (int(len(out) * 1000 / rate) if rate else 0)
+                params = {"id": job_id, "now": now_ms, "run_at": run_at, "aging_ms": AGING_MS}
                 row = conn.execute(q("replay_dead"), params).fetchone()
                 if row is not None:
                     out.append(rows.job_from_row(row))
@@ -369,15 +349,16 @@ class SqliteStore(ScheduleOps):
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         def read(conn: sqlite3.Connection) -> Wakeups:
-            now_ms = self._now_ms()
+            now = self.clock.now()
+            now_ms = rows.to_ms(now)
             nxt = conn.execute(q("next_future")).fetchone()["t"]
-            due = conn.execute(q("any_due")).fetchone() is not None or (
-                nxt is not None and nxt <= now_ms
-            )
+            due, token_at = claimable(conn, now)
+            due = due or (nxt is not None and nxt <= now_ms)
             lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]
+            candidates = [t for t in (rows.from_ms(nxt), token_at) if t is not None]
             return Wakeups(
                 due,
-                rows.from_ms(nxt),
+                min(candidates) if candidates else None,
                 None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
             )
 
@@ -392,6 +373,18 @@ class SqliteStore(ScheduleOps):
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
+    """Attempts in a row ending with a lost lease, counting the one ending now."""
+    params = {"job_id": job_id, "limit": POISON_LEASE_EXPIRIES}
+    recent = [r["outcome"] for r in conn.execute(q("recent_outcomes"), params)][1:]
+    run = 1
+    for outcome in recent:
+        if outcome != Outcome.LEASE_EXPIRED.value:
+            break
+        run += 1
+    return run
 
 
 def _take_lock(db_path: str) -> int:

@@ -4,10 +4,12 @@
 -- name: insert_job
 INSERT INTO jobs (key, fingerprint, queue, command, env, cwd, owner_uid, priority,
                   max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
-                  created_at, run_at, status, due, schedule_id, scheduled_for)
+                  created_at, run_at, status, due, schedule_id, scheduled_for, sort_key,
+                  retry_on, no_retry_on)
 VALUES (:key, :fingerprint, :queue, :command, :env, :cwd, :owner_uid, :priority,
         :max_attempts, :timeout_ms, :backoff_base_ms, :backoff_cap_ms,
-        :now, :run_at, 'scheduled', :run_at <= :now, :schedule_id, :scheduled_for)
+        :now, :run_at, 'scheduled', :run_at <= :now, :schedule_id, :scheduled_for, :sort_key,
+        :retry_on, :no_retry_on)
 ON CONFLICT (key) DO NOTHING
 RETURNING *;
 
@@ -25,14 +27,22 @@ WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_future
              WHERE status = 'scheduled' AND due = 0 AND run_at <= :now
              ORDER BY run_at LIMIT :limit);
 
--- name: claim_due
+-- name: claim_lane
+-- The first :limit due jobs of one lane (queue, owner) in dispatch order (sort_key).
 UPDATE jobs
 SET status = 'running', due = 0, attempt = attempt + 1, generation = generation + 1,
     lease_owner = :owner, lease_until = :lease_until
 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_due
-             WHERE status = 'scheduled' AND due = 1
-             ORDER BY priority DESC, run_at, id LIMIT :limit)
+             WHERE status = 'scheduled' AND due = 1 AND queue = :queue
+               AND owner_uid = :owner_uid
+             ORDER BY sort_key, id LIMIT :limit)
 RETURNING *;
+
+-- name: due_lanes
+SELECT queue, owner_uid, n FROM job_counts WHERE bucket = 'due' AND n > 0;
+
+-- name: running_by_queue
+SELECT queue, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY queue;
 
 -- name: insert_attempt
 INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)
@@ -53,6 +63,7 @@ RETURNING id;
 -- Compare-and-set on (status, generation): a stale holder changes nothing.
 UPDATE jobs
 SET status = :status, due = :due, run_at = coalesce(:run_at, run_at), failures = :failures,
+    sort_key = coalesce(:run_at, run_at) - priority * :aging_ms,
     lease_owner = NULL, lease_until = NULL, finished_at = :finished_at,
     last_error = :last_error, dead_reason = :dead_reason
 WHERE id = :id AND status = 'running' AND generation = :generation
@@ -88,12 +99,36 @@ RETURNING *;
 
 -- name: replay_dead
 UPDATE jobs SET status = 'scheduled', due = :run_at <= :now, run_at = :run_at, failures = 0,
-    finished_at = NULL, dead_reason = NULL
+    finished_at = NULL, dead_reason = NULL, sort_key = :run_at - priority * :aging_ms
 WHERE id = :id AND status = 'dead'
 RETURNING *;
 
 -- name: dead_ids
-SELECT id FROM jobs WHERE status = 'dead' ORDER BY id LIMIT :limit;
+-- Oldest deaths first: a replay drains the DLQ in the order jobs died.
+SELECT id FROM jobs INDEXED BY jobs_dead
+WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue)
+  AND (:reason IS NULL OR dead_reason = :reason) AND finished_at >= :since
+ORDER BY finished_at, id LIMIT :limit;
+
+-- name: list_dead
+SELECT * FROM jobs INDEXED BY jobs_dead
+WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue)
+  AND (:reason IS NULL OR dead_reason = :reason) AND finished_at >= :since
+ORDER BY finished_at DESC, id DESC LIMIT :limit;
+
+-- name: purge_dead_logs
+SELECT a.log_path FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE j.id IN (SELECT id FROM jobs INDEXED BY jobs_dead
+               WHERE status = 'dead' AND finished_at < :before LIMIT :limit)
+  AND a.log_path IS NOT NULL;
+
+-- name: purge_dead
+DELETE FROM jobs WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_dead
+                              WHERE status = 'dead' AND finished_at < :before LIMIT :limit)
+RETURNING id;
+
+-- name: recent_outcomes
+SELECT outcome FROM attempts WHERE job_id = :job_id ORDER BY number DESC LIMIT :limit;
 
 -- name: attempts_of
 SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
@@ -108,7 +143,7 @@ SELECT 1 FROM jobs INDEXED BY jobs_due WHERE status = 'scheduled' AND due = 1 LI
 SELECT min(lease_until) AS t FROM jobs INDEXED BY jobs_lease WHERE status = 'running' AND lease_owner IS NOT :spare;
 
 -- name: counts
-SELECT queue, bucket, n FROM job_counts WHERE n > 0;
+SELECT queue, bucket, sum(n) AS n FROM job_counts GROUP BY queue, bucket HAVING sum(n) > 0;
 
 -- name: oldest_due
 SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_due_age
@@ -224,3 +259,23 @@ SELECT count(*) AS total,
        coalesce(sum(overlap_skips), 0) AS overlap_skips,
        coalesce(sum(pause_skips), 0) AS pause_skips
 FROM schedules WHERE deleted_at IS NULL;
+
+-- Queues ------------------------------------------------------------------------------
+
+-- name: all_queues
+SELECT * FROM queues ORDER BY name;
+
+-- name: queue_by_name
+SELECT * FROM queues WHERE name = :name;
+
+-- name: upsert_queue
+INSERT INTO queues (name, concurrency, rate, burst, weight, paused, tokens, tokens_at)
+VALUES (:name, :concurrency, :rate, :burst, :weight, :paused, :burst, :now)
+ON CONFLICT (name) DO UPDATE SET
+    concurrency = excluded.concurrency, rate = excluded.rate, burst = excluded.burst,
+    weight = excluded.weight, paused = excluded.paused,
+    tokens = min(queues.tokens, excluded.burst)
+RETURNING *;
+
+-- name: spend_tokens
+UPDATE queues SET tokens = :tokens, tokens_at = :now WHERE name = :name;

@@ -1,0 +1,245 @@
+"""Queues, fair claims and the dead-letter queue in the SQLite store (mixed into SqliteStore).
+
+A claim promotes jobs whose time has come into the due bucket, reads the due lanes
+(queue, owner) from the exact counters, asks :func:`jobctl.domain.dispatch.plan_claims`
+how many each lane may start under its queue's pause, concurrency, rate and weight, and
+takes that many from each lane's index in dispatch order — all in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.dispatch import (
+    Bucket,
+    Fairness,
+    QueuePolicy,
+    allowance,
+    plan_claims,
+    sort_key_ms,
+)
+from jobctl.domain.models import Claim, Job
+from jobctl.store import rows
+from jobctl.store.queries import q
+from jobctl.store.writer import Writer
+
+T = TypeVar("T")
+#: How many future jobs one claim moves into the due bucket at most (bounds claim cost).
+PROMOTE_BATCH = 5_000
+
+
+class _Host(Protocol):
+    clock: Clock
+    _writer: Writer
+    _fairness: Fairness
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+
+class QueueOps:
+    """Queue and DLQ methods of the store contract; ``self`` is a :class:`_Host`."""
+
+    def claim_due(self: _Host, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        return self._writer.call(lambda conn: _claim_tx(self, conn, owner, limit, lease_ttl))
+
+    def queues(self: _Host) -> list[tuple[QueuePolicy, float | None]]:
+        """Configured queues with their current tokens (None when not rate limited)."""
+
+        def read(conn: sqlite3.Connection) -> list[tuple[QueuePolicy, float | None]]:
+            now = self.clock.now()
+            out = []
+            for policy, bucket in _queue_rows(conn).values():
+                tokens = None
+                if policy.rate is not None:
+                    tokens = bucket.refill(policy.rate, policy.burst, now)
+                out.append((policy, tokens))
+            return out
+
+        return self._read(read)
+
+    def set_queue(self: _Host, policy: QueuePolicy) -> QueuePolicy:
+        """Create or change a queue's limits (a queue needs no row to accept jobs)."""
+
+        def tx(conn: sqlite3.Connection) -> QueuePolicy:
+            row = conn.execute(
+                q("upsert_queue"),
+                {
+                    "name": policy.name,
+                    "concurrency": policy.concurrency,
+                    "rate": policy.rate,
+                    "burst": policy.burst,
+                    "weight": policy.weight,
+                    "paused": int(policy.paused),
+                    "now": rows.to_ms(self.clock.now()),
+                },
+            ).fetchone()
+            return _policy(row)
+
+        return self._writer.call(tx)
+
+    def queue_policy(self: _Host, name: str) -> QueuePolicy:
+        """The queue's limits, or the unlimited default for a queue without settings."""
+
+        def read(conn: sqlite3.Connection) -> QueuePolicy:
+            row = conn.execute(q("queue_by_name"), {"name": name}).fetchone()
+            return QueuePolicy(name) if row is None else _policy(row)
+
+        return self._read(read)
+
+    def list_dead(
+        self: _Host, queue: str | None, reason: str | None, since: datetime | None, limit: int
+    ) -> list[Job]:
+        params = _dead_params(queue, reason, since, limit)
+        return self._read(
+            lambda conn: [rows.job_from_row(r) for r in conn.execute(q("list_dead"), params)]
+        )
+
+    def purge_dead(self: _Host, older_than: datetime, limit: int) -> tuple[int, list[str]]:
+        """Delete dead jobs that died before ``older_than``; return the count and log files."""
+
+        def tx(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+            params = {"before": rows.to_ms(older_than), "limit": limit}
+            logs = [r["log_path"] for r in conn.execute(q("purge_dead_logs"), params)]
+            deleted = conn.execute(q("purge_dead"), params).fetchall()
+            return len(deleted), logs
+
+        return self._writer.call(tx)
+
+
+def _dead_params(
+    queue: str | None, reason: str | None, since: datetime | None, limit: int
+) -> dict[str, Any]:
+    return {
+        "queue": queue,
+        "reason": reason,
+        "limit": limit,
+        "since": rows.to_ms(since) if since else 0,
+    }
+
+
+def _policy(row: sqlite3.Row) -> QueuePolicy:
+    return QueuePolicy(
+        row["name"],
+        row["concurrency"],
+        row["rate"],
+        row["burst"],
+        row["weight"],
+        bool(row["paused"]),
+    )
+
+
+def _queue_rows(conn: sqlite3.Connection) -> dict[str, tuple[QueuePolicy, Bucket]]:
+    return {
+        r["name"]: (_policy(r), Bucket(r["tokens"], rows.ms_to_dt(r["tokens_at"])))
+        for r in conn.execute(q("all_queues"))
+    }
+
+
+def _allowances(
+    conn: sqlite3.Connection, queues: set[str], now: datetime
+) -> tuple[dict[str, int], dict[str, int], dict[str, float | None], dict[str, QueuePolicy]]:
+    """Per queue with due work: allowance now, weight, tokens (rate limited) and policy."""
+    configured = _queue_rows(conn)
+    running = {r["queue"]: r["n"] for r in conn.execute(q("running_by_queue"))}
+    allow, weights, tokens, policies = {}, {}, {}, {}
+    for name in queues:
+        policy, bucket = configured.get(name, (QueuePolicy(name), Bucket(0, now)))
+        tokens[name] = bucket.refill(policy.rate, policy.burst, now) if policy.rate else None
+        allow[name] = allowance(policy, running.get(name, 0), tokens[name])
+        weights[name] = policy.weight
+        policies[name] = policy
+    return allow, weights, tokens, policies
+
+
+def claimable(conn: sqlite3.Connection, now: datetime) -> tuple[bool, datetime | None]:
+    """Whether some due job may start now, else when a rate-limited queue next may."""
+    queues = {r["queue"] for r in conn.execute(q("due_lanes"))}
+    if not queues:
+        return False, None
+    allow, _, tokens, policies = _allowances(conn, queues, now)
+    if any(n > 0 for n in allow.values()):
+        return True, None
+    waits = [
+        next_token_at(policies[name], have, now)
+        for name, have in tokens.items()
+        if have is not None and not policies[name].paused
+    ]
+    known = [t for t in waits if t is not None]
+    return False, min(known) if known else None
+
+
+def _claim_tx(
+    host: _Host, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
+) -> list[Claim]:
+    now = host.clock.now()
+    now_ms = rows.to_ms(now)
+    conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
+    if limit <= 0:
+        return []
+    lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(q("due_lanes"))}
+    if not lanes:
+        return []
+    allow, weights, tokens, _ = _allowances(conn, {queue for queue, _ in lanes}, now)
+    plan = plan_claims(limit, lanes, allow, weights, host._fairness)
+    lease_until = now_ms + int(lease_ttl * 1000)
+    found: list[sqlite3.Row] = []
+    for (queue, owner_uid), n in plan.items():
+        found += conn.execute(
+            q("claim_lane"),
+            {
+                "owner": owner,
+                "lease_until": lease_until,
+                "limit": n,
+                "queue": queue,
+                "owner_uid": owner_uid,
+            },
+        ).fetchall()
+    _spend_tokens(conn, found, tokens, now_ms)
+    conn.executemany(
+        q("insert_attempt"),
+        [
+            {
+                "job_id": r["id"],
+                "number": r["attempt"],
+                "generation": r["generation"],
+                "owner": owner,
+                "now": now_ms,
+            }
+            for r in found
+        ],
+    )
+    until = rows.ms_to_dt(lease_until)
+    claims = [Claim(rows.job_from_row(r), r["attempt"], r["generation"], until) for r in found]
+    claims.sort(
+        key=lambda c: (sort_key_ms(rows.to_ms(c.job.run_at), c.job.spec.priority), c.job.id)
+    )
+    return claims
+
+
+def _spend_tokens(
+    conn: sqlite3.Connection,
+    found: Sequence[sqlite3.Row],
+    tokens: dict[str, float | None],
+    now_ms: int,
+) -> None:
+    used: dict[str, int] = {}
+    for r in found:
+        used[r["queue"]] = used.get(r["queue"], 0) + 1
+    for name, n in used.items():
+        have = tokens.get(name)
+        if have is not None:
+            conn.execute(q("spend_tokens"), {"name": name, "tokens": have - n, "now": now_ms})
+
+
+def next_token_at(policy: QueuePolicy, tokens: float, now: datetime) -> datetime | None:
+    """When a rate-limited queue has a whole token again."""
+    if policy.rate is None or tokens >= 1:
+        return None
+    return now + timedelta(seconds=(1 - tokens) / policy.rate)
+
+
+__all__ = ["PROMOTE_BATCH", "QueueOps", "next_token_at"]

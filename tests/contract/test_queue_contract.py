@@ -1,0 +1,140 @@
+"""Queues, fair dispatch, aging, retry-on codes, poison and the DLQ in the store contract."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.dispatch import AGING_STEP, QueuePolicy
+from jobctl.domain.models import AttemptResult, Backoff, Claim, JobSpec
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.store.base import Store
+
+W = "w:1:x"
+
+
+def spec(clock: FakeClock, **kw: object) -> JobSpec:
+    fields: dict[str, object] = {"command": ("true",), "run_at": clock.now(), "owner_uid": 1}
+    fields.update(kw)
+    return JobSpec(**fields)  # type: ignore[arg-type]
+
+
+def finish_all(store: Store, claims: list[Claim], outcome: Outcome = Outcome.SUCCEEDED) -> None:
+    for c in claims:
+        store.finish(
+            c.job.id, c.generation, AttemptResult(outcome, 0 if outcome is Outcome.SUCCEEDED else 1)
+        )
+
+
+def test_paused_queue_accepts_but_does_not_dispatch(store: Store, clock: FakeClock) -> None:
+    store.set_queue(QueuePolicy("batch", paused=True))
+    store.insert([spec(clock, queue="batch"), spec(clock, queue="default")])
+    [c] = store.claim_due(W, 10, 30)
+    assert c.job.spec.queue == "default"
+    assert store.claim_due(W, 10, 30) == [] and not store.wakeups().due_now
+    store.set_queue(QueuePolicy("batch"))
+    assert [c.job.spec.queue for c in store.claim_due(W, 10, 30)] == ["batch"]
+
+
+def test_queue_concurrency_limit(store: Store, clock: FakeClock) -> None:
+    store.set_queue(QueuePolicy("io", concurrency=2))
+    store.insert([spec(clock, queue="io") for _ in range(5)])
+    first = store.claim_due(W, 10, 30)
+    assert len(first) == 2 and store.claim_due(W, 10, 30) == []
+    finish_all(store, first[:1])
+    assert len(store.claim_due(W, 10, 30)) == 1
+
+
+def test_rate_limit_token_bucket(store: Store, clock: FakeClock) -> None:
+    store.set_queue(QueuePolicy("api", rate=2.0, burst=3))
+    store.insert([spec(clock, queue="api") for _ in range(10)])
+    assert len(store.claim_due(W, 100, 30)) == 3  # the burst
+    w = store.wakeups()
+    assert not w.due_now and w.next_run_at == clock.now() + timedelta(seconds=0.5)
+    clock.advance(0.5)
+    assert len(store.claim_due(W, 100, 30)) == 1
+    clock.advance(2)
+    assert len(store.claim_due(W, 100, 30)) == 3  # refilled to the burst, not beyond
+
+
+def test_fair_between_queues_by_weight(store: Store, clock: FakeClock) -> None:
+    store.set_queue(QueuePolicy("heavy", weight=3))
+    store.insert(
+        [spec(clock, queue="heavy") for _ in range(40)]
+        + [spec(clock, queue="light") for _ in range(40)]
+    )
+    got = [c.job.spec.queue for c in store.claim_due(W, 20, 30)]
+    assert (got.count("heavy"), got.count("light")) == (15, 5)
+
+
+def test_one_owner_cannot_crowd_out_another(store: Store, clock: FakeClock) -> None:
+    store.insert([spec(clock, owner_uid=1000) for _ in range(500)])
+    clock.advance(60)
+    late = store.insert([spec(clock, owner_uid=2000)])[0].job
+    started = []
+    for _ in range(3):  # one slot at a time, as a busy executor frees them
+        [c] = store.claim_due(W, 1, 30)
+        started.append(c.job.id)
+        finish_all(store, [c])
+    assert late.id in started[:2]
+
+
+def test_aging_lets_old_low_priority_jobs_through(store: Store, clock: FakeClock) -> None:
+    low = store.insert([spec(clock, priority=0)])[0].job
+    # a steady stream of priority-2 work arriving after it: it overtakes the low job only
+    # while it arrives less than 2 * AGING_STEP later
+    clock.advance(2 * AGING_STEP + 1)
+    store.insert([spec(clock, priority=2) for _ in range(5)])
+    [c] = store.claim_due(W, 1, 30)
+    assert c.job.id == low.id
+
+
+def test_retry_on_and_no_retry_on(store: Store, clock: FakeClock) -> None:
+    a, b, c = (
+        i.job
+        for i in store.insert(
+            [
+                spec(clock, key="a", retry_on=(75,)),
+                spec(clock, key="b", no_retry_on=(2,)),
+                spec(clock, key="c", retry_on=(75,)),
+            ]
+        )
+    )
+    claims = {cl.job.key: cl for cl in store.claim_due(W, 10, 30)}
+    ja = store.finish(a.id, claims["a"].generation, AttemptResult(Outcome.FAILED, 1, "x"))
+    jb = store.finish(b.id, claims["b"].generation, AttemptResult(Outcome.FAILED, 2, "x"))
+    jc = store.finish(c.id, claims["c"].generation, AttemptResult(Outcome.FAILED, 75, "x"))
+    assert (ja.status, ja.dead_reason) == (JobStatus.DEAD, "non_retryable")
+    assert (jb.status, jb.dead_reason) == (JobStatus.DEAD, "non_retryable")
+    assert jc.status is JobStatus.SCHEDULED
+
+
+def test_repeated_lost_leases_make_a_job_poison(store: Store, clock: FakeClock) -> None:
+    job = store.insert([spec(clock, max_attempts=10, backoff=Backoff(0, 0))])[0].job
+    for _ in range(3):
+        store.claim_due(W, 1, 5)
+        clock.advance(6)
+        [j] = store.reclaim_expired(10)
+    assert (j.status, j.dead_reason, j.failures) == (JobStatus.DEAD, "poison", 3)
+    assert store.get(job.id).attempts[-1].outcome is Outcome.LEASE_EXPIRED
+
+
+def test_dlq_filters_replay_rate_and_purge(store: Store, clock: FakeClock) -> None:
+    store.insert(
+        [spec(clock, key=f"a{i}", queue="a", max_attempts=1) for i in range(3)]
+        + [spec(clock, key="b0", queue="b", max_attempts=1)]
+    )
+    finish_all(store, store.claim_due(W, 10, 30), Outcome.FAILED)
+    died = clock.now()
+    clock.advance(100)
+    assert len(store.list_dead(None, None, None, 100)) == 4
+    assert [j.key for j in store.list_dead("b", None, None, 100)] == ["b0"]
+    assert store.list_dead(None, "timeout", None, 100) == []
+    assert store.list_dead(None, None, died + timedelta(seconds=1), 100) == []
+    replayed = store.replay(None, 2, queue="a", rate=0.5)
+    assert [j.key for j in replayed] == ["a0", "a1"]
+    assert [j.run_at - clock.now() for j in replayed] == [timedelta(0), timedelta(seconds=2)]
+    assert store.replay(None, 10, queue="a", rate=1) != []  # a2 only
+    assert store.replay(None, 10, queue="a") == []
+    count, _logs = store.purge_dead(clock.now() - timedelta(seconds=50), 1000)
+    assert count == 1 and store.list_dead(None, None, None, 100) == []

@@ -227,7 +227,7 @@ def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
         barrier.wait()
         t0 = time.time()
         for eta, arg in items:
-            when = peer_huey.naive_utc(eta)
+            when = peer_huey.eta(eta)
             if kind == "true":
                 tasks.run_true.schedule(eta=when)
             else:

@@ -21,15 +21,18 @@ from typing import Any
 
 from huey import SqliteHuey
 
-FAR_FUTURE = dt.datetime(2099, 1, 1)  # naive UTC, as huey (utc=True) stores etas
+#: Etas are passed as aware UTC datetimes: for a naive eta huey calls ``local_to_utc``,
+#: which goes through ``time.mktime`` and drops the fraction of the second (tasks would
+#: then run up to 1 s early).
+FAR_FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
 CONSUMER_OPTIONS = {
     "worker_type": "thread", "periodic": False, "initial_delay": 0.1, "max_delay": 0.1,
     "backoff": 1.0, "scheduler_interval": 1, "check_worker_health": True,
 }
 
 
-def naive_utc(epoch: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).replace(tzinfo=None)
+def eta(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)
 
 
 def make(db: str) -> tuple[SqliteHuey, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -16,10 +16,16 @@ from jobctl.store.sqlite import SqliteStore
 
 
 @pytest.fixture
-async def api(
-    tmp_path: Path, clock: FakeClock
-) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+def app_store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStore]:
+    """The store behind the ``api`` fixture, for arranging states the API cannot make."""
     store = SqliteStore(tmp_path / "api.db", clock, random.Random(1))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+async def api(app_store: SqliteStore) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+    store = app_store
     astore = AsyncStore(store, threads=4)
     events: list[str] = []
     hooks = Hooks(
@@ -32,4 +38,3 @@ async def api(
     ) as client:
         yield client, events
     astore.close()
-    store.close()

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 from jobctl import __version__, errors
 from jobctl.api import errors as api_errors
-from jobctl.api.schemas import JobIn, ReplayIn, job_out, queue_out
+from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.states import JobStatus
 from jobctl.store.aio import AsyncStore
@@ -127,22 +127,6 @@ async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
     return job_out(result.job)
 
 
-@router.get("/dlq", summary="Dead jobs, newest first")
-async def dlq(
-    ctx: Ctx, limit: Annotated[int, Query(ge=1, le=10_000)] = 100, queue: str | None = None
-) -> list[dict[str, Any]]:
-    jobs = await ctx.store.run(ctx.st.list_jobs, JobStatus.DEAD, queue, limit, None)
-    return [job_out(j) for j in jobs]
-
-
-@router.post("/dlq/replay", summary="Move dead jobs back to scheduled (idempotent)")
-async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
-    jobs = await ctx.store.run(ctx.st.replay, body.ids, body.limit)
-    if jobs:
-        ctx.hooks.wake()
-    return {"replayed": [job_out(j) for j in jobs]}
-
-
 @router.get("/status", summary="Daemon, counts and per-queue health")
 async def status(ctx: Ctx) -> dict[str, Any]:
     stats = await ctx.store.run(ctx.st.stats)
@@ -182,7 +166,8 @@ def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
-    from jobctl.api.schedules import router as schedules_router  # routes import this module
+    from jobctl.api import dlq, queues, schedules  # their routes import this module
 
-    app.include_router(schedules_router)
+    for extra in (schedules.router, queues.router, dlq.router):
+        app.include_router(extra)
     return app

@@ -7,12 +7,14 @@ silently ignores what the caller meant.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, JobTemplate, QueueStats
+
+DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
 
 
 class BackoffIn(BaseModel):
@@ -33,6 +35,8 @@ class JobTemplateIn(BaseModel):
     backoff: BackoffIn = BackoffIn()
     env: dict[str, str] = {}
     cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
+    retry_on: list[Annotated[int, Field(ge=0, le=255)]] | None = None
+    no_retry_on: list[Annotated[int, Field(ge=0, le=255)]] = []
 
     @field_validator("cwd")
     @classmethod
@@ -59,6 +63,8 @@ class JobTemplateIn(BaseModel):
             backoff=Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base)),
             env=tuple(sorted(self.env.items())),
             cwd=self.cwd,
+            retry_on=None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
+            no_retry_on=tuple(sorted(set(self.no_retry_on))),
         )
 
 
@@ -76,26 +82,29 @@ class JobIn(JobTemplateIn):
         return v
 
     def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
-        t = self.to_template()
-        return JobSpec(
-            command=t.command,
-            run_at=(self.run_at or now).astimezone(UTC),
-            owner_uid=owner_uid,
-            key=self.key,
-            queue=t.queue,
-            priority=t.priority,
-            max_attempts=t.max_attempts,
-            timeout=t.timeout,
-            backoff=t.backoff,
-            env=t.env,
-            cwd=t.cwd,
-        )
+        run_at = (self.run_at or now).astimezone(UTC)
+        return self.to_template().to_spec(run_at, self.key, owner_uid, None, None)
 
 
 class ReplayIn(BaseModel):
+    """Which dead jobs to replay, and how fast to release them (jobs per second)."""
+
     model_config = ConfigDict(extra="forbid")
     limit: Annotated[int, Field(ge=1, le=100_000)] = 10
     ids: list[int] | None = None
+    queue: str | None = None
+    reason: DeadReason | None = None
+    rate: Annotated[float, Field(gt=0, le=100_000)] | None = 1.0
+
+
+class QueueIn(BaseModel):
+    """Queue limits to change; a field left out keeps its value, null removes the limit."""
+
+    model_config = ConfigDict(extra="forbid")
+    concurrency: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    rate: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
+    burst: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    weight: Annotated[int, Field(ge=1, le=1000)] = 1
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:
@@ -136,6 +145,8 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "lease_owner": job.lease_owner,
         "lease_until": iso(job.lease_until),
         "finished_at": iso(job.finished_at),
+        "retry_on": None if s.retry_on is None else list(s.retry_on),
+        "no_retry_on": list(s.no_retry_on),
         "schedule_id": s.schedule_id,
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,

@@ -12,7 +12,7 @@ import typer
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.cli.schedules import schedule_body
 from jobctl.domain.durations import parse_duration, parse_when
-from jobctl.domain.schedule import Misfire, Overlap
+from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
@@ -32,6 +32,8 @@ def job_body(
     cwd: str | Path | None = None,
     env: list[str] | None = None,
     shell: bool = False,
+    retry_on: str | None = None,
+    no_retry_on: str | None = None,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
     if at and in_:
@@ -58,11 +60,30 @@ def job_body(
         body["key"] = key
     if timeout:
         body["timeout"] = parse_duration(timeout)
+    if retry_on:
+        body["retry_on"] = parse_codes(retry_on, "--retry-on")
+    if no_retry_on:
+        body["no_retry_on"] = parse_codes(no_retry_on, "--no-retry-on")
     if backoff:
         base, _, cap = backoff.partition(":")
         b = parse_duration(base)
         body["backoff"] = {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
     return body
+
+
+def parse_codes(text: str, option: str) -> list[int]:
+    """Exit codes as ``1,2,75`` or ranges ``64-78``."""
+    codes: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise InvalidInput(f"{option} takes exit codes like 1,2,64-78, got {text!r}") from None
+        if not 0 <= first <= last <= 255:
+            raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
+        codes.update(range(first, last + 1))
+    return sorted(codes)
 
 
 def _env(pairs: list[str]) -> dict[str, str]:
@@ -98,6 +119,12 @@ def add(
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
     shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    retry_on: Annotated[
+        str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
+    ] = None,
+    no_retry_on: Annotated[
+        str | None, typer.Option(help="Never retry these exit codes (126, 127 never are)")
+    ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
     tz: Annotated[str | None, _sched("IANA zone of --cron", show_default="host zone")] = None,
@@ -129,6 +156,8 @@ def add(
         cwd=cwd,
         env=env,
         shell=shell,
+        retry_on=retry_on,
+        no_retry_on=no_retry_on,
     )
     with client(socket) as c:
         if repeat:

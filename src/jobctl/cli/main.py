@@ -11,7 +11,18 @@ import sys
 import typer
 
 from jobctl import __version__
-from jobctl.cli import admin, jobs, next_cmd, schedules
+from jobctl.cli import (
+    admin,
+    backup,
+    config_cmd,
+    crontab_cmd,
+    dlq,
+    jobs,
+    next_cmd,
+    queues,
+    schedules,
+    top,
+)
 from jobctl.cli.errors import USAGE, exit_code_for, fail
 from jobctl.errors import JobctlError
 
@@ -32,8 +43,13 @@ app.command("cancel")(jobs.cancel)
 app.command("status")(admin.status)
 app.command("daemon")(admin.daemon)
 app.command("next")(next_cmd.next_)
-app.add_typer(admin.dlq_app, name="dlq")
+app.command("import-crontab")(crontab_cmd.import_crontab)
+app.command("top")(top.top)
+app.command("backup")(backup.backup)
+app.add_typer(dlq.app, name="dlq")
+app.add_typer(queues.app, name="queues")
 app.add_typer(schedules.app, name="schedules")
+app.add_typer(config_cmd.app, name="config")
 
 
 def _version(value: bool) -> None:

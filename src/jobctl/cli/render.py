@@ -240,3 +240,54 @@ def schedule_detail(s: dict[str, Any]) -> None:
             table.add_row(str(o["job_id"]), nominal, status(o["status"]), str(o["attempt"]))
         console.print()
         console.print(table)
+
+
+def dead_table(jobs: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "QUEUE", "DIED", "REASON", "ATTEMPTS", "COMMAND", "LAST ERROR"):
+        table.add_column(col, no_wrap=col in ("ID", "DIED", "REASON"))
+    for j in jobs:
+        table.add_row(
+            str(j["id"]),
+            j["queue"],
+            short_when(j["finished_at"]),
+            j["dead_reason"] or "",
+            str(j["attempt"]),
+            " ".join(j["command"])[:60],
+            (j.get("last_error") or "")[:50],
+        )
+    return table
+
+
+def queues_table(queues: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    cols = (
+        "QUEUE",
+        "WAITING",
+        "DUE NOW",
+        "RUNNING",
+        "OLDEST OVERDUE",
+        "DEAD",
+        "CONCURRENCY",
+        "RATE",
+        "WEIGHT",
+        "STATE",
+    )
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("QUEUE", "STATE") else "right")
+    for q in queues:
+        age = q["oldest_due_age"]
+        rate = f"{q['rate']:g}/s x{q['burst']}" if q["rate"] else "-"
+        table.add_row(
+            q["queue"],
+            str(q["waiting"]),
+            str(q["due"]),
+            str(q["running"]),
+            "-" if age is None else format_duration(age),
+            str(q["dead"]),
+            str(q["concurrency"] or "-"),
+            rate,
+            str(q["weight"]),
+            "[yellow]paused[/]" if q["paused"] else "active",
+        )
+    return table

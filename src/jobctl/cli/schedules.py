@@ -12,7 +12,7 @@ import typer
 
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
-from jobctl.domain.schedule import Misfire, Overlap
+from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone, local_zone_name
 

@@ -162,18 +162,47 @@ class Client:
         result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/cancel")
         return result
 
-    def dead(self, limit: int = 100, queue: str | None = None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": limit}
-        if queue:
-            params["queue"] = queue
+    def dead(
+        self,
+        limit: int = 100,
+        queue: str | None = None,
+        reason: str | None = None,
+        since: str | None = None,
+    ) -> list[dict[str, Any]]:
+        params = {"limit": limit, "queue": queue, "reason": reason, "since": since}
         result: list[dict[str, Any]] = self.request("GET", "/v1/dlq", params=params)
         return result
 
-    def replay(self, limit: int = 10, ids: list[int] | None = None) -> list[dict[str, Any]]:
-        body: dict[str, Any] = {"limit": limit, "ids": ids or None}
+    def replay(
+        self,
+        limit: int = 10,
+        ids: list[int] | None = None,
+        queue: str | None = None,
+        reason: str | None = None,
+        rate: float | None = 1.0,
+    ) -> list[dict[str, Any]]:
+        body = {"limit": limit, "ids": ids or None, "queue": queue, "reason": reason, "rate": rate}
         result: dict[str, Any] = self.request("POST", "/v1/dlq/replay", json_body=body)
         replayed: list[dict[str, Any]] = result["replayed"]
         return replayed
+
+    def purge_dead(self, older_than: float) -> int:
+        result = self.request("DELETE", "/v1/dlq", params={"older_than": older_than})
+        return int(result["purged"])
+
+    def queues(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/v1/queues")
+        return result
+
+    def set_queue(self, name: str, limits: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PATCH", f"/v1/queues/{_quote(name)}", json_body=limits
+        )
+        return result
+
+    def queue_action(self, name: str, action: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", f"/v1/queues/{_quote(name)}/{action}")
+        return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")

@@ -117,9 +117,9 @@ class JobTemplate:
     def to_spec(
         self,
         run_at: datetime,
-        key: str,
+        key: str | None,
         owner_uid: int,
-        schedule_id: str,
+        schedule_id: str | None,
         scheduled_for: datetime | None,
     ) -> JobSpec:
         return JobSpec(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 
 from jobctl.domain.cron import load_zone, next_fire, parse_cron
 from jobctl.domain.models import JobTemplate
+from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput, InvalidSchedule
 
 #: An occurrence more than this far in the past when the materializer reaches it was
@@ -22,18 +22,6 @@ from jobctl.errors import InvalidInput, InvalidSchedule
 MISFIRE_GRACE = timedelta(seconds=60)
 #: How many occurrences one plan enumerates at most; a longer backlog continues next pass.
 MAX_ENUMERATED = 100_000
-
-
-class Misfire(StrEnum):
-    SKIP = "skip"
-    ONCE = "once"
-    ALL = "all"
-
-
-class Overlap(StrEnum):
-    SKIP = "skip"
-    QUEUE = "queue"
-    ALLOW = "allow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,3 +238,24 @@ class Materialized:
     schedules: int
     created: tuple[tuple[str, int, datetime], ...]  # (schedule id, job id, nominal)
     skipped: tuple[SkipRecord, ...]
+
+
+__all__ = [
+    "MAX_ENUMERATED",
+    "MISFIRE_GRACE",
+    "Materialized",
+    "Misfire",
+    "Overlap",
+    "Plan",
+    "Policy",
+    "Schedule",
+    "ScheduleSpec",
+    "SkipRecord",
+    "Skips",
+    "Timing",
+    "jitter_offset",
+    "manual_key",
+    "nominal_text",
+    "occurrence_key",
+    "plan",
+]

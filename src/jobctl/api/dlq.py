@@ -1,0 +1,59 @@
+"""Dead-letter routes (``/v1/dlq``): list with filters, show, gated replay, purge."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from jobctl.api.app import Ctx
+from jobctl.api.schemas import DeadReason, ReplayIn, job_out
+from jobctl.errors import InvalidInput
+
+router = APIRouter(prefix="/v1/dlq")
+
+
+@router.get("", summary="Dead jobs, most recent deaths first")
+async def list_dead(
+    ctx: Ctx,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    queue: str | None = None,
+    reason: DeadReason | None = None,
+    since: datetime | None = None,
+) -> list[dict[str, Any]]:
+    if since is not None and since.tzinfo is None:
+        raise InvalidInput("since needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit)
+    return [job_out(j) for j in jobs]
+
+
+@router.get("/{job_id}", summary="One dead job with its attempts")
+async def show_dead(job_id: int, ctx: Ctx) -> dict[str, Any]:
+    return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
+
+
+@router.post("/replay", summary="Fresh budget for dead jobs, released at most `rate` per second")
+async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
+    jobs = await ctx.store.run(
+        ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate
+    )
+    if jobs:
+        ctx.hooks.wake()
+    return {"replayed": [job_out(j) for j in jobs]}
+
+
+@router.delete("", summary="Delete dead jobs that died more than `older_than` seconds ago")
+async def purge(
+    ctx: Ctx,
+    older_than: Annotated[float, Query(ge=0)],
+    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+) -> dict[str, Any]:
+    cutoff = ctx.store.clock.now() - timedelta(seconds=older_than)
+    count, logs = await ctx.store.run(ctx.st.purge_dead, cutoff, limit)
+    for path in logs:  # after the commit: a crash here leaves files, never dangling rows
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return {"purged": count}

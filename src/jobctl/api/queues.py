@@ -1,0 +1,87 @@
+"""Queue routes (``/v1/queues``): list with health and limits, set limits, pause, resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from jobctl.api.app import Ctx
+from jobctl.api.schemas import QueueIn, queue_out
+from jobctl.domain.dispatch import QueuePolicy
+
+router = APIRouter(prefix="/v1/queues")
+
+
+def _limits(policy: QueuePolicy, tokens: float | None) -> dict[str, Any]:
+    return {
+        "concurrency": policy.concurrency,
+        "rate": policy.rate,
+        "burst": policy.burst,
+        "weight": policy.weight,
+        "paused": policy.paused,
+        "tokens": tokens,
+    }
+
+
+@router.get("", summary="Every queue with work or settings: health and limits")
+async def list_queues(ctx: Ctx) -> list[dict[str, Any]]:
+    stats = {s.queue: s for s in await ctx.store.run(ctx.st.stats)}
+    configured = {p.name: (p, t) for p, t in await ctx.store.run(ctx.st.queues)}
+    now = ctx.store.clock.now()
+    out = []
+    for name in sorted(set(stats) | set(configured)):
+        policy, tokens = configured.get(name, (QueuePolicy(name), None))
+        health = (
+            queue_out(stats[name], now)
+            if name in stats
+            else {
+                "queue": name,
+                "waiting": 0,
+                "due": 0,
+                "running": 0,
+                "succeeded": 0,
+                "dead": 0,
+                "cancelled": 0,
+                "oldest_due_age": None,
+            }
+        )
+        out.append(health | _limits(policy, tokens))
+    return out
+
+
+@router.patch("/{name}", summary="Set limits (fields left out keep their value)")
+async def set_queue(name: str, body: QueueIn, ctx: Ctx) -> dict[str, Any]:
+    current = await ctx.store.run(ctx.st.queue_policy, name)
+    given = body.model_dump(exclude_unset=True)
+    policy = QueuePolicy(
+        name,
+        given.get("concurrency", current.concurrency),
+        given.get("rate", current.rate),
+        given.get("burst", current.burst),
+        given.get("weight", current.weight),
+        current.paused,
+    )
+    saved = await ctx.store.run(ctx.st.set_queue, policy)
+    ctx.hooks.wake()
+    return {"queue": name} | _limits(saved, None)
+
+
+async def _pause(name: str, paused: bool, ctx: Ctx) -> dict[str, Any]:
+    current = await ctx.store.run(ctx.st.queue_policy, name)
+    saved = await ctx.store.run(
+        ctx.st.set_queue,
+        QueuePolicy(name, current.concurrency, current.rate, current.burst, current.weight, paused),
+    )
+    ctx.hooks.wake()
+    return {"queue": name} | _limits(saved, None)
+
+
+@router.post("/{name}/pause", summary="Stop dispatching this queue (it still accepts jobs)")
+async def pause(name: str, ctx: Ctx) -> dict[str, Any]:
+    return await _pause(name, True, ctx)
+
+
+@router.post("/{name}/resume", summary="Dispatch this queue again")
+async def resume(name: str, ctx: Ctx) -> dict[str, Any]:
+    return await _pause(name, False, ctx)

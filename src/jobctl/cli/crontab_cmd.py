@@ -1,0 +1,235 @@
+"""``jobctl import-crontab``: turn a crontab into schedules, idempotently.
+
+The meaning of each line is :mod:`jobctl.domain.crontab`'s; this module decides what to
+do with it. Decisions, and why:
+
+* **Names are content hashes** (``crontab-<8 hex>``, :func:`schedule_name`). The daemon
+  refuses a second live schedule with a name, so importing the same file again (or a
+  file that gained lines) creates only what is new, with no state kept on the client.
+* **All or nothing on errors.** If any line has an error, nothing is created and the
+  command exits 2, like ``crontab FILE`` refusing to install a file with errors: a
+  half-imported crontab leaves you to work out which half landed. Unsupported lines
+  (``@reboot``, ``MAILTO``) are listed but do not block the rest.
+* **Policies are jobctl's defaults** (``--misfire once``, ``--max-attempts 3``, overlap
+  skip), so an imported entry is exactly what ``jobctl add --cron`` would create and the
+  schedules documentation applies unchanged. Cron itself skips runs missed while the
+  host was down and never retries; ``--misfire skip --max-attempts 1`` asks for that.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from jobctl.cli.jobs import job_body
+from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.schedules import schedule_body
+from jobctl.domain.crontab import Entry, Problem, parse_crontab, schedule_name
+from jobctl.domain.schedule import Misfire, Overlap
+from jobctl.errors import Conflict, DaemonUnavailable, InvalidInput
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from jobctl.client import Client
+
+_STYLE = {"create": "green", "created": "green", "exists": "dim", "unsupported": "yellow"}
+
+
+@dataclass
+class Row:
+    """One line of the plan: what the line is and what happens to it.
+
+    ``action`` is ``create`` (would be created: dry run, or blocked by errors),
+    ``created``, ``exists`` (a live schedule has this name), ``unsupported`` or ``error``.
+    """
+
+    line: int
+    schedule: str
+    zone: str
+    command: str
+    name: str
+    action: str
+    note: str = ""
+    id: str | None = None
+    body: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "body"}
+
+
+def import_crontab(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="[FILE|-]",
+            allow_dash=True,
+            dir_okay=False,
+            show_default=False,
+            help="The crontab (as 'crontab -l' prints it); - or none: standard input",
+        ),
+    ] = Path("-"),
+    tz: Annotated[
+        str | None,
+        typer.Option(help="Zone of entries before any CRON_TZ line", show_default="host zone"),
+    ] = None,
+    misfire: Annotated[
+        Misfire, typer.Option(help="Missed occurrences after downtime (cron: skip)")
+    ] = Misfire.ONCE,
+    max_attempts: Annotated[
+        int, typer.Option(min=1, help="Failures allowed before dead (cron: 1)")
+    ] = 3,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be created; create nothing")
+    ] = False,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Create a schedule for each entry of a crontab; importing it again creates nothing twice.
+
+    Each entry runs as SHELL -c COMMAND (default /bin/sh) in HOME (default your home), with the crontab's variables in its environment, in the zone of the last CRON_TZ line above it (else --tz, else the host zone). Its name is crontab- and a hash of the entry, so an entry that exists is reported, not created again. '%' input is fed to the command as cron does. @reboot and MAILTO are listed as unsupported and skipped. If any line has an error nothing is created and the exit status is 2. Example: crontab -l | jobctl import-crontab --dry-run
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    from jobctl.domain.cron import load_zone
+    from jobctl.localzone import local_zone_name
+
+    zone = tz or local_zone_name()
+    load_zone(zone)  # a bad --tz is a usage error before anything is read
+    rows = _plan(parse_crontab(_read(file)), zone, str(Path.home()), misfire, max_attempts)
+    blocked = any(r.action == "error" for r in rows)
+    _apply(rows, socket, dry_run or blocked)
+    if json_:
+        print_json({"dry_run": dry_run, "lines": [r.to_json() for r in rows]})
+    else:
+        _show(rows, dry_run)
+    _fail_on_errors(rows, blocked)
+
+
+def _read(file: Path) -> str:
+    """The crontab text; a terminal on stdin is refused rather than waited on."""
+    if str(file) == "-":
+        if sys.stdin.isatty():
+            raise InvalidInput(
+                "give a crontab FILE, or pipe one in: crontab -l | jobctl import-crontab"
+            )
+        return sys.stdin.read()
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"no such file: {file}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{file} is not UTF-8 text") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {file}: {exc.strerror}") from None
+
+
+def _plan(
+    items: list[Entry | Problem], zone: str, home: str, misfire: Misfire, max_attempts: int
+) -> list[Row]:
+    """A row per entry and per problem line; entries carry the API body to create."""
+    rows: list[Row] = []
+    first_line: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Problem):
+            shown = item.command if item.command is not None else item.text
+            rows.append(
+                Row(item.line, item.expression or "-", "-", shown, "-", item.kind, item.message)
+            )
+            continue
+        tz, cwd, env = item.zone or zone, item.home or home, dict(item.env)
+        name = schedule_name(item.expression, tz, item.argv, env, cwd)
+        row = Row(item.line, item.expression, tz, item.command.strip(), name, "create")
+        if name in first_line:
+            row.action, row.note = "exists", f"same entry as line {first_line[name]}"
+        else:
+            first_line[name] = item.line
+            job = job_body(
+                item.argv, cwd=cwd, env=[f"{k}={v}" for k, v in env.items()],
+                max_attempts=max_attempts,
+            )  # fmt: skip
+            row.body = schedule_body(
+                job, item.expression, None, None, tz, name, misfire, 100, Overlap.SKIP, None
+            )
+        rows.append(row)
+    return rows
+
+
+def _apply(rows: list[Row], socket: Path | None, dry_run: bool) -> None:
+    """Mark the entries that exist, then create the others unless this is a dry run."""
+    todo = [r for r in rows if r.action == "create"]
+    if not todo:
+        return
+    with client(socket) as c:
+        try:
+            live = {s["name"]: s["id"] for s in c.schedules() if s["name"]}
+        except DaemonUnavailable as exc:
+            if not dry_run:
+                raise
+            sys.stderr.write(f"jobctl: warning: {exc.message}; cannot tell which entries exist\n")
+            return
+        for row in todo:
+            if row.name in live:
+                row.action, row.id = "exists", live[row.name]
+            elif not dry_run:
+                _create(c, row)
+
+
+def _create(c: Client, row: Row) -> None:
+    """Create one schedule; a name taken meanwhile (HTTP 409) is "exists", not an error."""
+    assert row.body is not None
+    try:
+        out = c.create_schedule(row.body)
+    except Conflict:
+        row.action = "exists"
+    except InvalidInput as exc:  # the daemon knows something this client did not check
+        row.action, row.note = "error", exc.message
+    else:
+        row.action, row.id = "created", out["id"]
+
+
+def _fail_on_errors(rows: list[Row], blocked: bool) -> None:
+    """Exit 2 naming the error lines; say whether anything was created despite them."""
+    bad = [str(r.line) for r in rows if r.action == "error"]
+    if not bad:
+        return
+    outcome = "nothing was created" if blocked else "the other entries were created"
+    raise InvalidInput(
+        f"{len(bad)} line(s) of the crontab have errors (line {', '.join(bad)}); {outcome}"
+    )
+
+
+def _show(rows: list[Row], dry_run: bool) -> None:
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
+    if rows:
+        render.console.print(_table(rows))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.action] = counts.get(r.action, 0) + 1
+    parts = [f"{n} {action}" for action, n in counts.items()] or ["no entries"]
+    prefix = "dry run, nothing created: " if dry_run else ""
+    render.console.print(prefix + ", ".join(parts), markup=False)
+
+
+def _table(rows: list[Row]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold")
+    for col in ("LINE", "SCHEDULE", "ZONE", "COMMAND", "NAME", "ACTION", "NOTE"):
+        table.add_column(col, no_wrap=col in ("LINE", "SCHEDULE", "ZONE", "NAME", "ACTION"))
+    for r in rows:
+        style = _STYLE.get(r.action, "red")
+        table.add_row(
+            str(r.line),
+            Text(r.schedule),
+            r.zone,
+            Text(r.command),
+            r.name,
+            Text(r.action, style=style),
+            Text(r.note),
+        )
+    return table

@@ -1,0 +1,172 @@
+"""Dead-letter commands: ``jobctl dlq list|show|replay|purge``.
+
+Replay is gated on the daemon's side: the n-th replayed job becomes due n/rate seconds
+after the replay, durably, so a recovering downstream sees at most ``--rate`` jobs a
+second even if this command is interrupted. The progress bar only follows those times.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import typer
+
+from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.errors import InvalidInput
+from jobctl.localzone import local_zone
+
+app = typer.Typer(help="Dead jobs: list, show, replay (gated), purge.", no_args_is_help=True)
+Reason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
+QueueOpt = Annotated[str | None, typer.Option(help="Only this queue")]
+ReasonOpt = Annotated[Reason | None, typer.Option(help="Only jobs dead for this reason")]
+
+
+def parse_rate(text: str) -> float:
+    """``2``, ``2/s``, ``30/m``, ``100/h`` → jobs per second."""
+    number, _, unit = text.strip().partition("/")
+    per = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}.get(unit.strip().lower())
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if per is None or not value > 0:
+        raise InvalidInput(f"invalid rate {text!r}: use e.g. 2/s, 30/m or 0.5")
+    return value / per
+
+
+@app.command("list")
+def list_(
+    queue: QueueOpt = None,
+    reason: ReasonOpt = None,
+    since: Annotated[str | None, typer.Option(help="Died at or after (ISO or local)")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many")] = 50,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """List dead jobs with their reasons, most recent deaths first."""
+    after = parse_when(since, local_zone()).isoformat() if since else None
+    with client(socket) as c:
+        jobs = c.dead(limit, queue, reason, after)
+    if json_:
+        print_json(jobs)
+        return
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
+    if jobs:
+        render.console.print(render.dead_table(jobs))
+    else:
+        render.console.print("no dead jobs")
+
+
+@app.command("show")
+def show(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Show a dead job with every attempt and why it died."""
+    with client(socket) as c:
+        job = c.get(job_id)
+    if json_:
+        print_json(job)
+        return
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
+    render.job_detail(job)
+
+
+@app.command("replay")
+def replay(
+    limit: Annotated[int, typer.Option(min=1, help="Replay at most this many")] = 10,
+    queue: QueueOpt = None,
+    reason: ReasonOpt = None,
+    job_ids: Annotated[
+        list[int] | None, typer.Option("--id", help="Only this job, repeatable")
+    ] = None,
+    rate: Annotated[
+        str, typer.Option(help="Release at most this many per second: 2/s, 30/m")
+    ] = "1/s",
+    dry_run: Annotated[
+        bool, typer.Option(help="Show what would be replayed; change nothing")
+    ] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the releases with a progress bar")] = True,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.
+
+    Oldest deaths first. Replaying the same job twice, or two replays racing, never runs a job twice.
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    per_second = parse_rate(rate)
+    with client(socket) as c:
+        if dry_run:
+            picked = _candidates(c, limit, queue, reason, job_ids)
+        else:
+            picked = c.replay(limit, job_ids, queue, reason, per_second)
+    if json_:
+        print_json(picked)
+        return
+    if dry_run:
+        print(
+            f"would replay {len(picked)} job(s) at {per_second:g}/s"
+            + (": " + " ".join(str(j["id"]) for j in picked) if picked else "")
+        )
+        return
+    print(
+        f"replayed {len(picked)} job(s)"
+        + (": " + " ".join(str(j["id"]) for j in picked) if picked else "")
+    )
+    if picked and wait:
+        _follow_releases(picked)
+
+
+def _candidates(
+    c: Any, limit: int, queue: str | None, reason: str | None, ids: list[int] | None
+) -> list[dict[str, Any]]:
+    if ids:
+        return [j for j in (c.get(i) for i in ids) if j["status"] == "dead"][:limit]
+    dead = c.dead(10_000, queue, reason)
+    return sorted(dead, key=lambda j: (j["finished_at"], j["id"]))[:limit]
+
+
+def _follow_releases(jobs: list[dict[str, Any]]) -> None:
+    """A progress bar that advances as each replayed job's release time passes."""
+    from rich.progress import Progress
+
+    times = sorted(datetime.fromisoformat(j["run_at"].replace("Z", "+00:00")) for j in jobs)
+    with Progress(transient=False) as progress:
+        task = progress.add_task("releasing", total=len(times))
+        for t in times:
+            delay = (t - datetime.now(UTC)).total_seconds()
+            if delay > 0:
+                time.sleep(delay)  # the daemon releases them; we only show it happening
+            progress.advance(task)
+
+
+@app.command("purge")
+def purge(
+    older_than: Annotated[str, typer.Option(help="Died longer ago than this, e.g. 30d")],
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Really delete (otherwise only count)")
+    ] = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Delete dead jobs (with their attempts and logs) that died longer ago than --older-than."""
+    seconds = parse_duration(older_than)
+    with client(socket) as c:
+        if not yes:
+            cutoff = datetime.now(UTC).timestamp() - seconds
+            old = [j for j in c.dead(10_000) if _ts(j["finished_at"]) < cutoff]
+            print(
+                f"{len(old)} dead job(s) died more than {older_than} ago; "
+                "run again with --yes to delete them"
+            )
+            return
+        print(f"purged {c.purge_dead(seconds)} dead job(s)")
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -1,0 +1,493 @@
+"""The daemon's settings: a TOML file, ``JOBCTL_*`` environment variables and flags, merged.
+
+Every setting is declared once, as a :class:`Settings` field whose metadata is a
+:class:`Spec` (TOML key, environment variable, parser, doc). The file reader, the
+environment reader, the flag layer, ``jobctl config show`` and the error messages all
+walk that one declaration, so no key can be loadable but unvalidated, or shown but not
+loadable.
+
+Precedence, highest first: flags > environment > file > defaults. Every layer is
+validated in full and the daemon starts only from a complete, valid :class:`Settings`,
+so a typo cannot leave it half-configured. :func:`load` is pure given its inputs (the
+file aside): the environment and the facts about this process (:class:`Host`) are
+parameters, which is what lets tests drive every layer without touching the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from jobctl.domain.durations import parse_duration
+from jobctl.errors import InvalidInput
+
+CONFIG_ENV = "JOBCTL_CONFIG"
+SYSTEM_CONFIG = Path("/etc/jobctl/jobctl.toml")
+
+#: Keys people look for that are computed, not set: a file naming one gets this reason.
+DERIVED = {
+    "heartbeat": "not configurable: leases are renewed every lease_ttl / 3; set lease_ttl",
+}
+
+
+class ConfigError(InvalidInput):
+    """A setting is malformed. The message says where (file and key, variable or option)
+    and what is wrong; as an :class:`InvalidInput` the CLI exits 2 like any usage error."""
+
+    code = "invalid_config"
+
+
+@dataclass(frozen=True)
+class Host:
+    """The facts about this process that defaults depend on; a parameter so tests choose them."""
+
+    euid: int
+    home: Path
+    cwd: Path
+    run_user_dir: bool = True  # whether /run/user/EUID exists (the socket's fallback base)
+
+    @classmethod
+    def current(cls) -> Host:
+        euid = os.geteuid()
+        return cls(euid, Path.home(), Path.cwd(), Path(f"/run/user/{euid}").is_dir())
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an effective value came from: shown by ``jobctl config show``, named in errors."""
+
+    kind: Literal["default", "file", "env", "flag"]
+    origin: str = ""  # the file path, variable name or option; empty for a default
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.origin}" if self.origin else self.kind
+
+    def blame(self, key: str) -> str:
+        """The prefix of an error about ``key`` from this source."""
+        if self.kind == "file":
+            return f"{self.origin}: {key}"
+        if self.kind == "env":
+            return f"environment variable {self.origin}"
+        if self.kind == "flag":
+            return f"option {self.origin}"
+        return f"{key} (default)"
+
+
+@dataclass(frozen=True)
+class _Where:
+    """What a parser needs to know about the layer a raw value came from."""
+
+    base: Path  # relative paths are relative to this (the file's directory, or the cwd)
+    home: Path  # what ``~`` means
+    text: bool  # values arrive as text (environment), so "4" may spell an integer
+
+
+Parser = Callable[[object, _Where], Any]
+Default = Callable[[Host, Mapping[str, str]], Any]
+
+
+# --------------------------------------------------------------------------- parsers
+# Each returns the typed value or raises ValueError("must be ..., got ..."): the caller
+# prefixes where the value came from.
+
+
+def show_value(value: object) -> str:
+    """A raw value spelled as the user wrote it, TOML-like: "many", 0, true, a table."""
+    if isinstance(value, str | bool | int | float):
+        return json.dumps(value)
+    if isinstance(value, Path):
+        return json.dumps(str(value))
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return str(value)
+
+
+def format_seconds(seconds: float) -> str:
+    """Exact and short (``30s``, ``1h30m``, ``7d``, ``250ms``) so it parses back unchanged."""
+    ms = round(seconds * 1000)
+    if abs(ms - seconds * 1000) > 1e-6:
+        return repr(seconds)  # finer than a millisecond: plain seconds stay exact
+    if ms == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        if ms >= size:
+            parts.append(f"{ms // size}{unit}")
+            ms %= size
+    return "".join(parts)
+
+
+def _integer(lo: int, hi: int | None = None) -> Parser:
+    bounds = f">= {lo}" if hi is None else f"from {lo} to {hi}"
+
+    def parse(raw: object, where: _Where) -> int:
+        value = raw
+        if where.text and isinstance(raw, str) and re.fullmatch(r"\s*[+-]?\d+\s*", raw):
+            value = int(raw)
+        if type(value) is int and lo <= value and (hi is None or value <= hi):
+            return value  # type() is not isinstance(): True is an int, but no count
+        raise ValueError(f"must be an integer {bounds}, got {show_value(raw)}")
+
+    return parse
+
+
+def _seconds(raw: object) -> float | None:
+    """A duration in seconds from a number or the duration syntax; None if it is neither."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return parse_duration(raw)
+        except InvalidInput:
+            return None
+    return None
+
+
+def _duration(lo: float, hi: float | None = None) -> Parser:
+    low = format_seconds(lo)
+    span = f"at least {low}" if hi is None else f"from {low} to {format_seconds(hi)}"
+
+    def parse(raw: object, where: _Where) -> float:
+        seconds = _seconds(raw)
+        if seconds is None or not math.isfinite(seconds):
+            raise ValueError(
+                "must be a duration such as 90s, 5m, 1h30m or 7d, or a number of seconds, "
+                f"got {show_value(raw)}"
+            )
+        if seconds < lo or (hi is not None and seconds > hi):
+            raise ValueError(f"must be {span}, got {show_value(raw)}")
+        return seconds
+
+    return parse
+
+
+def _choice(*options: str) -> Parser:
+    listed = ", ".join(json.dumps(o) for o in options)
+
+    def parse(raw: object, where: _Where) -> str:
+        if isinstance(raw, str) and raw.strip().lower() in options:
+            return raw.strip().lower()
+        raise ValueError(f"must be one of {listed}, got {show_value(raw)}")
+
+    return parse
+
+
+def _path(raw: object, where: _Where) -> Path:
+    text = str(raw) if isinstance(raw, Path) else raw
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise ValueError(f"must be a path (a non-empty string), got {show_value(raw)}")
+    if text == "~" or text.startswith("~/"):
+        return where.home / text[2:]
+    return where.base / text  # an absolute path stays itself
+
+
+def _group(raw: object, where: _Where) -> str:
+    if isinstance(raw, str) and re.fullmatch(r"[^\s:]+", raw):
+        return raw
+    raise ValueError(f"must be a group name, got {show_value(raw)}")
+
+
+def _listen(raw: object, where: _Where) -> str:
+    if isinstance(raw, str):
+        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", raw.strip())
+        if m and 1 <= int(m[2]) <= 65535:
+            return f"{m[1]}:{int(m[2])}"
+    raise ValueError(
+        'must be "HOST:PORT" with a port from 1 to 65535, such as "127.0.0.1:9464", '
+        f"got {show_value(raw)}"
+    )
+
+
+# --------------------------------------------------------------------------- declaration
+
+
+def _default_db(host: Host, env: Mapping[str, str]) -> Path:
+    """As :func:`jobctl.paths.default_db` without its JOBCTL_DB (the env layer owns that)."""
+    if host.euid == 0:
+        return Path("/var/lib/jobctl/jobctl.db")
+    state = env.get("XDG_STATE_HOME") or str(host.home / ".local" / "state")
+    return Path(state) / "jobctl" / "jobctl.db"
+
+
+def _default_socket(host: Host, env: Mapping[str, str]) -> Path:
+    """As :func:`jobctl.paths.default_socket`, which clients use: both must agree."""
+    if host.euid == 0:
+        return Path("/run/jobctl/jobctl.sock")
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        if not host.run_user_dir:
+            return Path(f"/tmp/jobctl-{host.euid}") / "jobctl.sock"
+        runtime = f"/run/user/{host.euid}"
+    return Path(runtime) / "jobctl" / "jobctl.sock"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One setting's declaration; the single source for loading, showing and documenting it."""
+
+    key: str  # the TOML key, dotted inside a table: "retry.max_attempts"
+    env: str
+    kind: str  # what the docs call its type
+    doc: str
+    parse: Parser
+    default: Default
+    flag: str | None  # the `jobctl daemon` option, if there is one
+
+
+def _spec(
+    key: str,
+    kind: str,
+    parse: Parser,
+    doc: str,
+    default: object = None,
+    dynamic: Default | None = None,
+    flag: str | None = None,
+) -> dict[str, Spec]:
+    """A field's metadata; its variable is always ``JOBCTL_`` + the key, dots as ``_``."""
+    env = "JOBCTL_" + key.replace(".", "_").upper()
+    fixed: Default = dynamic or (lambda _host, _env: default)
+    return {"spec": Spec(key, env, kind, doc, parse, fixed, flag)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every effective setting of the daemon: durations in seconds, paths absolute.
+
+    Top-level keys come first and each table's keys together, so the order of the fields
+    is also a valid TOML order (``jobctl config show`` prints them in it)."""
+
+    db: Path = field(metadata=_spec(
+        "db", "path", _path, "SQLite database; attempt logs go to logs/ beside it",
+        dynamic=_default_db, flag="--db"))  # fmt: skip
+    socket: Path = field(metadata=_spec(
+        "socket", "path", _path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
+        dynamic=_default_socket, flag="--socket"))  # fmt: skip
+    socket_group: str | None = field(metadata=_spec(
+        "socket_group", "string", _group,
+        "Group allowed on the socket (mode 0660); unset: owner only (0600)",
+        flag="--socket-group"))  # fmt: skip
+    concurrency: int = field(metadata=_spec(
+        "concurrency", "integer >= 1", _integer(1), "Commands running at once",
+        default=16, flag="--concurrency"))  # fmt: skip
+    lease_ttl: float = field(metadata=_spec(
+        "lease_ttl", "duration >= 1s", _duration(1),
+        "Lease length; the daemon renews leases every lease_ttl / 3",
+        default=30.0, flag="--lease-ttl"))  # fmt: skip
+    kill_grace: float = field(metadata=_spec(
+        "kill_grace", "duration", _duration(0), "SIGTERM to SIGKILL when stopping a command",
+        default=10.0, flag="--kill-grace"))  # fmt: skip
+    shutdown_grace: float = field(metadata=_spec(
+        "shutdown_grace", "duration", _duration(0),
+        "How long running commands may finish when the daemon stops",
+        default=30.0, flag="--shutdown-grace"))  # fmt: skip
+    log_level: str = field(metadata=_spec(
+        "log_level", '"debug", "info", "warning" or "error"',
+        _choice("debug", "info", "warning", "error"), "Log threshold",
+        default="info", flag="--log-level"))  # fmt: skip
+    log_format: str = field(metadata=_spec(
+        "log_format", '"logfmt" or "json"', _choice("logfmt", "json"),
+        "Log lines as key=value (logfmt) or one JSON object each", default="logfmt"))  # fmt: skip
+    metrics_listen: str | None = field(metadata=_spec(
+        "metrics_listen", '"HOST:PORT"', _listen,
+        "Address of the metrics listener; unset: no listener"))  # fmt: skip
+    retry_max_attempts: int = field(metadata=_spec(
+        "retry.max_attempts", "integer from 1 to 1000", _integer(1, 1000),
+        "Attempts a job gets when it does not say (failures allowed before dead)",
+        default=3))  # fmt: skip
+    retry_backoff_base: float = field(metadata=_spec(
+        "retry.backoff_base", "duration up to 30d", _duration(0, 30 * 86400),
+        "First retry waits up to this; each later one up to twice the previous",
+        default=10.0))  # fmt: skip
+    retry_backoff_cap: float = field(metadata=_spec(
+        "retry.backoff_cap", "duration up to 30d, >= backoff_base", _duration(0, 30 * 86400),
+        "Longest wait between attempts", default=3600.0))  # fmt: skip
+    retention_succeeded: float = field(metadata=_spec(
+        "retention.succeeded", "duration >= 1s", _duration(1),
+        "How long succeeded jobs are kept", default=7 * 86400.0))  # fmt: skip
+    retention_dead: float = field(metadata=_spec(
+        "retention.dead", "duration >= 1s", _duration(1),
+        "How long dead jobs are kept", default=30 * 86400.0))  # fmt: skip
+
+    @property
+    def heartbeat(self) -> float:
+        """Derived, not set: a lease survives two missed renewals before it expires."""
+        return self.lease_ttl / 3
+
+
+#: Field name -> its declaration, in field (and TOML) order.
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Settings)}
+_BY_KEY = {spec.key: name for name, spec in SPECS.items()}
+_TABLES = sorted({key.partition(".")[0] for key in _BY_KEY if "." in key})
+
+
+# --------------------------------------------------------------------------- the file
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """Which file is read, and why: a file named explicitly must exist, the default may not."""
+
+    path: Path
+    source: Source
+
+    @property
+    def required(self) -> bool:
+        return self.source.kind != "default"
+
+
+def default_config_path(env: Mapping[str, str], host: Host) -> Path:
+    if host.euid == 0:
+        return SYSTEM_CONFIG
+    base = env.get("XDG_CONFIG_HOME") or str(host.home / ".config")
+    return Path(base) / "jobctl" / "jobctl.toml"
+
+
+def locate(config_path: Path | None, env: Mapping[str, str], host: Host) -> ConfigFile:
+    """``--config``, else ``JOBCTL_CONFIG``, else the default location for this user."""
+    if config_path is not None:
+        return ConfigFile(host.cwd / config_path, Source("flag", "--config"))
+    if named := env.get(CONFIG_ENV):
+        return ConfigFile(host.cwd / named, Source("env", CONFIG_ENV))
+    return ConfigFile(default_config_path(env, host), Source("default"))
+
+
+def read_file(config: ConfigFile) -> dict[str, Any] | None:
+    """The parsed file; None if the default one is absent. Unreadable or not TOML: an error,
+    because nothing in a file that cannot be parsed can be trusted to be what was meant."""
+    try:
+        data = config.path.read_bytes()
+    except FileNotFoundError:
+        if not config.required:
+            return None
+        raise ConfigError(f"{config.path}: no such config file (from {config.source})") from None
+    except OSError as exc:
+        raise ConfigError(f"{config.path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{config.path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        m = re.fullmatch(r"(.*) \((at (?:line \d+, column \d+|end of document))\)", str(exc))
+        what = f"{m[2]}: {m[1].lower()}" if m else str(exc)
+        raise ConfigError(f"{config.path}: invalid TOML {what}") from None
+
+
+def _unknown(key: str) -> str:
+    """The problem text for a key nobody declared, with the likeliest intended key."""
+    import difflib
+
+    known = [*_BY_KEY, *_TABLES, *DERIVED]
+    leaf = key.rpartition(".")[2]
+    guesses = difflib.get_close_matches(key, known, 1, 0.7) or [
+        k for k in _BY_KEY if k.rpartition(".")[2] == leaf
+    ]
+    if not guesses:
+        leaves = {k.rpartition(".")[2]: k for k in _BY_KEY}
+        guesses = [leaves[g] for g in difflib.get_close_matches(leaf, leaves, 1, 0.7)]
+    if guesses and "." in key and "." not in guesses[0]:  # a top-level key after a [table]
+        return f"unknown key (did you mean {guesses[0]}? it must come before any [table])"
+    if guesses:
+        return f"unknown key (did you mean {guesses[0]}?)"
+    return "unknown key (`jobctl config show` lists every key)"
+
+
+def _file_values(data: Mapping[str, Any], path: Path) -> tuple[dict[str, object], list[str]]:
+    """The file's raw values by field name, and one problem per key that is not a setting."""
+    flat: list[tuple[str, object]] = []
+    problems: list[str] = []
+    for name, value in data.items():
+        if name in _TABLES and isinstance(value, dict):
+            flat += [(f"{name}.{sub}", v) for sub, v in value.items()]
+        elif name in _TABLES:
+            problems.append(f"{path}: {name}: must be a table ([{name}]), got {show_value(value)}")
+        else:
+            flat.append((name, value))
+    values: dict[str, object] = {}
+    for key, value in flat:
+        if key in _BY_KEY:
+            values[_BY_KEY[key]] = value
+        else:
+            problems.append(f"{path}: {key}: {DERIVED.get(key) or _unknown(key)}")
+    return values, problems
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load(
+    config_path: Path | None,
+    env: Mapping[str, str],
+    flags: Mapping[str, object],
+    *,
+    host: Host | None = None,
+) -> tuple[Settings, dict[str, Source]]:
+    """The effective settings and where each came from: flags > env > file > defaults.
+
+    ``flags`` maps field names to values given on the command line (None: not given).
+    Every layer is checked in full, even values a higher layer overrides, so a broken file
+    is reported now rather than on the day the flag that hid it is dropped. All problems are
+    gathered; the :class:`ConfigError` names the first and counts the rest.
+    """
+    host = host or Host.current()
+    unknown = set(flags) - set(SPECS)
+    if unknown:
+        raise TypeError(f"not settings: {sorted(unknown)}")  # a bug in the caller
+    config = locate(config_path, env, host)
+    raw_file, problems = _file_values(read_file(config) or {}, config.path)
+    values = {name: spec.default(host, env) for name, spec in SPECS.items()}
+    sources = dict.fromkeys(SPECS, Source("default"))
+    in_file = Source("file", str(config.path))
+    layers: list[tuple[Mapping[str, object], _Where, Callable[[Spec], Source]]] = [
+        (raw_file, _Where(config.path.parent, host.home, False), lambda _spec: in_file),
+        (_env_values(env), _Where(host.cwd, host.home, True), lambda s: Source("env", s.env)),
+        (flags, _Where(host.cwd, host.home, False), _flag_source),
+    ]
+    for raw_values, where, source_of in layers:
+        for name, raw in raw_values.items():
+            if raw is None:
+                continue
+            spec = SPECS[name]
+            source = source_of(spec)
+            try:
+                values[name] = spec.parse(raw, where)
+            except ValueError as exc:
+                problems.append(f"{source.blame(spec.key)}: {exc}")
+                continue
+            sources[name] = source
+    problems += _cross_checks(values, sources)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(problems[0] + more, problems=problems)
+    return Settings(**values), sources
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, object]:
+    """Raw values from ``JOBCTL_<KEY>`` variables; an empty variable counts as unset."""
+    return {name: env[spec.env] for name, spec in SPECS.items() if env.get(spec.env)}
+
+
+def _flag_source(spec: Spec) -> Source:
+    return Source("flag", spec.flag or "--" + spec.key.replace(".", "-").replace("_", "-"))
+
+
+def _cross_checks(values: Mapping[str, Any], sources: Mapping[str, Source]) -> list[str]:
+    """Rules between settings, checked on the merged values (each may come from a layer)."""
+    base, cap = values["retry_backoff_base"], values["retry_backoff_cap"]
+    if cap < base:
+        return [
+            f"retry.backoff_cap = {format_seconds(cap)} ({sources['retry_backoff_cap']}) is "
+            f"less than retry.backoff_base = {format_seconds(base)} "
+            f"({sources['retry_backoff_base']}): the cap must be at least the base"
+        ]
+    return []

@@ -1,0 +1,101 @@
+"""The daemon's two log line formats: logfmt (``key=value``) and JSON, one object a line.
+
+The daemon logs events as logfmt messages (``event=started job=7 attempt=1``), which the
+journal and grep read well. Log shippers (Loki, Elasticsearch, Vector) want JSON: rather
+than change every log call, :class:`JsonFormatter` parses the logfmt message back into
+fields, so both formats carry the same keys and a new log call needs no JSON-specific code.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+#: The logfmt line of :func:`jobctl.engine.daemon.setup_logging`, kept identical to it.
+LOGFMT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+
+_KEY = re.compile(r"\s*([A-Za-z_][\w.]*)=")
+_QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
+_NEXT_KEY = re.compile(r"\s+[A-Za-z_][\w.]*=")
+
+
+def parse_logfmt(message: str) -> dict[str, Any] | None:
+    """The ``key=value`` pairs of ``message``, or None if it is not logfmt.
+
+    Values may be quoted (``reason='lease lost'``, Python reprs from ``%r`` included); an
+    unquoted value runs to the next ``key=``, so ``pids=[1, 2]`` stays one value. Integers
+    become numbers, so ``job`` can be compared as one in a JSON query.
+    """
+    out: dict[str, Any] = {}
+    pos = 0
+    while pos < len(message):
+        key = _KEY.match(message, pos)
+        if key is None:
+            return None
+        pos = key.end()
+        quoted = _QUOTED.match(message, pos)
+        if quoted and (quoted.end() == len(message) or message[quoted.end()].isspace()):
+            value: Any = _unquote(quoted.group())
+            pos = quoted.end()
+        else:
+            nxt = _NEXT_KEY.search(message, pos)
+            end = nxt.start() if nxt else len(message)
+            value = message[pos:end]
+            pos = end
+            if re.fullmatch(r"-?\d{1,18}", value):
+                value = int(value)
+        out[key.group(1)] = value
+    return out or None
+
+
+def _unquote(text: str) -> str:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text[1:-1]
+    return value if isinstance(value, str) else text[1:-1]
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts`` (UTC, ISO-8601), ``level``, ``logger``, then the
+    message's own fields, or ``msg`` when the message is not logfmt."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+        }
+        fields = parse_logfmt(message)
+        if fields is None:
+            line["msg"] = message
+        else:
+            for key, value in fields.items():
+                line[key if key not in line else f"msg_{key}"] = value  # never hide ts/level
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def make_formatter(fmt: str) -> logging.Formatter:
+    """The formatter for ``log_format`` (``logfmt`` or ``json``)."""
+    if fmt == "json":
+        return JsonFormatter()
+    if fmt == "logfmt":
+        return logging.Formatter(LOGFMT)
+    raise ValueError(f"unknown log format {fmt!r}")
+
+
+def use_format(fmt: str, logger: str = "jobctl") -> None:
+    """Switch the handlers :func:`~jobctl.engine.daemon.setup_logging` installed to ``fmt``.
+
+    A stopgap until ``setup_logging`` takes the format itself (one line there:
+    ``handler.setFormatter(make_formatter(fmt))``); then this can go.
+    """
+    for handler in logging.getLogger(logger).handlers:
+        handler.setFormatter(make_formatter(fmt))

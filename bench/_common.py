@@ -226,12 +226,22 @@ def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
         _, tasks = peer_huey.make(db)
         barrier.wait()
         t0 = time.time()
+        locked = 0
         for eta, arg in items:
             when = peer_huey.eta(eta)
-            if kind == "true":
-                tasks.run_true.schedule(eta=when)
+            for _ in range(20):  # what a caller does when SQLite says "database is locked"
+                try:
+                    if kind == "true":
+                        tasks.run_true.schedule(eta=when)
+                    else:
+                        tasks.lag.schedule(args=(arg,), eta=when)
+                    break
+                except Exception as exc:
+                    if "locked" not in str(exc):
+                        raise
+                    locked += 1
             else:
-                tasks.lag.schedule(args=(arg,), eta=when)
-        out.put({"t0": t0, "last": time.time(), "n": len(items)})
+                raise RuntimeError("huey enqueue still locked after 20 attempts")
+        out.put({"t0": t0, "last": time.time(), "n": len(items), "locked": locked})
     except BaseException as exc:
         out.put({"error": repr(exc)})

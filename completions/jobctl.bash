@@ -44,9 +44,11 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show logs cancel status daemon next dlq schedules) ;;
-        dlq) _jobctl_r=(list replay) ;;
+        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup dlq queues schedules config) ;;
+        dlq) _jobctl_r=(list show replay purge) ;;
+        queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show pause resume trigger delete) ;;
+        config) _jobctl_r=(show) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -55,17 +57,27 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
-        daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --help) ;;
+        daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
         next) _jobctl_r=(--tz --after --count --json --help) ;;
+        import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
+        top) _jobctl_r=(--once --interval --socket --help) ;;
+        backup) _jobctl_r=(--db --force --help) ;;
         dlq) _jobctl_r=(--help) ;;
-        'dlq list') _jobctl_r=(--queue --limit --json --socket --help) ;;
-        'dlq replay') _jobctl_r=(--limit --id --json --socket --help) ;;
+        'dlq list') _jobctl_r=(--queue --reason --since --limit --json --socket --help) ;;
+        'dlq show') _jobctl_r=(--json --socket --help) ;;
+        'dlq replay') _jobctl_r=(--limit --queue --reason --id --rate --dry-run --no-dry-run --wait --no-wait --json --socket --help) ;;
+        'dlq purge') _jobctl_r=(--older-than --yes --socket --help) ;;
+        queues) _jobctl_r=(--help) ;;
+        'queues list') _jobctl_r=(--json --socket --help) ;;
+        'queues set') _jobctl_r=(--concurrency --rate --burst --weight --unlimited --no-unlimited --json --socket --help) ;;
+        'queues pause') _jobctl_r=(--json --socket --help) ;;
+        'queues resume') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
@@ -73,6 +85,8 @@ _jobctl_options() {
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
         'schedules delete') _jobctl_r=(--json --socket --help) ;;
+        config) _jobctl_r=(--help) ;;
+        'config show') _jobctl_r=(--config --json --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -82,17 +96,25 @@ _jobctl_nvalues() {
     case $1 in
         'add --at'|'add --in'|'add --key'|'add --queue'|'add --priority'|\
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
-        'add --cron'|'add --every'|'add --tz'|'add --name'|'add --misfire'|\
-        'add --catch-up-limit'|'add --overlap'|'add --jitter'|'add --socket'|\
-        'list --status'|'list --queue'|'list --limit'|'list --socket'|'show --socket'|\
-        'logs --attempt'|'logs --socket'|'cancel --socket'|'status --socket'|\
-        'daemon --db'|'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
-        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
-        'daemon --log-level'|'next --tz'|'next --after'|'next --count'|'dlq list --queue'|\
-        'dlq list --limit'|'dlq list --socket'|'dlq replay --limit'|'dlq replay --id'|\
-        'dlq replay --socket'|'schedules list --socket'|'schedules show --socket'|\
+        'add --retry-on'|'add --no-retry-on'|'add --cron'|'add --every'|'add --tz'|\
+        'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
+        'add --jitter'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
+        'list --socket'|'show --socket'|'logs --attempt'|'logs --socket'|\
+        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
+        'daemon --concurrency'|'daemon --lease-ttl'|'daemon --kill-grace'|\
+        'daemon --shutdown-grace'|'daemon --socket-group'|'daemon --log-level'|\
+        'daemon --config'|'next --tz'|'next --after'|'next --count'|'import-crontab --tz'|\
+        'import-crontab --misfire'|'import-crontab --max-attempts'|\
+        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
+        'dlq list --queue'|'dlq list --reason'|'dlq list --since'|'dlq list --limit'|\
+        'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
+        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
+        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
+        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
+        'queues resume --socket'|'schedules list --socket'|'schedules show --socket'|\
         'schedules pause --socket'|'schedules resume --socket'|\
-        'schedules trigger --socket'|'schedules delete --socket') _jobctl_r=(1) ;;
+        'schedules trigger --socket'|'schedules delete --socket'|'config show --config') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -101,8 +123,9 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add) _jobctl_r=(0 1) ;;
-        show|logs|cancel|next|'schedules show'|'schedules pause'|'schedules resume'|\
-        'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
+        show|logs|cancel|next|import-crontab|backup|'dlq show'|'queues set'|\
+        'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
+        'schedules resume'|'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
         *) _jobctl_r=(0 0) ;;
     esac
 }
@@ -110,7 +133,7 @@ _jobctl_positionals() {
 # Whether options may follow a positional argument of a command path.
 _jobctl_interspersed() {
     case $1 in
-        ''|add|dlq|schedules) return 1 ;;
+        ''|add|dlq|queues|schedules|config) return 1 ;;
         *) return 0 ;;
     esac
 }
@@ -119,18 +142,23 @@ _jobctl_interspersed() {
 _jobctl_value() {
     case $1 in
         'add --cwd') _jobctl_files dir ;;
-        'add --misfire') _jobctl_words skip once all ;;
+        'add --misfire'|'import-crontab --misfire') _jobctl_words skip once all ;;
         'add --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
-        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|'next #1'|\
-        'dlq list --socket'|'dlq replay --socket'|'schedules list --socket'|\
+        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
+        'daemon --config'|'next #1'|'import-crontab --socket'|'import-crontab #1'|\
+        'top --socket'|'backup --db'|'backup #1'|'dlq list --socket'|'dlq show --socket'|\
+        'dlq replay --socket'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --socket'|'queues set #1'|'queues pause --socket'|'queues pause #1'|\
+        'queues resume --socket'|'queues resume #1'|'schedules list --socket'|\
         'schedules show --socket'|'schedules show #1'|'schedules pause --socket'|\
         'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
         'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
-        'schedules delete #1') _jobctl_files ;;
+        'schedules delete #1'|'config show --config') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
-        'show #1'|'logs #1'|'cancel #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
+        'dlq list --reason'|'dlq replay --reason') _jobctl_words max_attempts non_retryable timeout lease_expired poison ;;
         *) : ;;
     esac
 }

@@ -59,11 +59,15 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'dlq' 'schedules'
+            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
-            printf '%s\n' 'list' 'replay'
+            printf '%s\n' 'list' 'show' 'replay' 'purge'
+        case 'queues'
+            printf '%s\n' 'list' 'set' 'pause' 'resume'
         case 'schedules'
             printf '%s\n' 'list' 'show' 'pause' 'resume' 'trigger' 'delete'
+        case 'config'
+            printf '%s\n' 'show'
     end
 end
 
@@ -71,18 +75,27 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
     switch "$path $opt"
         case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
-            'add --cron' 'add --every' 'add --tz' 'add --name' 'add --misfire' \
-            'add --catch-up-limit' 'add --overlap' 'add --jitter' 'add --socket' \
-            'list --status' 'list --queue' 'list --limit' 'list --socket' 'show --socket' \
-            'logs --attempt' 'logs --socket' 'cancel --socket' 'status --socket' \
-            'daemon --db' 'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
-            'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
-            'daemon --log-level' 'next --tz' 'next --after' 'next --count' \
-            'dlq list --queue' 'dlq list --limit' 'dlq list --socket' \
-            'dlq replay --limit' 'dlq replay --id' 'dlq replay --socket' \
-            'schedules list --socket' 'schedules show --socket' \
+            'add --retry-on' 'add --no-retry-on' 'add --cron' 'add --every' 'add --tz' \
+            'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
+            'add --jitter' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
+            'list --socket' 'show --socket' 'logs --attempt' 'logs --socket' \
+            'cancel --socket' 'status --socket' 'daemon --db' 'daemon --socket' \
+            'daemon --concurrency' 'daemon --lease-ttl' 'daemon --kill-grace' \
+            'daemon --shutdown-grace' 'daemon --socket-group' 'daemon --log-level' \
+            'daemon --config' 'next --tz' 'next --after' 'next --count' \
+            'import-crontab --tz' 'import-crontab --misfire' \
+            'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
+            'top --socket' 'backup --db' 'dlq list --queue' 'dlq list --reason' \
+            'dlq list --since' 'dlq list --limit' 'dlq list --socket' 'dlq show --socket' \
+            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
+            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
+            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
+            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
+            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
+            'queues resume --socket' 'schedules list --socket' 'schedules show --socket' \
             'schedules pause --socket' 'schedules resume --socket' \
-            'schedules trigger --socket' 'schedules delete --socket'
+            'schedules trigger --socket' 'schedules delete --socket' \
+            'config show --config'
             echo 1
         case '*'
             echo 0
@@ -91,7 +104,7 @@ end
 
 function __jobctl_interspersed --argument-names path --description 'Whether options may follow a positional argument'
     switch "$path"
-        case '' 'add' 'dlq' 'schedules'
+        case '' 'add' 'dlq' 'queues' 'schedules' 'config'
             return 1
         case '*'
             return 0
@@ -109,8 +122,13 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a schedu
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'daemon' -d 'Run the scheduler daemon in the foreground (logs to stderr).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fire times of a cron expression, in UTC and in its time zone.'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list and replay.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'import-crontab' -d 'Create a schedule for each entry of a crontab; importing it again creates...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'top' -d 'Live view of the daemon: slots and timer, queues, running jobs, recent...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'backup' -d 'Copy the database consistently while the daemon runs, check the copy, and...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, pause, resume, trigger, delete.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'config' -d 'The daemon\'s configuration.'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the version and exit'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -126,6 +144,8 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'backoff' -x -d 'Retry ba
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --cron'
@@ -179,6 +199,7 @@ complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'kill-grace' -x -d 'SI
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'shutdown-grace' -x -d 'Wait for running jobs on stop, seconds'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket-group' -x -d 'Group allowed on the socket (root only)'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'log-level' -x -a 'debug info warning error' -d 'Log threshold'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl next
@@ -189,24 +210,102 @@ complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON 
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'next\' \'#1\'' -F -d 'Cron expression in quotes, e.g. \'0 6 * * 1-5\', or a macro such as @daily'
 
+# jobctl import-crontab
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'tz' -x -d 'Zone of entries before any CRON_TZ line'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences after downtime (cron: skip)'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'max-attempts' -x -d 'Failures allowed before dead (cron: 1)'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'dry-run' -d 'Show what would be created; create nothing'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'import-crontab\' \'#1\'' -F -d 'The crontab (as \'crontab -l\' prints it); - or none: standard input'
+
+# jobctl top
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'once' -d 'Print one frame and exit'
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'interval' -x -d 'Seconds between refreshes'
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl backup
+complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'db' -r -F -d 'The database to copy'
+complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'force' -d 'Replace FILE if it exists'
+complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'backup\' \'#1\'' -F -d 'Where to write the copy'
+
 # jobctl dlq
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List dead jobs with their reasons.'
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh attempt budget and schedule them now (idempotent).'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List dead jobs with their reasons, most recent deaths first.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with every attempt and why it died.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete dead jobs (with their attempts and logs) that died longer ago than...'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq list
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison' -d 'Only jobs dead for this reason'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'At most this many'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
+# jobctl dlq show
+complete -c jobctl -n '__jobctl_at \'dlq show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'dlq show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'dlq show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'dlq show\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
+
 # jobctl dlq replay
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'limit' -x -d 'Replay at most this many'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'queue' -x -d 'Only this queue'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison' -d 'Only jobs dead for this reason'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'id' -x -a '(__jobctl_job_ids)' -d 'Only this job, repeatable'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'rate' -x -d 'Release at most this many per second: 2/s, 30/m'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'dry-run' -l 'no-dry-run' -d 'Show what would be replayed; change nothing'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'wait' -l 'no-wait' -d 'Follow the releases with a progress bar'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl dlq purge
+complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'older-than' -x -d 'Died longer ago than this, e.g. 30d'
+complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'yes' -d 'Really delete (otherwise only count)'
+complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl queues
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'list' -d 'Depth, due now, running, oldest overdue age, dead, limits and state of every...'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\'s limits; options left out keep their value.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'pause' -d 'Stop starting this queue\'s jobs; it keeps accepting and keeping them.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'resume' -d 'Start this queue\'s jobs again.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl queues list
+complete -c jobctl -n '__jobctl_at \'queues list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl queues set
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'concurrency' -x -d 'At most this many running'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'rate' -x -d 'At most this many started: 5/s, 100/m'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'burst' -x -d 'Token bucket size for --rate'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'weight' -x -d 'Share against other queues'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'unlimited' -l 'no-unlimited' -d 'Remove the concurrency and rate limits'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'#1\'' -F -d 'Queue name'
+
+# jobctl queues pause
+complete -c jobctl -n '__jobctl_at \'queues pause\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues pause\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues pause\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues pause\' \'#1\'' -F -d 'Queue name'
+
+# jobctl queues resume
+complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List schedules with their next run and skip counts.'
@@ -252,3 +351,12 @@ complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'json' -d 'P
 complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules delete\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'schedules delete\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl config
+complete -c jobctl -n '__jobctl_at \'config\' \'sub\'' -a 'show' -d 'Print every effective daemon setting and where it came from.'
+complete -c jobctl -n '__jobctl_at \'config\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl config show
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'help' -d 'Show this message and exit.'

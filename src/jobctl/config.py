@@ -217,7 +217,7 @@ def _default_db(host: Host, env: Mapping[str, str]) -> Path:
     if host.euid == 0:
         return Path("/var/lib/jobctl/jobctl.db")
     state = env.get("XDG_STATE_HOME") or str(host.home / ".local" / "state")
-    return Path(state) / "jobctl" / "jobctl.db"
+    return host.cwd / state / "jobctl" / "jobctl.db"
 
 
 def _default_socket(host: Host, env: Mapping[str, str]) -> Path:
@@ -229,7 +229,7 @@ def _default_socket(host: Host, env: Mapping[str, str]) -> Path:
         if not host.run_user_dir:
             return Path(f"/tmp/jobctl-{host.euid}") / "jobctl.sock"
         runtime = f"/run/user/{host.euid}"
-    return Path(runtime) / "jobctl" / "jobctl.sock"
+    return host.cwd / runtime / "jobctl" / "jobctl.sock"
 
 
 @dataclass(frozen=True)
@@ -350,7 +350,7 @@ def default_config_path(env: Mapping[str, str], host: Host) -> Path:
     if host.euid == 0:
         return SYSTEM_CONFIG
     base = env.get("XDG_CONFIG_HOME") or str(host.home / ".config")
-    return Path(base) / "jobctl" / "jobctl.toml"
+    return host.cwd / base / "jobctl" / "jobctl.toml"
 
 
 def locate(config_path: Path | None, env: Mapping[str, str], host: Host) -> ConfigFile:
@@ -384,18 +384,16 @@ def read_file(config: ConfigFile) -> dict[str, Any] | None:
 
 
 def _unknown(key: str) -> str:
-    """The problem text for a key nobody declared, with the likeliest intended key."""
+    """The problem text for a key nobody declared, with the likeliest intended key: a near
+    spelling in the same table, else the same name in another place."""
     import difflib
 
-    known = [*_BY_KEY, *_TABLES, *DERIVED]
-    leaf = key.rpartition(".")[2]
-    guesses = difflib.get_close_matches(key, known, 1, 0.7) or [
-        k for k in _BY_KEY if k.rpartition(".")[2] == leaf
-    ]
-    if not guesses:
-        leaves = {k.rpartition(".")[2]: k for k in _BY_KEY}
-        guesses = [leaves[g] for g in difflib.get_close_matches(leaf, leaves, 1, 0.7)]
-    if guesses and "." in key and "." not in guesses[0]:  # a top-level key after a [table]
+    table, _, leaf = key.rpartition(".")
+    near = {k.rpartition(".")[2]: k for k in [*_BY_KEY, *_TABLES, *DERIVED]}
+    near = {n: k for n, k in near.items() if k.rpartition(".")[0] == table}
+    guesses = [near[g] for g in difflib.get_close_matches(leaf, near, 1, 0.6)]
+    guesses = guesses or [k for k in _BY_KEY if k.rpartition(".")[2] == leaf]
+    if guesses and table and "." not in guesses[0]:  # a top-level key after a [table]
         return f"unknown key (did you mean {guesses[0]}? it must come before any [table])"
     if guesses:
         return f"unknown key (did you mean {guesses[0]}?)"

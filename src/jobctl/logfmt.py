@@ -89,13 +89,3 @@ def make_formatter(fmt: str) -> logging.Formatter:
     if fmt == "logfmt":
         return logging.Formatter(LOGFMT)
     raise ValueError(f"unknown log format {fmt!r}")
-
-
-def use_format(fmt: str, logger: str = "jobctl") -> None:
-    """Switch the handlers :func:`~jobctl.engine.daemon.setup_logging` installed to ``fmt``.
-
-    A stopgap until ``setup_logging`` takes the format itself (one line there:
-    ``handler.setFormatter(make_formatter(fmt))``); then this can go.
-    """
-    for handler in logging.getLogger(logger).handlers:
-        handler.setFormatter(make_formatter(fmt))

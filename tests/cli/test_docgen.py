@@ -276,7 +276,7 @@ def test_bash_syntax() -> None:
         ("jobctl dlq replay --l", ["--limit"]),
         ("jobctl --v", ["--version"]),
         ("jobctl add --queue q --pri", ["--priority"]),
-        ("jobctl add --shell --no", ["--no-shell"]),
+        ("jobctl add --shell --no-s", ["--no-shell"]),
         ("jobctl add --queue --m", []),  # the value of --queue, not an option
         ("jobctl add echo --m", []),  # after the command, words are the command's
         ("jobctl add -- --m", []),

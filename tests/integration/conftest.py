@@ -26,7 +26,7 @@ class DaemonProc:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
-        self._cursor = 0
+        self._used: set[int] = set()
         self._client: Client | None = None
 
     def start(self, *extra: str, wait: bool = True) -> DaemonProc:
@@ -61,13 +61,13 @@ class DaemonProc:
     def wait_for_line(self, fragment: str, timeout: float = 20) -> str:
         """Block until the daemon logs a line containing ``fragment`` (an event, not a sleep).
 
-        Lines are consumed in order: each call starts after the line the previous one matched.
+        Each matched line is used up, so waiting twice for the same fragment waits for two
+        lines; lines may arrive in any order relative to the waits.
         """
-        for i in range(self._cursor, len(self.log)):
-            if fragment in self.log[i]:
-                self._cursor = i + 1
-                return self.log[i]
-        self._cursor = len(self.log)
+        for i, line in enumerate(self.log):
+            if i not in self._used and fragment in line:
+                self._used.add(i)
+                return line
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -77,8 +77,8 @@ class DaemonProc:
                     f"daemon never logged {fragment!r}; log:\n" + "".join(self.log)
                 ) from None
             self.log.append(line)
-            self._cursor = len(self.log)
             if fragment in line:
+                self._used.add(len(self.log) - 1)
                 return line
 
     def signal(self, sig: int) -> None:

@@ -60,7 +60,7 @@ def daemon(
 ) -> None:
     """Run the scheduler daemon in the foreground (logs to stderr).
 
-    Each setting comes from its flag, else its environment variable (JOBCTL_<KEY>), else the config file, else its default; `jobctl config show` prints them all and where each came from. Every setting is checked before anything starts: a bad one is a one-line error, exit 2.
+    Each setting comes from its flag, else its environment variable (JOBCTL_<KEY>), else the config file, else its default; jobctl config show prints them all and where each came from. Every setting is checked before anything starts: a bad one is a one-line error, exit 2.
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     given = {
         "db": db,
@@ -76,10 +76,8 @@ def daemon(
     settings = daemon_settings(config if from_command_line(ctx, "config") else None, flags)
 
     from jobctl.engine.daemon import run_daemon, setup_logging
-    from jobctl.logfmt import use_format
 
-    setup_logging(settings.log_level)
-    use_format(settings.log_format)  # until setup_logging takes the format itself
+    setup_logging(settings.log_level, settings.log_format)
     run_daemon(daemon_config(settings))
 
 
@@ -141,47 +139,3 @@ def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
         print_json(s)
     else:
         render.status_view(s)
-
-
-dlq_app = typer.Typer(help="Dead jobs: list and replay.", no_args_is_help=True)
-
-
-@dlq_app.command("list")
-def dlq_list(
-    queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many")] = 50,
-    json_: JsonOpt = False,
-    socket: SocketOpt = None,
-) -> None:
-    """List dead jobs with their reasons."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    with client(socket) as c:
-        jobs = c.dead(limit, queue)
-    if json_:
-        print_json(jobs)
-    elif jobs:
-        render.console.print(render.jobs_table(jobs))
-    else:
-        render.console.print("no dead jobs")
-
-
-@dlq_app.command("replay")
-def dlq_replay(
-    limit: Annotated[int, typer.Option(min=1, help="Replay at most this many")] = 10,
-    job_ids: Annotated[
-        list[int] | None, typer.Option("--id", help="Only this job, repeatable")
-    ] = None,
-    json_: JsonOpt = False,
-    socket: SocketOpt = None,
-) -> None:
-    """Give dead jobs a fresh attempt budget and schedule them now (idempotent)."""
-    with client(socket) as c:
-        jobs = c.replay(limit, job_ids)
-    if json_:
-        print_json(jobs)
-    else:
-        print(
-            f"replayed {len(jobs)} job(s)"
-            + (": " + " ".join(str(j["id"]) for j in jobs) if jobs else "")
-        )

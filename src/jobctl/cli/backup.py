@@ -16,7 +16,6 @@ Why this way:
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -86,6 +85,8 @@ def backup(
 
 def _copy(source: Path, tmp: Path) -> None:
     """Online-backup ``source`` into a fresh ``tmp`` (mode 0600: jobs hold environments)."""
+    import sqlite3  # imported on use: every jobctl command would pay for it otherwise
+
     tmp.unlink(missing_ok=True)  # left over by an interrupted backup
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -107,6 +108,8 @@ def _copy(source: Path, tmp: Path) -> None:
 
 def _verify(path: Path) -> Checked:
     """Open the copy read-only, run ``integrity_check`` and read what it holds."""
+    import sqlite3
+
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
         problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]

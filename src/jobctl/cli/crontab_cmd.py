@@ -6,6 +6,9 @@ do with it. Decisions, and why:
 * **Names are content hashes** (``crontab-<8 hex>``, :func:`schedule_name`). The daemon
   refuses a second live schedule with a name, so importing the same file again (or a
   file that gained lines) creates only what is new, with no state kept on the client.
+  Policies are not part of the name (re-importing with another ``--misfire`` reports
+  "exists" and changes nothing), and a deleted schedule frees its name, so deleting
+  one and importing again re-creates it: that is how to apply new options.
 * **All or nothing on errors.** If any line has an error, nothing is created and the
   command exits 2, like ``crontab FILE`` refusing to install a file with errors: a
   half-imported crontab leaves you to work out which half landed. Unsupported lines
@@ -28,7 +31,6 @@ import typer
 from jobctl.cli.jobs import job_body
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.cli.schedules import schedule_body
-from jobctl.domain.crontab import Entry, Problem, parse_crontab, schedule_name
 from jobctl.domain.schedule import Misfire, Overlap
 from jobctl.errors import Conflict, DaemonUnavailable, InvalidInput
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from jobctl.client import Client
+    from jobctl.domain.crontab import Entry, Problem
 
 _STYLE = {"create": "green", "created": "green", "exists": "dim", "unsupported": "yellow"}
 
@@ -49,10 +52,10 @@ class Row:
     """
 
     line: int
-    schedule: str
-    zone: str
+    schedule: str | None
+    zone: str | None
     command: str
-    name: str
+    name: str | None
     action: str
     note: str = ""
     id: str | None = None
@@ -66,7 +69,7 @@ def import_crontab(
     file: Annotated[
         Path,
         typer.Argument(
-            metavar="[FILE|-]",
+            metavar="FILE|-",
             allow_dash=True,
             dir_okay=False,
             show_default=False,
@@ -94,6 +97,7 @@ def import_crontab(
     Each entry runs as SHELL -c COMMAND (default /bin/sh) in HOME (default your home), with the crontab's variables in its environment, in the zone of the last CRON_TZ line above it (else --tz, else the host zone). Its name is crontab- and a hash of the entry, so an entry that exists is reported, not created again. '%' input is fed to the command as cron does. @reboot and MAILTO are listed as unsupported and skipped. If any line has an error nothing is created and the exit status is 2. Example: crontab -l | jobctl import-crontab --dry-run
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     from jobctl.domain.cron import load_zone
+    from jobctl.domain.crontab import parse_crontab  # imported on use: start-up time
     from jobctl.localzone import local_zone_name
 
     zone = tz or local_zone_name()
@@ -130,14 +134,14 @@ def _plan(
     items: list[Entry | Problem], zone: str, home: str, misfire: Misfire, max_attempts: int
 ) -> list[Row]:
     """A row per entry and per problem line; entries carry the API body to create."""
+    from jobctl.domain.crontab import Problem, schedule_name
+
     rows: list[Row] = []
     first_line: dict[str, int] = {}
     for item in items:
         if isinstance(item, Problem):
             shown = item.command if item.command is not None else item.text
-            rows.append(
-                Row(item.line, item.expression or "-", "-", shown, "-", item.kind, item.message)
-            )
+            rows.append(Row(item.line, item.expression, None, shown, None, item.kind, item.message))
             continue
         tz, cwd, env = item.zone or zone, item.home or home, dict(item.env)
         name = schedule_name(item.expression, tz, item.argv, env, cwd)
@@ -225,10 +229,10 @@ def _table(rows: list[Row]) -> Table:
         style = _STYLE.get(r.action, "red")
         table.add_row(
             str(r.line),
-            Text(r.schedule),
-            r.zone,
+            Text(r.schedule or "-"),
+            r.zone or "-",
             Text(r.command),
-            r.name,
+            r.name or "-",
             Text(r.action, style=style),
             Text(r.note),
         )

@@ -7,6 +7,7 @@ second even if this command is interrupted. The progress bar only follows those 
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -92,7 +93,10 @@ def replay(
     dry_run: Annotated[
         bool, typer.Option(help="Show what would be replayed; change nothing")
     ] = False,
-    wait: Annotated[bool, typer.Option(help="Follow the releases with a progress bar")] = True,
+    wait: Annotated[
+        bool | None,
+        typer.Option(help="Follow the releases with a progress bar", show_default="on a terminal"),
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -119,7 +123,7 @@ def replay(
         f"replayed {len(picked)} job(s)"
         + (": " + " ".join(str(j["id"]) for j in picked) if picked else "")
     )
-    if picked and wait:
+    if picked and (sys.stdout.isatty() if wait is None else wait):
         _follow_releases(picked)
 
 

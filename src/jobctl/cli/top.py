@@ -64,12 +64,16 @@ def top(
             render.console.print(frame)
             return
         try:
-            _live(c, frame, interval)
+            if render.console.is_terminal:
+                _live(c, frame, interval)
+            else:
+                _batch(c, frame, interval)
         except KeyboardInterrupt:  # Ctrl-C is how top ends: not an error
             return
 
 
 def _live(c: Client, first: Group, interval: float) -> None:
+    """Redraw in place on a terminal."""
     from rich.live import Live
 
     from jobctl.cli import render
@@ -78,6 +82,22 @@ def _live(c: Client, first: Group, interval: float) -> None:
         while True:
             time.sleep(interval)
             live.update(view(snapshot(c)), refresh=True)
+
+
+def _batch(c: Client, first: Group, interval: float) -> None:
+    """Into a pipe or file, frames follow each other (like ``top -b``): a log, not a screen.
+
+    Rich's Live view would show nothing there until the end.
+    """
+    from jobctl.cli import render
+
+    frame = first
+    while True:
+        render.console.print(frame)
+        render.console.file.flush()
+        time.sleep(interval)
+        render.console.print()
+        frame = view(snapshot(c))
 
 
 def snapshot(c: Client) -> Snapshot:
@@ -142,10 +162,12 @@ def _queues(queues: list[dict[str, Any]]) -> Table | Text:
     return table
 
 
-def _running(snap: Snapshot) -> Table:
+def _running(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
     total = snap.status["counts"].get("running", len(snap.running))
+    if not snap.running:
+        return Text("running: none")
     more = f", showing {len(snap.running)}" if total > len(snap.running) else ""
     table = _table(
         f"running ({total}{more})", "ID", "QUEUE", "ATTEMPT", "ELAPSED", "LEASE LEFT", "COMMAND"
@@ -165,9 +187,11 @@ def _running(snap: Snapshot) -> Table:
     return table
 
 
-def _dead(snap: Snapshot) -> Table:
+def _dead(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
+    if not snap.dead:
+        return Text("recent failures (dead): none")
     table = _table("recent failures (dead)", "ID", "QUEUE", "DIED", "REASON", "ERROR", "COMMAND")
     for j in snap.dead:
         table.add_row(

@@ -157,8 +157,7 @@ def _assign(state: _State, number: int, line: str, head: re.Match[str]) -> Probl
         return Problem(
             number,
             "unsupported",
-            f"{name} is ignored: jobctl does not mail output; it keeps each attempt's "
-            "output (jobctl logs ID) and lists failed jobs (jobctl dlq list)",
+            f"{name} ignored: jobctl keeps output (jobctl logs) instead of mailing it",
             line.strip(),
         )
     if name == "HOME" and not value.startswith("/"):
@@ -211,8 +210,7 @@ def _check_timing(number: int, line: str, expression: str, command: str) -> Prob
         return Problem(
             number,
             "unsupported",
-            "@reboot is not supported: schedules fire at clock times, not at boot "
-            "(start it from a systemd unit instead)",
+            "@reboot is not supported: schedules fire at clock times, not at boot",
             line.strip(),
             expression,
             command.strip(),

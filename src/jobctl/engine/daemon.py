@@ -31,6 +31,7 @@ from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.recovery import recover
 from jobctl.engine.timer import Timer
+from jobctl.logfmt import make_formatter
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -161,11 +162,10 @@ def _info(
     return info
 
 
-def setup_logging(level: str = "info") -> None:
+def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
+    """One line per event on stderr (the journal's input): ``logfmt`` or ``json``."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
-    )
+    handler.setFormatter(make_formatter(fmt))
     root = logging.getLogger("jobctl")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

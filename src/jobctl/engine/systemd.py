@@ -353,9 +353,9 @@ def _adopt(fd: int) -> socket.socket:
 
 def _socket_problem(sock: socket.socket) -> str | None:
     if sock.family != socket.AF_UNIX:
-        return f"is a {_name(sock.family)} socket, not a Unix one (ListenStream=/path)"
+        return f"is an {_name(sock.family)} socket, not AF_UNIX (ListenStream=/path)"
     if sock.type != socket.SOCK_STREAM:
-        return f"is a {_name(sock.type)} socket, not a stream one (ListenStream=)"
+        return f"is a {_name(sock.type)} socket, not SOCK_STREAM (ListenStream=)"
     if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
         return "is not listening (the .socket unit must have Accept=no)"
     return None

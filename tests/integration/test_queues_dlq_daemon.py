@@ -1,0 +1,104 @@
+"""Queues and the dead-letter queue on the real daemon, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+from tests.integration.conftest import DaemonProc, daemon_env
+from tests.integration.test_daemon import cli
+
+
+def _dead_jobs(d: DaemonProc, n: int, *command: str) -> list[int]:
+    argv = command or ("false",)
+    ids = [int(cli(d, "add", "--max-attempts", "1", "--", *argv).stdout) for _ in range(n)]
+    for job_id in ids:
+        d.wait_for_line(f"event=dead job={job_id} ")
+    return ids
+
+
+def test_paused_queue_keeps_jobs_across_a_restart(make_daemon: Callable[..., DaemonProc]) -> None:
+    d = make_daemon()
+    out = cli(d, "queues", "pause", "batch")
+    assert out.stdout.startswith("queue batch: paused"), out.stderr
+    ids = [int(cli(d, "add", "--queue", "batch", "--", "true").stdout) for _ in range(3)]
+    queues = {q["queue"]: q for q in json.loads(cli(d, "queues", "list", "--json").stdout)}
+    assert (queues["batch"]["waiting"], queues["batch"]["paused"]) == (3, True)
+    d.stop()
+    d2 = make_daemon()
+    assert all(d2.client().get(i)["status"] == "scheduled" for i in ids)
+    cli(d2, "queues", "resume", "batch")
+    for job_id in ids:
+        d2.wait_for_line(f"event=succeeded job={job_id} ")
+    assert "batch" in cli(d2, "queues", "list").stdout
+
+
+def test_queue_limits_via_cli(daemon: DaemonProc) -> None:
+    out = cli(
+        daemon,
+        "queues",
+        "set",
+        "api",
+        "--concurrency",
+        "2",
+        "--rate",
+        "30/m",
+        "--burst",
+        "5",
+        "--json",
+    )
+    q = json.loads(out.stdout)
+    assert (q["concurrency"], q["rate"], q["burst"]) == (2, 0.5, 5)
+    bad = cli(daemon, "queues", "set", "api", "--rate", "fast")
+    assert bad.returncode == 2 and "invalid rate 'fast'" in bad.stderr
+
+
+def test_dlq_dry_run_gated_replay_and_purge(daemon: DaemonProc) -> None:
+    ids = _dead_jobs(daemon, 3)
+    listed = json.loads(cli(daemon, "dlq", "list", "--reason", "max_attempts", "--json").stdout)
+    assert sorted(j["id"] for j in listed) == ids
+    dry = cli(daemon, "dlq", "replay", "--limit", "2", "--dry-run")
+    assert dry.stdout.strip() == f"would replay 2 job(s) at 1/s: {ids[0]} {ids[1]}"
+    assert len(json.loads(cli(daemon, "dlq", "list", "--json").stdout)) == 3  # unchanged
+    out = cli(daemon, "dlq", "replay", "--limit", "2", "--rate", "20/s", "--json")
+    replayed = json.loads(out.stdout)
+    assert [j["id"] for j in replayed] == ids[:2]
+    gap = [j["run_at"] for j in replayed]
+    assert gap[1] > gap[0]  # released one after the other
+    for job_id in ids[:2]:
+        daemon.wait_for_line(f"event=dead job={job_id} ")
+    shown = json.loads(cli(daemon, "dlq", "show", str(ids[0]), "--json").stdout)
+    assert [a["number"] for a in shown["attempts"]] == [1, 2]
+    count = cli(daemon, "dlq", "purge", "--older-than", "0s")
+    assert "run again with --yes" in count.stdout
+    assert cli(daemon, "dlq", "purge", "--older-than", "0s", "--yes").stdout.strip() == (
+        "purged 3 dead job(s)"
+    )
+
+
+def test_racing_replays_run_each_job_once(daemon: DaemonProc) -> None:
+    # the first attempt fails, a replayed one succeeds: a second run would be visible
+    ids = _dead_jobs(daemon, 6, "sh", "-c", '[ "$JOBCTL_ATTEMPT" -gt 1 ]')
+    env = daemon_env() | {"JOBCTL_SOCKET": str(daemon.socket)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "jobctl",
+        "dlq",
+        "replay",
+        "--limit",
+        "6",
+        "--rate",
+        "100/s",
+        "--json",
+    ]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    got = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    replayed = [j["id"] for batch in got for j in batch]
+    assert sorted(replayed) == ids  # every job exactly once across both replays
+    for job_id in ids:
+        daemon.wait_for_line(f"event=succeeded job={job_id} ")
+    for job_id in ids:
+        assert len(daemon.client().get(job_id)["attempts"]) == 2

@@ -1,0 +1,498 @@
+"""The daemon's settings: defaults, the file, the environment and flags, and every error.
+
+:func:`jobctl.config.load` takes the environment and the host facts as parameters, so
+nothing here reads or changes the real environment (except where a test compares with
+``jobctl.paths``, which can only read the real one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from jobctl import paths
+from jobctl.config import (
+    DERIVED,
+    SPECS,
+    ConfigError,
+    Host,
+    Settings,
+    Source,
+    format_seconds,
+    load,
+    locate,
+)
+from jobctl.domain.durations import parse_duration
+from jobctl.logfmt import LOGFMT, JsonFormatter, make_formatter, parse_logfmt
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = Host(euid=1000, home=Path("/home/ann"), cwd=Path("/work"), run_user_dir=True)
+ROOT_HOST = Host(euid=0, home=Path("/root"), cwd=Path("/"), run_user_dir=True)
+
+
+def write(tmp_path: Path, text: str, name: str = "jobctl.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
+    flags: dict[str, object] | None = None,
+    host: Host = USER,
+) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(config, env or {}, flags or {}, host=host)
+    return info.value.message
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_defaults_for_a_user() -> None:
+    settings, sources = load(None, {}, {}, host=USER)
+    assert settings.db == Path("/home/ann/.local/state/jobctl/jobctl.db")
+    assert settings.socket == Path("/run/user/1000/jobctl/jobctl.sock")
+    assert (settings.concurrency, settings.lease_ttl, settings.heartbeat) == (16, 30.0, 10.0)
+    assert (settings.kill_grace, settings.shutdown_grace) == (10.0, 30.0)
+    assert (settings.log_level, settings.log_format) == ("info", "logfmt")
+    assert settings.socket_group is None and settings.metrics_listen is None
+    assert (settings.retry_max_attempts, settings.retry_backoff_base) == (3, 10.0)
+    assert settings.retry_backoff_cap == 3600.0
+    assert (settings.retention_succeeded, settings.retention_dead) == (7 * 86400, 30 * 86400)
+    assert set(sources.values()) == {Source("default")}
+    assert locate(None, {}, USER).path == Path("/home/ann/.config/jobctl/jobctl.toml")
+
+
+def test_defaults_for_root() -> None:
+    settings, _ = load(None, {"XDG_STATE_HOME": "/ignored"}, {}, host=ROOT_HOST)
+    assert settings.db == Path("/var/lib/jobctl/jobctl.db")
+    assert settings.socket == Path("/run/jobctl/jobctl.sock")
+    config = locate(None, {"XDG_CONFIG_HOME": "/ignored"}, ROOT_HOST)
+    assert config.path == Path("/etc/jobctl/jobctl.toml") and not config.required
+
+
+def test_defaults_follow_xdg_variables_and_the_runtime_fallback() -> None:
+    env = {"XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r", "XDG_CONFIG_HOME": "/c"}
+    settings, _ = load(None, env, {}, host=USER)
+    assert settings.db == Path("/s/jobctl/jobctl.db")
+    assert settings.socket == Path("/r/jobctl/jobctl.sock")
+    assert locate(None, env, USER).path == Path("/c/jobctl/jobctl.toml")
+    settings, _ = load(None, {"XDG_STATE_HOME": "rel"}, {}, host=USER)
+    assert settings.db == Path("/work/rel/jobctl/jobctl.db")  # absolute, as the daemon needs
+    no_run_user = Host(euid=1000, home=Path("/home/ann"), cwd=Path("/"), run_user_dir=False)
+    settings, _ = load(None, {}, {}, host=no_run_user)
+    assert settings.socket == Path("/tmp/jobctl-1000/jobctl.sock")
+
+
+def test_default_paths_agree_with_what_clients_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's default socket must be where `jobctl list` looks without --socket."""
+    monkeypatch.delenv("JOBCTL_DB", raising=False)
+    monkeypatch.delenv("JOBCTL_SOCKET", raising=False)
+    settings, _ = load(None, dict(os.environ), {}, host=Host.current())
+    assert settings.socket == paths.default_socket()
+    assert settings.db == paths.default_db()
+
+
+def test_a_missing_default_file_means_defaults(tmp_path: Path) -> None:
+    host = Host(euid=1000, home=tmp_path, cwd=tmp_path)
+    settings, sources = load(None, {}, {}, host=host)
+    assert settings.concurrency == 16 and sources["concurrency"] == Source("default")
+
+
+# --------------------------------------------------------------------------- precedence
+
+
+def test_each_layer_beats_the_one_below(tmp_path: Path) -> None:
+    path = write(tmp_path, "concurrency = 2\nkill_grace = 2\nshutdown_grace = 2\n")
+    env = {"JOBCTL_KILL_GRACE": "3", "JOBCTL_SHUTDOWN_GRACE": "3"}
+    settings, sources = load(path, env, {"shutdown_grace": 4.0}, host=USER)
+    assert (settings.lease_ttl, sources["lease_ttl"]) == (30.0, Source("default"))
+    assert (settings.concurrency, sources["concurrency"]) == (2, Source("file", str(path)))
+    assert (settings.kill_grace, sources["kill_grace"]) == (3.0, Source("env", "JOBCTL_KILL_GRACE"))
+    assert settings.shutdown_grace == 4.0
+    assert sources["shutdown_grace"] == Source("flag", "--shutdown-grace")
+    assert str(sources["shutdown_grace"]) == "flag --shutdown-grace"
+    assert str(sources["kill_grace"]) == "env JOBCTL_KILL_GRACE"
+    assert str(sources["concurrency"]) == f"file {path}"
+
+
+def test_a_flag_of_none_is_not_given(tmp_path: Path) -> None:
+    path = write(tmp_path, "concurrency = 2\n")
+    settings, sources = load(path, {}, {"concurrency": None}, host=USER)
+    assert settings.concurrency == 2 and sources["concurrency"].kind == "file"
+
+
+def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
+    env = {
+        "JOBCTL_DB": "/d/j.db",
+        "JOBCTL_SOCKET": "/d/j.sock",
+        "JOBCTL_SOCKET_GROUP": "jobs",
+        "JOBCTL_CONCURRENCY": "3",
+        "JOBCTL_LEASE_TTL": "1m",
+        "JOBCTL_KILL_GRACE": "1s",
+        "JOBCTL_SHUTDOWN_GRACE": "2m",
+        "JOBCTL_LOG_LEVEL": "DEBUG",
+        "JOBCTL_LOG_FORMAT": "json",
+        "JOBCTL_METRICS_LISTEN": "127.0.0.1:9464",
+        "JOBCTL_RETRY_MAX_ATTEMPTS": "5",
+        "JOBCTL_RETRY_BACKOFF_BASE": "1s",
+        "JOBCTL_RETRY_BACKOFF_CAP": "1m",
+        "JOBCTL_RETENTION_SUCCEEDED": "1d",
+        "JOBCTL_RETENTION_DEAD": "2w",
+    }
+    assert set(env) == {spec.env for spec in SPECS.values()}
+    settings, sources = load(None, env, {}, host=USER)
+    assert all(s.kind == "env" for s in sources.values())
+    assert settings == Settings(
+        db=Path("/d/j.db"),
+        socket=Path("/d/j.sock"),
+        socket_group="jobs",
+        concurrency=3,
+        lease_ttl=60.0,
+        kill_grace=1.0,
+        shutdown_grace=120.0,
+        log_level="debug",
+        log_format="json",
+        metrics_listen="127.0.0.1:9464",
+        retry_max_attempts=5,
+        retry_backoff_base=1.0,
+        retry_backoff_cap=60.0,
+        retention_succeeded=86400.0,
+        retention_dead=14 * 86400.0,
+    )
+
+
+def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:
+    path = write(tmp_path, 'metrics_listen = "localhost:9000"\n')
+    settings, sources = load(path, {"JOBCTL_METRICS_LISTEN": ""}, {}, host=USER)
+    assert settings.metrics_listen == "localhost:9000" and sources["metrics_listen"].kind == "file"
+
+
+def test_the_config_file_comes_from_flag_then_variable_then_default(tmp_path: Path) -> None:
+    by_flag = write(tmp_path, "concurrency = 1\n", "flag.toml")
+    by_env = write(tmp_path, "concurrency = 2\n", "env.toml")
+    env = {"JOBCTL_CONFIG": str(by_env)}
+    assert load(by_flag, env, {}, host=USER)[0].concurrency == 1
+    settings, sources = load(None, env, {}, host=USER)
+    assert settings.concurrency == 2 and sources["concurrency"] == Source("file", str(by_env))
+    assert locate(None, env, USER).source == Source("env", "JOBCTL_CONFIG")
+    relative = locate(Path("flag.toml"), {}, Host(1000, Path("/h"), tmp_path))
+    assert relative.path == by_flag and relative.source == Source("flag", "--config")
+
+
+def test_paths_in_the_file_are_relative_to_it_and_may_use_home(tmp_path: Path) -> None:
+    path = write(tmp_path, 'db = "state/j.db"\nsocket = "~/run/j.sock"\n')
+    settings, _ = load(path, {}, {}, host=USER)
+    assert settings.db == tmp_path / "state" / "j.db"
+    assert settings.socket == Path("/home/ann/run/j.sock")
+    settings, _ = load(None, {"JOBCTL_DB": "rel.db"}, {"socket": Path("s.sock")}, host=USER)
+    assert settings.db == Path("/work/rel.db") and settings.socket == Path("/work/s.sock")
+
+
+def test_the_file_can_set_every_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+db = "/srv/jobctl.db"
+socket = "/run/jobctl/jobctl.sock"
+socket_group = "jobctl"
+concurrency = 8
+lease_ttl = "45s"
+kill_grace = 5
+shutdown_grace = "1m"
+log_level = "warning"
+log_format = "json"
+metrics_listen = "[::1]:9464"
+
+[retry]
+max_attempts = 10
+backoff_base = "250ms"
+backoff_cap = "30m"
+
+[retention]
+succeeded = "1d12h"
+dead = "90d"
+""",
+    )
+    settings, sources = load(path, {}, {}, host=USER)
+    assert all(s == Source("file", str(path)) for s in sources.values())
+    assert settings.lease_ttl == 45.0 and settings.heartbeat == 15.0
+    assert settings.retry_backoff_base == 0.25 and settings.retry_backoff_cap == 1800.0
+    assert settings.retention_succeeded == 1.5 * 86400 and settings.metrics_listen == "[::1]:9464"
+
+
+# --------------------------------------------------------------------------- file errors
+
+
+def test_a_bad_value_names_the_file_the_key_and_the_problem(tmp_path: Path) -> None:
+    path = write(tmp_path, 'concurrency = "many"\n')
+    assert error_of(path) == f'{path}: concurrency: must be an integer >= 1, got "many"'
+
+
+def test_a_value_in_a_table_is_named_with_its_table(tmp_path: Path) -> None:
+    path = write(tmp_path, "[retry]\nmax_attempts = 0\n")
+    assert error_of(path) == f"{path}: retry.max_attempts: must be an integer from 1 to 1000, got 0"
+
+
+def test_a_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "concurrency = 4\nlease_ttl = \n")
+    assert error_of(path) == f"{path}: invalid TOML at line 2, column 13: invalid value"
+    path = write(tmp_path, 'db = "unterminated\n', "b.toml")
+    assert error_of(path).startswith(f"{path}: invalid TOML at line 1, ")
+
+
+def test_a_file_that_is_not_utf8_or_not_readable(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'socket_group = "caf\xe9"\n')
+    assert error_of(path) == f"{path}: not UTF-8 text"
+    assert error_of(tmp_path) == f"{tmp_path}: cannot read: Is a directory"
+
+
+def test_a_named_file_must_exist_but_the_default_need_not(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    assert error_of(missing) == f"{missing}: no such config file (from flag --config)"
+    env = {"JOBCTL_CONFIG": str(missing)}
+    assert error_of(env=env) == f"{missing}: no such config file (from env JOBCTL_CONFIG)"
+
+
+_UNKNOWN = "unknown key (`jobctl config show` lists every key)"
+_MEANT_ATTEMPTS = "unknown key (did you mean retry.max_attempts?)"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("concurency = 4", "concurency: unknown key (did you mean concurrency?)"),
+        ("[retry]\nmax_attempt = 4", "retry.max_attempt: " + _MEANT_ATTEMPTS),
+        ("max_attempts = 4", "max_attempts: unknown key (did you mean retry.max_attempts?)"),
+        ("[retries]\nmax_attempts = 4", "retries: unknown key (did you mean retry?)"),
+        ("[retention]\nfailed = '1d'", f"retention.failed: {_UNKNOWN}"),
+        ("colour = 'red'", f"colour: {_UNKNOWN}"),
+        (
+            "[retry]\nmax_attempts = 4\nconcurrency = 4",
+            "retry.concurrency: unknown key (did you mean concurrency? "
+            "it must come before any [table])",
+        ),
+        ("heartbeat = '10s'", f"heartbeat: {DERIVED['heartbeat']}"),
+        ("retry = 3", "retry: must be a table ([retry]), got 3"),
+    ],
+)  # fmt: skip
+def test_unknown_keys_are_errors_with_a_hint(tmp_path: Path, text: str, problem: str) -> None:
+    path = write(tmp_path, text + "\n")
+    assert error_of(path) == f"{path}: {problem}"
+
+
+_LISTEN = 'must be "HOST:PORT" with a port from 1 to 65535, such as "127.0.0.1:9464"'
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("concurrency = true", "must be an integer >= 1, got true"),
+        ("concurrency = 2.0", "must be an integer >= 1, got 2.0"),
+        ('concurrency = "4"', 'must be an integer >= 1, got "4"'),
+        ("concurrency = [4]", "must be an integer >= 1, got an array"),
+        ("[concurrency]", "must be an integer >= 1, got a table"),
+        ("db = 5", "must be a path (a non-empty string), got 5"),
+        ('db = ""', 'must be a path (a non-empty string), got ""'),
+        ('socket_group = "two words"', 'must be a group name, got "two words"'),
+        ('log_format = "xml"', 'must be one of "logfmt", "json", got "xml"'),
+        ("log_level = 3", 'must be one of "debug", "info", "warning", "error", got 3'),
+        ('metrics_listen = "9464"', f'{_LISTEN}, got "9464"'),
+        ('metrics_listen = "h:70000"', f'{_LISTEN}, got "h:70000"'),
+        ('metrics_listen = ":9464"', f'{_LISTEN}, got ":9464"'),
+    ],
+)  # fmt: skip
+def test_type_errors(tmp_path: Path, line: str, problem: str) -> None:
+    path = write(tmp_path, line + "\n")
+    key = line.split(maxsplit=1)[0].strip("[]")
+    assert error_of(path) == f"{path}: {key}: {problem}"
+
+
+# --------------------------------------------------------------------------- durations
+
+_NOT_A_DURATION = "must be a duration such as 90s, 5m, 1h30m or 7d, or a number of seconds"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [('"90s"', 90.0), ('"1h30m"', 5400.0), ("45", 45.0), ("2.5", 2.5), ('"1m500ms"', 60.5)],
+)
+def test_durations_take_the_duration_syntax_or_seconds(
+    tmp_path: Path, value: str, seconds: float
+) -> None:
+    path = write(tmp_path, f"kill_grace = {value}\n")
+    assert load(path, {}, {}, host=USER)[0].kill_grace == seconds
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('kill_grace = "5x"', f'{_NOT_A_DURATION}, got "5x"'),
+        ("kill_grace = -1", 'must be at least 0s, got -1'),
+        ("kill_grace = inf", f"{_NOT_A_DURATION}, got Infinity"),
+        ("kill_grace = nan", f"{_NOT_A_DURATION}, got NaN"),
+        ("kill_grace = true", f"{_NOT_A_DURATION}, got true"),
+        ('lease_ttl = "500ms"', 'must be at least 1s, got "500ms"'),
+        ("[retention]\ndead = 0", "must be at least 1s, got 0"),
+        ('[retry]\nbackoff_cap = "31d"', 'must be from 0s to 30d, got "31d"'),
+    ],
+)  # fmt: skip
+def test_bad_durations(tmp_path: Path, line: str, problem: str) -> None:
+    path = write(tmp_path, line + "\n")
+    key = line.partition(" =")[0].replace("[retention]\n", "retention.")
+    key = key.replace("[retry]\n", "retry.")
+    assert error_of(path) == f"{path}: {key}: {problem}"
+
+
+@pytest.mark.parametrize(
+    "seconds", [0, 0.25, 1, 30, 90, 3600, 5400, 86400, 7 * 86400, 60.5, 1.0001, 123456.789]
+)
+def test_durations_print_exactly_and_parse_back(seconds: float) -> None:
+    assert parse_duration(format_seconds(seconds)) == seconds
+
+
+def test_format_seconds_is_short() -> None:
+    shown = [format_seconds(s) for s in (30, 3600, 5400, 7 * 86400, 0.25)]
+    assert shown == ["30s", "1h", "1h30m", "7d", "250ms"]
+
+
+# --------------------------------------------------------------------------- other layers
+
+
+def test_environment_errors_name_the_variable() -> None:
+    assert error_of(env={"JOBCTL_CONCURRENCY": "many"}) == (
+        'environment variable JOBCTL_CONCURRENCY: must be an integer >= 1, got "many"'
+    )
+    assert error_of(env={"JOBCTL_LEASE_TTL": "soon"}).startswith(
+        f'environment variable JOBCTL_LEASE_TTL: {_NOT_A_DURATION}, got "soon"'
+    )
+
+
+def test_environment_values_are_text_so_numbers_may_be_spelled() -> None:
+    settings, _ = load(
+        None, {"JOBCTL_CONCURRENCY": " 12 ", "JOBCTL_KILL_GRACE": "2.5"}, {}, host=USER
+    )
+    assert settings.concurrency == 12 and settings.kill_grace == 2.5
+
+
+def test_flag_errors_name_the_option() -> None:
+    assert (
+        error_of(flags={"concurrency": 0}) == "option --concurrency: must be an integer >= 1, got 0"
+    )
+    assert error_of(flags={"log_format": "xml"}).startswith("option --log-format: ")
+
+
+def test_a_flag_that_is_not_a_setting_is_a_bug() -> None:
+    with pytest.raises(TypeError):
+        load(None, {}, {"colour": "red"}, host=USER)
+
+
+def test_a_bad_file_is_an_error_even_where_a_flag_overrides_it(tmp_path: Path) -> None:
+    """Reported now, not on the day someone drops the flag that hid it."""
+    path = write(tmp_path, 'concurrency = "many"\n')
+    assert error_of(path, flags={"concurrency": 4}).startswith(f"{path}: concurrency: ")
+
+
+def test_every_problem_is_counted_and_the_first_named(tmp_path: Path) -> None:
+    path = write(tmp_path, 'concurrency = "many"\nlease_ttl = 0\n')
+    with pytest.raises(ConfigError) as info:
+        load(path, {"JOBCTL_LOG_LEVEL": "loud"}, {}, host=USER)
+    problems = info.value.details["problems"]
+    assert len(problems) == 3 and info.value.message == problems[0] + " (and 2 more)"
+    assert problems[2].startswith("environment variable JOBCTL_LOG_LEVEL: ")
+
+
+def test_backoff_cap_below_base_names_both_sources(tmp_path: Path) -> None:
+    path = write(tmp_path, '[retry]\nbackoff_base = "2h"\n')
+    assert error_of(path) == (
+        f"retry.backoff_cap = 1h (default) is less than retry.backoff_base = 2h "
+        f"(file {path}): the cap must be at least the base"
+    )
+
+
+# --------------------------------------------------------------------------- declaration
+
+
+def test_every_setting_is_documented() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for spec in SPECS.values():
+        assert f"`{spec.key.rpartition('.')[2]}`" in doc, spec.key
+        assert f"`{spec.env}`" in doc, spec.env
+        assert spec.doc and spec.env.startswith("JOBCTL_")
+    assert len({spec.env for spec in SPECS.values()}) == len(SPECS)
+
+
+def test_field_order_is_a_valid_toml_order() -> None:
+    """Top-level keys first, each table's keys together: `config show` relies on it."""
+    tables = [spec.key.rpartition(".")[0] for spec in SPECS.values()]
+    seen: list[str] = []
+    for table in tables:
+        if not seen or seen[-1] != table:
+            assert table not in seen, "a table's keys are split"
+            seen.append(table)
+    assert seen[0] == ""
+
+
+# --------------------------------------------------------------------------- log format
+
+
+def test_parse_logfmt() -> None:
+    assert parse_logfmt("event=started job=7 attempt=1 key=None") == {
+        "event": "started",
+        "job": 7,
+        "attempt": 1,
+        "key": "None",
+    }
+    assert parse_logfmt("event=fenced job=3 reason='lease lost at heartbeat'") == {
+        "event": "fenced",
+        "job": 3,
+        "reason": "lease lost at heartbeat",
+    }
+    assert parse_logfmt("event=failed error='can\\'t x=1' pids=[1, 2]") == {
+        "event": "failed",
+        "error": "can't x=1",
+        "pids": "[1, 2]",
+    }
+    assert parse_logfmt("executor task failed: boom") is None
+    assert parse_logfmt("") is None
+
+
+def test_json_formatter_carries_the_same_fields() -> None:
+    import json
+
+    record = logging.LogRecord("jobctl.d", logging.INFO, "", 0, "event=ready db=%s", ("/x",), None)
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["level"], line["logger"], line["event"], line["db"]) == (
+        "INFO",
+        "jobctl.d",
+        "ready",
+        "/x",
+    )
+    assert line["ts"].endswith("+00:00")
+    plain = logging.LogRecord("jobctl", logging.ERROR, "", 0, "task failed: %r", ("x",), None)
+    assert json.loads(JsonFormatter().format(plain))["msg"] == "task failed: 'x'"
+    clash = logging.LogRecord("jobctl", logging.ERROR, "", 0, "level=x", (), None)
+    assert json.loads(JsonFormatter().format(clash))["msg_level"] == "x"
+
+
+def test_logfmt_format_matches_the_daemons() -> None:
+    from jobctl.engine.daemon import setup_logging
+
+    logger = logging.getLogger("jobctl")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        setup_logging("info")
+        formatter = logger.handlers[0].formatter
+        assert formatter is not None and formatter._fmt == LOGFMT
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert make_formatter("logfmt")._fmt == LOGFMT
+    assert isinstance(make_formatter("json"), JsonFormatter)
+    with pytest.raises(ValueError):
+        make_formatter("xml")

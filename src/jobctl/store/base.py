@@ -13,7 +13,7 @@ against every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
 from jobctl.domain.schedule import Materialized, Schedule, ScheduleSpec, SkipRecord, Skips
 from jobctl.domain.states import JobStatus
+from jobctl.store.retention import Pruned
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,20 @@ class Store(Protocol):
 
     def purge_dead(self, older_than: datetime, limit: int) -> tuple[int, list[str]]:
         """Delete dead jobs that died before ``older_than``; return the count and log files."""
+        ...
+
+    # -- retention ------------------------------------------------------------------
+
+    def prunable(self, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+        """Per final status, how many jobs finished before its cutoff."""
+        ...
+
+    def prune(self, cutoffs: Mapping[str, datetime], limit: int = 1000) -> Pruned:
+        """Delete a batch of finished jobs older than their status's cutoff."""
+        ...
+
+    def checkpoint(self) -> tuple[int, int]:
+        """Keep the write-ahead log bounded (backends without one may do nothing)."""
         ...
 
     # -- schedules (definitions; the materializer turns occurrences into jobs) ---------

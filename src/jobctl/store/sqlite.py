@@ -27,6 +27,7 @@ from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
 from jobctl.store.queues import QueueOps, claimable
+from jobctl.store.retention import RetentionOps
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.writer import Writer
 
@@ -50,7 +51,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(ScheduleOps, QueueOps):
+class SqliteStore(ScheduleOps, QueueOps, RetentionOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
 
-_Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any]]
+_Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
 
 
 class Writer:
@@ -38,13 +38,17 @@ class Writer:
         if self._error is not None:
             raise self._error
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+    def submit(self, fn: Callable[[sqlite3.Connection], T], bare: bool = False) -> Future[T]:
         fut: Future[T] = Future()
         if not self._thread.is_alive():
             fut.set_exception(RuntimeError("store writer is closed"))
             return fut
-        self._queue.put((fn, fut))
+        self._queue.put((fn, fut, bare))
         return fut
+
+    def outside_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the writer connection between transactions (e.g. a checkpoint)."""
+        return self.submit(fn, bare=True).result()
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self.submit(fn).result()
@@ -64,7 +68,11 @@ class Writer:
         self._ready.set()
         try:
             while (batch := self._next_batch()) is not None:
-                self._commit(conn, batch)
+                bare = [op for op in batch if op[2]]
+                if len(bare) < len(batch):
+                    self._commit(conn, [op for op in batch if not op[2]])
+                for fn, fut, _ in bare:
+                    _resolve(fut, fn, conn)
         finally:
             conn.close()
 
@@ -88,21 +96,30 @@ class Writer:
         outcomes: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, _ in batch:
+            for fn, _, _ in batch:
                 outcomes.append(_run_in_savepoint(conn, fn))
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
             log.error("group commit of %d writes failed: %s", len(batch), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            for _, fut in batch:
+            for _, fut, _ in batch:
                 fut.set_exception(exc)
             return
-        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+        for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+
+def _resolve(
+    fut: Future[Any], fn: Callable[[sqlite3.Connection], Any], conn: sqlite3.Connection
+) -> None:
+    try:
+        fut.set_result(fn(conn))
+    except Exception as exc:
+        fut.set_exception(exc)
 
 
 def _run_in_savepoint(

@@ -279,3 +279,21 @@ RETURNING *;
 
 -- name: spend_tokens
 UPDATE queues SET tokens = :tokens, tokens_at = :now WHERE name = :name;
+
+-- Retention -------------------------------------------------------------------------
+
+-- name: prune_candidates
+-- Finished jobs of one final status that finished before :before, oldest first, a batch.
+SELECT id FROM jobs INDEXED BY jobs_finished
+WHERE status = :status AND finished_at IS NOT NULL AND finished_at < :before
+ORDER BY finished_at LIMIT :limit;
+
+-- name: count_prunable
+SELECT count(*) AS n FROM jobs INDEXED BY jobs_finished
+WHERE status = :status AND finished_at IS NOT NULL AND finished_at < :before;
+
+-- name: attempt_logs_of
+SELECT log_path FROM attempts WHERE job_id = :id AND log_path IS NOT NULL;
+
+-- name: delete_job
+DELETE FROM jobs WHERE id = :id AND status = :status;

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.table import Table
 
 from jobctl.domain.durations import format_duration
@@ -58,8 +59,8 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             j["queue"],
             short_when(j["run_at"]),
             f"{j['attempt']}/{j['max_attempts']}",
-            " ".join(j["command"])[:60],
-            (j.get("last_error") or "")[:40],
+            esc(" ".join(j["command"])[:60]),
+            esc((j.get("last_error") or "")[:40]),
         )
     return table
 
@@ -71,7 +72,7 @@ def job_detail(job: dict[str, Any]) -> None:
         ("status", status(job["status"])),
         ("queue", job["queue"]),
         ("priority", job["priority"]),
-        ("command", " ".join(job["command"])),
+        ("command", esc(" ".join(job["command"]))),
         ("cwd", job["cwd"]),
         ("run at", when(job["run_at"])),
         (
@@ -91,7 +92,7 @@ def job_detail(job: dict[str, Any]) -> None:
     if job.get("dead_reason"):
         fields.append(("dead reason", job["dead_reason"]))
     if job.get("last_error"):
-        fields.append(("last error", job["last_error"]))
+        fields.append(("last error", esc(job["last_error"])))
     for name, value in fields:
         console.print(f"[bold]{name:>12}[/]  {value}")
     if job.get("attempts"):
@@ -116,7 +117,7 @@ def attempts_table(attempts: list[dict[str, Any]]) -> Table:
             duration,
             a["outcome"] or "[yellow]running[/]",
             "" if a["exit_code"] is None else str(a["exit_code"]),
-            a["error"] or "",
+            esc(a["error"] or ""),
         )
     return table
 
@@ -202,7 +203,7 @@ def schedule_detail(s: dict[str, Any]) -> None:
         ("misfire", f"{s['misfire']} (catch-up limit {s['catch_up_limit']})"),
         ("overlap", s["overlap"]),
         ("jitter", format_duration(s["jitter"]) if s["jitter"] else "none"),
-        ("command", " ".join(s["job"]["command"])),
+        ("command", esc(" ".join(s["job"]["command"]))),
         ("queue", s["job"]["queue"]),
         (
             "skipped",
@@ -253,8 +254,8 @@ def dead_table(jobs: list[dict[str, Any]]) -> Table:
             short_when(j["finished_at"]),
             j["dead_reason"] or "",
             str(j["attempt"]),
-            " ".join(j["command"])[:60],
-            (j.get("last_error") or "")[:50],
+            esc(" ".join(j["command"])[:60]),
+            esc((j.get("last_error") or "")[:50]),
         )
     return table
 

@@ -39,7 +39,18 @@ class PeerCredProtocol(HttpToolsProtocol):
 
 
 class Server(uvicorn.Server):
-    """A uvicorn server that leaves signals to the daemon (it shuts down in order)."""
+    """A uvicorn server that leaves signals to the daemon (it shuts down in order).
+
+    ``serving`` is set once it accepts connections: what systemd's ``READY=1`` promises.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.serving = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.serving.set()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

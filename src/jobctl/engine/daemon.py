@@ -1,7 +1,8 @@
 """The daemon: store, recovery, timer, executor and API wired together, and stopped in order.
 
 Start-up: take the database lock, migrate, stop and reclaim what a dead predecessor
-left running, bind the socket, then serve and dispatch. Shutdown (SIGTERM/SIGINT):
+left running, bind the socket (or take the one systemd passed), then serve and dispatch,
+telling systemd once the socket answers (``engine/systemd.py``). Shutdown (SIGTERM/SIGINT):
 stop claiming, let running commands finish within the grace period, stop the rest (their
 attempts end ``interrupted`` and cost no budget), then stop serving. A second signal
 skips the grace period.
@@ -17,7 +18,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.engine import systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.recovery import recover
@@ -36,6 +38,8 @@ from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
 log = logging.getLogger("jobctl.daemon")
+#: The daemon speaks sd_notify and serves on a socket systemd passes (tests check this).
+SYSTEMD_WIRED = True
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ class Daemon:
         self, store: SqliteStore, astore: AsyncStore, on_ready: Callable[[], None]
     ) -> None:
         cfg = self.config
+        notifier = systemd.Notifier.from_env()
+        inherited = systemd.inherited_socket()
         materializer = Materializer(astore, cfg.clock)
 
         def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
@@ -99,8 +105,9 @@ class Daemon:
         self._executor = executor
         timer = Timer(astore, cfg.clock, executor)
         executor.on_slot_free = materializer.on_created = timer.wake
+        notifier.status("starting: recovering jobs of a previous run")
         reclaimed = await recover(astore, self.owner, cfg.kill_grace)
-        sock = bind_socket(cfg.socket, cfg.socket_group)
+        sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
         info = _info(self, executor, timer, materializer)
         hooks = Hooks(timer.wake, executor.stop, info, materializer.wake)
         server = make_server(create_app(astore, hooks))
@@ -110,34 +117,59 @@ class Daemon:
         server_task = loop.create_task(server.serve(sockets=[sock]))
         timer_task = loop.create_task(timer.run())
         materializer_task = loop.create_task(materializer.run())
+        serving = loop.create_task(server.serving.wait())
+        await asyncio.wait([serving, server_task], return_when=asyncio.FIRST_COMPLETED)
+        serving.cancel()
         log.info(
             "event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d",
             __version__,
-            cfg.socket,
+            sock.getsockname(),
             cfg.db,
             self.owner,
             reclaimed,
         )
+        if server.serving.is_set():
+            notifier.ready(f"serving on {sock.getsockname()}")
         on_ready()
+        watchdog = loop.create_task(_watchdog(notifier, astore, executor, timer, materializer))
         try:
             await asyncio.wait(
                 [loop.create_task(self._stop.wait()), server_task, timer_task, materializer_task],
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            watchdog.cancel()
+            notifier.stopping(f"stopping: {executor.running_count} running")
             log.info("event=stopping running=%d", executor.running_count)
             materializer.stop()
             timer.stop()
             await asyncio.gather(timer_task, materializer_task)
             await executor.shutdown(cfg.shutdown_grace)
         finally:
+            watchdog.cancel()
             server.should_exit = True
             with contextlib.suppress(Exception):
                 await server_task
-            with contextlib.suppress(FileNotFoundError):
-                cfg.socket.unlink()
+            if inherited is None:  # a socket systemd passed stays for the next activation
+                with contextlib.suppress(FileNotFoundError):
+                    cfg.socket.unlink()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("event=stopped")
+
+
+def _watchdog(
+    notifier: systemd.Notifier,
+    astore: AsyncStore,
+    executor: Executor,
+    timer: Timer,
+    materializer: Materializer,
+) -> Coroutine[Any, Any, None]:
+    """Watchdog pings that also prove the timer and the materializer complete passes."""
+    healthy = systemd.StallCheck(
+        timer=(lambda: timer.ticks, timer.wake),
+        materializer=(lambda: materializer.last_run, materializer.wake),
+    )
+    return systemd.run_watchdog(notifier, systemd.daemon_status(astore, executor), healthy)
 
 
 def _info(

@@ -9,7 +9,7 @@ after its transaction committed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from jobctl.api import errors as api_errors
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.states import JobStatus
+from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
 
@@ -39,6 +40,8 @@ class Hooks:
     stop_job: Callable[[int, str], bool] = lambda job_id, reason: False
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
     schedules_changed: Callable[[], None] = lambda: None
+    #: Retention age in seconds per final status (the daemon's configured policy).
+    retention: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
 
 
 @dataclass
@@ -166,8 +169,8 @@ def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
-    from jobctl.api import dlq, queues, schedules  # their routes import this module
+    from jobctl.api import dlq, queues, retention, schedules  # their routes import this module
 
-    for extra in (schedules.router, queues.router, dlq.router):
+    for extra in (schedules.router, queues.router, dlq.router, retention.router):
         app.include_router(extra)
     return app

@@ -19,6 +19,7 @@ from jobctl.cli import (
     dlq,
     jobs,
     next_cmd,
+    prune_cmd,
     queues,
     schedules,
     top,
@@ -46,6 +47,7 @@ app.command("next")(next_cmd.next_)
 app.command("import-crontab")(crontab_cmd.import_crontab)
 app.command("top")(top.top)
 app.command("backup")(backup.backup)
+app.command("prune")(prune_cmd.prune)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(queues.app, name="queues")
 app.add_typer(schedules.app, name="schedules")

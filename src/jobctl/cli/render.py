@@ -86,7 +86,15 @@ def job_detail(job: dict[str, Any]) -> None:
     if job["status"] == "running":
         fields.append(("lease", f"{job['lease_owner']} until {when(job['lease_until'])}"))
     if job["status"] == "scheduled" and job["attempt"] > 0:
-        fields.append(("next retry", when(job["run_at"])))
+        why = esc(job.get("last_error") or "interrupted")
+        fields.append(
+            (
+                "next retry",
+                f"{when(job['run_at'])} — attempt {job['attempt']} "
+                f"ended: {why}; {job['failures']} of "
+                f"{job['max_attempts']} failures used",
+            )
+        )
     if job.get("finished_at"):
         fields.append(("finished", when(job["finished_at"])))
     if job.get("dead_reason"):

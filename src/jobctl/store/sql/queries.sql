@@ -136,9 +136,6 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future WHERE status = 'scheduled' AND due = 0;
 
--- name: any_due
-SELECT 1 FROM jobs INDEXED BY jobs_due WHERE status = 'scheduled' AND due = 1 LIMIT 1;
-
 -- name: next_lease_expiry
 SELECT min(lease_until) AS t FROM jobs INDEXED BY jobs_lease WHERE status = 'running' AND lease_owner IS NOT :spare;
 

@@ -17,8 +17,8 @@ async def test_old_finished_jobs_and_their_logs_go(engine: Engine) -> None:
     young = engine.add("echo young")
     await engine.finishes(2)
     reaper = Reaper(engine.astore, engine.clock, DEFAULT_RETENTION)
-    assert await reaper.run_once() == 0
+    assert await reaper.prune_now() == 0
     engine.clock.advance(days=1, seconds=1)
-    assert await reaper.run_once() == 1
+    assert await reaper.prune_now() == 1
     assert [j.id for j in engine.store.list_jobs(None, None, 10, None)] == [young.id]
     assert not Path(log_path).exists()

@@ -26,5 +26,5 @@ async def prune(body: PruneIn, ctx: Ctx) -> dict[str, Any]:
         counts = await ctx.store.run(ctx.st.prunable, limits)
         return {"dry_run": True, "retention": ages, "jobs": counts}
     reaper = Reaper(ctx.store, ctx.store.clock, ages)
-    pruned = await reaper.run_once()
+    pruned = await reaper.prune_now()
     return {"dry_run": False, "retention": ages, "pruned": pruned}

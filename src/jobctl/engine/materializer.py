@@ -9,49 +9,30 @@ it early. Every skip is logged here as well as recorded in the store.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.schedule import Materialized, nominal_text
+from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.materializer")
 BATCH = 1000
 
 
-class Materializer:
+class Materializer(Service):
+    name = "materializer"
+
     def __init__(
         self, store: AsyncStore, clock: Clock, on_created: Callable[[], None] = lambda: None
     ) -> None:
+        super().__init__(clock)
         self._store = store
-        self._clock = clock
         self.on_created = on_created
-        self._wake = asyncio.Event()
-        self._stopping = False
         self.last_run: datetime | None = None
         self.created_total = 0
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    async def run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                deadline = await self.run_once()
-            except Exception as exc:  # a failing store must not kill the service
-                log.error("event=materialize_failed error=%r", str(exc))
-                await asyncio.sleep(1.0)
-                continue
-            if not self._stopping:
-                await self._clock.sleep_until(deadline, self._wake)
 
     async def run_once(self) -> datetime | None:
         """Materialize everything due now; return when the next occurrence is due."""

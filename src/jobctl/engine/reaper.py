@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
+from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 from jobctl.store.retention import PRUNE_BATCH
 
@@ -34,7 +35,9 @@ def cutoffs(retention: Mapping[str, float], now: datetime) -> dict[str, datetime
     return {status: now - timedelta(seconds=age) for status, age in retention.items()}
 
 
-class Reaper:
+class Reaper(Service):
+    name = "reaper"
+
     def __init__(
         self,
         store: AsyncStore,
@@ -42,29 +45,18 @@ class Reaper:
         retention: Mapping[str, float],
         every: float = 3600.0,
     ) -> None:
+        super().__init__(clock)
         self._store = store
-        self._clock = clock
         self.retention = dict(retention)
         self._every = every
-        self._wake = asyncio.Event()
-        self._stopping = False
         self.pruned_total = 0
 
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+    async def run_once(self) -> datetime | None:
+        """Prune now; the next pass is ``every`` seconds later."""
+        await self.prune_now()
+        return self._clock.now() + timedelta(seconds=self._every)
 
-    async def run(self) -> None:
-        while not self._stopping:
-            try:
-                await self.run_once()
-            except Exception as exc:  # keep pruning next time; dispatch is unaffected
-                log.error("event=prune_failed error=%r", str(exc))
-            await self._clock.sleep_until(
-                self._clock.now() + timedelta(seconds=self._every), self._wake
-            )
-
-    async def run_once(self) -> int:
+    async def prune_now(self) -> int:
         """Prune everything past retention now; return how many jobs went."""
         total = 0
         while not self._stopping:

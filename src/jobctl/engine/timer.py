@@ -8,47 +8,27 @@ executor slot wake it early through :meth:`Timer.wake`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.engine.executor import Executor
+from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.timer")
 RECLAIM_BATCH = 500
 
 
-class Timer:
+class Timer(Service):
+    name = "timer"
+
     def __init__(self, store: AsyncStore, clock: Clock, executor: Executor) -> None:
+        super().__init__(clock)
         self._store = store
-        self._clock = clock
         self._executor = executor
-        self._wake = asyncio.Event()
-        self._stopping = False
         self.last_tick: datetime | None = None
         self.ticks = 0
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    async def run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                deadline = await self.run_once()
-            except Exception as exc:  # a failing store must not kill the timer
-                log.error("event=tick_failed error=%r", str(exc))
-                deadline = self._clock.now().replace(microsecond=0)
-                await asyncio.sleep(1.0)
-            if self._stopping:
-                break
-            await self._clock.sleep_until(deadline, self._wake)
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken)."""

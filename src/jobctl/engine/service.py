@@ -9,8 +9,8 @@ silently kill the timer or the materializer.
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
 import logging
+from abc import ABC, abstractmethod
 from datetime import datetime
 
 from jobctl.domain.clock import Clock

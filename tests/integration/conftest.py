@@ -58,7 +58,7 @@ class DaemonProc:
                 self.lines.put(line)
         self._pumped.set()
 
-    def wait_for_line(self, fragment: str, timeout: float = 20) -> str:
+    def wait_for_line(self, fragment: str, timeout: float = 60) -> str:
         """Block until the daemon logs a line containing ``fragment`` (an event, not a sleep).
 
         Each matched line is used up, so waiting twice for the same fragment waits for two

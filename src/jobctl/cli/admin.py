@@ -114,8 +114,7 @@ def _group_exists(name: str) -> bool:
 
 
 def daemon_config(settings: Settings) -> DaemonConfig:
-    """The engine's part of the settings (retention, retry defaults and metrics are not
-    wired into the engine yet; see docs/configuration.md)."""
+    """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones)."""
     from jobctl.engine.daemon import DaemonConfig
 
     return DaemonConfig(
@@ -126,6 +125,12 @@ def daemon_config(settings: Settings) -> DaemonConfig:
         kill_grace=settings.kill_grace,
         shutdown_grace=settings.shutdown_grace,
         socket_group=settings.socket_group,
+        metrics_listen=settings.metrics_listen,
+        retention={
+            "succeeded": settings.retention_succeeded,
+            "cancelled": settings.retention_succeeded,
+            "dead": settings.retention_dead,
+        },
     )
 
 

@@ -25,13 +25,16 @@ from typing import Any
 
 from jobctl import __version__
 from jobctl.api.app import Hooks, create_app
-from jobctl.api.server import bind_socket, make_server
+from jobctl.api.server import Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.engine import systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
+from jobctl.engine.metrics import Metrics, logval, start_listener, stop_listener
+from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
+from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
 from jobctl.logfmt import make_formatter
 from jobctl.store.aio import AsyncStore
@@ -51,6 +54,9 @@ class DaemonConfig:
     kill_grace: float = 10.0
     shutdown_grace: float = 30.0
     socket_group: str | None = None
+    metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
+    #: Seconds a finished job is kept, per final status (see engine/reaper.py).
+    retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
     clock: Clock = field(default_factory=SystemClock)
 
 
@@ -78,103 +84,145 @@ class Daemon:
         store = SqliteStore(cfg.db, cfg.clock)
         astore = AsyncStore(store)
         try:
-            await self._serve(store, astore, on_ready)
+            await self._serve(astore, on_ready)
         finally:
             astore.close()
             store.close()
 
-    async def _serve(
-        self, store: SqliteStore, astore: AsyncStore, on_ready: Callable[[], None]
-    ) -> None:
+    async def _serve(self, astore: AsyncStore, on_ready: Callable[[], None]) -> None:
         cfg = self.config
         notifier = systemd.Notifier.from_env()
         inherited = systemd.inherited_socket()
-        materializer = Materializer(astore, cfg.clock)
-
-        def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
-            if claim.job.spec.schedule_id is not None:
-                materializer.wake()  # a queued occurrence may wait for this job
-
-        executor = Executor(
-            astore,
-            cfg.clock,
-            ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
-            self.owner,
-            on_finish=finished,
-        )
-        self._executor = executor
-        timer = Timer(astore, cfg.clock, executor)
-        executor.on_slot_free = materializer.on_created = timer.wake
+        parts = build(cfg, astore, self.owner)
+        self._executor = parts.executor
         notifier.status("starting: recovering jobs of a previous run")
         reclaimed = await recover(astore, self.owner, cfg.kill_grace)
+        parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
+        # before the socket: an address in use stops the daemon with nothing left behind
+        listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
-        info = _info(self, executor, timer, materializer)
-        hooks = Hooks(timer.wake, executor.stop, info, materializer.wake)
-        server = make_server(create_app(astore, hooks))
+        server = make_server(create_app(astore, self._hooks(parts), parts.metrics))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         server_task = loop.create_task(server.serve(sockets=[sock]))
-        timer_task = loop.create_task(timer.run())
-        materializer_task = loop.create_task(materializer.run())
-        serving = loop.create_task(server.serving.wait())
-        await asyncio.wait([serving, server_task], return_when=asyncio.FIRST_COMPLETED)
-        serving.cancel()
+        tasks = [loop.create_task(service.run()) for service in parts.services]
+        await _until_serving(server, server_task)
         log.info(
             "event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d",
             __version__,
-            sock.getsockname(),
-            cfg.db,
+            logval(sock.getsockname()),
+            logval(cfg.db),
             self.owner,
             reclaimed,
         )
         if server.serving.is_set():
             notifier.ready(f"serving on {sock.getsockname()}")
         on_ready()
-        watchdog = loop.create_task(_watchdog(notifier, astore, executor, timer, materializer))
+        watchdog = loop.create_task(_watchdog(notifier, astore, parts))
         try:
-            await asyncio.wait(
-                [loop.create_task(self._stop.wait()), server_task, timer_task, materializer_task],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            stop = loop.create_task(self._stop.wait())
+            await asyncio.wait([stop, server_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
             watchdog.cancel()
-            notifier.stopping(f"stopping: {executor.running_count} running")
-            log.info("event=stopping running=%d", executor.running_count)
-            materializer.stop()
-            timer.stop()
-            await asyncio.gather(timer_task, materializer_task)
-            await executor.shutdown(cfg.shutdown_grace)
+            notifier.stopping(f"stopping: {parts.executor.running_count} running")
+            await _shutdown(parts, tasks, cfg.shutdown_grace)
         finally:
             watchdog.cancel()
-            server.should_exit = True
-            with contextlib.suppress(Exception):
-                await server_task
-            if inherited is None:  # a socket systemd passed stays for the next activation
-                with contextlib.suppress(FileNotFoundError):
-                    cfg.socket.unlink()
+            await stop_listener(listener)
+            await _stop_serving(server, server_task, None if inherited else cfg.socket)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("event=stopped")
 
+    def _hooks(self, parts: Parts) -> Hooks:
+        info = _info(self, parts)
+        return Hooks(
+            parts.timer.wake,
+            parts.executor.stop,
+            info,
+            parts.materializer.wake,
+            self.config.retention,
+        )
+
+
+@dataclass
+class Parts:
+    """The daemon's working parts, wired to wake each other."""
+
+    executor: Executor
+    timer: Timer
+    materializer: Materializer
+    reaper: Reaper
+    metrics: Metrics
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        return (self.timer, self.materializer, self.reaper)
+
+
+def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
+    metrics = Metrics()
+    materializer = Materializer(astore, cfg.clock, metrics=metrics)
+
+    def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
+        if claim.job.spec.schedule_id is not None:
+            materializer.wake()  # a queued occurrence may wait for this job
+
+    executor = Executor(
+        astore,
+        cfg.clock,
+        ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
+        owner,
+        on_finish=finished,
+        metrics=metrics,
+    )
+    timer = Timer(astore, cfg.clock, executor, metrics)
+    executor.on_slot_free = materializer.on_created = timer.wake
+    reaper = Reaper(astore, cfg.clock, cfg.retention)
+    return Parts(executor, timer, materializer, reaper, metrics)
+
+
+async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:
+    """Wait until the socket accepts requests (or the server failed to start)."""
+    serving = asyncio.get_running_loop().create_task(server.serving.wait())
+    await asyncio.wait([serving, server_task], return_when=asyncio.FIRST_COMPLETED)
+    serving.cancel()
+
+
+async def _shutdown(parts: Parts, tasks: list[asyncio.Task[None]], grace: float) -> None:
+    """Stop claiming and materializing, then let running commands finish within ``grace``."""
+    log.info("event=stopping running=%d", parts.executor.running_count)
+    for service in parts.services:
+        service.stop()
+    await asyncio.gather(*tasks)
+    await parts.executor.shutdown(grace)
+
+
+async def _stop_serving(server: Server, server_task: asyncio.Task[None], path: Path | None) -> None:
+    """Stop the API; remove the socket file unless systemd owns it (``path`` is None)."""
+    server.should_exit = True
+    with contextlib.suppress(Exception):
+        await server_task
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
 
 def _watchdog(
-    notifier: systemd.Notifier,
-    astore: AsyncStore,
-    executor: Executor,
-    timer: Timer,
-    materializer: Materializer,
+    notifier: systemd.Notifier, astore: AsyncStore, parts: Parts
 ) -> Coroutine[Any, Any, None]:
     """Watchdog pings that also prove the timer and the materializer complete passes."""
+    timer, materializer = parts.timer, parts.materializer
     healthy = systemd.StallCheck(
         timer=(lambda: timer.ticks, timer.wake),
         materializer=(lambda: materializer.last_run, materializer.wake),
     )
-    return systemd.run_watchdog(notifier, systemd.daemon_status(astore, executor), healthy)
+    return systemd.run_watchdog(notifier, systemd.daemon_status(astore, parts.executor), healthy)
 
 
-def _info(
-    daemon: Daemon, executor: Executor, timer: Timer, materializer: Materializer
-) -> Callable[[], dict[str, Any]]:
+def _info(daemon: Daemon, parts: Parts) -> Callable[[], dict[str, Any]]:
+    executor, timer, materializer = parts.executor, parts.timer, parts.materializer
+
     def info() -> dict[str, Any]:
         return {
             "owner": daemon.owner,

@@ -18,11 +18,12 @@ from jobctl.client import Client
 
 
 class DaemonProc:
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.tmp = tmp
         self.db = tmp / "state" / "jobctl.db"
         self.socket = tmp / "run" / "jobctl.sock"
         self.args = args
+        self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
@@ -43,7 +44,11 @@ class DaemonProc:
             *extra,
         ]
         self.proc = subprocess.Popen(
-            cmd, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, env=daemon_env()
+            cmd,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env=daemon_env() | self.env,
         )
         self._pumped = threading.Event()
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
@@ -120,9 +125,17 @@ def daemon_env() -> dict[str, str]:
 def make_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     made: list[DaemonProc] = []
 
-    def make(*args: str, start: bool = True) -> DaemonProc:
+    def make(*args: str, start: bool = True, env: dict[str, str] | None = None) -> DaemonProc:
         d = DaemonProc(
-            tmp_path, "--lease-ttl", "5", "--kill-grace", "2", "--shutdown-grace", "1", *args
+            tmp_path,
+            "--lease-ttl",
+            "5",
+            "--kill-grace",
+            "2",
+            "--shutdown-grace",
+            "1",
+            *args,
+            env=env,
         )
         made.append(d)
         return d.start() if start else d

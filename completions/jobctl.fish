@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -85,14 +85,15 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'daemon --config' 'next --tz' 'next --after' 'next --count' \
             'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
-            'top --socket' 'backup --db' 'dlq list --queue' 'dlq list --reason' \
-            'dlq list --since' 'dlq list --limit' 'dlq list --socket' 'dlq show --socket' \
-            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
-            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
-            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
-            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
-            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
-            'queues resume --socket' 'schedules list --socket' 'schedules show --socket' \
+            'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
+            'dlq list --queue' 'dlq list --reason' 'dlq list --since' 'dlq list --limit' \
+            'dlq list --socket' 'dlq show --socket' 'dlq replay --limit' \
+            'dlq replay --queue' 'dlq replay --reason' 'dlq replay --id' \
+            'dlq replay --rate' 'dlq replay --socket' 'dlq purge --older-than' \
+            'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
+            'queues set --rate' 'queues set --burst' 'queues set --weight' \
+            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
+            'schedules list --socket' 'schedules show --socket' \
             'schedules pause --socket' 'schedules resume --socket' \
             'schedules trigger --socket' 'schedules delete --socket' \
             'config show --config'
@@ -125,6 +126,8 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fir
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'import-crontab' -d 'Create a schedule for each entry of a crontab; importing it again creates...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'top' -d 'Live view of the daemon: slots and timer, queues, running jobs, recent...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'backup' -d 'Copy the database consistently while the daemon runs, check the copy, and...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'prune' -d 'Delete finished jobs (and their attempts and logs) older than the retention...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daemon\'s metrics in the Prometheus text format (GET /v1/metrics).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, pause, resume, trigger, delete.'
@@ -231,6 +234,16 @@ complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'db' -r -F -d 'The dat
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'force' -d 'Replace FILE if it exists'
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'backup\' \'#1\'' -F -d 'Where to write the copy'
+
+# jobctl prune
+complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'dry-run' -l 'no-dry-run' -d 'Only count what would be deleted'
+complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl metrics
+complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List dead jobs with their reasons, most recent deaths first.'

@@ -196,11 +196,19 @@ _ENV_DESCRIPTIONS = {
     "JOBCTL_SOCKET": "The daemon's Unix socket, for the daemon and for every command "
     "that talks to it; see FILES for the default.",
     "JOBCTL_DB": "The SQLite database of the daemon; see FILES for the default.",
+    "JOBCTL_CONFIG": "The configuration file; see FILES for the default.",
 }
 
 _EXTRA_ENV = [
     ("XDG_STATE_HOME", "Base of the per-user database path (default ~/.local/state)."),
     ("XDG_RUNTIME_DIR", "Base of the per-user socket path (default /run/user/UID)."),
+    ("XDG_CONFIG_HOME", "Base of the per-user configuration file (default ~/.config)."),
+    (
+        "JOBCTL_*",
+        "Every configuration key has a variable: JOBCTL_ and the key in capitals, dots as "
+        "underscores (JOBCTL_CONCURRENCY, JOBCTL_RETENTION_DEAD); flags win over them, they "
+        "win over the file. jobctl config show says where each value came from.",
+    ),
     (
         "TZ",
         "Time zone of local times given on the command line (as to jobctl add --at); "
@@ -234,6 +242,11 @@ def _environment_lines(root: CommandDoc) -> list[str]:
 
 
 _FILES = [
+    ("/etc/jobctl/jobctl.toml", "The configuration file when the daemon runs as root."),
+    (
+        "$XDG_CONFIG_HOME/jobctl/jobctl.toml",
+        "The configuration file for any other user (~/.config/jobctl/jobctl.toml).",
+    ),
     ("/var/lib/jobctl/jobctl.db", "The job database when the daemon runs as root."),
     (
         "$XDG_STATE_HOME/jobctl/jobctl.db",

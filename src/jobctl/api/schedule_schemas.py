@@ -12,6 +12,7 @@ from jobctl.domain.clock import iso
 from jobctl.domain.cron import describe, parse_cron
 from jobctl.domain.durations import format_duration
 from jobctl.domain.models import Job
+from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.schedule import (
     Misfire,
     Overlap,
@@ -45,11 +46,17 @@ class ScheduleIn(BaseModel):
             raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
         return v
 
-    def to_spec(self, owner_uid: int, now: datetime, default_tz: str) -> ScheduleSpec:
+    def to_spec(
+        self,
+        owner_uid: int,
+        now: datetime,
+        default_tz: str,
+        defaults: RetryDefaults = DEFAULT_RETRY,
+    ) -> ScheduleSpec:
         anchor = (self.at or now.replace(microsecond=0)) if self.every is not None else None
         timing = Timing(self.tz or default_tz, cron=self.cron, every=self.every, anchor=anchor)
         policy = Policy(self.misfire, self.catch_up_limit, self.overlap, self.jitter)
-        return ScheduleSpec(timing, policy, self.job.to_template(), owner_uid, self.name)
+        return ScheduleSpec(timing, policy, self.job.to_template(defaults), owner_uid, self.name)
 
 
 def description(s: Schedule) -> str:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, JobTemplate, QueueStats
+from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 
 DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
 
@@ -30,9 +31,9 @@ class JobTemplateIn(BaseModel):
     command: Annotated[list[str], Field(min_length=1)]
     queue: Annotated[str, Field(min_length=1, max_length=100)] = "default"
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 3
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None  # None: daemon default
     timeout: Annotated[float, Field(gt=0, le=86400 * 365)] | None = None
-    backoff: BackoffIn = BackoffIn()
+    backoff: BackoffIn | None = None  # None: the daemon's default
     env: dict[str, str] = {}
     cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
     retry_on: list[Annotated[int, Field(ge=0, le=255)]] | None = None
@@ -53,14 +54,18 @@ class JobTemplateIn(BaseModel):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return v
 
-    def to_template(self) -> JobTemplate:
+    def to_template(self, defaults: RetryDefaults = DEFAULT_RETRY) -> JobTemplate:
+        """The job template, with the daemon's retry defaults where the caller said nothing."""
+        backoff = defaults.backoff
+        if self.backoff is not None:
+            backoff = Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base))
         return JobTemplate(
             command=tuple(self.command),
             queue=self.queue,
             priority=self.priority,
-            max_attempts=self.max_attempts,
+            max_attempts=self.max_attempts or defaults.max_attempts,
             timeout=self.timeout,
-            backoff=Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base)),
+            backoff=backoff,
             env=tuple(sorted(self.env.items())),
             cwd=self.cwd,
             retry_on=None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
@@ -81,9 +86,11 @@ class JobIn(JobTemplateIn):
             raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
         return v
 
-    def to_spec(self, owner_uid: int, now: datetime) -> JobSpec:
+    def to_spec(
+        self, owner_uid: int, now: datetime, defaults: RetryDefaults = DEFAULT_RETRY
+    ) -> JobSpec:
         run_at = (self.run_at or now).astimezone(UTC)
-        return self.to_template().to_spec(run_at, self.key, owner_uid, None, None)
+        return self.to_template(defaults).to_spec(run_at, self.key, owner_uid, None, None)
 
 
 class ReplayIn(BaseModel):

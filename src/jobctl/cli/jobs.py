@@ -26,7 +26,7 @@ def job_body(
     key: str | None = None,
     queue: str = "default",
     priority: int = 0,
-    max_attempts: int = 3,
+    max_attempts: int | None = None,
     timeout: str | None = None,
     backoff: str | None = None,
     cwd: str | Path | None = None,
@@ -48,7 +48,6 @@ def job_body(
         "command": command,
         "queue": queue,
         "priority": priority,
-        "max_attempts": max_attempts,
         "cwd": os.path.abspath(cwd or os.getcwd()),
         "env": _env(env or []),
     }
@@ -58,6 +57,8 @@ def job_body(
         body["run_at"] = (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
     if key:
         body["key"] = key
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
     if timeout:
         body["timeout"] = parse_duration(timeout)
     if retry_on:
@@ -108,7 +109,10 @@ def add(
     key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
     queue: Annotated[str, typer.Option(help="Queue name")] = "default",
     priority: Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")] = 0,
-    max_attempts: Annotated[int, typer.Option(help="Failures allowed before dead")] = 3,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(min=1, help="Failures allowed before dead", show_default="daemon's, 3"),
+    ] = None,
     timeout: Annotated[str | None, typer.Option(help="Kill after this long, e.g. 10m")] = None,
     backoff: Annotated[
         str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")

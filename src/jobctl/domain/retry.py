@@ -7,10 +7,10 @@ records the attempt, so a decision and its effect can never come apart.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from jobctl.domain.models import Job
+from jobctl.domain.models import Backoff, Job
 from jobctl.domain.states import JobStatus, Outcome
 
 #: Exit codes a shell uses for "cannot execute" and "not found": retrying cannot help.
@@ -18,6 +18,17 @@ NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
 #: This many attempts in a row ending with a lost lease make a job poison: it most likely
 #: kills or hangs whatever runs it, so it is not offered to a worker again.
 POISON_LEASE_EXPIRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDefaults:
+    """What a job gets when it does not say: the daemon's configured retry policy."""
+
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+DEFAULT_RETRY = RetryDefaults()
 
 
 @dataclass(frozen=True, slots=True)

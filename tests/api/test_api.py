@@ -107,3 +107,31 @@ async def test_openapi_document_is_served(api: Any) -> None:
     client, _ = api
     doc = (await client.get("/v1/openapi.json")).json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/status", "/v1/dlq/replay"} <= set(doc["paths"])
+
+
+async def test_daemon_retry_defaults_fill_what_a_job_leaves_out(app_store: Any) -> None:
+    from jobctl.api.app import Hooks, create_app
+    from jobctl.domain.models import Backoff
+    from jobctl.domain.retry import RetryDefaults
+    from jobctl.store.aio import AsyncStore
+
+    astore = AsyncStore(app_store, threads=2)
+    app = create_app(astore, Hooks(retry=RetryDefaults(7, Backoff(2, 20))))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://jobctl"
+    ) as client:
+        plain = (await _post(client, {"command": ["true"]})).json()
+        own = (
+            await _post(
+                client, {"command": ["true"], "max_attempts": 2, "backoff": {"base": 1, "cap": 1}}
+            )
+        ).json()
+        sched = (
+            await client.post(
+                "/v1/schedules", json={"cron": "@daily", "job": {"command": ["true"]}}
+            )
+        ).json()
+    astore.close()
+    assert (plain["max_attempts"], plain["backoff"]) == (7, {"base": 2.0, "cap": 20.0})
+    assert (own["max_attempts"], own["backoff"]) == (2, {"base": 1.0, "cap": 1.0})
+    assert sched["job"]["max_attempts"] == 7

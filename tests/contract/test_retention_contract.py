@@ -21,12 +21,14 @@ def _finished(store: Store, clock: FakeClock, n: int, outcome: Outcome) -> list[
 
 
 def test_prune_by_age_and_status_in_batches(store: Store, clock: FakeClock) -> None:
-    done = _finished(store, clock, 5, Outcome.SUCCEEDED)
+    _finished(store, clock, 5, Outcome.SUCCEEDED)
     dead = _finished(store, clock, 2, Outcome.FAILED)
     waiting = store.insert([JobSpec(("true",), clock.now() + timedelta(days=30), 1)])[0].job
     clock.advance(days=8)
-    cutoffs = {"succeeded": clock.now() - timedelta(days=7),
-               "dead": clock.now() - timedelta(days=30)}
+    cutoffs = {
+        "succeeded": clock.now() - timedelta(days=7),
+        "dead": clock.now() - timedelta(days=30),
+    }
     assert store.prunable(cutoffs) == {"succeeded": 5, "dead": 0}
     first = store.prune(cutoffs, limit=3)
     assert first.jobs == {"succeeded": 3} and first.total == 3

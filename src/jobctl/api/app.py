@@ -8,8 +8,9 @@ after its transaction committed.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,12 +25,16 @@ from jobctl import __version__, errors
 from jobctl.api import errors as api_errors
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
+from jobctl.domain.models import Job
+from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
+from jobctl.engine.metrics import Metrics, log_jobs
 from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
 
 MAX_BATCH = 10_000
+log = logging.getLogger("jobctl.api")
 
 
 @dataclass
@@ -42,6 +47,8 @@ class Hooks:
     schedules_changed: Callable[[], None] = lambda: None
     #: Retention age in seconds per final status (the daemon's configured policy).
     retention: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
+    #: What jobs and schedule templates get when they do not give a retry policy.
+    retry: RetryDefaults = DEFAULT_RETRY
 
 
 @dataclass
@@ -49,10 +56,21 @@ class Context:
     store: AsyncStore
     hooks: Hooks
     started: datetime
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def st(self) -> Store:
         return self.store.store
+
+    def enqueued(self, jobs: Sequence[Job]) -> None:
+        """Count and log the jobs a request created (an idempotent repeat is no event)."""
+        self.metrics.jobs_enqueued.labels("api").inc(len(jobs))
+        log_jobs(log, "enqueued", jobs)
+
+    def replayed(self, jobs: Sequence[Job]) -> None:
+        """Count and log dead jobs a replay scheduled again."""
+        self.metrics.replayed(jobs)
+        log_jobs(log, "replayed", jobs)
 
 
 def _ctx(request: Request) -> Context:
@@ -75,8 +93,9 @@ async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSON
     if not items or len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
     uid, now = owner_uid(request), ctx.store.clock.now()
-    specs = [item.to_spec(uid, now) for item in items]
+    specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
     inserted = await ctx.store.run(ctx.st.insert, specs)
+    ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)
     if created:
         ctx.hooks.wake()
@@ -155,7 +174,9 @@ async def status(ctx: Ctx) -> dict[str, Any]:
     }
 
 
-def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
+def create_app(
+    store: AsyncStore, hooks: Hooks | None = None, metrics: Metrics | None = None
+) -> FastAPI:
     app = FastAPI(
         title="jobctl",
         version=__version__,
@@ -164,13 +185,20 @@ def create_app(store: AsyncStore, hooks: Hooks | None = None) -> FastAPI:
         redoc_url=None,
         description='Durable job scheduler API. Errors: {"error": {"code", "message"}}.',
     )
-    app.state.ctx = Context(store, hooks or Hooks(), store.clock.now())
+    app.state.ctx = Context(store, hooks or Hooks(), store.clock.now(), metrics or Metrics())
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
     from jobctl.api import dlq, queues, retention, schedules  # their routes import this module
+    from jobctl.api import metrics as metrics_api
 
-    for extra in (schedules.router, queues.router, dlq.router, retention.router):
+    for extra in (
+        schedules.router,
+        queues.router,
+        dlq.router,
+        retention.router,
+        metrics_api.router,
+    ):
         app.include_router(extra)
     return app

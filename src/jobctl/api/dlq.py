@@ -40,6 +40,7 @@ async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
     jobs = await ctx.store.run(
         ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate
     )
+    ctx.replayed(jobs)
     if jobs:
         ctx.hooks.wake()
     return {"replayed": [job_out(j) for j in jobs]}

@@ -19,7 +19,9 @@ _TICK = timedelta(milliseconds=1)  # fires() is exclusive: include next_run_at i
 
 @router.post("", status_code=201, summary="Create a cron or interval schedule")
 async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
-    spec = body.to_spec(owner_uid(request), ctx.store.clock.now(), local_zone_name())
+    spec = body.to_spec(
+        owner_uid(request), ctx.store.clock.now(), local_zone_name(), ctx.hooks.retry
+    )
     spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
     sched = await ctx.store.run(ctx.st.create_schedule, spec)
     ctx.hooks.schedules_changed()

@@ -115,6 +115,8 @@ def _group_exists(name: str) -> bool:
 
 def daemon_config(settings: Settings) -> DaemonConfig:
     """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones)."""
+    from jobctl.domain.models import Backoff
+    from jobctl.domain.retry import RetryDefaults
     from jobctl.engine.daemon import DaemonConfig
 
     return DaemonConfig(
@@ -126,6 +128,10 @@ def daemon_config(settings: Settings) -> DaemonConfig:
         shutdown_grace=settings.shutdown_grace,
         socket_group=settings.socket_group,
         metrics_listen=settings.metrics_listen,
+        retry=RetryDefaults(
+            settings.retry_max_attempts,
+            Backoff(settings.retry_backoff_base, settings.retry_backoff_cap),
+        ),
         retention={
             "succeeded": settings.retention_succeeded,
             "cancelled": settings.retention_succeeded,

@@ -51,25 +51,32 @@ def job_body(
         "cwd": os.path.abspath(cwd or os.getcwd()),
         "env": _env(env or []),
     }
-    if at:
-        body["run_at"] = parse_when(at, local_zone()).isoformat()
-    elif in_:
-        body["run_at"] = (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
-    if key:
-        body["key"] = key
-    if max_attempts is not None:
-        body["max_attempts"] = max_attempts
-    if timeout:
-        body["timeout"] = parse_duration(timeout)
-    if retry_on:
-        body["retry_on"] = parse_codes(retry_on, "--retry-on")
-    if no_retry_on:
-        body["no_retry_on"] = parse_codes(no_retry_on, "--no-retry-on")
-    if backoff:
-        base, _, cap = backoff.partition(":")
-        b = parse_duration(base)
-        body["backoff"] = {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
+    optional = {
+        "run_at": _run_at(at, in_),
+        "key": key or None,
+        "max_attempts": max_attempts,
+        "timeout": parse_duration(timeout) if timeout else None,
+        "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
+        "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
+        "backoff": _backoff(backoff) if backoff else None,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+def _run_at(at: str | None, in_: str | None) -> str | None:
+    if at:
+        return parse_when(at, local_zone()).isoformat()
+    if in_:
+        return (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
+    return None
+
+
+def _backoff(text: str) -> dict[str, float]:
+    """``BASE[:CAP]``; without a cap, 64 times the base but at least an hour."""
+    base, _, cap = text.partition(":")
+    b = parse_duration(base)
+    return {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
 
 
 def parse_codes(text: str, option: str) -> list[int]:

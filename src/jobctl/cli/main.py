@@ -18,6 +18,7 @@ from jobctl.cli import (
     crontab_cmd,
     dlq,
     jobs,
+    metrics_cmd,
     next_cmd,
     prune_cmd,
     queues,
@@ -48,6 +49,7 @@ app.command("import-crontab")(crontab_cmd.import_crontab)
 app.command("top")(top.top)
 app.command("backup")(backup.backup)
 app.command("prune")(prune_cmd.prune)
+app.command("metrics")(metrics_cmd.metrics)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(queues.app, name="queues")
 app.add_typer(schedules.app, name="schedules")

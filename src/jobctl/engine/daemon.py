@@ -28,6 +28,7 @@ from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.engine import systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
@@ -57,6 +58,7 @@ class DaemonConfig:
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
+    retry: RetryDefaults = DEFAULT_RETRY
     clock: Clock = field(default_factory=SystemClock)
 
 
@@ -142,6 +144,7 @@ class Daemon:
             info,
             parts.materializer.wake,
             self.config.retention,
+            self.config.retry,
         )
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from jobctl.domain.clock import Clock
+from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
-from jobctl.domain.states import Outcome
+from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
+from jobctl.engine.metrics import Metrics, logval
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store.aio import AsyncStore
 
@@ -49,6 +50,7 @@ class Executor:
         owner: str,
         on_slot_free: Callable[[], None] = lambda: None,
         on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -60,6 +62,11 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
         self._hb_wake = asyncio.Event()
+        self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
+        self._metrics = metrics or Metrics()
+        # read at scrape time: no work on the hot path
+        self._metrics.slots_in_use.set_function(lambda: len(self._tasks))
+        self._metrics.slots_total.set_function(lambda: self.config.concurrency)
 
     @property
     def free_slots(self) -> int:
@@ -70,6 +77,7 @@ class Executor:
         return len(self._tasks)
 
     def start(self, claim: Claim) -> None:
+        self._metrics.claim_started(claim, self._clock.now())
         task = asyncio.get_running_loop().create_task(self._run(claim))
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -92,17 +100,18 @@ class Executor:
             run = process.spawn(claim, path, self.owner, asyncio.get_running_loop())
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
-            log.info("event=failed job=%s attempt=%s error=%r", job.id, claim.attempt, str(exc))
+            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}"))
             return
         self._live[job.id] = run
         log.info(
-            "event=started job=%s attempt=%s gen=%s pid=%s key=%s",
+            "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
             job.id,
             claim.attempt,
             claim.generation,
             run.proc.pid,
-            job.key,
+            logval(job.spec.queue),
+            logval(job.key),
         )
         try:
             await self._record(run)
@@ -124,7 +133,8 @@ class Executor:
                 start,
                 str(run.log_path),
             )
-        except (LeaseLost, NotFound):
+        except (LeaseLost, NotFound) as exc:
+            self._lease_lost("record", c.job.id, c.generation, str(exc))
             self.stop(c.job.id, "lease lost before the command started")
 
     async def _wait(self, run: process.Running) -> AttemptResult:
@@ -142,6 +152,8 @@ class Executor:
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)
+        self._lost.pop(claim.job.id, None)  # normally gone already; never leak an entry
+        self._metrics.attempt_finished(claim, result, job)
         self._on_finish(job, claim, result)
 
     async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
@@ -153,35 +165,62 @@ class Executor:
                     self._store.store.finish, job_id, claim.generation, result
                 )
             except (LeaseLost, NotFound) as exc:
-                log.warning(
-                    "event=fenced job=%s gen=%s outcome=%s reason=%r",
-                    job_id,
-                    claim.generation,
-                    result.outcome.value,
-                    str(exc),
-                )
+                await self._refused(claim, result, str(exc))
                 return None
             except JobctlError as exc:  # a logic refusal: trying again cannot help
-                log.error("event=finish_refused job=%s error=%r", job_id, str(exc))
+                log.error("event=finish_refused job=%s error=%s", job_id, logval(exc))
                 return None
             except Exception as exc:  # the store is failing: keep the result, try again
                 if delay is None:
-                    log.error("event=finish_failed job=%s error=%r", job_id, str(exc))
+                    log.error("event=finish_failed job=%s error=%s", job_id, logval(exc))
                     return None
-                log.warning("event=finish_retry job=%s error=%r", job_id, str(exc))
+                log.warning("event=finish_retry job=%s error=%s", job_id, logval(exc))
                 await asyncio.sleep(delay)
                 continue
+            _log_finished(job, claim, result)
+            return job
+        return None
+
+    def _lease_lost(self, op: str, job_id: int, gen: int, reason: str) -> None:
+        """The store refused a heartbeat or pid record: the command is stopped next; the
+        attempt is counted once, when its result is refused too (see :meth:`_refused`)."""
+        self._lost.setdefault(job_id, op)
+        log.warning(
+            "event=lease_lost job=%s gen=%s op=%s reason=%s", job_id, gen, op, logval(reason)
+        )
+
+    async def _refused(self, claim: Claim, result: AttemptResult, reason: str) -> None:
+        """The store refused the result: a user's cancel of the running job, or the fence.
+
+        Both raise LeaseLost; only the job's row tells them apart (cancelled at our very
+        generation). The extra read happens on this rare path only, and keeps cancels out
+        of ``jobctl_fencing_rejections_total``, whose every increment should mean a lost
+        lease worth a look.
+        """
+        job_id, gen = claim.job.id, claim.generation
+        op = self._lost.pop(job_id, "finish")
+        try:
+            now = await self._store.run(self._store.store.get, job_id)
+        except Exception:  # gone (purged) or unreadable: the result was refused all the same
+            now = None
+        if now is not None and now.status is JobStatus.CANCELLED and now.generation == gen:
             log.info(
-                "event=%s job=%s attempt=%s outcome=%s exit=%s status=%s",
-                _event(job.status),
+                "event=cancelled job=%s attempt=%s outcome=%s exit=%s",
                 job_id,
                 claim.attempt,
                 result.outcome.value,
                 result.exit_code,
-                job.status.value,
             )
-            return job
-        return None
+            return
+        self._metrics.fencing_rejections.labels(op).inc()
+        log.warning(
+            "event=fenced job=%s gen=%s op=%s outcome=%s reason=%s",
+            job_id,
+            gen,
+            op,
+            result.outcome.value,
+            logval(reason),
+        )
 
     def stop(self, job_id: int, reason: str) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live."""
@@ -215,10 +254,11 @@ class Executor:
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
-            log.error("event=heartbeat_failed error=%r", str(exc))
+            log.error("event=heartbeat_failed error=%s", logval(exc))
             return
+        gens = dict(leases)
         for job_id in lost:
-            log.warning("event=fenced job=%s reason='lease lost at heartbeat'", job_id)
+            self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")
             self.stop(job_id, "lease lost")
 
     async def shutdown(self, grace: float) -> None:
@@ -249,10 +289,29 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
     return AttemptResult(Outcome.FAILED, code, f"exit code {code}", tail)
 
 
-def _event(status: object) -> str:
-    return {
-        "succeeded": "succeeded",
-        "scheduled": "retry_scheduled",
-        "dead": "dead",
-        "cancelled": "cancelled",
-    }.get(str(status), str(status))
+def _log_finished(job: Job, claim: Claim, result: AttemptResult) -> None:
+    """The one line of an attempt's end, named after what it did to the job."""
+    extra = ""
+    if result.error:
+        extra += f" error={logval(result.error)}"
+    if job.status is JobStatus.DEAD:
+        extra += f" reason={logval(job.dead_reason)}"
+    elif job.status is JobStatus.SCHEDULED:
+        extra += f" run_at={iso(job.run_at)}"
+    log.info(
+        "event=%s job=%s attempt=%s outcome=%s exit=%s status=%s%s",
+        _event(job.status, result.outcome),
+        job.id,
+        claim.attempt,
+        result.outcome.value,
+        result.exit_code,
+        job.status.value,
+        extra,
+    )
+
+
+def _event(status: JobStatus, outcome: Outcome) -> str:
+    """``retry_scheduled`` only after a failure; a shutdown's free re-run is ``rescheduled``."""
+    if status is JobStatus.SCHEDULED:
+        return "retry_scheduled" if outcome.uses_budget else "rescheduled"
+    return status.value

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.schedule import Materialized, nominal_text
+from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 
@@ -26,13 +27,18 @@ class Materializer(Service):
     name = "materializer"
 
     def __init__(
-        self, store: AsyncStore, clock: Clock, on_created: Callable[[], None] = lambda: None
+        self,
+        store: AsyncStore,
+        clock: Clock,
+        on_created: Callable[[], None] = lambda: None,
+        metrics: Metrics | None = None,
     ) -> None:
         super().__init__(clock)
         self._store = store
         self.on_created = on_created
         self.last_run: datetime | None = None
         self.created_total = 0
+        self._metrics = metrics or Metrics()
 
     async def run_once(self) -> datetime | None:
         """Materialize everything due now; return when the next occurrence is due."""
@@ -53,6 +59,7 @@ class Materializer(Service):
                 nominal_text(nominal),
             )
         for rec in done.skipped:
+            self._metrics.schedule_skips.labels(rec.reason).inc(rec.skips.count)
             first = nominal_text(rec.skips.first) if rec.skips.first else "-"
             last = nominal_text(rec.skips.last) if rec.skips.last else "-"
             log.warning(
@@ -64,5 +71,6 @@ class Materializer(Service):
                 last,
             )
         if done.created:
+            self._metrics.jobs_enqueued.labels("schedule").inc(len(done.created))
             self.created_total += len(done.created)
             self.on_created()

@@ -57,7 +57,7 @@ LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-_BARE = re.compile(r"[^\s\"'=\\]+")
+_BARE = re.compile(r"[^\s\x00-\x1f\x7f\"'=\\]+")
 
 
 def logval(value: object) -> str:
@@ -111,7 +111,7 @@ class Metrics:
     def __init__(self) -> None:
         # ``_created`` series double the series count and tell nothing the process start
         # time does not; the switch is process-wide, and this is the daemon's only registry.
-        prometheus_client.disable_created_metrics()
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.attempts_started = Counter(
             "jobctl_attempts_started", "Attempts the executor started", ["queue"], registry=r
@@ -140,6 +140,16 @@ class Metrics:
         )
         self._events(r)
         self._service(r)
+        # Known label values start at 0, so the first event is an increase (rate() and
+        # increase() need a sample before it) rather than a series appearing out of nowhere.
+        for counter, values in (
+            (self.fencing_rejections, ("finish", "record", "heartbeat")),
+            (self.lease_reclaims, ("expired", "restart")),
+            (self.schedule_skips, ("misfire", "overlap", "paused")),
+            (self.jobs_enqueued, ("api", "schedule")),
+        ):
+            for label in values:
+                counter.labels(label)
         self.store = StoreGauges()
         r.register(self.store)
 
@@ -153,7 +163,8 @@ class Metrics:
         )
         self.fencing_rejections = Counter(
             "jobctl_fencing_rejections",
-            "Store refusals of a stale generation, by the refused operation",
+            "Attempts whose lease was lost (the store refused their generation), by the "
+            "first refused call",
             ["op"],
             registry=r,
         )
@@ -182,7 +193,9 @@ class Metrics:
         self.slots_in_use = Gauge(
             "jobctl_executor_slots_in_use", "Executor slots held by attempts", registry=r
         )
-        self.slots_total = Gauge("jobctl_executor_slots", "Executor slots (concurrency)", registry=r)
+        self.slots_total = Gauge(
+            "jobctl_executor_slots", "Executor slots (concurrency)", registry=r
+        )
         self.store_up = Gauge(
             "jobctl_store_up", "1 if the last scrape could read the store, else 0", registry=r
         )
@@ -316,13 +329,15 @@ class MetricsListenError(JobctlError):
 Render = Callable[[], Awaitable[bytes]]
 
 
-async def start_listener(listen: str, render: Render) -> asyncio.Server:
-    """Serve ``GET /metrics`` on ``listen`` ("HOST:PORT", IPv6 in brackets) and nothing else.
+async def start_listener(listen: str | None, render: Render) -> asyncio.Server | None:
+    """Serve ``GET /metrics`` on ``listen`` ("HOST:PORT", IPv6 in brackets); None: no listener.
 
     A few lines of HTTP/1.0-style request/response on the event loop rather than
     prometheus_client's threaded server: the scrape must read the store through the
     daemon's AsyncStore, and a server the loop owns stops with the daemon.
     """
+    if listen is None:
+        return None
     host, _, port = listen.rpartition(":")
     try:
         server = await asyncio.start_server(
@@ -348,7 +363,9 @@ async def stop_listener(server: asyncio.Server | None) -> None:
             await server.wait_closed()
 
 
-async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, render: Render) -> None:
+async def _serve_one(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, render: Render
+) -> None:
     try:
         async with asyncio.timeout(REQUEST_TIMEOUT):
             head = await reader.readuntil(b"\r\n\r\n")

@@ -9,10 +9,12 @@ executor slot wake it early through :meth:`Timer.wake`.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.engine.executor import Executor
+from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 
@@ -23,27 +25,44 @@ RECLAIM_BATCH = 500
 class Timer(Service):
     name = "timer"
 
-    def __init__(self, store: AsyncStore, clock: Clock, executor: Executor) -> None:
+    def __init__(
+        self,
+        store: AsyncStore,
+        clock: Clock,
+        executor: Executor,
+        metrics: Metrics | None = None,
+    ) -> None:
         super().__init__(clock)
         self._store = store
         self._executor = executor
         self.last_tick: datetime | None = None
         self.ticks = 0
+        self._metrics = metrics or Metrics()
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken)."""
         store = self._store.store
         self.last_tick = self._clock.now()
         self.ticks += 1
+        self._metrics.timer_ticks.inc()
         for job in await self._store.run(
             store.reclaim_expired, RECLAIM_BATCH, self._executor.owner
         ):
-            log.warning("event=reclaimed job=%s status=%s", job.id, job.status.value)
+            self._metrics.reclaimed(job, "expired")
+            log.warning(
+                "event=reclaimed job=%s attempt=%s status=%s reason=lease_expired",
+                job.id,
+                job.attempt,
+                job.status.value,
+            )
         free = self._executor.free_slots
         if free > 0 and not self._stopping:
+            began = time.perf_counter()  # real time: the fake clock stands still in a call
             claims = await self._store.run(
                 store.claim_due, self._executor.owner, free, self._executor.config.lease_ttl
             )
+            self._metrics.claim_duration.observe(time.perf_counter() - began)
+            self._metrics.claim_size.observe(len(claims))
             for claim in claims:
                 self._executor.start(claim)
         w = await self._store.run(store.wakeups, self._executor.owner)

@@ -89,3 +89,18 @@ def make_formatter(fmt: str) -> logging.Formatter:
     if fmt == "logfmt":
         return logging.Formatter(LOGFMT)
     raise ValueError(f"unknown log format {fmt!r}")
+
+
+_BARE = re.compile(r"[^\s\x00-\x1f\x7f\"'=\\]+")
+
+
+def logval(value: object) -> str:
+    """``value`` as one logfmt value: bare when it can be, else double-quoted and escaped.
+
+    Errors, keys, queue names and paths may hold spaces, quotes or ``=``; unquoted they
+    would split into bogus fields. Double quotes with JSON escapes are what logfmt readers
+    (Loki, go-logfmt, :func:`jobctl.logfmt.parse_logfmt`) all agree on, unlike ``%r``'s
+    single quotes.
+    """
+    text = str(value)
+    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)

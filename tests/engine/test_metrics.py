@@ -23,9 +23,9 @@ from jobctl.domain.policies import Misfire
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
-from jobctl.engine.metrics import Metrics, log_jobs, logval, start_listener, stop_listener
+from jobctl.engine.metrics import Metrics, log_jobs, start_listener, stop_listener
 from jobctl.engine.timer import Timer
-from jobctl.logfmt import JsonFormatter, parse_logfmt
+from jobctl.logfmt import JsonFormatter, logval, parse_logfmt
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 from tests.engine.conftest import Engine, later

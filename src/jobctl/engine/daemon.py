@@ -32,12 +32,12 @@ from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.engine import systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
-from jobctl.engine.metrics import Metrics, logval, start_listener, stop_listener
+from jobctl.engine.metrics import Metrics, start_listener, stop_listener
 from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
-from jobctl.logfmt import make_formatter
+from jobctl.logfmt import logval, make_formatter
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 

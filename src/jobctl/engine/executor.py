@@ -22,8 +22,9 @@ from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
-from jobctl.engine.metrics import Metrics, logval
+from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound
+from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
@@ -87,7 +88,7 @@ class Executor:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("executor task failed: %r", task.exception())
+            log.error("event=executor_task_failed error=%s", logval(task.exception()))
         self.on_slot_free()
 
     def log_path(self, job_id: int, attempt: int) -> Path:

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +38,7 @@ from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Job, QueueStats
 from jobctl.domain.states import JobStatus
 from jobctl.errors import JobctlError
+from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.metrics")
@@ -56,20 +55,6 @@ REQUEST_TIMEOUT = 10.0
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-_BARE = re.compile(r"[^\s\x00-\x1f\x7f\"'=\\]+")
-
-
-def logval(value: object) -> str:
-    """``value`` as one logfmt value: bare when it can be, else double-quoted and escaped.
-
-    Errors, keys, queue names and paths may hold spaces, quotes or ``=``; unquoted they
-    would split into bogus fields. Double quotes with JSON escapes are what logfmt readers
-    (Loki, go-logfmt, :func:`jobctl.logfmt.parse_logfmt`) all agree on, unlike ``%r``'s
-    single quotes.
-    """
-    text = str(value)
-    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
 def log_jobs(logger: logging.Logger, event: str, jobs: Sequence[Job]) -> None:

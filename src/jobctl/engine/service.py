@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
+from jobctl.logfmt import logval
 
 
 class Service(ABC):
@@ -38,7 +39,7 @@ class Service(ABC):
             try:
                 deadline = await self.run_once()
             except Exception as exc:
-                log.error("event=%s_failed error=%r", self.name, str(exc))
+                log.error("event=%s_failed error=%s", self.name, logval(exc))
                 await asyncio.sleep(1.0)
                 continue
             if not self._stopping:

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 from jobctl.errors import JobctlError
+from jobctl.logfmt import logval
 
 if TYPE_CHECKING:
     from jobctl.engine.executor import Executor
@@ -67,7 +68,7 @@ def _notify_address(value: str | None) -> bytes | None:
         return b"\0" + value[1:].encode()
     if value.startswith("/"):
         return os.fsencode(value)
-    log.warning("event=sd_notify_unsupported notify_socket=%r", value)  # e.g. vsock:
+    log.warning("event=sd_notify_unsupported notify_socket=%s", logval(value))  # e.g. vsock:
     return None
 
 
@@ -86,7 +87,7 @@ def _watchdog_usec(env: Mapping[str, str], pid: int) -> int | None:
     try:
         usec = int(raw)
     except ValueError:
-        log.warning("event=watchdog_usec_invalid value=%r", raw)
+        log.warning("event=watchdog_usec_invalid value=%s", logval(raw))
         return None
     return usec if usec > 0 else None
 
@@ -132,7 +133,7 @@ class Notifier:
                 s.settimeout(SEND_TIMEOUT)
                 s.sendto(payload, self.address)
         except (OSError, ValueError) as exc:
-            log.debug("event=sd_notify_failed error=%r", str(exc))
+            log.debug("event=sd_notify_failed error=%s", logval(exc))
             return False
         return True
 
@@ -218,7 +219,7 @@ async def run_watchdog(
         elif ok:
             notifier.watchdog(text)
         else:
-            log.warning("event=watchdog_withheld status=%r", text)
+            log.warning("event=watchdog_withheld status=%s", logval(text))
             notifier.status(f"unhealthy, watchdog ping withheld; {text}")
         last = text
         await sleep(interval)
@@ -245,7 +246,7 @@ async def _collect(status: Status, last: str | None, timeout: float) -> str:
             return value
         return await asyncio.wait_for(value, timeout)
     except Exception as exc:  # includes TimeoutError
-        log.warning("event=status_failed error=%r", str(exc) or type(exc).__name__)
+        log.warning("event=status_failed error=%s", logval(str(exc) or type(exc).__name__))
         return last if last is not None else "status unavailable"
 
 

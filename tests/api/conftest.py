@@ -30,6 +30,7 @@ async def api(app_store: SqliteStore) -> AsyncIterator[tuple[httpx.AsyncClient, 
     events: list[str] = []
     hooks = Hooks(
         wake=lambda: events.append("wake"),
+        due=lambda at: events.append("wake"),
         stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None,
     )
     app = create_app(astore, hooks)

@@ -49,6 +49,8 @@ class Hooks:
     retention: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
     #: What jobs and schedule templates get when they do not give a retry policy.
     retry: RetryDefaults = DEFAULT_RETRY
+    #: New work due at a time: wakes the timer only if that is before its next tick.
+    due: Callable[[datetime], None] = lambda at: None
 
 
 @dataclass
@@ -73,7 +75,8 @@ class Context:
         log_jobs(log, "replayed", jobs)
 
 
-def _ctx(request: Request) -> Context:
+async def _ctx(request: Request) -> Context:
+    # async on purpose: FastAPI runs a plain-def dependency on a thread pool, per request
     ctx: Context = request.app.state.ctx
     return ctx
 
@@ -98,7 +101,7 @@ async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSON
     ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)
     if created:
-        ctx.hooks.wake()
+        ctx.hooks.due(min(i.job.run_at for i in inserted if i.created))
     if not isinstance(body, list):
         return JSONResponse(job_out(inserted[0].job), 201 if created else 200)
     out = [job_out(i.job) | {"created": i.created} for i in inserted]

@@ -139,12 +139,13 @@ class Daemon:
     def _hooks(self, parts: Parts) -> Hooks:
         info = _info(self, parts)
         return Hooks(
-            parts.timer.wake,
-            parts.executor.stop,
-            info,
-            parts.materializer.wake,
-            self.config.retention,
-            self.config.retry,
+            wake=parts.timer.wake,
+            stop_job=parts.executor.stop,
+            info=info,
+            schedules_changed=parts.materializer.wake,
+            retention=self.config.retention,
+            retry=self.config.retry,
+            due=parts.timer.wake,
         )
 
 

@@ -24,8 +24,22 @@ class Service(ABC):
         self._clock = clock
         self._wake = asyncio.Event()
         self._stopping = False
+        self._asleep = False
+        self._deadline: datetime | None = None
 
-    def wake(self) -> None:
+    def wake(self, at: datetime | None = None) -> None:
+        """Run a pass now; with ``at``, only if that is before the pass already planned.
+
+        Enqueueing thousands of jobs due next week must not make the timer re-read the
+        store thousands of times: a sleeper whose deadline comes first sees them anyway.
+        """
+        if (
+            at is not None
+            and self._asleep
+            and self._deadline is not None
+            and (at >= self._deadline)
+        ):
+            return
         self._wake.set()
 
     def stop(self) -> None:
@@ -43,7 +57,11 @@ class Service(ABC):
                 await asyncio.sleep(1.0)
                 continue
             if not self._stopping:
-                await self._clock.sleep_until(deadline, self._wake)
+                self._asleep, self._deadline = True, deadline
+                try:
+                    await self._clock.sleep_until(deadline, self._wake)
+                finally:
+                    self._asleep = False
 
     @abstractmethod
     async def run_once(self) -> datetime | None:

@@ -1,9 +1,10 @@
 """The timer: sleeps until the next due instant, then claims what the executor can take.
 
-It never polls on a fixed interval. Each tick reclaims leases that ran out, claims due
-jobs up to the executor's free slots, then asks the store when there is work next (the
-earliest ``run_at`` or lease expiry) and sleeps until then. Enqueue, cancel and a freed
-executor slot wake it early through :meth:`Timer.wake`.
+It never polls on a fixed interval. Each tick asks the store what there is to do,
+reclaims leases that ran out, claims due jobs up to the executor's free slots, and sleeps
+until the next instant with work (the earliest ``run_at``, token or lease expiry).
+Enqueue (only of jobs due before that instant), cancel and a freed executor slot wake it
+early through :meth:`Timer.wake`.
 """
 
 from __future__ import annotations
@@ -40,11 +41,29 @@ class Timer(Service):
         self._metrics = metrics or Metrics()
 
     async def run_once(self) -> datetime | None:
-        """One tick; returns when the next tick is due (``None``: only when woken)."""
-        store = self._store.store
-        self.last_tick = self._clock.now()
+        """One tick; returns when the next tick is due (``None``: only when woken).
+
+        Reads first: a tick that finds nothing due and no lease run out writes nothing.
+        """
+        store, owner = self._store.store, self._executor.owner
+        now = self._clock.now()
+        self.last_tick = now
         self.ticks += 1
         self._metrics.timer_ticks.inc()
+        w = await self._store.run(store.wakeups, owner)
+        if w.next_lease_expiry is not None and w.next_lease_expiry <= now:
+            await self._reclaim()
+            w = await self._store.run(store.wakeups, owner)
+        if w.due_now and self._executor.free_slots > 0 and not self._stopping:
+            await self._claim()
+            w = await self._store.run(store.wakeups, owner)
+        if w.due_now and self._executor.free_slots > 0:
+            return self._clock.now()
+        times = [t for t in (w.next_run_at, w.next_lease_expiry) if t is not None]
+        return min(times) if times else None
+
+    async def _reclaim(self) -> None:
+        store = self._store.store
         for job in await self._store.run(
             store.reclaim_expired, RECLAIM_BATCH, self._executor.owner
         ):
@@ -55,18 +74,14 @@ class Timer(Service):
                 job.attempt,
                 job.status.value,
             )
-        free = self._executor.free_slots
-        if free > 0 and not self._stopping:
-            began = time.perf_counter()  # real time: the fake clock stands still in a call
-            claims = await self._store.run(
-                store.claim_due, self._executor.owner, free, self._executor.config.lease_ttl
-            )
-            self._metrics.claim_duration.observe(time.perf_counter() - began)
-            self._metrics.claim_size.observe(len(claims))
-            for claim in claims:
-                self._executor.start(claim)
-        w = await self._store.run(store.wakeups, self._executor.owner)
-        if w.due_now and self._executor.free_slots > 0:
-            return self._clock.now()
-        times = [t for t in (w.next_run_at, w.next_lease_expiry) if t is not None]
-        return min(times) if times else None
+
+    async def _claim(self) -> None:
+        store, ex = self._store.store, self._executor
+        began = time.perf_counter()  # real time: the fake clock stands still in a call
+        claims = await self._store.run(
+            store.claim_due, ex.owner, ex.free_slots, ex.config.lease_ttl
+        )
+        self._metrics.claim_duration.observe(time.perf_counter() - began)
+        self._metrics.claim_size.observe(len(claims))
+        for claim in claims:
+            ex.start(claim)

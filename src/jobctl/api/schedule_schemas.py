@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from jobctl.api.schemas import JobTemplateIn, job_out
+from jobctl.api.schemas import JobTemplateIn, job_out, require_offset
 from jobctl.domain.clock import iso
 from jobctl.domain.cron import describe, parse_cron
 from jobctl.domain.durations import format_duration
@@ -39,12 +39,7 @@ class ScheduleIn(BaseModel):
     jitter: Annotated[float, Field(ge=0, le=86400 * 7)] = 0.0
     job: JobTemplateIn
 
-    @field_validator("at")
-    @classmethod
-    def _aware(cls, v: datetime | None) -> datetime | None:
-        if v is not None and v.tzinfo is None:
-            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-        return v
+    _aware = field_validator("at")(require_offset)
 
     def to_spec(
         self,

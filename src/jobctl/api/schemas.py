@@ -15,6 +15,14 @@ from jobctl.domain.clock import iso
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, JobTemplate, QueueStats
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 
+
+def require_offset(v: datetime | None) -> datetime | None:
+    """Times on the wire are absolute: a naive one would mean the daemon's zone, silently."""
+    if v is not None and v.tzinfo is None:
+        raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    return v
+
+
 DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
 
 
@@ -79,12 +87,7 @@ class JobIn(JobTemplateIn):
     run_at: datetime | None = None
     key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
 
-    @field_validator("run_at")
-    @classmethod
-    def _aware(cls, v: datetime | None) -> datetime | None:
-        if v is not None and v.tzinfo is None:
-            raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-        return v
+    _aware = field_validator("run_at")(require_offset)
 
     def to_spec(
         self, owner_uid: int, now: datetime, defaults: RetryDefaults = DEFAULT_RETRY

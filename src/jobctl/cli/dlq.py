@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from jobctl.cli import jobs
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
@@ -62,21 +63,8 @@ def list_(
         render.console.print("no dead jobs")
 
 
-@app.command("show")
-def show(
-    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
-    json_: JsonOpt = False,
-    socket: SocketOpt = None,
-) -> None:
-    """Show a dead job with every attempt and why it died."""
-    with client(socket) as c:
-        job = c.get(job_id)
-    if json_:
-        print_json(job)
-        return
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    render.job_detail(job)
+# A dead job is a job: `dlq show` is `jobctl show` (attempts, errors, dead reason).
+app.command("show", help="Show a dead job with every attempt and why it died.")(jobs.show)
 
 
 @app.command("replay")

@@ -192,3 +192,15 @@ def test_a_thousand_schedules_each_occurrence_exactly_once(store: Store, clock: 
         assert seen.get(s.id, []) == expected, s.spec.timing
     total = sum(len(v) for v in seen.values())
     assert len(store.list_jobs(None, None, 100_000, None)) == total
+
+
+def test_a_taken_schedule_id_is_drawn_again(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobctl.store import schedules
+
+    ids = iter(["sch-000000000001", "sch-000000000001", "sch-000000000002"])
+    monkeypatch.setattr(schedules, "new_schedule_id", lambda: next(ids))
+    a = store.create_schedule(hourly())
+    b = store.create_schedule(hourly())
+    assert (a.id, b.id) == ("sch-000000000001", "sch-000000000002")

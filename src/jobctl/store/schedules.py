@@ -66,7 +66,10 @@ class ScheduleOps:
             if spec.name and conn.execute(q("schedule_by_name"), {"ref": spec.name}).fetchone():
                 raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
             first = spec.timing.next_after(now)
-            row = conn.execute(q("insert_schedule"), _schedule_params(spec, now, first)).fetchone()
+            params = _schedule_params(spec, now, first)
+            while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
+                params["id"] = new_schedule_id()  # 48 random bits: rare, but never an error
+            row = conn.execute(q("insert_schedule"), params).fetchone()
             return schedule_from_row(row)
 
         return self._writer.call(tx)
@@ -297,7 +300,8 @@ def _ms(dt: datetime | None) -> int | None:
 
 
 def new_schedule_id() -> str:
-    return f"sch-{secrets.token_hex(4)}"
+    """``sch-`` and 12 hex digits: short enough to type, with a collision check on insert."""
+    return f"sch-{secrets.token_hex(6)}"
 
 
 def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict[str, Any]:

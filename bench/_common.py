@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing as mp
 import os
 import socket
@@ -101,7 +102,7 @@ def pct(values: Sequence[float], p: float) -> float:
 
 
 def median(values: Sequence[float]) -> float:
-    vals = [v for v in values if v == v]  # drop NaN
+    vals = [v for v in values if not math.isnan(v)]
     return statistics.median(vals) if vals else float("nan")
 
 
@@ -192,7 +193,7 @@ def huey_enqueue_client(db: str, warmup: int, duration: float, barrier: Any, out
     try:
         import peer_huey
 
-        h, tasks = peer_huey.make(db)
+        _, tasks = peer_huey.make(db)
         eta = peer_huey.FAR_FUTURE
         for _ in range(warmup):
             tasks.noop.schedule(eta=eta)

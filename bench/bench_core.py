@@ -394,6 +394,28 @@ class HueyConsumer:
         stop_proc(self.proc)
         self._log.close()
 
+    def errors(self) -> list[str]:
+        """The consumer's logged errors (huey logs and goes on; a dequeued task can be lost)."""
+        self._log.flush()
+        text = Path(self._log.name).read_text(errors="replace")
+        return [line.strip()[:200] for line in text.splitlines()
+                if "Error" in line or "Exception" in line or "exception" in line][:10]
+
+
+def _huey_settled_count(h: Any) -> int:
+    """Tasks in huey's queue + schedule once the consumer has moved them all: a task it has
+    dequeued (deleted) but not yet re-added to the schedule is invisible for a moment."""
+    deadline = time.time() + 30
+    last, stable_since = -1, time.time()
+    while time.time() < deadline:
+        n = h.pending_count() + h.scheduled_count()
+        if n != last:
+            last, stable_since = n, time.time()
+        elif h.pending_count() == 0 and time.time() - stable_since >= 2.0:
+            break
+        time.sleep(0.2)
+    return last
+
 
 def w1_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
     import peer_huey
@@ -411,12 +433,10 @@ def w1_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
                                 [(str(db), 20, sz.enqueue_seconds)] * sz.clients)
             s = _summarise_clients(res)
             h, _ = peer_huey.make(str(db))
-            deadline = time.time() + 30
-            while h.pending_count() and time.time() < deadline:
-                time.sleep(0.2)
-            stored = h.pending_count() + h.scheduled_count()
+            stored = _huey_settled_count(h)
             s["verified"] = stored == s["jobs"] + s["warm_jobs"]  # errors: counted apart
             s["stored"] = stored
+            s["consumer_errors"] = cons.errors()
             runs.append(s)
             log(f"huey enqueue run {r + 1}: {s['rate']:.0f} jobs/s (stored {stored}, "
                 f"errors {s['errors']}, verified {s['verified']})")
@@ -486,7 +506,7 @@ def _list_ids(http: C.UdsHttp, status: str) -> list[int]:
 
 def _margin(n: int, rate: float | None, floor: float) -> float:
     """Seconds to give an enqueue of ``n`` jobs at ``rate`` before they fall due."""
-    return floor if not rate or rate != rate else max(floor, 1.25 * n / rate + 2.0)
+    return floor if not rate or math.isnan(rate) else max(floor, 1.25 * n / rate + 2.0)
 
 
 def w2_jobctl(tmp: Path, sz: Sizes, batch_rate: float | None) -> dict[str, Any]:
@@ -932,7 +952,7 @@ def fmt(x: Any, digits: int = 0) -> str:
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    if not a or not b or a != a or b != b:
+    if not a or not b or math.isnan(a) or math.isnan(b):
         return "n/a"
     return f"{a / b:.2f}×"
 
@@ -1117,7 +1137,7 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
         "`time.perf_counter` around `claim_due` (which runs on the store's writer thread).",
         "",
     ]
-    lines += ["### Per-run values", ""] + _details(R) + ["", MARK_END]
+    lines += ["### Per-run values", "", *_details(R), "", MARK_END]
     return "\n".join(lines), checks
 
 
@@ -1141,7 +1161,8 @@ def _aps_add_minutes(a: dict[str, Any], sz: Sizes) -> float | None:
 _DETAIL_KEYS = {
     "single": ("rate", "daemon_cores", "req_p50_ms", "req_p99_ms", "other_cores", "verified"),
     "batch": ("rate", "daemon_cores", "req_p50_ms", "req_p99_ms", "other_cores", "verified"),
-    "enqueue": ("rate", "req_p50_ms", "req_p99_ms", "errors", "other_cores", "verified"),
+    "enqueue": ("rate", "req_p50_ms", "req_p99_ms", "errors", "stored", "other_cores",
+                "verified"),
     "e2e": ("rate", "wall", "daemon_cores", "enqueue_s", "add_seconds", "due_to_last",
             "late_enqueue", "locked_retries", "other_cores", "verified"),
     "lag": ("p50", "p99", "max", "exec_p50", "exec_p99", "late_enqueue", "locked_retries",

@@ -692,7 +692,18 @@ def main() -> int:
     ap.add_argument("--tmpdir", default=None, help="where temp dirs go (default: system temp)")
     ap.add_argument("--quiet-wait", type=float, default=300.0, metavar="SECONDS",
                     help="total time to wait for other processes to go quiet")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="no benchmark: render the report of a saved bench/results/*.json")
     args = ap.parse_args()
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        BACKGROUND[:] = saved["background"]
+        section, _ = report(saved["results"], Sizes(**saved["sizes"]), saved["command"],
+                            saved["machine"], saved["elapsed"])
+        print(section)
+        if not args.no_write:
+            write_section(MARKS, section)
+        return 0
     sz = QUICK if args.quick else FULL
     QUIET_BUDGET[0] = args.quiet_wait
     only = set(args.only.split(","))

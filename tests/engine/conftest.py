@@ -18,6 +18,7 @@ from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
+from jobctl.engine.metrics import Metrics
 from jobctl.engine.timer import Timer
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
@@ -72,8 +73,8 @@ class Engine:
                 await asyncio.sleep(0.005)  # nothing to wait on but the store itself
 
 
-@pytest.fixture
-async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
+def build_engine(tmp_path: Path, clock: FakeClock, metrics: Metrics | None = None) -> Engine:
+    """Store, timer, executor and materializer wired as in the daemon (nothing started)."""
     store = SqliteStore(tmp_path / "engine.db", clock, random.Random(3))
     astore = AsyncStore(store, threads=8)
     holder: list[Engine] = []
@@ -85,20 +86,31 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         "testhost:1:abc",
         on_slot_free=lambda: holder[0].timer.wake(),
         on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
+        metrics=metrics,
     )
-    timer = Timer(astore, clock, executor)
-    materializer = Materializer(astore, clock, on_created=timer.wake)
+    timer = Timer(astore, clock, executor, metrics)
+    materializer = Materializer(astore, clock, on_created=timer.wake, metrics=metrics)
     eng = Engine(store, astore, clock, executor, timer, materializer, tmp_path)
     holder.append(eng)
+    return eng
+
+
+async def close_engine(eng: Engine) -> None:
+    await eng.executor.shutdown(0)
+    eng.astore.close()
+    eng.store.close()
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
+    eng = build_engine(tmp_path, clock)
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(timer.run()), loop.create_task(materializer.run())]
+    tasks = [loop.create_task(eng.timer.run()), loop.create_task(eng.materializer.run())]
     yield eng
-    timer.stop()
-    materializer.stop()
+    eng.timer.stop()
+    eng.materializer.stop()
     await asyncio.gather(*tasks)
-    await executor.shutdown(0)
-    astore.close()
-    store.close()
+    await close_engine(eng)
 
 
 def later(clock: FakeClock, seconds: float) -> Any:

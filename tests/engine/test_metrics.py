@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,14 +20,9 @@ from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import Backoff, JobSpec, JobTemplate
 from jobctl.domain.policies import Misfire
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
-from jobctl.engine.executor import Executor, ExecutorConfig
-from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, log_jobs, start_listener, stop_listener
-from jobctl.engine.timer import Timer
 from jobctl.logfmt import JsonFormatter, logval, parse_logfmt
-from jobctl.store.aio import AsyncStore
-from jobctl.store.sqlite import SqliteStore
-from tests.engine.conftest import Engine, later
+from tests.engine.conftest import Engine, build_engine, close_engine, later
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -38,30 +32,12 @@ async def metered(tmp_path: Path, clock: FakeClock) -> AsyncIterator[tuple[Engin
     """The conftest engine, but with one Metrics shared by its parts as in the daemon; the
     materializer is not started, so a test decides when it runs (and sees its lag first)."""
     metrics = Metrics()
-    store = SqliteStore(tmp_path / "engine.db", clock, random.Random(3))
-    astore = AsyncStore(store, threads=8)
-    holder: list[Engine] = []
-    cfg = ExecutorConfig(concurrency=4, lease_ttl=30, kill_grace=0.5, log_dir=tmp_path / "logs")
-    executor = Executor(
-        astore,
-        clock,
-        cfg,
-        "testhost:1:abc",
-        on_slot_free=lambda: holder[0].timer.wake(),
-        on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
-        metrics=metrics,
-    )
-    timer = Timer(astore, clock, executor, metrics)
-    materializer = Materializer(astore, clock, on_created=timer.wake, metrics=metrics)
-    eng = Engine(store, astore, clock, executor, timer, materializer, tmp_path)
-    holder.append(eng)
-    task = asyncio.get_running_loop().create_task(timer.run())
+    eng = build_engine(tmp_path, clock, metrics)
+    task = asyncio.get_running_loop().create_task(eng.timer.run())
     yield eng, metrics
-    timer.stop()
+    eng.timer.stop()
     await task
-    await executor.shutdown(0)
-    astore.close()
-    store.close()
+    await close_engine(eng)
 
 
 async def scrape(eng: Engine, metrics: Metrics) -> Samples:

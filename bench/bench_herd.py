@@ -11,7 +11,7 @@ a. a real ``jobctl daemon --concurrency 64`` running ``true`` for each job: the 
    few seconds ahead; jobs/s and the time from that instant until the last one started.
 b. the scheduler's own ceiling: the engine in-process (``SqliteStore`` + ``AsyncStore`` +
    ``engine.timer.Timer``) with the executor replaced by one that finishes each claim at
-   once (``store.finish`` through the ``AsyncStore``, then wakes the timer) and has 1,000
+   once (``AsyncStore.finish``: batched ``store.finish_many``, then wakes the timer) and has 1,000
    slots; jobs/s and time until the last one started (target >= 10,000 jobs/s).
 c. ``GET /v1/status`` (``Client.status()``) latency from another thread while (a)
    drains: p50/p99/max (target p99 <= 200 ms); and whether status tells the truth during
@@ -231,8 +231,9 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
 class InstantExecutor:
     """What the Timer uses of an executor, finishing every claim at once.
 
-    ``start`` hands ``store.finish(..., SUCCEEDED)`` to the AsyncStore's thread pool and,
-    when it returns, frees the slot and wakes the timer (as a real slot freeing does).
+    ``start`` hands the SUCCEEDED result to ``AsyncStore.finish`` (batched into
+    ``store.finish_many``, as the real executor does) and, when it is committed, frees the
+    slot and wakes the timer (as a real slot freeing does).
     """
 
     def __init__(self, astore: Any, slots: int, owner: str = "bench-herd:0:instant") -> None:
@@ -276,8 +277,9 @@ class InstantExecutor:
         from jobctl.errors import LeaseLost
 
         try:
-            await self.astore.run(self.astore.store.finish, claim.job.id, claim.generation,
-                                  self.ok)
+            # The real executor's path: batched with other finishes into one writer op
+            # (store.finish_many), awaited from the loop, answered after the commit.
+            await self.astore.finish(claim.job.id, claim.generation, self.ok)
         except LeaseLost:
             self.fenced += 1
         finally:
@@ -414,8 +416,9 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"(uvloop), `FakeClock`. {n:,} jobs inserted with `store.insert` in batches of "
             f"{sz.batch:,} ({S.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
             f"sleeps until the clock is set to it. The executor is a stand-in with "
-            f"{sz.slots:,} slots whose `start(claim)` awaits `store.finish(SUCCEEDED)` on the "
-            f"`AsyncStore` and then wakes the timer. First start "
+            f"{sz.slots:,} slots whose `start(claim)` awaits `AsyncStore.finish(SUCCEEDED)` "
+            f"(batched into `store.finish_many`, as the real executor does) and then wakes "
+            f"the timer. First start "
             f"{b['first_start_s'] * 1000:.0f} ms after the clock moved, last start "
             f"{b['last_start_s']:.2f} s, all finished {b['all_finished_s']:.2f} s; "
             f"{b['ticks']:,} timer ticks, {b['claims']:,} claims of {b['claim_mean']:.0f} jobs "

@@ -11,9 +11,12 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import queue
 import re
+import threading
+import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 #: The logfmt line of :func:`jobctl.engine.daemon.setup_logging`, kept identical to it.
 LOGFMT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
@@ -87,7 +90,7 @@ def make_formatter(fmt: str) -> logging.Formatter:
     if fmt == "json":
         return JsonFormatter()
     if fmt == "logfmt":
-        return logging.Formatter(LOGFMT)
+        return LogfmtFormatter()
     raise ValueError(f"unknown log format {fmt!r}")
 
 
@@ -104,3 +107,84 @@ def logval(value: object) -> str:
     """
     text = str(value)
     return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+class LogfmtFormatter(logging.Formatter):
+    """:data:`LOGFMT`, with the date part of each second formatted once, not per line."""
+
+    def __init__(self) -> None:
+        super().__init__(LOGFMT)
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(record.created))
+            self._second = second
+        return f"{self._stamp},{int(record.msecs):03d}"
+
+
+#: Stands for "the queue is empty" in BackgroundStreamHandler._drain (setting it is harmless).
+_IDLE = threading.Event()
+
+
+class BackgroundStreamHandler(logging.Handler):
+    """Format on the caller, write on a thread of its own.
+
+    Why: the event loop logs an event line per job. Writing each line to stderr is a
+    system call that releases the GIL, and getting it back from the store's busy writer
+    thread can take a whole switch interval, so per-line writes on the loop halved
+    enqueue throughput. Lines queued here are written in order, many per ``write``;
+    :meth:`close` (at exit, via logging's shutdown) writes what is left.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__()
+        self.stream = stream
+        # a line, an Event to set once everything before it is written, or None: stop
+        self._lines: queue.SimpleQueue[str | threading.Event | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name="jobctl-log", daemon=True)
+        self._thread.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._lines.put(self.format(record))
+        except Exception:  # logging must never take the daemon down
+            self.handleError(record)
+
+    def _drain(self) -> None:
+        while True:
+            item = self._lines.get()
+            batch: list[str] = []
+            while isinstance(item, str):  # take every line queued by now: one write
+                batch.append(item)
+                try:
+                    item = self._lines.get_nowait()
+                except queue.Empty:
+                    item = _IDLE
+            if batch:
+                self._write(batch)
+            if item is None:
+                return
+            item.set()
+
+    def _write(self, batch: list[str]) -> None:
+        try:
+            self.stream.write("\n".join(batch) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr closed or gone: nothing better to do
+            pass
+
+    def flush(self) -> None:
+        """Wait until every line queued so far is written (bounded: 5 s)."""
+        if self._thread.is_alive():
+            done = threading.Event()
+            self._lines.put(done)
+            done.wait(5)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._lines.put(None)
+            self._thread.join(5)
+        super().close()

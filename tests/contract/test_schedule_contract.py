@@ -204,3 +204,52 @@ def test_a_taken_schedule_id_is_drawn_again(
     a = store.create_schedule(hourly())
     b = store.create_schedule(hourly())
     assert (a.id, b.id) == ("sch-000000000001", "sch-000000000002")
+
+
+def test_one_batch_keeps_each_schedules_own_state(store: Store, clock: FakeClock) -> None:
+    """Schedules with the same timing, policy and cursor in one batch: each gets the fate
+    its own state calls for (previous job active or not, an occurrence waiting or not)."""
+    busy, idle = store.create_schedule(hourly()), store.create_schedule(hourly())
+    queued = store.create_schedule(hourly(overlap=Overlap.QUEUE))
+    clock.set(at_hour(clock, 1))
+    first = {sid: job_id for sid, job_id, _ in store.materialize(100).created}
+    assert set(first) == {busy.id, idle.id, queued.id}
+    run_job(store, first[idle.id])
+    clock.set(at_hour(clock, 1))
+    m = store.materialize(100)
+    assert m.schedules == 3
+    assert [sid for sid, _, _ in m.created] == [idle.id]
+    assert [(r.schedule_id, r.reason) for r in m.skipped] == [(busy.id, "overlap")]
+    assert store.get_schedule(queued.id).waiting == at_hour(clock, 0)
+    assert store.get_schedule(idle.id).last_job_id == m.created[0][1]
+    assert store.get_schedule(busy.id).last_job_id == first[busy.id]
+
+
+def test_catch_up_in_a_batch_keys_every_occurrence(store: Store, clock: FakeClock) -> None:
+    a = store.create_schedule(hourly(misfire=Misfire.ALL, catch_up_limit=2, overlap=Overlap.ALLOW))
+    b = store.create_schedule(hourly(misfire=Misfire.ALL, catch_up_limit=2, overlap=Overlap.ALLOW))
+    clock.set(at_hour(clock, 3.5))  # three occurrences missed: the oldest is skipped
+    m = store.materialize(100)
+    for s in (a, b):
+        mine = [(job_id, nominal) for sid, job_id, nominal in m.created if sid == s.id]
+        assert [n for _, n in mine] == [at_hour(clock, -1), at_hour(clock, 0)]
+        assert [store.get(j).key for j, _ in mine] == [
+            f"{s.id}@{n:%Y-%m-%dT%H:%M:%SZ}" for _, n in mine
+        ]
+        got = store.get_schedule(s.id)
+        assert (got.last_job_id, got.misfire_skips) == (mine[-1][0], 1)
+        assert got.next_run_at == at_hour(clock, 1)
+    assert sorted((r.schedule_id, r.skips.count) for r in m.skipped) == sorted(
+        [(a.id, 1), (b.id, 1)]
+    )
+    assert store.materialize(100).schedules == 0
+
+
+def test_a_batch_larger_than_the_limit_continues(store: Store, clock: FakeClock) -> None:
+    made = [store.create_schedule(hourly()) for _ in range(7)]
+    clock.set(at_hour(clock, 1))
+    sizes = []
+    while (m := store.materialize(3)).schedules:
+        sizes.append((m.schedules, len(m.created)))
+    assert sizes == [(3, 3), (3, 3), (1, 1)]
+    assert all(store.get_schedule(s.id).next_run_at == at_hour(clock, 1) for s in made)

@@ -44,15 +44,19 @@ async def jobctl_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errs = _one_union_branch(exc.errors(), getattr(exc, "body", None))
+    message = validation_message(exc.errors(), getattr(exc, "body", None))
+    return JSONResponse(error_body("invalid_input", message), 422)
+
+
+def validation_message(errs: Any, body: object) -> str:
+    """One line naming each bad field of a job body (or list of them)."""
     problems = []
-    for err in errs:
+    for err in _one_union_branch(errs, body):
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))
         problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
-    message = "; ".join(problems) or "invalid request"
-    if isinstance(getattr(exc, "body", None), (str, int, float, bool)):
-        message = "the body must be a job object or a list of job objects"
-    return JSONResponse(error_body("invalid_input", message), 422)
+    if isinstance(body, (str, int, float, bool)):
+        return "the body must be a job object or a list of job objects"
+    return "; ".join(problems) or "invalid request"
 
 
 def _is_tag(part: object) -> bool:

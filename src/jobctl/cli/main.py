@@ -2,79 +2,132 @@
 
 ``run`` is the entry point: it turns every error into one line on stderr and an exit
 code from :data:`jobctl.cli.errors.EXIT_CODES` (usage errors exit 2), never a traceback.
+
+Start-up: importing Typer (and pydantic through it) and every command module costs
+~0.4 s, so importing this module imports neither.  ``jobctl next`` (a local preview
+that should answer at once) is served by :mod:`jobctl.cli.next_fast` without Typer when
+its arguments are well formed; every other command line goes to the Typer app, which
+is built on first use (``app``, for the docs generator too).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
+from typing import TYPE_CHECKING
 
-import typer
-
-from jobctl import __version__
-from jobctl.cli import (
-    admin,
-    backup,
-    config_cmd,
-    crontab_cmd,
-    dlq,
-    jobs,
-    metrics_cmd,
-    next_cmd,
-    prune_cmd,
-    queues,
-    schedules,
-    top,
-)
 from jobctl.cli.errors import USAGE, exit_code_for, fail
 from jobctl.errors import JobctlError
 
-app = typer.Typer(
-    name="jobctl",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    help="jobctl: a durable job scheduler. Run later, or on a calendar; never lose it, "
-    "never double-fire it, and tell what happened.",
-)
-_NO_INTERSPERSE = {"allow_interspersed_args": False}
-app.command("add", context_settings=_NO_INTERSPERSE)(jobs.add)
-app.command("list")(jobs.list_)
-app.command("show")(jobs.show)
-app.command("logs")(jobs.logs)
-app.command("cancel")(jobs.cancel)
-app.command("status")(admin.status)
-app.command("daemon")(admin.daemon)
-app.command("next")(next_cmd.next_)
-app.command("import-crontab")(crontab_cmd.import_crontab)
-app.command("top")(top.top)
-app.command("backup")(backup.backup)
-app.command("prune")(prune_cmd.prune)
-app.command("metrics")(metrics_cmd.metrics)
-app.add_typer(dlq.app, name="dlq")
-app.add_typer(queues.app, name="queues")
-app.add_typer(schedules.app, name="schedules")
-app.add_typer(config_cmd.app, name="config")
+if TYPE_CHECKING:
+    import typer
+
+    app: typer.Typer  # built on first access, by __getattr__
+
+#: Set by Click's shell completion protocol; such runs always go through Typer.
+_COMPLETE_VAR = "_JOBCTL_COMPLETE"
 
 
-def _version(value: bool) -> None:
-    if value:
-        print(f"jobctl {__version__}")
-        raise typer.Exit()
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@app.callback()
-def main(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit"
-    ),
-) -> None:
-    """jobctl: a durable job scheduler."""
+@functools.cache
+def _app() -> typer.Typer:
+    import typer
+
+    from jobctl import __version__
+    from jobctl.cli import (
+        admin,
+        backup,
+        config_cmd,
+        crontab_cmd,
+        dlq,
+        jobs,
+        metrics_cmd,
+        next_cmd,
+        prune_cmd,
+        queues,
+        schedules,
+        top,
+    )
+
+    app = typer.Typer(
+        name="jobctl",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        help="jobctl: a durable job scheduler. Run later, or on a calendar; never lose it, "
+        "never double-fire it, and tell what happened.",
+    )
+    no_intersperse = {"allow_interspersed_args": False}
+    app.command("add", context_settings=no_intersperse)(jobs.add)
+    app.command("list")(jobs.list_)
+    app.command("show")(jobs.show)
+    app.command("logs")(jobs.logs)
+    app.command("cancel")(jobs.cancel)
+    app.command("status")(admin.status)
+    app.command("daemon")(admin.daemon)
+    app.command("next")(next_cmd.next_)
+    app.command("import-crontab")(crontab_cmd.import_crontab)
+    app.command("top")(top.top)
+    app.command("backup")(backup.backup)
+    app.command("prune")(prune_cmd.prune)
+    app.command("metrics")(metrics_cmd.metrics)
+    app.add_typer(dlq.app, name="dlq")
+    app.add_typer(queues.app, name="queues")
+    app.add_typer(schedules.app, name="schedules")
+    app.add_typer(config_cmd.app, name="config")
+
+    def _version(value: bool) -> None:
+        if value:
+            print(f"jobctl {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def main(
+        version: bool = typer.Option(
+            False, "--version", callback=_version, is_eager=True, help="Print the version and exit"
+        ),
+    ) -> None:
+        """jobctl: a durable job scheduler."""
+
+    return app
 
 
 def run(argv: list[str] | None = None) -> int:
-    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        result = command.main(args=argv, prog_name="jobctl", standalone_mode=False)
+        if args[:1] == ["next"] and _COMPLETE_VAR not in os.environ:
+            from jobctl.cli.next_fast import parse_argv, show_next
+
+            request = parse_argv(args[1:])
+            if request is not None:
+                show_next(*request)
+                return 0
+        return _run_typer(args)
+    except JobctlError as exc:
+        fail(exc.message)
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _run_typer(args: list[str]) -> int:
+    """Run a command line through the Typer app (every command, and ``next`` too).
+
+    Raises the errors of the command itself (JobctlError ...) for :func:`run`.
+    """
+    import typer
+
+    command = typer.main.get_command(_app())
+    try:
+        result = command.main(args=args, prog_name="jobctl", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -83,13 +136,6 @@ def run(argv: list[str] | None = None) -> int:
     except typer.TyperException as exc:  # usage errors of the parser (bad option, value)
         fail(exc.format_message())
         return USAGE if exc.exit_code in (1, 2) else exc.exit_code
-    except JobctlError as exc:
-        fail(exc.message)
-        return exit_code_for(exc)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
     return result if isinstance(result, int) else 0
 
 

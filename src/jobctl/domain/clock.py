@@ -83,4 +83,5 @@ def iso(dt: datetime | None) -> str | None:
     """UTC ISO-8601 with a trailing ``Z`` and millisecond precision (the wire format)."""
     if dt is None:
         return None
-    return utc(dt).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    # isoformat is C code; strftime here cost ~10 µs, six times per job rendered
+    return utc(dt).isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -25,7 +25,6 @@ CronJobs have all shipped bugs on exactly these edges.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -286,6 +285,8 @@ def load_zone(name: str) -> ZoneInfo:
 
 
 def _closest_zone(name: str) -> str | None:
+    import difflib  # only for a mistyped zone; it costs start-up time (jobctl next)
+
     zones = _zone_names()
     by_lower = {zone.lower(): zone for zone in zones}
     if name.strip().lower() in by_lower:

@@ -20,7 +20,6 @@ Why these rules:
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -51,7 +50,7 @@ MACROS = {
 _FIELDS_HINT = "expected 5 fields (minute hour day-of-month month day-of-week)"
 # Bits 1..length set: the days of a month of that length.
 _MONTH_BITS = {length: ((1 << (length + 1)) - 1) & ~1 for length in range(28, 32)}
-_UNSUPPORTED_LW = re.compile(r"\d*L|L\d*|\d*W|LW")
+_UNSUPPORTED_LW = r"\d*L|L\d*|\d*W|LW"  # compiled on use: re costs start-up time
 
 
 class CronTerm(NamedTuple):
@@ -313,7 +312,9 @@ def _why_not_value(token: str) -> str:
         return f"'{token}' uses '?', which is not supported (use '*')"
     if "#" in upper:
         return f"'{token}' uses '#' (nth weekday of the month), which is not supported"
-    if _UNSUPPORTED_LW.fullmatch(upper):
+    import re
+
+    if re.fullmatch(_UNSUPPORTED_LW, upper):
         letter = "'L' (last)" if "L" in upper else "'W' (nearest weekday)"
         return f"'{token}' uses {letter}, which is not supported"
     return f"'{token}' is not a number or name"

@@ -224,6 +224,32 @@ class AttemptResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Finished:
+    """What a committed finish did to its job: the few fields the executor reports.
+
+    Lean on purpose (no spec, no attempts): ``Store.finish_many`` returns one per item and
+    building a full :class:`Job` per finished attempt was a measurable share of a drain.
+    """
+
+    job_id: int
+    status: JobStatus
+    run_at: datetime
+    failures: int
+    dead_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """An attempt's process, for ``Store.record_processes`` (crash recovery stops it)."""
+
+    job_id: int
+    generation: int
+    pid: int
+    pid_start: int | None
+    log_path: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     queue: str
     scheduled: int

@@ -8,20 +8,27 @@ transaction that advances the schedule (see ``docs/schedules.md``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from jobctl.domain.cron import load_zone, next_fire, parse_cron
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput, InvalidSchedule
 
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
 #: An occurrence more than this far in the past when the materializer reaches it was
 #: missed (the daemon was down or the host asleep) and the misfire policy decides.
 MISFIRE_GRACE = timedelta(seconds=60)
 #: How many occurrences one plan enumerates at most; a longer backlog continues next pass.
 MAX_ENUMERATED = 100_000
+#: Bound of the memo of cron fire times (see :func:`_next_cron`); an entry is ~300 bytes.
+FIRE_CACHE_SIZE = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +50,7 @@ class Timing:
                 raise InvalidSchedule("an interval schedule needs an anchor time")
         else:
             parse_cron(self.cron or "")
-        load_zone(self.tz)
+        _zone(self.tz)
 
     def next_after(self, after: datetime) -> datetime:
         """The first nominal fire time strictly after ``after`` (UTC)."""
@@ -55,7 +62,7 @@ class Timing:
             n = int((after - self.anchor) / step) + 1
             t = self.anchor + n * step
             return t if t > after else t + step
-        return next_fire(parse_cron(self.cron or ""), load_zone(self.tz), after)
+        return _next_cron(self.cron or "", self.tz, after)
 
     def fires(self, after: datetime, count: int) -> list[datetime]:
         out: list[datetime] = []
@@ -64,6 +71,22 @@ class Timing:
             t = self.next_after(t)
             out.append(t)
         return out
+
+
+@functools.lru_cache(maxsize=FIRE_CACHE_SIZE)
+def _next_cron(cron: str, tz: str, after: datetime) -> datetime:
+    """Memoized :func:`next_fire`: a pure function of its arguments.
+
+    Many schedules share an expression and a zone, and their cursors sit on the same
+    nominal times, so the materializer asks the same question over and over.
+    """
+    return next_fire(parse_cron(cron), _zone(tz), after)
+
+
+@functools.lru_cache(maxsize=1024)
+def _zone(name: str) -> ZoneInfo:
+    """Hold loaded zones: ``ZoneInfo``'s own strong cache keeps only the last 8."""
+    return load_zone(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +182,7 @@ def jitter_offset(schedule_id: str, jitter: float) -> timedelta:
     return timedelta(milliseconds=millis)
 
 
+@functools.lru_cache(maxsize=4096)
 def nominal_text(t: datetime) -> str:
     """The nominal time as it appears in occurrence keys: UTC, ``Z``, ms only when needed."""
     t = t.astimezone(UTC)

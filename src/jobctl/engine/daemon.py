@@ -37,7 +37,7 @@ from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
-from jobctl.logfmt import logval, make_formatter
+from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -248,9 +248,14 @@ def _info(daemon: Daemon, parts: Parts) -> Callable[[], dict[str, Any]]:
 
 def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
     """One line per event on stderr (the journal's input): ``logfmt`` or ``json``."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BackgroundStreamHandler(sys.stderr)
     handler.setFormatter(make_formatter(fmt))
+    # No caller lookup (a stack walk per line; the formats never show it): the logging
+    # HOWTO's documented switch for this.
+    logging._srcfile = None
     root = logging.getLogger("jobctl")
+    for old in root.handlers:
+        old.close()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False

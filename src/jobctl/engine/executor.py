@@ -14,12 +14,12 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
 from jobctl.domain.clock import Clock, iso
-from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
@@ -97,27 +97,36 @@ class Executor:
     async def _run(self, claim: Claim) -> None:
         job = claim.job
         path = self.log_path(job.id, claim.attempt)
+        loop = asyncio.get_running_loop()
         try:
-            run = process.spawn(claim, path, self.owner, asyncio.get_running_loop())
+            # Creating the log file costs kernel time; on a thread it overlaps the loop.
+            fd = await process.open_log_off_loop(path)
+            run = process.spawn(claim, path, self.owner, loop, fd)
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}"))
             return
         self._live[job.id] = run
-        log.info(
-            "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
-            job.id,
-            claim.attempt,
-            claim.generation,
-            run.proc.pid,
-            logval(job.spec.queue),
-            logval(job.key),
-        )
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
+                job.id,
+                claim.attempt,
+                claim.generation,
+                run.proc.pid,
+                logval(job.spec.queue),
+                logval(job.key),
+            )
+        # The pid is recorded while the command runs (batched with other starts); the
+        # finish waits for that commit, so the two writes land in order.
+        recorded = asyncio.ensure_future(self._record(run))
         try:
-            await self._record(run)
             result = await self._wait(run)
+            await recorded
         finally:
+            if not recorded.done():
+                recorded.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
         await self._finish(claim, result)
@@ -125,17 +134,14 @@ class Executor:
     async def _record(self, run: process.Running) -> None:
         c = run.claim
         start = process.process_start_time(run.proc.pid)
+        record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
         try:
-            await self._store.run(
-                self._store.store.record_process,
-                c.job.id,
-                c.generation,
-                run.proc.pid,
-                start,
-                str(run.log_path),
-            )
-        except (LeaseLost, NotFound) as exc:
-            self._lease_lost("record", c.job.id, c.generation, str(exc))
+            alive = await self._store.record_process(record)
+        except Exception as exc:  # the store failed: recovery can still find it by env
+            log.error("event=record_failed job=%s error=%s", c.job.id, logval(exc))
+            return
+        if not alive:
+            self._lease_lost("record", c.job.id, c.generation, f"job {c.job.id}: lease lost")
             self.stop(c.job.id, "lease lost before the command started")
 
     async def _wait(self, run: process.Running) -> AttemptResult:
@@ -158,13 +164,12 @@ class Executor:
         self._on_finish(job, claim, result)
 
     async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
-        """Hand the result to the store; None when it was fenced or could not be stored."""
+        """Hand the result to the store (batched with other finishes); returns only after
+        the commit. None when it was fenced or could not be stored."""
         job_id = claim.job.id
         for delay in (0.1, 0.5, 2.0, 5.0, None):
             try:
-                job = await self._store.run(
-                    self._store.store.finish, job_id, claim.generation, result
-                )
+                done = await self._store.finish(job_id, claim.generation, result)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
                 return None
@@ -178,6 +183,7 @@ class Executor:
                 log.warning("event=finish_retry job=%s error=%s", job_id, logval(exc))
                 await asyncio.sleep(delay)
                 continue
+            job = _after(claim, result, done)
             _log_finished(job, claim, result)
             return job
         return None
@@ -288,6 +294,22 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
     if code < 0:
         return AttemptResult(Outcome.FAILED, code, f"killed by signal {-code}", tail)
     return AttemptResult(Outcome.FAILED, code, f"exit code {code}", tail)
+
+
+def _after(claim: Claim, result: AttemptResult, done: Finished) -> Job:
+    """The job as the committed finish left it, from the claim and the lean answer."""
+    return replace(
+        claim.job,
+        status=done.status,
+        run_at=done.run_at,
+        attempt=claim.attempt,
+        failures=done.failures,
+        generation=claim.generation,
+        lease_owner=None,
+        lease_until=None,
+        last_error=None if result.outcome is Outcome.SUCCEEDED else result.error,
+        dead_reason=done.dead_reason,
+    )
 
 
 def _log_finished(job: Job, claim: Claim, result: AttemptResult) -> None:

@@ -83,31 +83,84 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
 
 
 def spawn(
-    claim: Claim, log_path: Path, lease_owner: str, loop: asyncio.AbstractEventLoop
+    claim: Claim,
+    log_path: Path,
+    lease_owner: str,
+    loop: asyncio.AbstractEventLoop,
+    log_fd: int | None = None,
 ) -> Running:
-    """Start the claim's command; raises OSError when it cannot be started at all."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    """Start the claim's command; raises OSError when it cannot be started at all.
+
+    ``log_fd``: the log already opened with :func:`open_log` (closed here in any case).
+    """
+    out = open_log(log_path) if log_fd is None else log_fd
+    try:
+        proc = _popen(claim, lease_owner, out)
+    finally:
+        os.close(out)
+    exited: asyncio.Future[int] = loop.create_future()
+    _watch_exit(proc, exited, loop)
+    return Running(claim, proc, exited, log_path)
+
+
+def _popen(claim: Claim, lease_owner: str, out: int) -> subprocess.Popen[bytes]:
     spec = claim.job.spec
     creds: dict[str, object] = {}
     if os.geteuid() == 0 and spec.owner_uid != 0:
         # A root daemon runs each command as the user who submitted it, never as root.
         name, _, _, gid = _account(spec.owner_uid)
         creds = {"user": spec.owner_uid, "group": gid, "extra_groups": os.getgrouplist(name, gid)}
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            list(spec.command),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=spec.cwd,
-            env=command_env(claim, lease_owner),
-            start_new_session=True,
-            close_fds=True,
-            **creds,  # type: ignore[call-overload]
-        )
-    exited: asyncio.Future[int] = loop.create_future()
-    _watch_exit(proc, exited, loop)
-    return Running(claim, proc, exited, log_path)
+    proc: subprocess.Popen[bytes] = subprocess.Popen(
+        list(spec.command),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=spec.cwd,
+        env=command_env(claim, lease_owner),
+        start_new_session=True,
+        close_fds=True,
+        **creds,  # type: ignore[call-overload]
+    )
+    return proc
+
+
+async def open_log_off_loop(path: Path) -> int:
+    """:func:`open_log` on the loop's default thread pool (never leaks the descriptor,
+    even when the waiting task is cancelled)."""
+    fut = asyncio.get_running_loop().run_in_executor(None, open_log, path)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.add_done_callback(_close_result)
+        raise
+
+
+def _close_result(fut: asyncio.Future[int]) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        os.close(fut.result())
+
+
+_made_dirs: set[Path] = set()
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+
+def open_log(path: Path) -> int:
+    """Open (create) the attempt's log for appending; returns the descriptor.
+
+    Its directory is created once per daemon (and again if it was removed meanwhile),
+    not with one ``mkdir`` per job. Creating the file is the expensive part (a few
+    hundred µs of kernel time on some filesystems), so the executor calls this on a
+    thread, off the event loop.
+    """
+    parent = path.parent
+    if parent not in _made_dirs:
+        parent.mkdir(parents=True, exist_ok=True)
+        _made_dirs.add(parent)
+    try:
+        return os.open(path, _LOG_FLAGS, 0o666)
+    except FileNotFoundError:
+        parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, _LOG_FLAGS, 0o666)
 
 
 def _watch_exit(
@@ -164,10 +217,16 @@ def process_start_time(pid: int) -> int | None:
     start time, so a restarted daemon never signals an innocent process.
     """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(stat.rsplit(b")", 1)[1].split()[19])
 
 
 def find_by_env(markers: dict[str, str]) -> list[int]:

@@ -57,9 +57,14 @@ class Timer(Service):
         if w.due_now and self._executor.free_slots > 0 and not self._stopping:
             await self._claim()
             w = await self._store.run(store.wakeups, owner)
-        if w.due_now and self._executor.free_slots > 0:
+        free = self._executor.free_slots
+        if w.due_now and free > 0:
             return self._clock.now()
-        times = [t for t in (w.next_run_at, w.next_lease_expiry) if t is not None]
+        # With every slot taken, a due (or soon due) job waits for a slot, and a freed slot
+        # wakes the timer: sleeping until ``next_run_at`` (in the past during a backlog
+        # not yet promoted) would only spin on store reads. Lease expiries still count.
+        wanted = (w.next_run_at, w.next_lease_expiry) if free > 0 else (w.next_lease_expiry,)
+        times = [t for t in wanted if t is not None]
         return min(times) if times else None
 
     async def _reclaim(self) -> None:

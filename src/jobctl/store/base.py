@@ -14,15 +14,26 @@ against every backend.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import QueuePolicy
-from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.models import (
+    AttemptResult,
+    Claim,
+    Finished,
+    Job,
+    JobSpec,
+    Orphan,
+    ProcessRecord,
+    QueueStats,
+)
 from jobctl.domain.schedule import Materialized, Schedule, ScheduleSpec, SkipRecord, Skips
 from jobctl.domain.states import JobStatus
+from jobctl.errors import JobctlError
 from jobctl.store.retention import Pruned
 
 
@@ -56,6 +67,15 @@ class Store(Protocol):
         """
         ...
 
+    def insert_future(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
+        """:meth:`insert`, started now and answered through a future.
+
+        The API awaits it (``asyncio.wrap_future``) instead of parking a thread per
+        request on a blocking call: thousands of concurrent enqueues then wait on one
+        group commit without a thread each.
+        """
+        ...
+
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         """Lease up to ``limit`` due jobs, highest priority first, then oldest ``run_at``."""
         ...
@@ -74,6 +94,29 @@ class Store(Protocol):
         """Record the attempt's end and move the job on (retry, succeed, die).
 
         LeaseLost if ``generation`` is not the job's current running generation.
+        """
+        ...
+
+    def record_processes(self, records: Sequence[ProcessRecord]) -> list[int]:
+        """:meth:`record_process` for many attempts in one atomic write; return the job ids
+        whose lease is lost (those records change nothing; the others are stored).
+
+        Why: the executor starts many commands at once, and one write per command made the
+        writer round trip, not the work, the cost of a drain. Per item, like
+        :meth:`heartbeat`: one stale generation must not refuse its neighbours.
+        """
+        ...
+
+    def finish_many(
+        self, items: Sequence[tuple[int, int, AttemptResult]]
+    ) -> list[Finished | JobctlError]:
+        """:meth:`finish` for many ``(job_id, generation, result)`` in one atomic write.
+
+        Returns one entry per item, in order: what the finish did (:class:`Finished`), or
+        the error :meth:`finish` would have raised (``LeaseLost``, ``NotFound``, ...) for
+        an item that changed nothing. One stale item never sinks the others. Why: one
+        transaction and one round trip for every attempt that ended meanwhile, instead of
+        one each; the answer (like every write's) comes only after the commit.
         """
         ...
 

@@ -20,10 +20,10 @@ from jobctl.domain.dispatch import (
     QueuePolicy,
     allowance,
     plan_claims,
-    sort_key_ms,
 )
 from jobctl.domain.models import Claim, Job
 from jobctl.store import rows
+from jobctl.store.claims import claims_from_rows
 from jobctl.store.queries import q
 from jobctl.store.writer import Writer
 
@@ -212,12 +212,8 @@ def _claim_tx(
             for r in found
         ],
     )
-    until = rows.ms_to_dt(lease_until)
-    claims = [Claim(rows.job_from_row(r), r["attempt"], r["generation"], until) for r in found]
-    claims.sort(
-        key=lambda c: (sort_key_ms(rows.to_ms(c.job.run_at), c.job.spec.priority), c.job.id)
-    )
-    return claims
+    found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
+    return claims_from_rows(found)
 
 
 def _spend_tokens(

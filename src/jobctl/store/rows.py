@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.errors import KeyConflict
 from jobctl.store.queries import q
 
 
@@ -28,30 +24,6 @@ def from_ms(ms: int | None) -> datetime | None:
 
 def ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-def spec_params(spec: JobSpec, key: str, now_ms: int) -> dict[str, Any]:
-    return {
-        "key": key,
-        "fingerprint": spec.fingerprint(),
-        "queue": spec.queue,
-        "command": json.dumps(list(spec.command)),
-        "env": json.dumps([list(p) for p in spec.env]),
-        "cwd": spec.cwd,
-        "owner_uid": spec.owner_uid,
-        "priority": spec.priority,
-        "max_attempts": spec.max_attempts,
-        "timeout_ms": None if spec.timeout is None else int(round(spec.timeout * 1000)),
-        "backoff_base_ms": int(round(spec.backoff.base * 1000)),
-        "backoff_cap_ms": int(round(spec.backoff.cap * 1000)),
-        "run_at": to_ms(spec.run_at),
-        "now": now_ms,
-        "schedule_id": spec.schedule_id,
-        "scheduled_for": None if spec.scheduled_for is None else to_ms(spec.scheduled_for),
-        "sort_key": sort_key_ms(to_ms(spec.run_at), spec.priority),
-        "retry_on": None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
-        "no_retry_on": json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,
-    }
 
 
 def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
@@ -117,15 +89,7 @@ def attempt_from_row(row: sqlite3.Row) -> Attempt:
 
 def insert_row(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> tuple[sqlite3.Row, bool]:
     """Insert one job; a known key returns its row (KeyConflict when the body differs)."""
-    params = spec_params(spec, spec.key or f"job-{uuid.uuid4().hex}", now_ms)
-    row = conn.execute(q("insert_job"), params).fetchone()
-    if row is not None:
-        return row, True
-    old = conn.execute(q("job_by_key"), params).fetchone()
-    if old["fingerprint"] != params["fingerprint"]:
-        raise KeyConflict(
-            f"key {spec.key!r} already names job {old['id']} with a different body",
-            key=spec.key,
-            job_id=old["id"],
-        )
-    return old, False
+    from jobctl.store.inserts import insert_jobs  # inserts imports this module's helpers
+
+    new = insert_jobs(conn, [spec], now_ms)[0]
+    return conn.execute(q("job_by_id"), {"id": new.id}).fetchone(), new.created

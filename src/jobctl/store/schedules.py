@@ -8,7 +8,6 @@ restart or a second materializer can never create a second job for one occurrenc
 
 from __future__ import annotations
 
-import functools
 import json
 import secrets
 import sqlite3
@@ -17,31 +16,27 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from jobctl.domain.clock import Clock
-from jobctl.domain.models import Job, JobSpec, JobTemplate
+from jobctl.domain.models import Job, JobSpec
 from jobctl.domain.schedule import (
     Materialized,
     Misfire,
     Overlap,
-    Plan,
     Policy,
     Schedule,
     ScheduleSpec,
     SkipRecord,
     Skips,
     Timing,
-    jitter_offset,
     manual_key,
-    occurrence_key,
-    plan,
 )
 from jobctl.errors import Conflict, InvalidSchedule, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Inserted
+from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.queries import q
 from jobctl.store.writer import Writer
 
 T = TypeVar("T")
-_ACTIVE = ("scheduled", "running")
 
 
 class _Host(Protocol):
@@ -184,77 +179,7 @@ class ScheduleOps:
 
     def materialize(self: _Host, limit: int) -> Materialized:
         """Handle up to ``limit`` schedules with due or released occurrences."""
-        return self._writer.call(lambda conn: _materialize_tx(self, conn, limit))
-
-
-def _materialize_tx(host: _Host, conn: sqlite3.Connection, limit: int) -> Materialized:
-    now = host.clock.now()
-    params = {"now": rows.to_ms(now), "limit": limit}
-    found = {r["id"]: r for r in conn.execute(q("due_schedules"), params)}
-    for r in conn.execute(q("released_schedules"), params):
-        found.setdefault(r["id"], r)
-    created: list[tuple[str, int, datetime]] = []
-    skipped: list[SkipRecord] = []
-    for row in found.values():
-        _materialize_one(host, conn, row, now, created, skipped)
-    return Materialized(len(found), tuple(created), tuple(skipped))
-
-
-def _materialize_one(
-    host: _Host,
-    conn: sqlite3.Connection,
-    row: sqlite3.Row,
-    now: datetime,
-    created: list[tuple[str, int, datetime]],
-    skipped: list[SkipRecord],
-) -> None:
-    sched = schedule_from_row(row)
-    now_ms = rows.to_ms(now)
-    active = row["last_status"] in _ACTIVE
-    p = plan(sched.spec.timing, sched.spec.policy, sched.next_run_at, now, active, sched.waiting)
-    last_job = None
-    offset = jitter_offset(sched.id, sched.spec.policy.jitter)
-    for nominal in p.create:
-        spec = sched.spec.template.to_spec(
-            nominal + offset,
-            occurrence_key(sched.id, nominal),
-            sched.spec.owner_uid,
-            sched.id,
-            nominal,
-        )
-        row_, _ = rows.insert_row(conn, spec, now_ms)
-        last_job = row_["id"]
-        created.append((sched.id, last_job, nominal))
-    _advance(conn, sched, p, last_job, now)
-    for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
-        if skips.count:
-            _record_skip(conn, sched.id, reason, skips, now)
-            skipped.append(SkipRecord(sched.id, reason, skips, now))
-
-
-def _advance(
-    conn: sqlite3.Connection, sched: Schedule, p: Plan, last_job: int | None, now: datetime
-) -> None:
-    skip = p.overlap_skips if p.overlap_skips.count else p.misfire_skips
-    reason = ("overlap" if p.overlap_skips.count else "misfire") if skip.count else None
-    changed = conn.execute(
-        q("advance_schedule"),
-        {
-            "id": sched.id,
-            "next_run_at": rows.to_ms(p.next_run_at),
-            "waiting": _ms(p.wait),
-            "last_job_id": last_job,
-            "misfire_skips": p.misfire_skips.count,
-            "overlap_skips": p.overlap_skips.count,
-            "skip_at": rows.to_ms(now) if reason else None,
-            "skip_reason": reason,
-            "skip_nominal": _ms(skip.last),
-            "old_next_run_at": rows.to_ms(sched.next_run_at),
-            "old_waiting": _ms(sched.waiting),
-        },
-    ).rowcount
-    if not changed:
-        raise Conflict(f"schedule {sched.id} was advanced concurrently", schedule_id=sched.id)
+        return self._writer.call(lambda conn: materialize_tx(conn, self.clock.now(), limit))
 
 
 def _record_skip(
@@ -324,21 +249,9 @@ def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict
     }
 
 
-@functools.lru_cache(maxsize=4096)
-def _timing(tz: str, cron: str | None, every_ms: int | None, anchor: int | None) -> Timing:
-    """Timings are immutable values: build each distinct one once (materializer hot path)."""
-    every = None if every_ms is None else every_ms / 1000
-    return Timing(tz, cron=cron, every=every, anchor=rows.from_ms(anchor))
-
-
-@functools.lru_cache(maxsize=4096)
-def _template(text: str) -> JobTemplate:
-    return JobTemplate.from_json(json.loads(text))
-
-
 def schedule_from_row(row: sqlite3.Row) -> Schedule:
     try:
-        timing = _timing(row["tz"], row["cron"], row["every_ms"], row["anchor"])
+        timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"])
     except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
         raise InvalidSchedule(f"schedule {row['id']}: {exc.message}") from exc
     policy = Policy(
@@ -350,7 +263,7 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
     spec = ScheduleSpec(
         timing,
         policy,
-        _template(row["template"]),
+        template_of(row["template"]),
         row["owner_uid"],
         row["name"],
     )

@@ -12,6 +12,7 @@ import random
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -24,6 +25,8 @@ from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.finishing import FinishOps
+from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
 from jobctl.store.queues import QueueOps, claimable
@@ -51,7 +54,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -96,14 +99,20 @@ class SqliteStore(ScheduleOps, QueueOps, RetentionOps):
     # -- writes -----------------------------------------------------------------------
 
     def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        return self._writer.call(lambda conn: self._insert_tx(conn, specs))
+        return self.insert_future(specs).result()
+
+    def insert_future(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
+        return self._writer.submit(lambda conn: self._insert_tx(conn, specs))
 
     def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
         now_ms = self._now_ms()
         out = []
-        for spec in specs:
-            row, created = rows.insert_row(conn, spec, now_ms)
-            out.append(Inserted(rows.job_from_row(row), created))
+        for spec, new in zip(specs, insert_jobs(conn, specs, now_ms), strict=True):
+            if new.created:  # everything is known: no need to read the row back
+                out.append(Inserted(created_job(spec, new, now_ms), True))
+            else:
+                row = conn.execute(q("job_by_id"), {"id": new.id}).fetchone()
+                out.append(Inserted(rows.job_from_row(row), False))
         return out
 
     def record_process(

@@ -1,17 +1,24 @@
 -- Named queries of the SQLite store, loaded by name (jobctl.store.queries).
 -- Parameters are named (:name). Times are integer milliseconds, UTC.
 
--- name: insert_job
-INSERT INTO jobs (key, fingerprint, queue, command, env, cwd, owner_uid, priority,
+-- name: insert_job_row
+-- Positional, for executemany (jobctl.store.inserts.job_row gives the order); the id is
+-- assigned by the single writer, and job_counts is kept by jobctl.store.inserts.
+INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,
                   max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
-                  created_at, run_at, status, due, schedule_id, scheduled_for, sort_key,
-                  retry_on, no_retry_on)
-VALUES (:key, :fingerprint, :queue, :command, :env, :cwd, :owner_uid, :priority,
-        :max_attempts, :timeout_ms, :backoff_base_ms, :backoff_cap_ms,
-        :now, :run_at, 'scheduled', :run_at <= :now, :schedule_id, :scheduled_for, :sort_key,
-        :retry_on, :no_retry_on)
-ON CONFLICT (key) DO NOTHING
-RETURNING *;
+                  created_at, run_at, due, schedule_id, scheduled_for, sort_key,
+                  retry_on, no_retry_on, status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'scheduled');
+
+-- name: count_inserted
+INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
+ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
+
+-- name: max_job_id
+SELECT coalesce(max(id), 0) FROM jobs;
+
+-- name: jobs_by_keys
+SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);
 
 -- name: job_by_key
 SELECT * FROM jobs WHERE key = :key;
@@ -185,33 +192,6 @@ SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
 -- name: list_schedules
 SELECT * FROM schedules WHERE deleted_at IS NULL OR :deleted ORDER BY created_at, id;
 
--- name: due_schedules
--- Schedules with an occurrence due, plus those whose waiting occurrence was released
--- (the job it waited for has finished).
-SELECT s.*, j.status AS last_status
-FROM schedules s INDEXED BY schedules_due LEFT JOIN jobs j ON j.id = s.last_job_id
-WHERE s.paused = 0 AND s.deleted_at IS NULL AND s.next_run_at <= :now
-ORDER BY s.next_run_at LIMIT :limit;
-
--- name: released_schedules
-SELECT s.*, j.status AS last_status
-FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
-WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
-  AND j.status IN ('succeeded', 'dead', 'cancelled')
-LIMIT :limit;
-
--- name: advance_schedule
--- Compare-and-set on the cursor: a second materializer that read the same row changes nothing.
-UPDATE schedules
-SET next_run_at = :next_run_at, waiting = :waiting,
-    last_job_id = coalesce(:last_job_id, last_job_id),
-    misfire_skips = misfire_skips + :misfire_skips,
-    overlap_skips = overlap_skips + :overlap_skips,
-    last_skip_at = coalesce(:skip_at, last_skip_at),
-    last_skip_reason = coalesce(:skip_reason, last_skip_reason),
-    last_skip_nominal = coalesce(:skip_nominal, last_skip_nominal)
-WHERE id = :id AND next_run_at = :old_next_run_at AND waiting IS :old_waiting;
-
 -- name: insert_skip
 INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
 VALUES (:schedule_id, :reason, :first_nominal, :last_nominal, :count, :now);
@@ -294,3 +274,86 @@ SELECT log_path FROM attempts WHERE job_id = :id AND log_path IS NOT NULL;
 
 -- name: delete_job
 DELETE FROM jobs WHERE id = :id AND status = :status;
+
+-- executor batches ---------------------------------------------------------------------
+-- Used by jobctl.store.finishing (finish_many, record_processes): the lean success path.
+
+-- name: finish_states
+-- What a batch of finishes needs to check its compare-and-sets and report, without the
+-- jobs' bodies; :ids is a JSON array of job ids.
+SELECT id, status, generation, failures, run_at FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: succeed_attempts
+-- End the attempts of a batch of successes; :items is a JSON array of
+-- [job_id, generation, exit_code, output_tail]. Compare-and-set: only an open attempt of
+-- that generation changes (the caller checked every job's fence in this transaction).
+UPDATE attempts
+SET finished_at = :now, outcome = 'succeeded', exit_code = b.exit_code, error = NULL,
+    output_tail = b.output_tail
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS generation,
+             json_extract(value, '$[2]') AS exit_code, json_extract(value, '$[3]') AS output_tail
+      FROM json_each(:items)) AS b
+WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation
+  AND attempts.outcome IS NULL;
+
+-- name: succeed_jobs
+-- Compare-and-set on (status, generation) for a batch of successes, like finish_job;
+-- :items is a JSON array of [job_id, generation]. ``+status`` keeps the planner on the
+-- primary key (jobs_status would scan every running job).
+UPDATE jobs
+SET status = 'succeeded', due = 0, lease_owner = NULL, lease_until = NULL,
+    finished_at = :now, last_error = NULL, dead_reason = NULL
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS generation
+      FROM json_each(:items)) AS b
+WHERE jobs.id = b.id AND +jobs.status = 'running' AND jobs.generation = b.generation;
+
+-- materializer ------------------------------------------------------------------------
+-- Lean rows for jobctl.store.materialize (tuples, in this column order).
+
+-- name: materialize_due
+-- Schedules with an occurrence due, oldest cursor first, with their last job's status.
+SELECT s.id, s.cron, s.every_ms, s.anchor, s.tz, s.template, s.owner_uid, s.misfire,
+       s.catch_up_limit, s.overlap, s.jitter_ms, s.next_run_at, s.waiting,
+       j.status AS last_status, s.rowid
+FROM schedules s INDEXED BY schedules_due LEFT JOIN jobs j ON j.id = s.last_job_id
+WHERE s.paused = 0 AND s.deleted_at IS NULL AND s.next_run_at <= :now
+ORDER BY s.next_run_at LIMIT :limit;
+
+-- name: materialize_released
+-- Schedules whose waiting occurrence was released (the job it waited for has finished).
+SELECT s.id, s.cron, s.every_ms, s.anchor, s.tz, s.template, s.owner_uid, s.misfire,
+       s.catch_up_limit, s.overlap, s.jitter_ms, s.next_run_at, s.waiting,
+       j.status AS last_status, s.rowid
+FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
+WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
+  AND j.status IN ('succeeded', 'dead', 'cancelled')
+LIMIT :limit;
+
+-- name: materialize_advance
+-- Positional, for executemany: next_run_at, waiting, last_job_id, misfire_skips,
+-- overlap_skips, skip_at, skip_reason, skip_nominal, rowid, old next_run_at, old waiting.
+-- (The rowid was read in the same transaction, so it names the same schedule.)
+-- Compare-and-set on the cursor: a second materializer that read the same row changes
+-- nothing (and the batch fails with Conflict).
+UPDATE schedules
+SET next_run_at = ?1, waiting = ?2,
+    last_job_id = coalesce(?3, last_job_id),
+    misfire_skips = misfire_skips + ?4,
+    overlap_skips = overlap_skips + ?5,
+    last_skip_at = coalesce(?6, last_skip_at),
+    last_skip_reason = coalesce(?7, last_skip_reason),
+    last_skip_nominal = coalesce(?8, last_skip_nominal)
+WHERE rowid = ?9 AND next_run_at = ?10 AND waiting IS ?11;
+
+-- name: materialize_advance_plain
+-- materialize_advance for a schedule with no skip and no waiting occurrence, before or
+-- after (the common case; about a third cheaper). Positional: next_run_at, last_job_id,
+-- rowid, old next_run_at.
+UPDATE schedules SET next_run_at = ?1, last_job_id = coalesce(?2, last_job_id)
+WHERE rowid = ?3 AND next_run_at = ?4 AND waiting IS NULL;
+
+-- name: materialize_skips
+-- Positional, for executemany: schedule_id, reason, first_nominal, last_nominal, count, now.
+INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
+VALUES (?, ?, ?, ?, ?, ?);

@@ -1,0 +1,156 @@
+"""Batched executor writes in the SQLite store (mixed into SqliteStore).
+
+The executor ends many attempts at once during a drain; each used to be its own writer
+round trip. :meth:`FinishOps.finish_many` and :meth:`FinishOps.record_processes` take a
+batch, run it as one writer op (one savepoint inside one group commit) and answer per
+item: every item is still its own compare-and-set on ``(status, generation)``, checked
+before anything of that item is written, so a stale item changes nothing and does not
+sink its neighbours. A failure of the op itself (the disk) rolls back the whole op and
+every caller sees it, so nobody is told "done" for a write that is not on disk.
+
+``submit_*`` return the writer's :class:`concurrent.futures.Future` so the event loop
+can await a batch without a thread (``asyncio.wrap_future``), see :mod:`jobctl.store.aio`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.models import AttemptResult, Finished, Job, ProcessRecord
+from jobctl.domain.states import JobStatus, Outcome, check_transition
+from jobctl.errors import JobctlError, LeaseLost, NotFound
+from jobctl.store import rows
+from jobctl.store.queries import q
+from jobctl.store.writer import Writer
+
+FinishItem = tuple[int, int, AttemptResult]
+
+
+class _Host(Protocol):
+    clock: Clock
+    _writer: Writer
+    _rng: random.Random
+
+    def _finish_tx(
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        generation: int,
+        result: AttemptResult,
+        op: str = "finish",
+    ) -> Job: ...
+
+
+class FinishOps:
+    """``finish_many`` and ``record_processes`` of the store contract."""
+
+    def finish_many(self: _Host, items: Sequence[FinishItem]) -> list[Finished | JobctlError]:
+        return self._writer.call(lambda conn: finish_many_tx(self, conn, items))
+
+    def submit_finish_many(
+        self: _Host, items: Sequence[FinishItem]
+    ) -> Future[list[Finished | JobctlError]]:
+        """:meth:`finish_many` without waiting: the future resolves after the commit."""
+        return self._writer.submit(lambda conn: finish_many_tx(self, conn, items))
+
+    def record_processes(self: _Host, records: Sequence[ProcessRecord]) -> list[int]:
+        return self._writer.call(lambda conn: record_processes_tx(conn, records))
+
+    def submit_record_processes(self: _Host, records: Sequence[ProcessRecord]) -> Future[list[int]]:
+        """:meth:`record_processes` without waiting: resolves after the commit."""
+        return self._writer.submit(lambda conn: record_processes_tx(conn, records))
+
+
+def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecord]) -> list[int]:
+    """Store each record whose attempt is still current; return the job ids of the others."""
+    sql = q("record_process")
+    lost = []
+    for r in records:
+        params = {
+            "job_id": r.job_id,
+            "generation": r.generation,
+            "pid": r.pid,
+            "pid_start": r.pid_start,
+            "log_path": r.log_path,
+        }
+        if not conn.execute(sql, params).rowcount:
+            lost.append(r.job_id)
+    return lost
+
+
+def finish_many_tx(
+    host: _Host, conn: sqlite3.Connection, items: Sequence[FinishItem]
+) -> list[Finished | JobctlError]:
+    """Successes in bulk (one read, two ``executemany``); anything else one by one."""
+    out: list[Finished | JobctlError | None] = [None] * len(items)
+    bulk: list[int] = []  # indexes of successes, each job at most once
+    seen: set[int] = set()
+    for i, (job_id, _, result) in enumerate(items):
+        if result.outcome is Outcome.SUCCEEDED and job_id not in seen:
+            bulk.append(i)
+            seen.add(job_id)
+    if bulk:
+        _succeed_many(host, conn, items, bulk, out)
+    for i, (job_id, generation, result) in enumerate(items):
+        if out[i] is not None:
+            continue
+        try:  # the rare path (and a job repeated in the batch): the policy needs the job
+            job = host._finish_tx(conn, job_id, generation, result)
+            out[i] = Finished(job.id, job.status, job.run_at, job.failures, job.dead_reason)
+        except JobctlError as exc:  # raised before this item wrote anything
+            out[i] = exc
+    return [r for r in out if r is not None]
+
+
+def _succeed_many(
+    host: _Host,
+    conn: sqlite3.Connection,
+    items: Sequence[FinishItem],
+    bulk: list[int],
+    out: list[Finished | JobctlError | None],
+) -> None:
+    """Check every success's fence from one read, then end the attempts and the jobs."""
+    ids = json.dumps([items[i][0] for i in bulk])
+    states = {r["id"]: r for r in conn.execute(q("finish_states"), {"ids": ids})}
+    now_ms = rows.to_ms(host.clock.now())
+    attempts: list[list[Any]] = []
+    jobs: list[list[int]] = []
+    for i in bulk:
+        job_id, generation, result = items[i]
+        row = states.get(job_id)
+        if row is None:
+            out[i] = NotFound(f"no job {job_id}", job_id=job_id)
+        elif row["status"] != "running" or row["generation"] != generation:
+            out[i] = stale(job_id, generation, row)
+        else:
+            attempts.append([job_id, generation, result.exit_code, result.output_tail])
+            jobs.append([job_id, generation])
+            out[i] = Finished(
+                job_id, JobStatus.SUCCEEDED, rows.ms_to_dt(row["run_at"]), row["failures"]
+            )
+    if not jobs:
+        return
+    check_transition(jobs[0][0], JobStatus.RUNNING, JobStatus.SUCCEEDED, "finish")
+    conn.execute(q("succeed_attempts"), {"now": now_ms, "items": json.dumps(attempts)})
+    changed = conn.execute(q("succeed_jobs"), {"now": now_ms, "items": json.dumps(jobs)}).rowcount
+    if changed != len(jobs):  # cannot happen (checked above, one writer): never half-apply
+        raise RuntimeError(f"finish_many: {changed} of {len(jobs)} fenced updates applied")
+
+
+def stale(job_id: int, generation: int, row: sqlite3.Row) -> LeaseLost:
+    """The fence's refusal, naming what the job is now."""
+    return LeaseLost(
+        f"job {job_id}: lease lost (generation {generation} is stale; the job is "
+        f"{row['status']} at generation {row['generation']})",
+        job_id=job_id,
+        generation=generation,
+    )
+
+
+__all__ = ["FinishItem", "FinishOps", "finish_many_tx", "record_processes_tx", "stale"]

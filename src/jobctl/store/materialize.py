@@ -1,0 +1,203 @@
+"""Materializing due schedule occurrences, a batch of schedules per transaction.
+
+One call reads the due (and released) schedules with one query each, as lean tuples;
+plans every schedule with :func:`jobctl.domain.schedule.plan` (schedules that share
+timing, policy, cursor and state share one plan within a batch); inserts every
+occurrence's job with one :func:`jobctl.store.inserts.insert_jobs`; advances every
+cursor with one ``executemany`` compare-and-set; and records the skips with one more.
+All of it runs in the caller's transaction: the jobs exist exactly when the cursors
+have moved past their occurrences. A cursor that another materializer moved first
+fails the whole batch with :class:`Conflict` (nothing of it is kept).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from datetime import datetime
+from operator import itemgetter
+
+from jobctl.domain.models import JobSpec, JobTemplate
+from jobctl.domain.schedule import (
+    Materialized,
+    Misfire,
+    Overlap,
+    Plan,
+    Policy,
+    SkipRecord,
+    Timing,
+    jitter_offset,
+    occurrence_key,
+    plan,
+)
+from jobctl.errors import Conflict, InvalidSchedule
+from jobctl.store.inserts import insert_jobs
+from jobctl.store.queries import q
+from jobctl.store.rows import from_ms, ms_to_dt, to_ms
+
+_ACTIVE = frozenset(("scheduled", "running"))
+#: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
+#: tz, template, owner_uid, misfire, catch_up_limit, overlap, jitter_ms, next_run_at,
+#: waiting, last_status, rowid.
+Row = tuple[
+    str, str | None, int | None, int | None, str, str, int, str, int, str, int, int,
+    int | None, str | None, int,
+]  # fmt: skip
+#: Per schedule: rowid, id, its plan, and the cursor it was read with (next_run_at, waiting).
+_Cursor = tuple[int, str, Plan, int, int | None]
+#: Per job to create: schedule id, nominal time, spec.
+_Occurrence = tuple[str, datetime, JobSpec]
+
+
+def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Materialized:
+    """Handle up to ``limit`` schedules with due or released occurrences (in ``conn``'s
+    open transaction)."""
+    batch = _Batch(now)
+    for row in due_rows(conn, batch.now_ms, limit):
+        batch.add(row)
+    return batch.apply(conn)
+
+
+def due_rows(conn: sqlite3.Connection, now_ms: int, limit: int) -> list[Row]:
+    """Due schedules, oldest cursor first, then released ones not already among them."""
+    cur = conn.cursor()
+    cur.row_factory = None  # plain tuples: only a few columns matter here
+    params = {"now": now_ms, "limit": limit}
+    found: dict[str, Row] = {r[0]: r for r in cur.execute(q("materialize_due"), params)}
+    for r in cur.execute(q("materialize_released"), params):
+        found.setdefault(r[0], r)
+    return list(found.values())
+
+
+class _Batch:
+    """The work of one call: planned first, then written with a few set-based statements."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.now_ms = to_ms(now)
+        self.plans: dict[tuple[object, ...], Plan] = {}
+        self.occurrences: list[_Occurrence] = []
+        self.cursors: list[_Cursor] = []
+        self.skipped: list[SkipRecord] = []
+
+    def add(self, row: Row) -> None:
+        sid, owner, template, jitter_ms = row[0], row[6], row[5], row[10]
+        p = self._plan(row)
+        if p.create:
+            tmpl = template_of(template)
+            offset = jitter_offset(sid, jitter_ms / 1000)
+            for nominal in p.create:
+                key = occurrence_key(sid, nominal)
+                spec = tmpl.to_spec(nominal + offset, key, owner, sid, nominal)
+                self.occurrences.append((sid, nominal, spec))
+        self.cursors.append((row[14], sid, p, row[11], row[12]))
+        for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
+            if skips.count:
+                self.skipped.append(SkipRecord(sid, reason, skips, self.now))
+
+    def _plan(self, row: Row) -> Plan:
+        """The schedule's plan; a pure function of the key, so computed once per batch."""
+        active = row[13] in _ACTIVE
+        key = (row[1], row[2], row[3], row[4], row[7], row[8], row[9], row[11], row[12], active)
+        found = self.plans.get(key)
+        if found is None:
+            timing = _timing(row[0], row[4], row[1], row[2], row[3])
+            policy = _policy(row[7], row[8], row[9])
+            waiting = from_ms(row[12])
+            found = plan(timing, policy, ms_to_dt(row[11]), self.now, active, waiting)
+            self.plans[key] = found
+        return found
+
+    def apply(self, conn: sqlite3.Connection) -> Materialized:
+        # In schedule id order (stable: a schedule's occurrences stay oldest first), so
+        # the key and schedule_id index entries go in ascending order: fewer page visits.
+        occ = sorted(self.occurrences, key=itemgetter(0))
+        new = insert_jobs(conn, [o[2] for o in occ], self.now_ms) if occ else []
+        created = tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
+        self._advance(conn, {sid: job_id for sid, job_id, _ in created})
+        if self.skipped:
+            conn.executemany(q("materialize_skips"), [_skip_params(r) for r in self.skipped])
+        return Materialized(len(self.cursors), created, tuple(self.skipped))
+
+    def _advance(self, conn: sqlite3.Connection, last_job: dict[str, int]) -> None:
+        """Move every cursor (compare-and-set), in rowid order: fewer page visits. The
+        common case (no skip, nothing waiting before or after) takes a leaner statement."""
+        plain: list[tuple[object, ...]] = []
+        full: list[tuple[object, ...]] = []
+        for rowid, sid, p, old_next, old_waiting in sorted(self.cursors, key=itemgetter(0)):
+            job = last_job.get(sid)
+            if old_waiting is None and p.wait is None and not _skipped(p):
+                plain.append((to_ms(p.next_run_at), job, rowid, old_next))
+            else:
+                full.append(_advance_params(rowid, p, job, old_next, old_waiting, self.now_ms))
+        changed = 0
+        for name, params in (("materialize_advance_plain", plain), ("materialize_advance", full)):
+            if params:
+                changed += conn.executemany(q(name), params).rowcount
+        if changed != len(self.cursors):
+            n = len(self.cursors)
+            raise Conflict(f"{n - changed} of {n} schedules were advanced concurrently")
+
+
+def _advance_params(
+    rowid: int, p: Plan, last_job: int | None, old_next: int, old_waiting: int | None, now_ms: int
+) -> tuple[object, ...]:
+    """Positional parameters of ``materialize_advance``."""
+    skip = p.overlap_skips if p.overlap_skips.count else p.misfire_skips
+    reason = ("overlap" if p.overlap_skips.count else "misfire") if skip.count else None
+    return (
+        to_ms(p.next_run_at),
+        _ms(p.wait),
+        last_job,
+        p.misfire_skips.count,
+        p.overlap_skips.count,
+        now_ms if reason else None,
+        reason,
+        _ms(skip.last),
+        rowid,
+        old_next,
+        old_waiting,
+    )
+
+
+def _skipped(p: Plan) -> bool:
+    return bool(p.misfire_skips.count or p.overlap_skips.count)
+
+
+def _skip_params(rec: SkipRecord) -> tuple[object, ...]:
+    """Positional parameters of ``materialize_skips``."""
+    s = rec.skips
+    return (rec.schedule_id, rec.reason, _ms(s.first), _ms(s.last), s.count, to_ms(rec.recorded_at))
+
+
+def _ms(dt: datetime | None) -> int | None:
+    return None if dt is None else to_ms(dt)
+
+
+def _timing(
+    sid: str, tz: str, cron: str | None, every_ms: int | None, anchor: int | None
+) -> Timing:
+    try:
+        return timing_of(tz, cron, every_ms, anchor)
+    except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
+        raise InvalidSchedule(f"schedule {sid}: {exc.message}") from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def timing_of(tz: str, cron: str | None, every_ms: int | None, anchor: int | None) -> Timing:
+    """Timings are immutable values: build each distinct one once."""
+    every = None if every_ms is None else every_ms / 1000
+    return Timing(tz, cron=cron, every=every, anchor=from_ms(anchor))
+
+
+@functools.lru_cache(maxsize=256)
+def _policy(misfire: str, catch_up_limit: int, overlap: str) -> Policy:
+    """The plan-relevant part of a policy (jitter is applied per schedule)."""
+    return Policy(Misfire(misfire), catch_up_limit, Overlap(overlap))
+
+
+@functools.lru_cache(maxsize=4096)
+def template_of(text: str) -> JobTemplate:
+    """Templates too (the JSON text of the row is the key)."""
+    return JobTemplate.from_json(json.loads(text))

@@ -1,0 +1,113 @@
+"""Batched executor writes: many finishes and pid records, one writer op each time the
+writer is free, each caller answered on its own and only after the commit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.errors import LeaseLost
+from jobctl.store.aio import AsyncStore, Batcher
+from jobctl.store.sqlite import SqliteStore
+from tests.engine.conftest import Engine
+
+OK = AttemptResult(Outcome.SUCCEEDED, 0)
+
+
+@pytest.fixture
+async def astore(tmp_path: Path, clock: FakeClock) -> AsyncIterator[AsyncStore]:
+    store = SqliteStore(tmp_path / "batch.db", clock, random.Random(1))
+    a = AsyncStore(store, threads=4)
+    yield a
+    a.close()
+    store.close()
+
+
+def _insert(astore: AsyncStore, clock: FakeClock, n: int) -> None:
+    spec = JobSpec(("true",), clock.now(), os.geteuid(), max_attempts=3, backoff=Backoff(0, 0))
+    astore.store.insert([spec] * n)
+
+
+async def test_concurrent_finishes_share_one_op_and_answer_each(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    _insert(astore, clock, 6)
+    claims = astore.store.claim_due("me", 6, 30)
+    stale = claims[0]
+    clock.advance(31)
+    astore.store.reclaim_expired(10)  # every lease ran out: all generations move on ...
+    fresh = {c.job.id: c for c in astore.store.claim_due("me", 6, 30)}
+    calls = [astore.finish(c.job.id, c.generation, OK) for c in fresh.values()]
+    calls.append(astore.finish(stale.job.id, stale.generation, OK))  # ... this one is stale
+    out = await asyncio.gather(*calls, return_exceptions=True)
+    assert astore.finishes.batches == 1
+    assert [type(r).__name__ for r in out] == ["Finished"] * 6 + ["LeaseLost"]
+    for c in fresh.values():
+        assert astore.store.get(c.job.id).status is JobStatus.SUCCEEDED
+
+
+async def test_records_are_batched_and_report_lost_leases(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    _insert(astore, clock, 3)
+    a, b, c = astore.store.claim_due("me", 3, 30)
+    await astore.finish(c.job.id, c.generation, OK)
+    out = await asyncio.gather(
+        *(
+            astore.record_process(ProcessRecord(x.job.id, x.generation, 7, 1, "/l"))
+            for x in (a, b, c)
+        )
+    )
+    assert out == [True, True, False]
+    assert astore.records.batches == 1
+
+
+async def test_a_failing_op_fails_its_whole_batch_and_the_next_one_runs() -> None:
+    calls: list[list[int]] = []
+
+    async def op(items: list[int]) -> list[int]:
+        calls.append(items)
+        if len(calls) == 1:
+            raise OSError("disk full")
+        return [i * 10 for i in items]
+
+    batcher: Batcher[int, int] = Batcher(op)
+    first = await asyncio.gather(*(batcher.submit(i) for i in (1, 2)), return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in first)
+    assert await asyncio.gather(*(batcher.submit(i) for i in (3, 4, 5))) == [30, 40, 50]
+    assert calls == [[1, 2], [3, 4, 5]]
+
+
+async def test_items_submitted_while_a_batch_commits_form_the_next_one() -> None:
+    gate = asyncio.Event()
+    calls: list[list[int]] = []
+
+    async def op(items: list[int]) -> list[int]:
+        calls.append(items)
+        await gate.wait()
+        return items
+
+    batcher: Batcher[int, int] = Batcher(op, limit=3)
+    futs = [batcher.submit(1)]
+    await asyncio.sleep(0)  # the first batch is in flight
+    futs += [batcher.submit(i) for i in range(2, 7)]
+    gate.set()
+    assert await asyncio.gather(*futs) == [1, 2, 3, 4, 5, 6]
+    assert calls == [[1], [2, 3, 4], [5, 6]]
+
+
+async def test_a_fenced_finish_is_reported_and_the_neighbours_succeed(engine: Engine) -> None:
+    jobs = [engine.add("true") for _ in range(3)]
+    await engine.finishes(3)
+    for job in jobs:
+        assert engine.store.get(job.id).status is JobStatus.SUCCEEDED
+    with pytest.raises(LeaseLost):
+        await engine.astore.finish(jobs[0].id, 1, OK)

@@ -1,0 +1,73 @@
+"""The batched materialization of the SQLite store: compare-and-set and the plan memo."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobctl.domain import schedule as sched
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.cron import next_fire, parse_cron
+from jobctl.domain.models import JobTemplate
+from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
+from jobctl.errors import Conflict
+from jobctl.store.materialize import materialize_tx
+from jobctl.store.sqlite import SqliteStore, connect
+
+T0 = datetime(2027, 3, 13, 12, 0, tzinfo=UTC)
+TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
+
+
+def test_a_cursor_moved_by_someone_else_fails_the_whole_batch(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    store = SqliteStore(tmp_path / "m.db", clock)
+    spec = ScheduleSpec(Timing("UTC", cron="0 * * * *"), Policy(), TEMPLATE, 1000)
+    a, b = store.create_schedule(spec), store.create_schedule(spec)
+    store.close()
+    conn = connect(str(tmp_path / "m.db"))
+    conn.execute("BEGIN IMMEDIATE")
+    # Another materializer moved b's cursor after this one read it: simulated by a
+    # trigger that moves it as soon as the batch inserts its first job.
+    conn.execute(
+        "CREATE TEMP TRIGGER race AFTER INSERT ON jobs BEGIN "
+        f"UPDATE schedules SET next_run_at = next_run_at + 1 WHERE id = '{b.id}'; END"
+    )
+    with pytest.raises(Conflict, match="1 of 2 schedules"):
+        materialize_tx(conn, T0 + timedelta(hours=1), 100)
+    conn.execute("ROLLBACK")
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
+    assert {r[0] for r in conn.execute("SELECT next_run_at FROM schedules")} == {
+        int((T0 + timedelta(hours=1)).timestamp() * 1000)
+    }
+    conn.close()
+    assert a.id != b.id
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "after"),
+    [
+        ("30 2 * * *", "America/New_York", datetime(2027, 3, 13, 12, tzinfo=UTC)),
+        ("*/30 * * * *", "America/New_York", datetime(2027, 11, 7, 5, 15, tzinfo=UTC)),
+        ("30 1 * * *", "Europe/London", datetime(2027, 10, 30, 12, tzinfo=UTC)),
+        ("0 3 * * *", "Pacific/Chatham", datetime(2027, 9, 25, 0, tzinfo=UTC)),
+    ],
+)
+def test_memoized_fire_times_equal_the_evaluator(expr: str, zone: str, after: datetime) -> None:
+    from zoneinfo import ZoneInfo
+
+    timing = Timing(zone, cron=expr)
+    expected, t = [], after
+    for _ in range(6):
+        t = next_fire(parse_cron(expr), ZoneInfo(zone), t)
+        expected.append(t)
+    assert timing.fires(after, 6) == expected
+    assert timing.fires(after, 6) == expected  # second time from the memo
+    # the same instant in another zone is the same question (and the same answer)
+    assert timing.next_after(after.astimezone(ZoneInfo("Asia/Tokyo"))) == expected[0]
+
+
+def test_the_fire_memo_is_bounded() -> None:
+    info = sched._next_cron.cache_info()
+    assert info.maxsize == sched.FIRE_CACHE_SIZE

@@ -42,10 +42,10 @@ class JobTemplateIn(BaseModel):
     max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None  # None: daemon default
     timeout: Annotated[float, Field(gt=0, le=86400 * 365)] | None = None
     backoff: BackoffIn | None = None  # None: the daemon's default
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default_factory=dict)  # a factory: no deepcopy per job
     cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
     retry_on: list[Annotated[int, Field(ge=0, le=255)]] | None = None
-    no_retry_on: list[Annotated[int, Field(ge=0, le=255)]] = []
+    no_retry_on: list[Annotated[int, Field(ge=0, le=255)]] = Field(default_factory=list)
 
     @field_validator("cwd")
     @classmethod

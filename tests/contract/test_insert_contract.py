@@ -1,0 +1,79 @@
+"""Batched inserts: what a batch answers, and that the counts it keeps stay exact."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import JobSpec
+from jobctl.errors import KeyConflict
+from jobctl.store.base import Store
+
+OWNER = "contract-host"
+
+
+def spec(clock: FakeClock, **kw: object) -> JobSpec:
+    fields: dict[str, object] = {"command": ("true",), "run_at": clock.now(), "owner_uid": 1000}
+    fields.update(kw)
+    return JobSpec(**fields)  # type: ignore[arg-type]
+
+
+def _counts(store: Store) -> dict[str, tuple[int, int, int]]:
+    return {s.queue: (s.scheduled, s.due, s.running) for s in store.stats()}
+
+
+def test_the_answer_equals_what_reading_back_gives(store: Store, clock: FakeClock) -> None:
+    # run_at with microseconds: the store keeps milliseconds, and so must its answer
+    at = clock.now() + timedelta(minutes=3, microseconds=123_456)
+    inserted = store.insert([spec(clock, run_at=at), spec(clock, key="mine", run_at=at)])
+    for ins in inserted:
+        assert ins.created
+        assert ins.job == store.get(ins.job.id)
+    auto, mine = (i.job for i in inserted)
+    assert auto.key.startswith("job-") and auto.key != mine.key and mine.key == "mine"
+    assert mine.id == auto.id + 1  # ids in batch order
+
+
+def test_a_key_twice_in_one_batch_is_one_job(store: Store, clock: FakeClock) -> None:
+    first, again, other = store.insert(
+        [spec(clock, key="dup"), spec(clock, key="dup"), spec(clock, key="other")]
+    )
+    assert (first.created, again.created, other.created) == (True, False, True)
+    assert first.job.id == again.job.id != other.job.id
+    assert [j.key for j in store.list_jobs(None, None, 10, None)] == ["other", "dup"]
+    assert _counts(store)["default"] == (2, 2, 0)
+
+
+def test_a_key_twice_with_different_bodies_refuses_the_whole_batch(
+    store: Store, clock: FakeClock
+) -> None:
+    with pytest.raises(KeyConflict):
+        store.insert([spec(clock, key="a"), spec(clock, key="b"), spec(clock, key="a", priority=3)])
+    assert store.list_jobs(None, None, 10, None) == []
+    assert store.stats() == [] or _counts(store).get("default", (0, 0, 0)) == (0, 0, 0)
+
+
+def test_counts_follow_inserts_by_queue_and_bucket(store: Store, clock: FakeClock) -> None:
+    later = clock.now() + timedelta(hours=1)
+    store.insert([spec(clock, queue="a"), spec(clock, queue="a", run_at=later)])
+    store.insert([spec(clock, queue="b", run_at=later) for _ in range(3)])
+    store.insert([spec(clock, queue="a", key="k")])
+    store.insert([spec(clock, queue="a", key="k")])  # a repeat adds nothing
+    assert _counts(store) == {"a": (3, 2, 0), "b": (3, 0, 0)}
+    clock.set(later)
+    claims = store.claim_due(OWNER, 10, 60)
+    assert len(claims) == 6
+    assert _counts(store) == {"a": (0, 0, 3), "b": (0, 0, 3)}
+
+
+def test_a_big_batch_keeps_order_and_keys(store: Store, clock: FakeClock) -> None:
+    specs = [spec(clock, key=f"k{i}" if i % 3 else None) for i in range(1200)]
+    inserted = store.insert(specs)
+    ids = [i.job.id for i in inserted]
+    assert ids == sorted(ids) and len(set(ids)) == 1200
+    assert all(i.job.key == f"k{n}" for n, i in enumerate(inserted) if n % 3)
+    again = store.insert(specs[1:600])  # keyed ones repeat; unkeyed ones are new jobs
+    assert [i.created for i in again] == [n % 3 == 0 for n in range(1, 600)]
+    assert _counts(store)["default"][0] == 1200 + 199

@@ -12,6 +12,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket as _socket
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -60,18 +62,48 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-class UnixTransport:
-    """HTTP/1.1 over a Unix socket, one kept-alive connection."""
+#: The daemon (uvicorn) closes a kept-alive connection after 5 s of silence; a request sent
+#: on it just then would fail. A connection idle for longer than this is replaced first.
+IDLE_RECONNECT = 4.0
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+
+class UnixTransport:
+    """HTTP/1.1 over a Unix socket, one kept-alive connection.
+
+    A long-lived client (a library user's) goes quiet for minutes; it then reconnects
+    rather than sending on a connection the daemon has closed. A read-only request that
+    still meets a closed connection (the daemon restarted) is retried once on a new one;
+    a write is not, since the daemon may have acted on it.
+    """
+
+    def __init__(
+        self, path: Path, timeout: float = 30.0, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self._conn = _UnixConnection(str(path), timeout)
+        self._monotonic = monotonic
+        self._last_used = monotonic()
 
     def request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
+        if self._monotonic() - self._last_used > IDLE_RECONNECT:
+            self._conn.close()
+        try:
+            return self._send(method, path, body, headers)
+        except _STALE:
+            self._conn.close()
+            if method not in ("GET", "HEAD"):
+                raise
+            return self._send(method, path, body, headers)
+
+    def _send(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
     ) -> tuple[int, str, bytes]:
         self._conn.request(method, path, body=body, headers=headers)
         response = self._conn.getresponse()
         data = response.read()
+        self._last_used = self._monotonic()
         return response.status, response.getheader("content-type", ""), data
 
     def close(self) -> None:

@@ -1,0 +1,98 @@
+"""The client's socket transport: stale kept-alive connections are replaced, not failed."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobctl.client.client import IDLE_RECONNECT, UnixTransport
+
+RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok"
+
+
+class OneShotServer:
+    """Answers one request per connection, then closes it without saying so.
+
+    That is what the daemon does to a kept-alive connection that stayed idle too long.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(8)
+        self.connections = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(body) < length:
+                    body += conn.recv(65536)
+                conn.sendall(RESPONSE)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[OneShotServer, Path]]:
+    path = tmp_path / "s.sock"
+    srv = OneShotServer(path)
+    yield srv, path
+    srv.close()
+
+
+def test_an_idle_connection_is_replaced_before_sending(
+    server: tuple[OneShotServer, Path],
+) -> None:
+    srv, path = server
+    now = [100.0]
+    transport = UnixTransport(path, timeout=5, monotonic=lambda: now[0])
+    assert transport.request("POST", "/v1/jobs", b"{}", {})[0] == 200
+    now[0] += IDLE_RECONNECT + 0.5
+    # the server closed the first connection; a write is safe because none is reused
+    assert transport.request("POST", "/v1/jobs", b"{}", {})[0] == 200
+    assert srv.connections == 2
+    transport.close()
+
+
+def test_a_read_meeting_a_closed_connection_is_retried_once(
+    server: tuple[OneShotServer, Path],
+) -> None:
+    srv, path = server
+    transport = UnixTransport(path, timeout=5, monotonic=lambda: 0.0)
+    assert transport.request("GET", "/v1/status", None, {})[1] == "text/plain"
+    assert transport.request("GET", "/v1/status", None, {})[0] == 200
+    assert srv.connections == 2
+    transport.close()
+
+
+def test_a_write_meeting_a_closed_connection_is_not_resent(
+    server: tuple[OneShotServer, Path],
+) -> None:
+    srv, path = server
+    transport = UnixTransport(path, timeout=5, monotonic=lambda: 0.0)
+    transport.request("POST", "/v1/jobs", b"{}", {})
+    with pytest.raises(OSError):
+        transport.request("POST", "/v1/jobs", b"{}", {})
+    assert srv.connections == 1
+    transport.close()

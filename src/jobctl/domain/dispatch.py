@@ -82,31 +82,45 @@ def plan_claims(
     weights: Mapping[str, int],
     state: Fairness,
 ) -> dict[tuple[str, int], int]:
-    """Split ``free`` slots over lanes ``{(queue, owner): due}``; update ``state``."""
+    """Split ``free`` slots over lanes ``{(queue, owner): due}``; update ``state``.
+
+    Slot by slot, the least-served queue gives its turn to its least-served owner. When
+    one lane is all that is left to serve, the rest of its share is handed out in one step
+    (the same plan and state as slot by slot, without a thousand passes over the lanes).
+    """
     left = dict(lanes)
     room = {q: allowances.get(q, 0) for q in {q for q, _ in lanes}}
+    queue_left: dict[str, int] = {}
+    for (q, _), n in lanes.items():
+        queue_left[q] = queue_left.get(q, 0) + n
     # A queue new to the state starts level with the least-served one, not at zero, so a
     # newcomer cannot monopolise the executor to "catch up" on history it never had.
     floor = min(state.queues.values(), default=0.0)
     for q in room:
         state.queues.setdefault(q, floor)
     plan: dict[tuple[str, int], int] = {}
-    for _ in range(free):
-        ready = [
-            q
-            for q, r in room.items()
-            if r > 0 and any(n > 0 for (lq, _), n in left.items() if lq == q)
-        ]
+    budget = free
+    while budget > 0:
+        ready = [q for q, r in room.items() if r > 0 and queue_left[q] > 0]
         if not ready:
             break
         q = min(ready, key=lambda name: (state.queues[name], name))
         owner = _next_owner(q, left, state)
         lane = (q, owner)
-        plan[lane] = plan.get(lane, 0) + 1
-        left[lane] -= 1
-        room[q] -= 1
-        state.queues[q] += 1.0 / max(1, weights.get(q, 1))
-        state.owners[lane] = state.owners.get(lane, 0) + 1
+        k = (
+            min(budget, room[q], left[lane])
+            if len(ready) == 1 and left[lane] == queue_left[q]
+            else 1
+        )
+        plan[lane] = plan.get(lane, 0) + k
+        left[lane] -= k
+        queue_left[q] -= k
+        room[q] -= k
+        budget -= k
+        share = 1.0 / max(1, weights.get(q, 1))
+        for _ in range(k):  # one addition per slot: the same float as slot by slot
+            state.queues[q] += share
+        state.owners[lane] = state.owners.get(lane, 0) + k
     return plan
 
 

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 MISFIRE_GRACE = timedelta(seconds=60)
 #: How many occurrences one plan enumerates at most; a longer backlog continues next pass.
 MAX_ENUMERATED = 100_000
-#: Bound of the memo of cron fire times (see :func:`_next_cron`); an entry is ~300 bytes.
-FIRE_CACHE_SIZE = 65_536
+#: Bound of the memo of cron fire times (see :func:`_next_cron`): ~350 bytes an entry.
+FIRE_CACHE_SIZE = 16_384
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,7 +112,7 @@ def _popen(claim: Claim, lease_owner: str, out: int) -> subprocess.Popen[bytes]:
         creds = {"user": spec.owner_uid, "group": gid, "extra_groups": os.getgrouplist(name, gid)}
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         list(spec.command),
-        stdin=subprocess.DEVNULL,
+        stdin=_devnull(),
         stdout=out,
         stderr=subprocess.STDOUT,
         cwd=spec.cwd,
@@ -138,6 +138,12 @@ async def open_log_off_loop(path: Path) -> int:
 def _close_result(fut: asyncio.Future[int]) -> None:
     if not fut.cancelled() and fut.exception() is None:
         os.close(fut.result())
+
+
+@cache
+def _devnull() -> int:
+    """One read-only ``/dev/null`` for every command's stdin (Popen would open one each)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
 
 _made_dirs: set[Path] = set()
@@ -200,13 +206,18 @@ async def stop_group(run: Running, grace: float) -> None:
 
 
 def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
+    """The last ``size`` bytes of the log (raw descriptor calls: most logs are empty)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - size))
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return ""
+    try:
+        end = os.fstat(fd).st_size
+        data = os.pread(fd, size, max(0, end - size)) if end else b""
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
     return data.decode("utf-8", errors="replace")
 
 

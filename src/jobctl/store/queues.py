@@ -8,6 +8,7 @@ takes that many from each lane's index in dispatch order — all in one transact
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -44,7 +45,11 @@ class QueueOps:
     """Queue and DLQ methods of the store contract; ``self`` is a :class:`_Host`."""
 
     def claim_due(self: _Host, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        return self._writer.call(lambda conn: _claim_tx(self, conn, owner, limit, lease_ttl))
+        found = self._writer.call(lambda conn: _claim_tx(self, conn, owner, limit, lease_ttl))
+        # Rows to Claims in the caller's thread, after the commit: the writer is free to
+        # start the next transaction meanwhile.
+        found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
+        return claims_from_rows(found)
 
     def queues(self: _Host) -> list[tuple[QueuePolicy, float | None]]:
         """Configured queues with their current tokens (None when not rate limited)."""
@@ -174,7 +179,8 @@ def claimable(conn: sqlite3.Connection, now: datetime) -> tuple[bool, datetime |
 
 def _claim_tx(
     host: _Host, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
-) -> list[Claim]:
+) -> list[sqlite3.Row]:
+    """Lease the planned jobs of each lane; returns the claimed rows (``RETURNING *``)."""
     now = host.clock.now()
     now_ms = rows.to_ms(now)
     conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
@@ -199,21 +205,10 @@ def _claim_tx(
             },
         ).fetchall()
     _spend_tokens(conn, found, tokens, now_ms)
-    conn.executemany(
-        q("insert_attempt"),
-        [
-            {
-                "job_id": r["id"],
-                "number": r["attempt"],
-                "generation": r["generation"],
-                "owner": owner,
-                "now": now_ms,
-            }
-            for r in found
-        ],
-    )
-    found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
-    return claims_from_rows(found)
+    if found:
+        items = json.dumps([[r["id"], r["attempt"], r["generation"]] for r in found])
+        conn.execute(q("insert_attempts"), {"items": items, "owner": owner, "now": now_ms})
+    return found
 
 
 def _spend_tokens(

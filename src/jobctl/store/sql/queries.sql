@@ -357,3 +357,11 @@ WHERE rowid = ?3 AND next_run_at = ?4 AND waiting IS NULL;
 -- Positional, for executemany: schedule_id, reason, first_nominal, last_nominal, count, now.
 INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
 VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: insert_attempts
+-- The attempt rows of a claim in one statement; :items is a JSON array of
+-- [job_id, number, generation].
+INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       :owner, :now
+FROM json_each(:items);

@@ -12,6 +12,8 @@ Idempotency: a spec whose key already names a job (in the store, or earlier in t
 batch) is not inserted; it answers the existing id, or raises :class:`KeyConflict` when
 the body (its fingerprint) differs. Counts: ``job_counts`` has no insert trigger (since
 migration 0005); :func:`insert_jobs` adds one aggregated upsert per (queue, owner, bucket).
+A job enqueued without a key gets a random one and an empty fingerprint: no later request
+can name it, so there is nothing to compare it with.
 """
 
 from __future__ import annotations
@@ -54,9 +56,10 @@ def insert_jobs(conn: sqlite3.Connection, specs: Sequence[JobSpec], now_ms: int)
     out: list[NewJob] = []
     rows: list[tuple[object, ...]] = []
     for spec in specs:
-        key = spec.key or _auto_key(now_ms)
-        fingerprint = spec.fingerprint()
-        seen = known.get(key) if spec.key is not None else None
+        if spec.key is None:  # a fresh random key: nothing can ever be compared with it
+            key, fingerprint, seen = _auto_key(now_ms), "", None
+        else:
+            key, fingerprint, seen = spec.key, spec.fingerprint(), known.get(spec.key)
         if seen is not None:
             if seen[1] != fingerprint:
                 raise KeyConflict(

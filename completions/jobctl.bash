@@ -81,7 +81,7 @@ _jobctl_options() {
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
-        'schedules list') _jobctl_r=(--deleted --no-deleted --json --socket --help) ;;
+        'schedules list') _jobctl_r=(--deleted --no-deleted --limit --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
@@ -115,9 +115,9 @@ _jobctl_nvalues() {
         'dlq purge --socket'|'queues list --socket'|'queues set --concurrency'|\
         'queues set --rate'|'queues set --burst'|'queues set --weight'|\
         'queues set --socket'|'queues pause --socket'|'queues resume --socket'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules pause --socket'|\
-        'schedules resume --socket'|'schedules trigger --socket'|\
-        'schedules delete --socket'|'config show --config') _jobctl_r=(1) ;;
+        'schedules list --limit'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules pause --socket'|'schedules resume --socket'|\
+        'schedules trigger --socket'|'schedules delete --socket'|'config show --config') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }

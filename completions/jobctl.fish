@@ -93,7 +93,7 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
             'queues set --rate' 'queues set --burst' 'queues set --weight' \
             'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
-            'schedules list --socket' 'schedules show --socket' \
+            'schedules list --limit' 'schedules list --socket' 'schedules show --socket' \
             'schedules pause --socket' 'schedules resume --socket' \
             'schedules trigger --socket' 'schedules delete --socket' \
             'config show --config'
@@ -331,6 +331,7 @@ complete -c jobctl -n '__jobctl_at \'schedules\' \'opt\'' -l 'help' -d 'Show thi
 
 # jobctl schedules list
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'deleted' -l 'no-deleted' -d 'Include deleted schedules'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Show at most N (oldest first); default: all'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'help' -d 'Show this message and exit.'

@@ -81,3 +81,13 @@ async def test_duplicate_name_is_409(api: Any) -> None:
     assert (await _create(client, cron="@daily", name="x")).status_code == 201
     r = await _create(client, cron="@hourly", name="x")
     assert r.status_code == 409 and "named 'x'" in r.json()["error"]["message"]
+
+
+async def test_list_is_paged_with_limit_and_after(api: Any) -> None:
+    client, _ = api
+    ids = [(await _create(client, cron="@daily", name=f"s{n}")).json()["id"] for n in range(5)]
+    first = (await client.get("/v1/schedules", params={"limit": 2})).json()
+    rest = (await client.get("/v1/schedules", params={"after": first[-1]["id"]})).json()
+    assert sorted(s["id"] for s in first + rest) == sorted(ids) and len(first) == 2
+    bad = await client.get("/v1/schedules", params={"limit": 0})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"

@@ -253,3 +253,19 @@ def test_a_batch_larger_than_the_limit_continues(store: Store, clock: FakeClock)
         sizes.append((m.schedules, len(m.created)))
     assert sizes == [(3, 3), (3, 3), (1, 1)]
     assert all(store.get_schedule(s.id).next_run_at == at_hour(clock, 1) for s in made)
+
+
+def test_list_pages_oldest_first_by_keyset(store: Store, clock: FakeClock) -> None:
+    made = []
+    for _ in range(7):
+        made.append(store.create_schedule(hourly()).id)
+        clock.advance(1)
+    store.delete_schedule(made[3])
+    live = [sid for sid in made if sid != made[3]]
+    pages, after = [], None
+    while page := store.list_schedules(limit=2, after=after):
+        pages.append([s.id for s in page])
+        after = page[-1].id
+    assert pages == [live[0:2], live[2:4], live[4:6]]
+    assert [s.id for s in store.list_schedules(True, limit=3, after=made[2])] == made[3:6]
+    assert store.list_schedules(limit=5, after=made[-1]) == []

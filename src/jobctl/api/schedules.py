@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from jobctl.api.app import Ctx, owner_uid
@@ -28,9 +28,15 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
     return JSONResponse(schedule_out(sched), 201)
 
 
-@router.get("", summary="Schedules, oldest first")
-async def list_schedules(ctx: Ctx, deleted: bool = False) -> list[dict[str, Any]]:
-    return [schedule_out(s) for s in await ctx.store.run(ctx.st.list_schedules, deleted)]
+@router.get("", summary="Schedules, oldest first; page with limit and after")
+async def list_schedules(
+    ctx: Ctx,
+    deleted: bool = False,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    after: Annotated[str | None, Query(description="id of the last schedule seen")] = None,
+) -> list[dict[str, Any]]:
+    found = await ctx.store.run(ctx.st.list_schedules, deleted, limit, after)
+    return [schedule_out(s) for s in found]
 
 
 @router.get("/{ref}", summary="One schedule (id or name) with next fires and history")

@@ -65,12 +65,15 @@ Ref = Annotated[str, typer.Argument(metavar="ID|NAME", help="Schedule id or name
 @app.command("list")
 def list_(
     deleted: Annotated[bool, typer.Option(help="Include deleted schedules")] = False,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Show at most N (oldest first); default: all")
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
     """List schedules with their next run and skip counts."""
     with client(socket) as c:
-        found = c.schedules(deleted)
+        found = c.schedules(deleted, limit)
     if json_:
         print_json(found)
         return

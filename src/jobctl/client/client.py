@@ -246,10 +246,21 @@ class Client:
         result: dict[str, Any] = self.request("POST", "/v1/schedules", json_body=body)
         return result
 
-    def schedules(self, deleted: bool = False) -> list[dict[str, Any]]:
-        params = {"deleted": "true"} if deleted else None
-        result: list[dict[str, Any]] = self.request("GET", "/v1/schedules", params=params)
-        return result
+    def schedules(
+        self, deleted: bool = False, limit: int | None = None, page: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Schedules oldest first: all of them, or the first ``limit``, fetched by pages."""
+        found: list[dict[str, Any]] = []
+        after = None
+        while limit is None or len(found) < limit:
+            size = page if limit is None else min(page, limit - len(found))
+            params = {"deleted": "true" if deleted else None, "limit": size, "after": after}
+            got: list[dict[str, Any]] = self.request("GET", "/v1/schedules", params=params)
+            found += got
+            if len(got) < size:
+                break
+            after = got[-1]["id"]
+        return found
 
     def schedule(self, ref: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"/v1/schedules/{_quote(ref)}")

@@ -210,7 +210,14 @@ class Store(Protocol):
         """By id or name (deleted ones by id only); NotFound otherwise."""
         ...
 
-    def list_schedules(self, include_deleted: bool = False) -> list[Schedule]: ...
+    def list_schedules(
+        self, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> list[Schedule]:
+        """A page of schedules, oldest first, after the one with id ``after``.
+
+        Paged because a daemon with 100,000 schedules must not build them all at once.
+        """
+        ...
 
     def pause_schedule(self, ref: str) -> Schedule: ...
 

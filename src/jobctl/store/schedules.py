@@ -72,12 +72,12 @@ class ScheduleOps:
     def get_schedule(self: _Host, ref: str) -> Schedule:
         return self._read(lambda conn: schedule_from_row(_find(conn, ref)))
 
-    def list_schedules(self: _Host, include_deleted: bool = False) -> list[Schedule]:
+    def list_schedules(
+        self: _Host, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> list[Schedule]:
+        params = {"deleted": include_deleted, "limit": limit, "after": after}
         return self._read(
-            lambda conn: [
-                schedule_from_row(r)
-                for r in conn.execute(q("list_schedules"), {"deleted": include_deleted})
-            ]
+            lambda conn: [schedule_from_row(r) for r in conn.execute(q("list_schedules"), params)]
         )
 
     def pause_schedule(self: _Host, ref: str) -> Schedule:

@@ -190,7 +190,12 @@ SELECT * FROM schedules WHERE id = :ref;
 SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
 
 -- name: list_schedules
-SELECT * FROM schedules WHERE deleted_at IS NULL OR :deleted ORDER BY created_at, id;
+-- A page, oldest first, after the schedule :after (keyset: (created_at, id) is unique).
+SELECT * FROM schedules
+WHERE (deleted_at IS NULL OR :deleted)
+  AND (:after IS NULL
+       OR (created_at, id) > (SELECT created_at, id FROM schedules WHERE id = :after))
+ORDER BY created_at, id LIMIT :limit;
 
 -- name: insert_skip
 INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)

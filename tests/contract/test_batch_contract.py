@@ -111,6 +111,15 @@ def test_a_job_twice_in_one_batch_finishes_once(store: Store, clock: FakeClock) 
     assert len(store.get(c.job.id).attempts) == 1
 
 
+def test_items_of_one_job_apply_in_batch_order(store: Store, clock: FakeClock) -> None:
+    [c] = _claim(store, clock, 1, max_attempts=3)
+    failed = AttemptResult(Outcome.FAILED, 1, "exit code 1")
+    out = store.finish_many([(c.job.id, c.generation, failed), (c.job.id, c.generation, OK)])
+    assert isinstance(out[0], Finished) and out[0].status is JobStatus.SCHEDULED
+    assert isinstance(out[1], LeaseLost)
+    assert store.get(c.job.id).attempts[0].outcome is Outcome.FAILED
+
+
 def test_finish_many_of_nothing(store: Store, clock: FakeClock) -> None:
     assert store.finish_many([]) == []
     assert store.record_processes([]) == []

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,14 @@ async def test_a_fenced_finish_is_reported_and_the_neighbours_succeed(engine: En
         assert engine.store.get(job.id).status is JobStatus.SUCCEEDED
     with pytest.raises(LeaseLost):
         await engine.astore.finish(jobs[0].id, 1, OK)
+
+
+async def test_a_fast_command_still_has_its_process_recorded(engine: Engine) -> None:
+    jobs = [engine.add("true") for _ in range(4)]
+    await engine.finishes(4)
+    with closing(sqlite3.connect(f"file:{engine.store.path}?mode=ro", uri=True)) as conn:
+        for job in jobs:
+            pid, start, outcome = conn.execute(
+                "SELECT pid, pid_start, outcome FROM attempts WHERE job_id = ?", (job.id,)
+            ).fetchone()
+            assert pid is not None and start is not None and outcome == "succeeded"

@@ -119,8 +119,10 @@ class Executor:
                 logval(job.key),
             )
         # The pid is recorded while the command runs (batched with other starts); the
-        # finish waits for that commit, so the two writes land in order.
-        recorded = asyncio.ensure_future(self._record(run))
+        # finish waits for that commit, so the two writes land in order. Its start time
+        # is read now, before the exit watcher can reap a fast command.
+        start = process.process_start_time(run.proc.pid)
+        recorded = asyncio.ensure_future(self._record(run, start))
         try:
             result = await self._wait(run)
             await recorded
@@ -131,9 +133,8 @@ class Executor:
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
         await self._finish(claim, result)
 
-    async def _record(self, run: process.Running) -> None:
+    async def _record(self, run: process.Running, start: int | None) -> None:
         c = run.claim
-        start = process.process_start_time(run.proc.pid)
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
         try:
             alive = await self._store.record_process(record)

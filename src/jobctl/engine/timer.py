@@ -56,7 +56,10 @@ class Timer(Service):
             w = await self._store.run(store.wakeups, owner)
         if w.due_now and self._executor.free_slots > 0 and not self._stopping:
             await self._claim()
-            w = await self._store.run(store.wakeups, owner)
+            # Read again only with slots left: with none free, only other owners' lease
+            # expiries matter below, and a claim of ours does not move those.
+            if self._executor.free_slots > 0:
+                w = await self._store.run(store.wakeups, owner)
         free = self._executor.free_slots
         if w.due_now and free > 0:
             return self._clock.now()

@@ -85,13 +85,15 @@ class Batcher(Generic[I, R]):
         self.batches += 1
         try:
             results = await self._op([item for item, _ in batch])
-        except BaseException as exc:  # the whole op failed: nobody's write is durable
+        except Exception as exc:  # the whole op failed: nobody's write is durable
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
+        except BaseException:  # cancelled (the loop is closing): nobody gets an answer
+            for _, fut in batch:
+                fut.cancel()
+            raise
         for (_, fut), result in zip(batch, results, strict=True):
             if not fut.done():
                 fut.set_result(result)

@@ -19,6 +19,7 @@ import random
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import Future
+from datetime import datetime
 from typing import Any, Protocol
 
 from jobctl.domain.clock import Clock
@@ -89,12 +90,12 @@ def finish_many_tx(
 ) -> list[Finished | JobctlError]:
     """Successes in bulk (one read, two ``executemany``); anything else one by one."""
     out: list[Finished | JobctlError | None] = [None] * len(items)
-    bulk: list[int] = []  # indexes of successes, each job at most once
+    bulk: list[int] = []  # successes that are their job's first item in the batch
     seen: set[int] = set()
     for i, (job_id, _, result) in enumerate(items):
         if result.outcome is Outcome.SUCCEEDED and job_id not in seen:
             bulk.append(i)
-            seen.add(job_id)
+        seen.add(job_id)  # a later item of the same job goes after the bulk, in order
     if bulk:
         _succeed_many(host, conn, items, bulk, out)
     for i, (job_id, generation, result) in enumerate(items):
@@ -121,6 +122,7 @@ def _succeed_many(
     now_ms = rows.to_ms(host.clock.now())
     attempts: list[list[Any]] = []
     jobs: list[list[int]] = []
+    when: dict[int, datetime] = {}  # run_at by ms: a herd's jobs share one
     for i in bulk:
         job_id, generation, result = items[i]
         row = states.get(job_id)
@@ -131,9 +133,9 @@ def _succeed_many(
         else:
             attempts.append([job_id, generation, result.exit_code, result.output_tail])
             jobs.append([job_id, generation])
-            out[i] = Finished(
-                job_id, JobStatus.SUCCEEDED, rows.ms_to_dt(row["run_at"]), row["failures"]
-            )
+            ms = row["run_at"]
+            run_at = when.get(ms) or when.setdefault(ms, rows.ms_to_dt(ms))
+            out[i] = Finished(job_id, JobStatus.SUCCEEDED, run_at, row["failures"])
     if not jobs:
         return
     check_transition(jobs[0][0], JobStatus.RUNNING, JobStatus.SUCCEEDED, "finish")

@@ -120,9 +120,8 @@ class Executor:
             )
         # The pid is recorded while the command runs (batched with other starts); the
         # finish waits for that commit, so the two writes land in order. Its start time
-        # is read now, before the exit watcher can reap a fast command.
-        start = process.process_start_time(run.proc.pid)
-        recorded = asyncio.ensure_future(self._record(run, start))
+        # is read on a thread (process.spawn) before the exit watcher reaps the command.
+        recorded = asyncio.ensure_future(self._record(run))
         try:
             result = await self._wait(run)
             await recorded
@@ -133,8 +132,9 @@ class Executor:
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
         await self._finish(claim, result)
 
-    async def _record(self, run: process.Running, start: int | None) -> None:
+    async def _record(self, run: process.Running) -> None:
         c = run.claim
+        start = await asyncio.shield(run.start_time)
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
         try:
             alive = await self._store.record_process(record)

@@ -15,6 +15,7 @@ import os
 import pwd
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -35,6 +36,8 @@ class Running:
     proc: subprocess.Popen[bytes]
     exited: asyncio.Future[int]
     log_path: Path
+    #: The process's start time (pid-reuse guard), read on a thread; see :func:`spawn`.
+    start_time: asyncio.Future[int | None] = field(repr=False)
     stop_reason: str | None = None
     stopping: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -99,8 +102,12 @@ def spawn(
     finally:
         os.close(out)
     exited: asyncio.Future[int] = loop.create_future()
-    _watch_exit(proc, exited, loop)
-    return Running(claim, proc, exited, log_path)
+    # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
+    # of the event loop's time per job in profiles), so it runs on a thread; the exit
+    # watcher does not reap the child before it is read, so the pid cannot be reused.
+    start = asyncio.wrap_future(_START_READER.submit(process_start_time, proc.pid), loop=loop)
+    _watch_exit(proc, exited, loop, start)
+    return Running(claim, proc, exited, log_path, start)
 
 
 def _popen(claim: Claim, lease_owner: str, out: int) -> subprocess.Popen[bytes]:
@@ -140,6 +147,10 @@ def _close_result(fut: asyncio.Future[int]) -> None:
         os.close(fut.result())
 
 
+#: One thread reads start times: they are quick unless the child is mid-exec.
+_START_READER = ThreadPoolExecutor(1, thread_name_prefix="jobctl-procstat")
+
+
 @cache
 def _devnull() -> int:
     """One read-only ``/dev/null`` for every command's stdin (Popen would open one each)."""
@@ -170,16 +181,25 @@ def open_log(path: Path) -> int:
 
 
 def _watch_exit(
-    proc: subprocess.Popen[bytes], exited: asyncio.Future[int], loop: asyncio.AbstractEventLoop
+    proc: subprocess.Popen[bytes],
+    exited: asyncio.Future[int],
+    loop: asyncio.AbstractEventLoop,
+    start: asyncio.Future[int | None],
 ) -> None:
     pidfd = os.pidfd_open(proc.pid)
+
+    def reap(_: object = None) -> None:
+        code = proc.wait()
+        if not exited.done():
+            exited.set_result(code)
 
     def on_exit() -> None:
         loop.remove_reader(pidfd)
         os.close(pidfd)
-        code = proc.wait()
-        if not exited.done():
-            exited.set_result(code)
+        if start.done():
+            reap()
+        else:  # a zombie keeps its pid (and /proc entry) until reaped: read first
+            start.add_done_callback(reap)
 
     loop.add_reader(pidfd, on_exit)
 

@@ -447,7 +447,7 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> dict[str, Any]:
     log(f"a: creating {n:,} schedules ({distinct} distinct zone+cron pairs)")
     create_rate = create_all(store, specs)
     store.set_queue(QueuePolicy(QUEUE, paused=True))  # the daemon copy must not run them
-    nexts = [s.next_run_at for s in store.list_schedules()]
+    nexts = [s.next_run_at for s in store.list_schedules(limit=n)]
     assert len(nexts) == n and all(t0 < t <= t1 for t in nexts), "schedules not in window"
     store.close()
     copy_db(path, tmp / "daemon.db")
@@ -468,7 +468,7 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> dict[str, Any]:
             break
     secs = time.perf_counter() - t
     st = {q.queue: q for q in store.stats()}[QUEUE]
-    left = sum(1 for s in store.list_schedules() if s.next_run_at <= t1)
+    left = sum(1 for s in store.list_schedules(limit=n) if s.next_run_at <= t1)
     store.close()
     out = {"n": n, "distinct": distinct, "create_rate": create_rate, "seconds": secs,
            "rate": n / secs, "created": created, "calls": len(calls),
@@ -667,7 +667,8 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"ready in {b['full']['ready_s']:.1f} s; RSS {b['full']['rss_mb']:.0f} MB (peak "
             f"{b['full']['hwm_mb']:.0f}) against {b['empty']['rss_mb']:.0f} MB on an empty "
             f"database; status took {b['full']['status_ms']:.0f} ms. Not part of the target: "
-            f"`GET /v1/schedules` listing all {lst.get('listed', 0):,} took "
+            f"`Client.schedules()` listing all {lst.get('listed', 0):,} (pages of 1,000 "
+            f"`GET /v1/schedules?limit=1000&after=…`) took "
             f"{lst.get('seconds', float('nan')):.1f} s and left RSS at "
             f"{lst.get('rss_mb', float('nan')):.0f} MB (peak {lst.get('hwm_mb', float('nan')):.0f}"
             f" MB).")

@@ -78,3 +78,15 @@ def test_due_index_is_used_by_claim(tmp_path: Path) -> None:
         r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql)))
     )
     assert "jobs_future" in plan
+
+
+def test_schedule_pages_seek_the_listing_index(tmp_path: Path) -> None:
+    conn = connect(str(tmp_path / "p.db"))
+    migrate(conn)
+    for name in ("list_schedules", "list_schedules_after"):
+        params = {"deleted": False, "limit": 10, "after": "sch-x"}
+        plan = " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {queries()[name]}", params))
+        assert "schedules_created" in plan and "TEMP B-TREE" not in plan, plan
+    after = queries()["list_schedules_after"]
+    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
+    assert plan[0].startswith("SEARCH schedules USING INDEX schedules_created"), plan

@@ -76,8 +76,9 @@ class ScheduleOps:
         self: _Host, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> list[Schedule]:
         params = {"deleted": include_deleted, "limit": limit, "after": after}
+        name = "list_schedules" if after is None else "list_schedules_after"
         return self._read(
-            lambda conn: [schedule_from_row(r) for r in conn.execute(q("list_schedules"), params)]
+            lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
         )
 
     def pause_schedule(self: _Host, ref: str) -> Schedule:

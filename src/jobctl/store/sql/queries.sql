@@ -190,11 +190,15 @@ SELECT * FROM schedules WHERE id = :ref;
 SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
 
 -- name: list_schedules
--- A page, oldest first, after the schedule :after (keyset: (created_at, id) is unique).
+-- The first page, oldest first (index schedules_created).
+SELECT * FROM schedules WHERE deleted_at IS NULL OR :deleted
+ORDER BY created_at, id LIMIT :limit;
+
+-- name: list_schedules_after
+-- A later page: keyset on (created_at, id), which is unique, after the schedule :after.
 SELECT * FROM schedules
-WHERE (deleted_at IS NULL OR :deleted)
-  AND (:after IS NULL
-       OR (created_at, id) > (SELECT created_at, id FROM schedules WHERE id = :after))
+WHERE (created_at, id) > (SELECT created_at, id FROM schedules WHERE id = :after)
+  AND (deleted_at IS NULL OR :deleted)
 ORDER BY created_at, id LIMIT :limit;
 
 -- name: insert_skip

@@ -8,7 +8,6 @@ after its transaction committed.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -27,13 +26,13 @@ from jobctl.api import errors as api_errors
 from jobctl.api import fast
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
-from jobctl.domain.models import Job, JobSpec
+from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
 from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
-from jobctl.store.base import Inserted, Store
+from jobctl.store.base import Store
 
 log = logging.getLogger("jobctl.api")
 
@@ -64,10 +63,6 @@ class Context:
     @property
     def st(self) -> Store:
         return self.store.store
-
-    async def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        """Insert durably, straight through the store's group-commit writer."""
-        return await asyncio.wrap_future(self.st.insert_future(specs))
 
     def enqueued(self, jobs: Sequence[Job]) -> None:
         """Count and log the jobs a request created (an idempotent repeat is no event)."""

@@ -5,9 +5,9 @@ FastAPI each request paid for routing, the middleware stack and dependency solvi
 (about 350 µs on this project's 2-core bench machine, several times the cost of the
 insert itself), so this route bypasses them: the body is validated straight from bytes by
 a module-level pydantic ``TypeAdapter`` of the same :class:`JobIn` model, the insert goes
-to the store's group-commit writer without a thread hop, and the answer is rendered by
-the same :func:`job_out`. Everything else (and the OpenAPI document, which still
-describes this route) is FastAPI's.
+to the store's group-commit writer without a thread hop (``AsyncStore.insert``), and the
+answer is rendered by the same :func:`job_out`. Everything else (and the OpenAPI
+document, which still describes this route) is FastAPI's.
 
 Behaviour is the FastAPI route's: 201 with the job (200 for a known key), a list for a
 list, 422 ``invalid_input`` naming the field, 409 ``key_conflict``; the answer is sent
@@ -89,7 +89,7 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
-    inserted: list[Inserted] = await ctx.insert(specs)
+    inserted: list[Inserted] = await ctx.store.insert(specs)
     ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)
     if created:

@@ -4,7 +4,8 @@ Store calls block (on disk, on a group commit) so they run on a dedicated thread
 wide enough that many concurrent API requests wait on one group commit together instead
 of queueing behind each other.
 
-The executor's per-attempt writes (record a process, finish an attempt) do not go
+Enqueues and the executor's per-attempt writes need no pool thread either. The
+executor's per-attempt writes (record a process, finish an attempt) do not go
 through the pool: :class:`Batcher` gathers every such write made while the previous
 batch was being committed and hands them to the store as one op (``record_processes``,
 ``finish_many``). A backend that can return its writer's future (``submit_*``) is
@@ -20,9 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from jobctl.domain.models import AttemptResult, Finished, ProcessRecord
+from jobctl.domain.models import AttemptResult, Finished, JobSpec, ProcessRecord
 from jobctl.errors import JobctlError
-from jobctl.store.base import Store
+from jobctl.store.base import Inserted, Store
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -35,7 +36,9 @@ BATCH_MAX = 1024
 
 @runtime_checkable
 class SubmitsBatches(Protocol):
-    """A backend whose batched writes can be awaited without a thread."""
+    """A backend whose writes can be awaited without a thread (its writer's futures)."""
+
+    def submit_insert(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]: ...
 
     def submit_finish_many(
         self, items: Sequence[tuple[int, int, AttemptResult]]
@@ -111,6 +114,13 @@ class AsyncStore:
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
+        """``store.insert``, awaited without parking a pool thread per request where the
+        backend allows: thousands of concurrent enqueues then wait on one group commit."""
+        if isinstance(self.store, SubmitsBatches):
+            return await asyncio.wrap_future(self.store.submit_insert(specs))
+        return await self.run(self.store.insert, specs)
 
     async def finish(self, job_id: int, generation: int, result: AttemptResult) -> Finished:
         """``store.finish`` batched with its neighbours; raises what ``finish`` raises."""

@@ -14,7 +14,6 @@ against every backend.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -64,15 +63,6 @@ class Store(Protocol):
         """Insert all jobs or none.
 
         A known key returns the stored job; KeyConflict if its body differs.
-        """
-        ...
-
-    def insert_future(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
-        """:meth:`insert`, started now and answered through a future.
-
-        The API awaits it (``asyncio.wrap_future``) instead of parking a thread per
-        request on a blocking call: thousands of concurrent enqueues then wait on one
-        group commit without a thread each.
         """
         ...
 

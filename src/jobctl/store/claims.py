@@ -44,14 +44,6 @@ class _Memo:
         return None if ms is None else self.get("dt", ms, rows.ms_to_dt)
 
 
-def _codes(text: str | None) -> tuple[int, ...] | None:
-    return None if text is None else tuple(json.loads(text))
-
-
-def _env(text: str) -> tuple[tuple[str, str], ...]:
-    return tuple((k, v) for k, v in json.loads(text))
-
-
 def _unchecked_spec(**fields: Any) -> JobSpec:
     """A JobSpec from stored, already validated fields (no ``__post_init__``)."""
     spec: JobSpec = object.__new__(JobSpec)
@@ -73,12 +65,12 @@ def _spec(r: sqlite3.Row, memo: _Memo, run_at: datetime) -> JobSpec:
         max_attempts=r["max_attempts"],
         timeout=None if timeout is None else timeout / 1000,
         backoff=memo.get("backoff", backoff, lambda b: Backoff(b[0] / 1000, b[1] / 1000)),
-        env=memo.get("env", r["env"], _env),
+        env=memo.get("env", r["env"], rows.env_pairs),
         cwd=r["cwd"],
         schedule_id=r["schedule_id"],
         scheduled_for=memo.dt(r["scheduled_for"]),
-        retry_on=memo.get("codes", r["retry_on"], _codes),
-        no_retry_on=memo.get("codes", r["no_retry_on"], _codes) or (),
+        retry_on=memo.get("codes", r["retry_on"], rows.codes),
+        no_retry_on=memo.get("codes", r["no_retry_on"], rows.codes) or (),
     )
 
 

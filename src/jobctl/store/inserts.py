@@ -32,7 +32,7 @@ from jobctl.domain.models import Job, JobSpec
 from jobctl.domain.states import JobStatus
 from jobctl.errors import KeyConflict
 from jobctl.store.queries import q
-from jobctl.store.rows import ms_to_dt
+from jobctl.store.rows import ms_to_dt, to_ms
 
 #: SQLite's default limit on host parameters per statement is 32766; stay well below.
 _LOOKUP_CHUNK = 500
@@ -84,7 +84,7 @@ def job_row(
     job_id: int, key: str, fingerprint: str, spec: JobSpec, now_ms: int
 ) -> tuple[object, ...]:
     """The positional parameters of ``insert_job_row`` (index 15 is the due flag)."""
-    run_at = int(round(spec.run_at.timestamp() * 1000))
+    run_at = to_ms(spec.run_at)
     return (
         job_id,
         key,
@@ -103,7 +103,7 @@ def job_row(
         run_at,
         int(run_at <= now_ms),
         spec.schedule_id,
-        None if spec.scheduled_for is None else int(round(spec.scheduled_for.timestamp() * 1000)),
+        None if spec.scheduled_for is None else to_ms(spec.scheduled_for),
         sort_key_ms(run_at, spec.priority),
         None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
         json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,
@@ -112,10 +112,10 @@ def job_row(
 
 def created_job(spec: JobSpec, new: NewJob, now_ms: int) -> Job:
     """The job a fresh insert made, as reading it back would give it (times in whole ms)."""
-    run_at = ms_to_dt(int(round(spec.run_at.timestamp() * 1000)))
+    run_at = ms_to_dt(to_ms(spec.run_at))
     scheduled_for = spec.scheduled_for
     if scheduled_for is not None:
-        scheduled_for = ms_to_dt(int(round(scheduled_for.timestamp() * 1000)))
+        scheduled_for = ms_to_dt(to_ms(scheduled_for))
     return Job(
         id=new.id,
         key=new.key,

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from jobctl.domain.models import Attempt, Backoff, Job, JobSpec
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.store.queries import q
 
 
 def to_ms(dt: datetime) -> int:
@@ -39,12 +38,12 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
         max_attempts=row["max_attempts"],
         timeout=None if timeout is None else timeout / 1000,
         backoff=Backoff(row["backoff_base_ms"] / 1000, row["backoff_cap_ms"] / 1000),
-        env=tuple((k, v) for k, v in json.loads(row["env"])),
+        env=env_pairs(row["env"]),
         cwd=row["cwd"],
         schedule_id=row["schedule_id"],
         scheduled_for=from_ms(row["scheduled_for"]),
-        retry_on=_codes(row["retry_on"]),
-        no_retry_on=_codes(row["no_retry_on"]) or (),
+        retry_on=codes(row["retry_on"]),
+        no_retry_on=codes(row["no_retry_on"]) or (),
     )
     return Job(
         id=row["id"],
@@ -65,8 +64,14 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
     )
 
 
-def _codes(text: str | None) -> tuple[int, ...] | None:
+def codes(text: str | None) -> tuple[int, ...] | None:
+    """A stored JSON list of exit codes (``retry_on``, ``no_retry_on``)."""
     return None if text is None else tuple(json.loads(text))
+
+
+def env_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """The stored JSON ``env`` column as the spec's pairs."""
+    return tuple((k, v) for k, v in json.loads(text))
 
 
 def attempt_from_row(row: sqlite3.Row) -> Attempt:
@@ -85,11 +90,3 @@ def attempt_from_row(row: sqlite3.Row) -> Attempt:
         pid=row["pid"],
         lease_owner=row["lease_owner"],
     )
-
-
-def insert_row(conn: sqlite3.Connection, spec: JobSpec, now_ms: int) -> tuple[sqlite3.Row, bool]:
-    """Insert one job; a known key returns its row (KeyConflict when the body differs)."""
-    from jobctl.store.inserts import insert_jobs  # inserts imports this module's helpers
-
-    new = insert_jobs(conn, [spec], now_ms)[0]
-    return conn.execute(q("job_by_id"), {"id": new.id}).fetchone(), new.created

@@ -19,13 +19,13 @@ from typing import TypeVar
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
-from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, QueueStats
+from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
-from jobctl.store.finishing import FinishOps
+from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
@@ -99,9 +99,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     # -- writes -----------------------------------------------------------------------
 
     def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        return self.insert_future(specs).result()
+        return self.submit_insert(specs).result()
 
-    def insert_future(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
+    def submit_insert(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
+        """:meth:`insert` without waiting: the future resolves after the commit."""
         return self._writer.submit(lambda conn: self._insert_tx(conn, specs))
 
     def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
@@ -118,15 +119,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
     ) -> None:
-        params = {
-            "job_id": job_id,
-            "generation": generation,
-            "pid": pid,
-            "pid_start": pid_start,
-            "log_path": log_path,
-        }
-        changed = self._writer.call(lambda c: c.execute(q("record_process"), params).rowcount)
-        if not changed:
+        if self.record_processes([ProcessRecord(job_id, generation, pid, pid_start, log_path)]):
             raise LeaseLost(
                 f"job {job_id}: lease lost (generation {generation} is stale)",
                 job_id=job_id,
@@ -198,12 +191,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         if row is None:
             raise NotFound(f"no job {job_id}", job_id=job_id)
         if row["status"] != "running" or row["generation"] != generation:
-            raise LeaseLost(
-                f"job {job_id}: lease lost (generation {generation} is stale; the job is "
-                f"{row['status']} at generation {row['generation']})",
-                job_id=job_id,
-                generation=generation,
-            )
+            raise stale(job_id, generation, row)
         return rows.job_from_row(row)
 
     def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:

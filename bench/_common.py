@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import multiprocessing as mp
 import os
+import signal
 import socket
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -246,3 +250,52 @@ def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
         out.put({"t0": t0, "last": time.time(), "n": len(items), "locked": locked})
     except BaseException as exc:
         out.put({"error": repr(exc)})
+
+
+# -- processes the benchmarks start, and their cleanup ------------------------------------
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+_PROCS: list[subprocess.Popen[bytes]] = []
+
+
+def spawn(cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+    """Start a process this bench owns: killed at exit if still running."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
+    _PROCS.append(proc)
+    return proc
+
+
+def forget(proc: subprocess.Popen[bytes]) -> None:
+    """A process that ended (or was reaped) elsewhere: no longer ours to clean up."""
+    if proc in _PROCS:
+        _PROCS.remove(proc)
+
+
+def stop_proc(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    forget(proc)
+
+
+def kill_all() -> None:
+    """Kill the processes this script started (and only those)."""
+    for proc in list(_PROCS):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _PROCS.clear()
+
+
+atexit.register(kill_all)
+
+
+def on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that clean up

@@ -21,7 +21,6 @@ Results are printed and written to docs/benchmarks.md between the bench_core mar
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime as dt
 import json
 import math
@@ -45,6 +44,7 @@ ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
+from _common import log, spawn, stop_proc  # noqa: E402
 
 PY = sys.executable
 #: The daemon is started through the interpreter so that PYTHONPATH decides which jobctl
@@ -87,48 +87,6 @@ TARGETS = {
     "single": 5_000.0, "batch": 30_000.0, "e2e": 500.0, "lag_p99_ms": 50.0,
     "claim_ratio": 2.0, "rss_mb": 150.0,
 }
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# -- processes and cleanup ----------------------------------------------------------
-
-_PROCS: list[subprocess.Popen[bytes]] = []
-
-
-def spawn(cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
-    _PROCS.append(proc)
-    return proc
-
-
-def stop_proc(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc in _PROCS:
-        _PROCS.remove(proc)
-
-
-def _kill_all() -> None:
-    for proc in list(_PROCS):
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    _PROCS.clear()
-
-
-atexit.register(_kill_all)
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks that clean up
 
 
 class Daemon:
@@ -458,8 +416,7 @@ def run_aps(workload: str, db: Path, params: dict[str, Any], timeout: float) -> 
         proc.communicate()
         raise RuntimeError(f"APScheduler {workload} did not finish in {timeout:.0f} s") from None
     finally:
-        if proc in _PROCS:
-            _PROCS.remove(proc)
+        C.forget(proc)
     for line in out.decode().splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
@@ -1252,8 +1209,8 @@ def main() -> int:
             log(f"wrote {DOC}")
         return 0
     only = set(args.only.split(","))
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, C.on_signal)
+    signal.signal(signal.SIGINT, C.on_signal)
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-", dir=args.tmpdir))
     started = time.time()
     info: dict[str, str] = {}
@@ -1292,7 +1249,7 @@ def main() -> int:
             R["w4"] = {}
             run("w4", "store", w4, tmp, sz)
     finally:
-        _kill_all()
+        C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
         elapsed = time.time() - started
         cmd = "python bench/bench_core.py" + "".join(f" {a}" for a in sys.argv[1:])

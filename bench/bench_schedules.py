@@ -27,7 +27,6 @@ markers. bench_herd.py reuses the process, daemon and report helpers of this fil
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime as dt
 import json
 import os
@@ -53,6 +52,7 @@ ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
+from _common import kill_all, log, on_signal, spawn, stop_proc  # noqa: E402
 
 #: The installed console script next to this interpreter (the venv's editable install).
 JOBCTL_BIN = str(Path(sys.executable).parent / "jobctl")
@@ -76,47 +76,6 @@ QUICK = Sizes(schedules=5_000, next_runs=5)
 
 
 # == helpers shared with bench_herd.py ===================================================
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-_PROCS: list[subprocess.Popen[bytes]] = []
-
-
-def spawn(cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
-    _PROCS.append(proc)
-    return proc
-
-
-def stop_proc(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc in _PROCS:
-        _PROCS.remove(proc)
-
-
-def kill_all() -> None:
-    """Kill the processes this script started (and only those)."""
-    for proc in list(_PROCS):
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    _PROCS.clear()
-
-
-atexit.register(kill_all)
-
-
-def on_signal(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks that clean up
 
 
 def clean_env(workdir: Path) -> dict[str, str]:

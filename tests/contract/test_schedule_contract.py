@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobctl.domain.clock import FakeClock
-from jobctl.domain.models import AttemptResult, JobTemplate
+from jobctl.domain.models import AttemptResult, JobSpec, JobTemplate
 from jobctl.domain.schedule import Misfire, Overlap, Policy, ScheduleSpec, Timing, jitter_offset
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import Conflict, InvalidInput, NotFound
@@ -269,3 +269,21 @@ def test_list_pages_oldest_first_by_keyset(store: Store, clock: FakeClock) -> No
     assert pages == [live[0:2], live[2:4], live[4:6]]
     assert [s.id for s in store.list_schedules(True, limit=3, after=made[2])] == made[3:6]
     assert store.list_schedules(limit=5, after=made[-1]) == []
+
+
+def test_history_is_the_schedules_own_jobs_newest_first(store: Store, clock: FakeClock) -> None:
+    s, other = store.create_schedule(hourly()), store.create_schedule(hourly())
+    mine: list[int] = []
+    for _ in range(3):
+        clock.set(at_hour(clock, 1))
+        mine += [job_id for sid, job_id, _ in store.materialize(100).created if sid == s.id]
+        for c in store.claim_due("w", 100, 30):
+            store.finish(c.job.id, c.generation, AttemptResult(Outcome.SUCCEEDED, 0))
+    mine.append(store.trigger_schedule(s.id).id)
+    # A job that only borrows the key shape is not the schedule's.
+    [borrowed] = store.insert([JobSpec(("true",), clock.now(), 1000, key=f"{s.id}@x")])
+    assert borrowed.job.spec.schedule_id is None
+    jobs, _ = store.schedule_history(s.id, 10)
+    assert [j.id for j in jobs] == mine[::-1]
+    assert [j.id for j in store.schedule_history(s.id, 2)[0]] == mine[:1:-1]
+    assert {j.spec.schedule_id for j in store.schedule_history(other.id, 10)[0]} == {other.id}

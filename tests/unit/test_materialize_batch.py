@@ -10,10 +10,12 @@ import pytest
 from jobctl.domain import schedule as sched
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.cron import next_fire, parse_cron
-from jobctl.domain.models import JobTemplate
+from jobctl.domain.models import Backoff, JobTemplate
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.errors import Conflict
-from jobctl.store.materialize import materialize_tx
+from jobctl.store.inserts import row_tail
+from jobctl.store.materialize import RowMaker, materialize_tx
+from jobctl.store.rows import to_ms
 from jobctl.store.sqlite import SqliteStore, connect
 
 T0 = datetime(2027, 3, 13, 12, 0, tzinfo=UTC)
@@ -71,3 +73,34 @@ def test_memoized_fire_times_equal_the_evaluator(expr: str, zone: str, after: da
 def test_the_fire_memo_is_bounded() -> None:
     info = sched._next_cron.cache_info()
     assert info.maxsize == sched.FIRE_CACHE_SIZE
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        TEMPLATE,
+        JobTemplate(
+            command=("sh", "-c", 'echo "é" $X'),
+            queue="reports",
+            priority=-3,
+            max_attempts=7,
+            timeout=12.5,
+            backoff=Backoff(0.5, 90),
+            env=(("X", "1"), ("A", "z")),
+            cwd="/tmp",
+            retry_on=(1, 75),
+            no_retry_on=(3,),
+        ),
+    ],
+)
+def test_prepared_occurrence_rows_equal_the_rows_of_their_spec(template: JobTemplate) -> None:
+    """The materializer's shortcut stores exactly what insert_jobs would for the spec."""
+    maker = RowMaker(template, 1234)
+    nominal = datetime(2027, 3, 14, 7, 30, tzinfo=UTC)
+    run_at = nominal + timedelta(milliseconds=4321)
+    now_ms = to_ms(nominal) + 60_000
+    key = sched.occurrence_key("sch-00ab", nominal)
+    spec = template.to_spec(run_at, key, 1234, "sch-00ab", nominal)
+    item = maker.item("sch-00ab", maker.fingerprint("sch-00ab"), nominal, run_at, now_ms)
+    assert item == (key, spec.fingerprint(), row_tail(spec, now_ms))
+    assert maker.fingerprint("sch-00ac") != maker.fingerprint("sch-00ab")

@@ -48,18 +48,36 @@ class NewJob(NamedTuple):
     due: bool
 
 
+#: What a row needs besides its id: key, fingerprint, and the rest of ``insert_job_row``'s
+#: parameters in order (:func:`row_tail`; index ``DUE`` is the due flag).
+Prepared = tuple[str | None, str, tuple[object, ...]]
+QUEUE, OWNER, DUE = 0, 4, 12
+
+
 def insert_jobs(conn: sqlite3.Connection, specs: Sequence[JobSpec], now_ms: int) -> list[NewJob]:
     """Insert ``specs`` in order; see the module docstring for ids, keys and counts."""
-    keyed = [s.key for s in specs if s.key is not None]
+    items: list[Prepared] = [
+        (s.key, "" if s.key is None else s.fingerprint(), row_tail(s, now_ms)) for s in specs
+    ]
+    return insert_prepared(conn, items, now_ms)
+
+
+def insert_prepared(
+    conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: int
+) -> list[NewJob]:
+    """Insert prepared rows in order: the core of :func:`insert_jobs`, for callers (the
+    materializer) that build many rows from one template without a ``JobSpec`` each.
+    A ``None`` key gets a fresh random one (and the fingerprint is ignored)."""
+    keyed = [key for key, _, _ in items if key is not None]
     known = _known_keys(conn, keyed) if keyed else {}
     next_id = conn.execute(q("max_job_id")).fetchone()[0] + 1
     out: list[NewJob] = []
     rows: list[tuple[object, ...]] = []
-    for spec in specs:
-        if spec.key is None:  # a fresh random key: nothing can ever be compared with it
+    for asked, asked_fingerprint, tail in items:
+        if asked is None:  # a fresh random key: nothing can ever be compared with it
             key, fingerprint, seen = _auto_key(now_ms), "", None
         else:
-            key, fingerprint, seen = spec.key, spec.fingerprint(), known.get(spec.key)
+            key, fingerprint, seen = asked, asked_fingerprint, known.get(asked)
         if seen is not None:
             if seen[1] != fingerprint:
                 raise KeyConflict(
@@ -69,26 +87,21 @@ def insert_jobs(conn: sqlite3.Connection, specs: Sequence[JobSpec], now_ms: int)
                 )
             out.append(NewJob(seen[0], False, key, seen[2]))
             continue
-        row = job_row(next_id, key, fingerprint, spec, now_ms)
-        rows.append(row)
-        known[key] = (next_id, fingerprint, bool(row[15]))
-        out.append(NewJob(next_id, True, key, bool(row[15])))
+        due = bool(tail[DUE])
+        rows.append((next_id, key, fingerprint, *tail))
+        known[key] = (next_id, fingerprint, due)
+        out.append(NewJob(next_id, True, key, due))
         next_id += 1
     if rows:
         conn.executemany(q("insert_job_row"), rows)
-        count_inserted(conn, ((r[3], r[7], r[15]) for r in rows))
+        count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
     return out
 
 
-def job_row(
-    job_id: int, key: str, fingerprint: str, spec: JobSpec, now_ms: int
-) -> tuple[object, ...]:
-    """The positional parameters of ``insert_job_row`` (index 15 is the due flag)."""
+def row_tail(spec: JobSpec, now_ms: int) -> tuple[object, ...]:
+    """The parameters of ``insert_job_row`` after id, key and fingerprint."""
     run_at = to_ms(spec.run_at)
     return (
-        job_id,
-        key,
-        fingerprint,
         spec.queue,
         json.dumps(list(spec.command)),
         json.dumps([list(p) for p in spec.env]),

@@ -3,7 +3,7 @@
 One call reads the due (and released) schedules with one query each, as lean tuples;
 plans every schedule with :func:`jobctl.domain.schedule.plan` (schedules that share
 timing, policy, cursor and state share one plan within a batch); inserts every
-occurrence's job with one :func:`jobctl.store.inserts.insert_jobs`; advances every
+occurrence's job with one :func:`jobctl.store.inserts.insert_prepared`; advances every
 cursor with one ``executemany`` compare-and-set; and records the skips with one more.
 All of it runs in the caller's transaction: the jobs exist exactly when the cursors
 have moved past their occurrences. A cursor that another materializer moved first
@@ -18,7 +18,8 @@ import sqlite3
 from datetime import datetime
 from operator import itemgetter
 
-from jobctl.domain.models import JobSpec, JobTemplate
+from jobctl.domain.dispatch import sort_key_ms
+from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import (
     Materialized,
     Misfire,
@@ -32,7 +33,7 @@ from jobctl.domain.schedule import (
     plan,
 )
 from jobctl.errors import Conflict, InvalidSchedule
-from jobctl.store.inserts import insert_jobs
+from jobctl.store.inserts import Prepared, insert_prepared, row_tail
 from jobctl.store.queries import q
 from jobctl.store.rows import from_ms, ms_to_dt, to_ms
 
@@ -46,8 +47,8 @@ Row = tuple[
 ]  # fmt: skip
 #: Per schedule: rowid, id, its plan, and the cursor it was read with (next_run_at, waiting).
 _Cursor = tuple[int, str, Plan, int, int | None]
-#: Per job to create: schedule id, nominal time, spec.
-_Occurrence = tuple[str, datetime, JobSpec]
+#: Per job to create: schedule id, nominal time, prepared row.
+_Occurrence = tuple[str, datetime, Prepared]
 
 
 def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Materialized:
@@ -85,12 +86,12 @@ class _Batch:
         sid, owner, template, jitter_ms = row[0], row[6], row[5], row[10]
         p = self._plan(row)
         if p.create:
-            tmpl = template_of(template)
+            maker = row_maker(template, owner)
             offset = jitter_offset(sid, jitter_ms / 1000)
+            fingerprint = maker.fingerprint(sid)
             for nominal in p.create:
-                key = occurrence_key(sid, nominal)
-                spec = tmpl.to_spec(nominal + offset, key, owner, sid, nominal)
-                self.occurrences.append((sid, nominal, spec))
+                item = maker.item(sid, fingerprint, nominal, nominal + offset, self.now_ms)
+                self.occurrences.append((sid, nominal, item))
         self.cursors.append((row[14], sid, p, row[11], row[12]))
         for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
             if skips.count:
@@ -113,7 +114,7 @@ class _Batch:
         # In schedule id order (stable: a schedule's occurrences stay oldest first), so
         # the key and schedule_id index entries go in ascending order: fewer page visits.
         occ = sorted(self.occurrences, key=itemgetter(0))
-        new = insert_jobs(conn, [o[2] for o in occ], self.now_ms) if occ else []
+        new = insert_prepared(conn, [o[2] for o in occ], self.now_ms) if occ else []
         created = tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
         self._advance(conn, {sid: job_id for sid, job_id, _ in created})
         if self.skipped:
@@ -201,3 +202,37 @@ def _policy(misfire: str, catch_up_limit: int, overlap: str) -> Policy:
 def template_of(text: str) -> JobTemplate:
     """Templates too (the JSON text of the row is the key)."""
     return JobTemplate.from_json(json.loads(text))
+
+
+class RowMaker:
+    """The job rows of one template and owner: exactly what ``insert_jobs`` would store for
+    ``template.to_spec(...)`` (tests hold them equal), with the parts that do not vary
+    per occurrence rendered once. The template is checked as a spec once, here."""
+
+    def __init__(self, template: JobTemplate, owner_uid: int) -> None:
+        epoch = ms_to_dt(0)
+        tail = row_tail(template.to_spec(epoch, None, owner_uid, "", epoch), 0)
+        self._head, self._retry = tail[:10], tail[16:]  # see row_tail's order
+        self._priority = template.priority
+        self.fingerprint = template.fingerprinter(owner_uid)
+
+    def item(
+        self, sid: str, fingerprint: str, nominal: datetime, run_at: datetime, now_ms: int
+    ) -> Prepared:
+        run_ms = to_ms(run_at)
+        tail = (
+            *self._head,
+            now_ms,
+            run_ms,
+            int(run_ms <= now_ms),
+            sid,
+            to_ms(nominal),
+            sort_key_ms(run_ms, self._priority),
+            *self._retry,
+        )
+        return occurrence_key(sid, nominal), fingerprint, tail
+
+
+@functools.lru_cache(maxsize=4096)
+def row_maker(template_text: str, owner_uid: int) -> RowMaker:
+    return RowMaker(template_of(template_text), owner_uid)

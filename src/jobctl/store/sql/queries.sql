@@ -2,8 +2,8 @@
 -- Parameters are named (:name). Times are integer milliseconds, UTC.
 
 -- name: insert_job_row
--- Positional, for executemany (jobctl.store.inserts.job_row gives the order); the id is
--- assigned by the single writer, and job_counts is kept by jobctl.store.inserts.
+-- Positional, for executemany: id, key, fingerprint, then jobctl.store.inserts.row_tail.
+-- The id is assigned by the single writer, and job_counts is kept by jobctl.store.inserts.
 INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,
                   max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
                   created_at, run_at, due, schedule_id, scheduled_for, sort_key,
@@ -223,7 +223,10 @@ UPDATE schedules SET deleted_at = :now, waiting = NULL WHERE id = :id AND delete
 UPDATE schedules SET last_job_id = :job_id WHERE id = :id;
 
 -- name: schedule_jobs
-SELECT * FROM jobs INDEXED BY jobs_schedule WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
+-- Through the key index: every job of schedule S has a key '<S>@...' ('A' follows '@').
+SELECT * FROM jobs INDEXED BY sqlite_autoindex_jobs_1
+WHERE key > :id || '@' AND key < :id || 'A' AND schedule_id = :id
+ORDER BY id DESC LIMIT :limit;
 
 -- name: schedule_skips
 SELECT * FROM schedule_skips WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;

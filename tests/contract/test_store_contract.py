@@ -318,3 +318,19 @@ def test_group_commit_many_threads(store: Store, clock: FakeClock) -> None:
     for t in threads:
         t.join()
     assert sum(s.scheduled for s in store.stats()) == 200
+
+
+def test_promote_due_moves_only_jobs_whose_time_has_come(store: Store, clock: FakeClock) -> None:
+    soon = [spec(clock, run_at=clock.now() + timedelta(seconds=s)) for s in (3, 1, 2)]
+    late = spec(clock, run_at=clock.now() + timedelta(hours=1))
+    store.insert([*soon, late])
+    assert store.promote_due(10) == 0
+    clock.advance(5)
+    assert store.wakeups().unpromoted
+    assert store.promote_due(2) == 2
+    assert store.promote_due(10) == 1
+    assert store.promote_due(10) == 0 and not store.wakeups().unpromoted
+    [stats] = store.stats()
+    assert (stats.due, stats.scheduled) == (3, 4)
+    claimed = store.claim_due("w", 10, 30)
+    assert [c.job.run_at for c in claimed] == sorted(s.run_at for s in soon)

@@ -21,6 +21,8 @@ from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.timer")
 RECLAIM_BATCH = 500
+#: Jobs moved into the due bucket per tick while every slot is busy (one short writer op).
+BACKGROUND_PROMOTE = 1_000
 
 
 class Timer(Service):
@@ -63,6 +65,13 @@ class Timer(Service):
         free = self._executor.free_slots
         if w.due_now and free > 0:
             return self._clock.now()
+        if free == 0 and w.unpromoted and not self._stopping:
+            # A backlog waits for slots in the future bucket, where status can only count
+            # it by scanning. Promote it a batch per tick (each one short writer op) so it
+            # is counted exactly and cheaply in job_counts; claims then find it due.
+            moved = await self._store.run(store.promote_due, BACKGROUND_PROMOTE)
+            if moved == BACKGROUND_PROMOTE:
+                return self._clock.now()
         # With every slot taken, a due (or soon due) job waits for a slot, and a freed slot
         # wakes the timer: sleeping until ``next_run_at`` (in the past during a backlog
         # not yet promoted) would only spin on store reads. Lease expiries still count.

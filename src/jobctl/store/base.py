@@ -54,6 +54,8 @@ class Wakeups:
     due_now: bool
     next_run_at: datetime | None
     next_lease_expiry: datetime | None
+    #: Jobs whose time has come still sit in the future bucket (not yet promoted).
+    unpromoted: bool = False
 
 
 class Store(Protocol):
@@ -68,6 +70,13 @@ class Store(Protocol):
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         """Lease up to ``limit`` due jobs, highest priority first, then oldest ``run_at``."""
+        ...
+
+    def promote_due(self, limit: int) -> int:
+        """Move up to ``limit`` jobs whose ``run_at`` has passed from the future bucket to
+        the due bucket (oldest first); returns how many moved. Claims do this too; the
+        timer calls it while every executor slot is busy, so a backlog is counted in
+        ``job_counts`` (cheap, exact status) long before it can start."""
         ...
 
     def record_process(

@@ -51,6 +51,13 @@ class QueueOps:
         found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
         return claims_from_rows(found)
 
+    def promote_due(self: _Host, limit: int) -> int:
+        def tx(conn: sqlite3.Connection) -> int:
+            params = {"now": rows.to_ms(self.clock.now()), "limit": limit}
+            return conn.execute(q("promote_due"), params).rowcount
+
+        return self._writer.call(tx)
+
     def queues(self: _Host) -> list[tuple[QueuePolicy, float | None]]:
         """Configured queues with their current tokens (None when not rate limited)."""
 

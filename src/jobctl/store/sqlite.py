@@ -358,6 +358,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
                 due,
                 min(candidates) if candidates else None,
                 None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
+                unpromoted=nxt is not None and nxt <= now_ms,
             )
 
         return self._read(read)

@@ -831,7 +831,9 @@ def w4(tmp: Path, sz: Sizes) -> dict[str, Any]:
     huge_path = wd / "huge.db"
     shutil.copyfile(big_path, huge_path)
     # 1M overdue: the same jobs with the clock moved past all their run_at (a daemon that
-    # was down, or one huge burst): claims first promote them 5,000 at a time.
+    # was down, or one huge burst): claims first promote them PROMOTE_BATCH at a time.
+    from jobctl.store.queues import PROMOTE_BATCH
+
     store = sb.open(big_path, offset=32 * 86400)
     t = time.perf_counter()
     store.stats()
@@ -855,6 +857,7 @@ def w4(tmp: Path, sz: Sizes) -> dict[str, Any]:
         steady.append(C.median(times))
     store.close()
     out["overdue"] = {"status_ms": stats_ms, "promote_calls": len(promote),
+                      "promote_batch": PROMOTE_BATCH,
                       "promote_p50_ms": C.pct(promote, 50) * 1000,
                       "promote_max_ms": max(promote) * 1000, "drain_s": drain_s,
                       "steady_ms": C.median(steady) * 1000,
@@ -1039,7 +1042,8 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
                f"take ~{sz.store_huge / w['huge_rate'] / 60:.0f} min") + " |",
             f"| {n_big:,} overdue, still in the future bucket (clock moved past all run_at) | "
             f"– | {o['promote_p50_ms']:.1f} (max {o['promote_max_ms']:.0f}) | each claim "
-            f"first promotes 5,000 jobs: {o['promote_calls']} claims, {o['drain_s']:.1f} s to "
+            f"first promotes {o.get('promote_batch', 5000):,} jobs: {o['promote_calls']} "
+            f"claims, {o['drain_s']:.1f} s to "
             f"promote all; `stats()` (status) {o['status_ms']:.0f} ms before promotion |",
             f"| {n_big:,} overdue, all due, priorities −5..5 | – | {o['steady_ms']:.3f} | "
             f"after promotion; claims the 16 highest-priority jobs |", "",

@@ -12,8 +12,8 @@ from jobctl.domain.clock import FakeClock
 from jobctl.domain.cron import next_fire, parse_cron
 from jobctl.domain.models import Backoff, JobTemplate
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
-from jobctl.errors import Conflict
-from jobctl.store.inserts import row_tail
+from jobctl.errors import Conflict, KeyConflict
+from jobctl.store.inserts import Prepared, insert_fresh, insert_prepared, row_tail
 from jobctl.store.materialize import RowMaker, materialize_tx
 from jobctl.store.rows import to_ms
 from jobctl.store.sqlite import SqliteStore, connect
@@ -104,3 +104,46 @@ def test_prepared_occurrence_rows_equal_the_rows_of_their_spec(template: JobTemp
     item = maker.item("sch-00ab", maker.fingerprint("sch-00ab"), nominal, run_at, now_ms)
     assert item == (key, spec.fingerprint(), row_tail(spec, now_ms))
     assert maker.fingerprint("sch-00ac") != maker.fingerprint("sch-00ab")
+
+
+def _prepared(template: JobTemplate, sid: str, nominal: datetime) -> Prepared:
+    maker = RowMaker(template, 1000)
+    return maker.item(sid, maker.fingerprint(sid), nominal, nominal, to_ms(T0))
+
+
+def test_fresh_insert_falls_back_to_the_checked_way_when_a_key_exists(tmp_path: Path) -> None:
+    """A client may have taken an occurrence's key: the outcome is insert_prepared's."""
+    store = SqliteStore(tmp_path / "m.db", FakeClock(T0))
+    store.close()
+    conn = connect(str(tmp_path / "m.db"))
+    nominal = T0 + timedelta(hours=1)
+    items = [_prepared(TEMPLATE, sid, nominal) for sid in ("sch-a", "sch-b", "sch-c")]
+    conn.execute("BEGIN IMMEDIATE")
+    [taken] = insert_prepared(conn, items[1:2], to_ms(T0))  # same body, inserted first
+    new = insert_fresh(conn, items, to_ms(T0))
+    assert [(n.created, n.key) for n in new] == [
+        (True, items[0][0]),
+        (False, items[1][0]),
+        (True, items[2][0]),
+    ]
+    assert new[1].id == taken.id
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 3
+    other = _prepared(JobTemplate(command=("false",)), "sch-a", nominal)
+    with pytest.raises(KeyConflict):
+        insert_fresh(conn, [_prepared(TEMPLATE, "sch-d", nominal), other], to_ms(T0))
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 3  # nothing kept
+    conn.execute("ROLLBACK")
+
+
+def test_fresh_insert_without_conflicts_numbers_jobs_like_insert_prepared(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "m.db", FakeClock(T0))
+    store.close()
+    conn = connect(str(tmp_path / "m.db"))
+    items = [_prepared(TEMPLATE, f"sch-{i}", T0) for i in range(3)]
+    conn.execute("BEGIN IMMEDIATE")
+    fresh = insert_fresh(conn, items, to_ms(T0))
+    conn.execute("ROLLBACK")
+    conn.execute("BEGIN IMMEDIATE")
+    checked = insert_prepared(conn, items, to_ms(T0))
+    conn.execute("ROLLBACK")
+    assert fresh == checked

@@ -159,7 +159,8 @@ class JobTemplate:
         body = probe._fingerprint_body()
         head = json.dumps(body[:_SCHEDULE_AT])[:-1] + ", "
         tail = ", " + json.dumps(body[_SCHEDULE_AT + 1 :])[1:]
-        return lambda schedule_id: _digest(head + json.dumps(schedule_id) + tail)
+        quote = json.encoder.encode_basestring_ascii  # what json.dumps does with a str
+        return lambda schedule_id: _digest(head + quote(schedule_id) + tail)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -98,6 +98,33 @@ def insert_prepared(
     return out
 
 
+def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: int) -> list[NewJob]:
+    """:func:`insert_prepared` for keys that are all but certainly new, such as a
+    materializer's occurrence keys (the cursor naming them has not passed them yet).
+
+    No lookup first: the unique key index is the check. Should a key exist after all (a
+    client enqueued a job under it), the batch is rolled back to before it and redone the
+    checked way, so the outcome is always :func:`insert_prepared`'s.
+    """
+    keys = [key for key, _, _ in items]
+    if None in keys or len(set(keys)) != len(keys):
+        return insert_prepared(conn, items, now_ms)
+    first = conn.execute(q("max_job_id")).fetchone()[0] + 1
+    rows = [(first + i, key, fp, *tail) for i, (key, fp, tail) in enumerate(items)]
+    conn.execute("SAVEPOINT fresh_keys")
+    try:
+        conn.executemany(q("insert_job_row"), rows)
+    except sqlite3.IntegrityError as exc:
+        conn.execute("ROLLBACK TO fresh_keys")
+        conn.execute("RELEASE fresh_keys")
+        if "jobs.key" not in str(exc):
+            raise
+        return insert_prepared(conn, items, now_ms)
+    conn.execute("RELEASE fresh_keys")
+    count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
+    return [NewJob(r[0], True, r[1], bool(r[3 + DUE])) for r in rows]
+
+
 def row_tail(spec: JobSpec, now_ms: int) -> tuple[object, ...]:
     """The parameters of ``insert_job_row`` after id, key and fingerprint."""
     run_at = to_ms(spec.run_at)

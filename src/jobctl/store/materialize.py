@@ -3,7 +3,7 @@
 One call reads the due (and released) schedules with one query each, as lean tuples;
 plans every schedule with :func:`jobctl.domain.schedule.plan` (schedules that share
 timing, policy, cursor and state share one plan within a batch); inserts every
-occurrence's job with one :func:`jobctl.store.inserts.insert_prepared`; advances every
+occurrence's job with one :func:`jobctl.store.inserts.insert_fresh`; advances every
 cursor with one ``executemany`` compare-and-set; and records the skips with one more.
 All of it runs in the caller's transaction: the jobs exist exactly when the cursors
 have moved past their occurrences. A cursor that another materializer moved first
@@ -33,7 +33,7 @@ from jobctl.domain.schedule import (
     plan,
 )
 from jobctl.errors import Conflict, InvalidSchedule
-from jobctl.store.inserts import Prepared, insert_prepared, row_tail
+from jobctl.store.inserts import Prepared, insert_fresh, row_tail
 from jobctl.store.queries import q
 from jobctl.store.rows import from_ms, ms_to_dt, to_ms
 
@@ -87,10 +87,11 @@ class _Batch:
         p = self._plan(row)
         if p.create:
             maker = row_maker(template, owner)
-            offset = jitter_offset(sid, jitter_ms / 1000)
+            offset = jitter_offset(sid, jitter_ms / 1000) if jitter_ms else None
             fingerprint = maker.fingerprint(sid)
             for nominal in p.create:
-                item = maker.item(sid, fingerprint, nominal, nominal + offset, self.now_ms)
+                run_at = nominal if offset is None else nominal + offset
+                item = maker.item(sid, fingerprint, nominal, run_at, self.now_ms)
                 self.occurrences.append((sid, nominal, item))
         self.cursors.append((row[14], sid, p, row[11], row[12]))
         for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
@@ -114,7 +115,7 @@ class _Batch:
         # In schedule id order (stable: a schedule's occurrences stay oldest first), so
         # the key and schedule_id index entries go in ascending order: fewer page visits.
         occ = sorted(self.occurrences, key=itemgetter(0))
-        new = insert_prepared(conn, [o[2] for o in occ], self.now_ms) if occ else []
+        new = insert_fresh(conn, [o[2] for o in occ], self.now_ms) if occ else []
         created = tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
         self._advance(conn, {sid: job_id for sid, job_id, _ in created})
         if self.skipped:

@@ -355,7 +355,7 @@ def create_all(store: Any, specs: list[Any], threads: int = 64) -> float:
                 store.create_schedule(spec)
                 break
             except sqlite3.IntegrityError as exc:
-                if "schedules.id" not in str(exc):
+                if "schedules.id" not in str(exc) and "schedule_defs.id" not in str(exc):
                     raise
                 with lock:
                     ID_COLLISIONS.append(str(exc))

@@ -34,7 +34,7 @@ def test_a_cursor_moved_by_someone_else_fails_the_whole_batch(tmp_path: Path) ->
     # trigger that moves it as soon as the batch inserts its first job.
     conn.execute(
         "CREATE TEMP TRIGGER race AFTER INSERT ON jobs BEGIN "
-        f"UPDATE schedules SET next_run_at = next_run_at + 1 WHERE id = '{b.id}'; END"
+        f"UPDATE schedule_cursors SET next_run_at = next_run_at + 1 WHERE id = '{b.id}'; END"
     )
     with pytest.raises(Conflict, match="1 of 2 schedules"):
         materialize_tx(conn, T0 + timedelta(hours=1), 100)

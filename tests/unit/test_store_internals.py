@@ -89,4 +89,51 @@ def test_schedule_pages_seek_the_listing_index(tmp_path: Path) -> None:
         assert "schedules_created" in plan and "TEMP B-TREE" not in plan, plan
     after = queries()["list_schedules_after"]
     plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
-    assert plan[0].startswith("SEARCH schedules USING INDEX schedules_created"), plan
+    # The view `schedules` is flattened: its definitions table `d` is read through the
+    # index, each row's cursor `c` by primary key.
+    assert plan[0].startswith("SEARCH d USING INDEX schedules_created"), plan
+    assert all("SCAN" not in step for step in plan), plan
+
+
+def test_materializer_reads_due_cursors_through_their_index(tmp_path: Path) -> None:
+    conn = connect(str(tmp_path / "p.db"))
+    migrate(conn)
+    sql = queries()["materialize_due"]
+    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", {"now": 0, "limit": 10})]
+    assert plan[0].startswith("SEARCH c USING INDEX schedule_cursors_due"), plan
+    assert all("SCAN" not in step and "TEMP B-TREE" not in step for step in plan), plan
+
+
+def test_migration_8_keeps_every_schedule_column(tmp_path: Path) -> None:
+    """Splitting cursors from definitions (0008) loses nothing a reader saw before."""
+    conn = connect(str(tmp_path / "s.db"))
+    conn.execute(
+        "CREATE TABLE schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    for m in migrations()[:7]:
+        conn.executescript(m.sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (m.version, m.name))
+    conn.executescript(
+        """
+        INSERT INTO schedules (id, name, cron, tz, template, owner_uid, misfire,
+            catch_up_limit, overlap, jitter_ms, paused, deleted_at, created_at, next_run_at,
+            waiting, last_job_id, misfire_skips, overlap_skips, pause_skips, last_skip_at,
+            last_skip_reason, last_skip_nominal)
+        VALUES ('sch-1', 'one', '0 * * * *', 'UTC', '{}', 7, 'once', 100, 'queue', 0,
+                1, NULL, 10, 3600000, 1800000, 42, 1, 2, 3, 20, 'overlap', 1800000),
+               ('sch-2', NULL, '5 * * * *', 'UTC', '{}', 7, 'all', 5, 'skip', 500,
+                0, 99, 11, 7200000, NULL, NULL, 0, 0, 0, NULL, NULL, NULL);
+        INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count,
+            recorded_at) VALUES ('sch-1', 'overlap', 1, 2, 2, 3);
+        """
+    )
+    before = [tuple(r) for r in conn.execute("SELECT * FROM schedules ORDER BY id")]
+    columns = [d[0] for d in conn.execute("SELECT * FROM schedules").description]
+    assert migrate(conn) == len(migrations())
+    after = [tuple(r) for r in conn.execute("SELECT * FROM schedules ORDER BY id")]
+    assert after == before
+    assert [d[0] for d in conn.execute("SELECT * FROM schedules").description] == columns
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    [fk] = conn.execute("PRAGMA foreign_key_list(schedule_skips)").fetchall()
+    assert fk["table"] == "schedule_defs"

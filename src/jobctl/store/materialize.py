@@ -40,13 +40,13 @@ from jobctl.store.rows import from_ms, ms_to_dt, to_ms
 _ACTIVE = frozenset(("scheduled", "running"))
 #: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
 #: tz, template, owner_uid, misfire, catch_up_limit, overlap, jitter_ms, next_run_at,
-#: waiting, last_status, rowid.
+#: waiting, last_status.
 Row = tuple[
     str, str | None, int | None, int | None, str, str, int, str, int, str, int, int,
-    int | None, str | None, int,
+    int | None, str | None,
 ]  # fmt: skip
-#: Per schedule: rowid, id, its plan, and the cursor it was read with (next_run_at, waiting).
-_Cursor = tuple[int, str, Plan, int, int | None]
+#: Per schedule: id, its plan, and the cursor it was read with (next_run_at, waiting).
+_Cursor = tuple[str, Plan, int, int | None]
 #: Per job to create: schedule id, nominal time, prepared row.
 _Occurrence = tuple[str, datetime, Prepared]
 
@@ -93,7 +93,7 @@ class _Batch:
                 run_at = nominal if offset is None else nominal + offset
                 item = maker.item(sid, fingerprint, nominal, run_at, self.now_ms)
                 self.occurrences.append((sid, nominal, item))
-        self.cursors.append((row[14], sid, p, row[11], row[12]))
+        self.cursors.append((sid, p, row[11], row[12]))
         for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
             if skips.count:
                 self.skipped.append(SkipRecord(sid, reason, skips, self.now))
@@ -123,16 +123,20 @@ class _Batch:
         return Materialized(len(self.cursors), created, tuple(self.skipped))
 
     def _advance(self, conn: sqlite3.Connection, last_job: dict[str, int]) -> None:
-        """Move every cursor (compare-and-set), in rowid order: fewer page visits. The
-        common case (no skip, nothing waiting before or after) takes a leaner statement."""
+        """Move every cursor (compare-and-set), in id order, the cursor table's own order:
+        fewer page visits. Nothing waiting before or after takes a leaner statement; the
+        skip counters of schedules that skipped something follow in one more."""
         plain: list[tuple[object, ...]] = []
         full: list[tuple[object, ...]] = []
-        for rowid, sid, p, old_next, old_waiting in sorted(self.cursors, key=itemgetter(0)):
-            job = last_job.get(sid)
-            if old_waiting is None and p.wait is None and not _skipped(p):
-                plain.append((to_ms(p.next_run_at), job, rowid, old_next))
+        counts: list[tuple[object, ...]] = []
+        for sid, p, old_next, old_waiting in sorted(self.cursors, key=itemgetter(0)):
+            job, nxt = last_job.get(sid), to_ms(p.next_run_at)
+            if old_waiting is None and p.wait is None:
+                plain.append((nxt, job, sid, old_next))
             else:
-                full.append(_advance_params(rowid, p, job, old_next, old_waiting, self.now_ms))
+                full.append((nxt, _ms(p.wait), job, sid, old_next, old_waiting))
+            if _skipped(p):
+                counts.append(_skip_count_params(sid, p, self.now_ms))
         changed = 0
         for name, params in (("materialize_advance_plain", plain), ("materialize_advance", full)):
             if params:
@@ -140,26 +144,21 @@ class _Batch:
         if changed != len(self.cursors):
             n = len(self.cursors)
             raise Conflict(f"{n - changed} of {n} schedules were advanced concurrently")
+        if counts:
+            conn.executemany(q("materialize_skip_counts"), counts)
 
 
-def _advance_params(
-    rowid: int, p: Plan, last_job: int | None, old_next: int, old_waiting: int | None, now_ms: int
-) -> tuple[object, ...]:
-    """Positional parameters of ``materialize_advance``."""
+def _skip_count_params(sid: str, p: Plan, now_ms: int) -> tuple[object, ...]:
+    """Positional parameters of ``materialize_skip_counts``."""
     skip = p.overlap_skips if p.overlap_skips.count else p.misfire_skips
-    reason = ("overlap" if p.overlap_skips.count else "misfire") if skip.count else None
+    reason = "overlap" if p.overlap_skips.count else "misfire"
     return (
-        to_ms(p.next_run_at),
-        _ms(p.wait),
-        last_job,
         p.misfire_skips.count,
         p.overlap_skips.count,
-        now_ms if reason else None,
+        now_ms,
         reason,
         _ms(skip.last),
-        rowid,
-        old_next,
-        old_waiting,
+        sid,
     )
 
 

@@ -64,8 +64,9 @@ class ScheduleOps:
             params = _schedule_params(spec, now, first)
             while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
                 params["id"] = new_schedule_id()  # 48 random bits: rare, but never an error
-            row = conn.execute(q("insert_schedule"), params).fetchone()
-            return schedule_from_row(row)
+            conn.execute(q("insert_schedule_def"), params)
+            conn.execute(q("insert_schedule_cursor"), params)
+            return schedule_from_row(_find(conn, params["id"]))
 
         return self._writer.call(tx)
 
@@ -105,7 +106,8 @@ class ScheduleOps:
                     "now": rows.to_ms(now),
                     "last_nominal": _ms(passed.last),
                 }
-                conn.execute(q("resume_schedule"), params)
+                if conn.execute(q("resume_schedule"), params).rowcount:
+                    conn.execute(q("resume_schedule_skips"), params)
                 _record_skip(conn, sched.id, "paused", passed, now)
             else:
                 passed = Skips()

@@ -176,12 +176,16 @@ ORDER BY id DESC LIMIT :limit;
 
 -- Schedules ---------------------------------------------------------------------------
 
--- name: insert_schedule
-INSERT INTO schedules (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
-                       catch_up_limit, overlap, jitter_ms, created_at, next_run_at)
+-- name: insert_schedule_def
+-- A schedule is a definition row plus its cursor row (insert_schedule_cursor), read
+-- together through the view `schedules` (migration 0008).
+INSERT INTO schedule_defs (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
+                           catch_up_limit, overlap, jitter_ms, created_at)
 VALUES (:id, :name, :cron, :every_ms, :anchor, :tz, :template, :owner_uid, :misfire,
-        :catch_up_limit, :overlap, :jitter_ms, :now, :next_run_at)
-RETURNING *;
+        :catch_up_limit, :overlap, :jitter_ms, :now);
+
+-- name: insert_schedule_cursor
+INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 
 -- name: schedule_by_id
 SELECT * FROM schedules WHERE id = :ref;
@@ -206,21 +210,27 @@ INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, co
 VALUES (:schedule_id, :reason, :first_nominal, :last_nominal, :count, :now);
 
 -- name: pause_schedule
-UPDATE schedules SET paused = 1 WHERE id = :id AND deleted_at IS NULL AND paused = 0;
+UPDATE schedule_cursors SET paused = 1 WHERE id = :id AND deleted_at IS NULL AND paused = 0;
 
 -- name: resume_schedule
-UPDATE schedules
-SET paused = 0, next_run_at = :next_run_at, pause_skips = pause_skips + :count,
+-- The cursor's compare-and-set; resume_schedule_skips follows it only when it changed a row.
+UPDATE schedule_cursors SET paused = 0, next_run_at = :next_run_at
+WHERE id = :id AND deleted_at IS NULL AND paused = 1;
+
+-- name: resume_schedule_skips
+UPDATE schedule_defs
+SET pause_skips = pause_skips + :count,
     last_skip_at = CASE WHEN :count > 0 THEN :now ELSE last_skip_at END,
     last_skip_reason = CASE WHEN :count > 0 THEN 'paused' ELSE last_skip_reason END,
     last_skip_nominal = CASE WHEN :count > 0 THEN :last_nominal ELSE last_skip_nominal END
-WHERE id = :id AND deleted_at IS NULL AND paused = 1;
+WHERE id = :id;
 
 -- name: delete_schedule
-UPDATE schedules SET deleted_at = :now, waiting = NULL WHERE id = :id AND deleted_at IS NULL;
+UPDATE schedule_cursors SET deleted_at = :now, waiting = NULL
+WHERE id = :id AND deleted_at IS NULL;
 
 -- name: set_last_job
-UPDATE schedules SET last_job_id = :job_id WHERE id = :id;
+UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
 
 -- name: schedule_jobs
 -- Through the key index: every job of schedule S has a key '<S>@...' ('A' follows '@').
@@ -232,11 +242,12 @@ ORDER BY id DESC LIMIT :limit;
 SELECT * FROM schedule_skips WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
 
 -- name: next_schedule_run
-SELECT min(next_run_at) AS t FROM schedules INDEXED BY schedules_due
+SELECT min(next_run_at) AS t FROM schedule_cursors INDEXED BY schedule_cursors_due
 WHERE paused = 0 AND deleted_at IS NULL;
 
 -- name: any_released
-SELECT 1 FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
+SELECT 1 FROM schedule_cursors s INDEXED BY schedule_cursors_waiting
+JOIN jobs j ON j.id = s.last_job_id
 WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
   AND j.status IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1;
@@ -325,45 +336,52 @@ WHERE jobs.id = b.id AND +jobs.status = 'running' AND jobs.generation = b.genera
 
 -- name: materialize_due
 -- Schedules with an occurrence due, oldest cursor first, with their last job's status.
-SELECT s.id, s.cron, s.every_ms, s.anchor, s.tz, s.template, s.owner_uid, s.misfire,
-       s.catch_up_limit, s.overlap, s.jitter_ms, s.next_run_at, s.waiting,
-       j.status AS last_status, s.rowid
-FROM schedules s INDEXED BY schedules_due LEFT JOIN jobs j ON j.id = s.last_job_id
-WHERE s.paused = 0 AND s.deleted_at IS NULL AND s.next_run_at <= :now
-ORDER BY s.next_run_at LIMIT :limit;
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c INDEXED BY schedule_cursors_due
+JOIN schedule_defs d ON d.id = c.id
+LEFT JOIN jobs j ON j.id = c.last_job_id
+WHERE c.paused = 0 AND c.deleted_at IS NULL AND c.next_run_at <= :now
+ORDER BY c.next_run_at LIMIT :limit;
 
 -- name: materialize_released
 -- Schedules whose waiting occurrence was released (the job it waited for has finished).
-SELECT s.id, s.cron, s.every_ms, s.anchor, s.tz, s.template, s.owner_uid, s.misfire,
-       s.catch_up_limit, s.overlap, s.jitter_ms, s.next_run_at, s.waiting,
-       j.status AS last_status, s.rowid
-FROM schedules s INDEXED BY schedules_waiting JOIN jobs j ON j.id = s.last_job_id
-WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c INDEXED BY schedule_cursors_waiting
+JOIN schedule_defs d ON d.id = c.id
+JOIN jobs j ON j.id = c.last_job_id
+WHERE c.waiting IS NOT NULL AND c.paused = 0 AND c.deleted_at IS NULL
   AND j.status IN ('succeeded', 'dead', 'cancelled')
 LIMIT :limit;
 
 -- name: materialize_advance
--- Positional, for executemany: next_run_at, waiting, last_job_id, misfire_skips,
--- overlap_skips, skip_at, skip_reason, skip_nominal, rowid, old next_run_at, old waiting.
--- (The rowid was read in the same transaction, so it names the same schedule.)
--- Compare-and-set on the cursor: a second materializer that read the same row changes
--- nothing (and the batch fails with Conflict).
-UPDATE schedules
-SET next_run_at = ?1, waiting = ?2,
-    last_job_id = coalesce(?3, last_job_id),
-    misfire_skips = misfire_skips + ?4,
-    overlap_skips = overlap_skips + ?5,
-    last_skip_at = coalesce(?6, last_skip_at),
-    last_skip_reason = coalesce(?7, last_skip_reason),
-    last_skip_nominal = coalesce(?8, last_skip_nominal)
-WHERE rowid = ?9 AND next_run_at = ?10 AND waiting IS ?11;
+-- Positional, for executemany: next_run_at, waiting, last_job_id, id, old next_run_at,
+-- old waiting. Compare-and-set on the cursor: a second materializer that read the same
+-- row changes nothing (and the batch fails with Conflict).
+UPDATE schedule_cursors
+SET next_run_at = ?1, waiting = ?2, last_job_id = coalesce(?3, last_job_id)
+WHERE id = ?4 AND next_run_at = ?5 AND waiting IS ?6;
 
 -- name: materialize_advance_plain
--- materialize_advance for a schedule with no skip and no waiting occurrence, before or
--- after (the common case; about a third cheaper). Positional: next_run_at, last_job_id,
--- rowid, old next_run_at.
-UPDATE schedules SET next_run_at = ?1, last_job_id = coalesce(?2, last_job_id)
-WHERE rowid = ?3 AND next_run_at = ?4 AND waiting IS NULL;
+-- materialize_advance for a schedule with no waiting occurrence, before or after (the
+-- common case). Positional: next_run_at, last_job_id, id, old next_run_at.
+UPDATE schedule_cursors SET next_run_at = ?1, last_job_id = coalesce(?2, last_job_id)
+WHERE id = ?3 AND next_run_at = ?4 AND waiting IS NULL;
+
+-- name: materialize_skip_counts
+-- Positional, for executemany: misfire_skips, overlap_skips, skip_at, skip_reason,
+-- skip_nominal, id. Only for schedules whose plan skipped something; runs after their
+-- cursors moved in the same transaction.
+UPDATE schedule_defs
+SET misfire_skips = misfire_skips + ?1,
+    overlap_skips = overlap_skips + ?2,
+    last_skip_at = coalesce(?3, last_skip_at),
+    last_skip_reason = coalesce(?4, last_skip_reason),
+    last_skip_nominal = coalesce(?5, last_skip_nominal)
+WHERE id = ?6;
 
 -- name: materialize_skips
 -- Positional, for executemany: schedule_id, reason, first_nominal, last_nominal, count, now.

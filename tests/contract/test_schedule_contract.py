@@ -287,3 +287,17 @@ def test_history_is_the_schedules_own_jobs_newest_first(store: Store, clock: Fak
     assert [j.id for j in jobs] == mine[::-1]
     assert [j.id for j in store.schedule_history(s.id, 2)[0]] == mine[:1:-1]
     assert {j.spec.schedule_id for j in store.schedule_history(other.id, 10)[0]} == {other.id}
+
+
+def test_totals_count_live_schedules_and_their_skips(store: Store, clock: FakeClock) -> None:
+    a, b, c = (store.create_schedule(hourly()) for _ in range(3))
+    for s in (a, b, c):
+        store.pause_schedule(s.id)
+    clock.set(at_hour(clock, 3.5))
+    for s in (a, b):
+        store.resume_schedule(s.id)  # three hours passed while paused: 3 skips each
+    store.delete_schedule(b.id)
+    totals = store.schedule_totals()
+    assert (totals["total"], totals["paused"]) == (2, 1)  # a, and c still paused
+    assert totals["pause_skips"] == 3  # b's are gone with b
+    assert (totals["misfire_skips"], totals["overlap_skips"]) == (0, 0)

@@ -87,7 +87,7 @@ router = APIRouter(prefix="/v1")
 
 def owner_uid(request: Request) -> int:
     """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
-    return int(getattr(request.state, "peer_uid", os.geteuid()))
+    return fast.peer_uid(request.scope)
 
 
 @router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")

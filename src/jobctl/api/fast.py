@@ -67,7 +67,7 @@ class EnqueueFront:
     async def _enqueue(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
         try:
             raw = await _read_body(receive)
-            return await enqueue(self.app.state.ctx, raw, _peer_uid(scope))
+            return await enqueue(self.app.state.ctx, raw, peer_uid(scope))
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
             return status_for(exc), error_body(exc.code, exc.message, **details)
@@ -126,7 +126,7 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-def _peer_uid(scope: Scope) -> int:
+def peer_uid(scope: Scope) -> int:
     """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
     return int(scope.get("state", {}).get("peer_uid", os.geteuid()))
 

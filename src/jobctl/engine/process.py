@@ -90,17 +90,16 @@ def spawn(
     log_path: Path,
     lease_owner: str,
     loop: asyncio.AbstractEventLoop,
-    log_fd: int | None = None,
+    log_fd: int,
 ) -> Running:
     """Start the claim's command; raises OSError when it cannot be started at all.
 
-    ``log_fd``: the log already opened with :func:`open_log` (closed here in any case).
+    ``log_fd``: the log opened with :func:`open_log` (closed here in any case).
     """
-    out = open_log(log_path) if log_fd is None else log_fd
     try:
-        proc = _popen(claim, lease_owner, out)
+        proc = _popen(claim, lease_owner, log_fd)
     finally:
-        os.close(out)
+        os.close(log_fd)
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit

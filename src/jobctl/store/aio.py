@@ -4,13 +4,12 @@ Store calls block (on disk, on a group commit) so they run on a dedicated thread
 wide enough that many concurrent API requests wait on one group commit together instead
 of queueing behind each other.
 
-Enqueues and the executor's per-attempt writes need no pool thread either. The
-executor's per-attempt writes (record a process, finish an attempt) do not go
-through the pool: :class:`Batcher` gathers every such write made while the previous
-batch was being committed and hands them to the store as one op (``record_processes``,
-``finish_many``). A backend that can return its writer's future (``submit_*``) is
-awaited straight from the event loop with :func:`asyncio.wrap_future`, with no thread
-hop. Each caller still gets its own answer, and only after the commit.
+The executor's per-attempt writes (record a process, finish an attempt) are batched:
+:class:`Batcher` gathers every such write made while the previous batch was being
+committed and hands them to the store as one op (``record_processes``, ``finish_many``).
+Those ops and enqueues need no pool thread where the backend can return its writer's
+future (``submit_*``): that is awaited straight from the event loop with
+:func:`asyncio.wrap_future`. Each caller still gets its own answer, and only after the commit.
 """
 
 from __future__ import annotations
@@ -107,6 +106,8 @@ class AsyncStore:
         self.store = store
         self.clock = store.clock
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="jobctl-store")
+        # Checked once: a runtime protocol check looks up each method, on every write.
+        self._submits: SubmitsBatches | None = store if isinstance(store, SubmitsBatches) else None
         self.finishes: Batcher[tuple[int, int, AttemptResult], Finished | JobctlError]
         self.finishes = Batcher(self._finish_many)
         self.records: Batcher[ProcessRecord, bool] = Batcher(self._record_processes)
@@ -118,8 +119,8 @@ class AsyncStore:
     async def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
         """``store.insert``, awaited without parking a pool thread per request where the
         backend allows: thousands of concurrent enqueues then wait on one group commit."""
-        if isinstance(self.store, SubmitsBatches):
-            return await asyncio.wrap_future(self.store.submit_insert(specs))
+        if self._submits is not None:
+            return await asyncio.wrap_future(self._submits.submit_insert(specs))
         return await self.run(self.store.insert, specs)
 
     async def finish(self, job_id: int, generation: int, result: AttemptResult) -> Finished:
@@ -136,13 +137,13 @@ class AsyncStore:
     async def _finish_many(
         self, items: list[tuple[int, int, AttemptResult]]
     ) -> list[Finished | JobctlError]:
-        if isinstance(self.store, SubmitsBatches):
-            return await asyncio.wrap_future(self.store.submit_finish_many(items))
+        if self._submits is not None:
+            return await asyncio.wrap_future(self._submits.submit_finish_many(items))
         return await self.run(self.store.finish_many, items)
 
     async def _record_processes(self, records: list[ProcessRecord]) -> list[bool]:
-        if isinstance(self.store, SubmitsBatches):
-            lost = await asyncio.wrap_future(self.store.submit_record_processes(records))
+        if self._submits is not None:
+            lost = await asyncio.wrap_future(self._submits.submit_record_processes(records))
         else:
             lost = await self.run(self.store.record_processes, records)
         gone = set(lost)

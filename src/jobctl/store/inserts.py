@@ -32,7 +32,7 @@ from jobctl.domain.models import Job, JobSpec
 from jobctl.domain.states import JobStatus
 from jobctl.errors import KeyConflict
 from jobctl.store.queries import q
-from jobctl.store.rows import ms_to_dt, to_ms
+from jobctl.store.rows import ms_to_dt, opt_ms, to_ms
 
 #: SQLite's default limit on host parameters per statement is 32766; stay well below.
 _LOOKUP_CHUNK = 500
@@ -93,8 +93,7 @@ def insert_prepared(
         out.append(NewJob(next_id, True, key, due))
         next_id += 1
     if rows:
-        conn.executemany(q("insert_job_row"), rows)
-        count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
+        _write(conn, rows)
     return out
 
 
@@ -113,7 +112,7 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
     rows = [(first + i, key, fp, *tail) for i, (key, fp, tail) in enumerate(items)]
     conn.execute("SAVEPOINT fresh_keys")
     try:
-        conn.executemany(q("insert_job_row"), rows)
+        _write(conn, rows)
     except sqlite3.IntegrityError as exc:
         conn.execute("ROLLBACK TO fresh_keys")
         conn.execute("RELEASE fresh_keys")
@@ -121,8 +120,13 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
             raise
         return insert_prepared(conn, items, now_ms)
     conn.execute("RELEASE fresh_keys")
-    count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
     return [NewJob(r[0], True, r[1], bool(r[3 + DUE])) for r in rows]
+
+
+def _write(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+    """Insert full rows (id, key, fingerprint, then :func:`row_tail`) and count them."""
+    conn.executemany(q("insert_job_row"), rows)
+    count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
 
 
 def row_tail(spec: JobSpec, now_ms: int) -> tuple[object, ...]:
@@ -143,7 +147,7 @@ def row_tail(spec: JobSpec, now_ms: int) -> tuple[object, ...]:
         run_at,
         int(run_at <= now_ms),
         spec.schedule_id,
-        None if spec.scheduled_for is None else to_ms(spec.scheduled_for),
+        opt_ms(spec.scheduled_for),
         sort_key_ms(run_at, spec.priority),
         None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
         json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,

@@ -35,7 +35,7 @@ from jobctl.domain.schedule import (
 from jobctl.errors import Conflict, InvalidSchedule
 from jobctl.store.inserts import Prepared, insert_fresh, row_tail
 from jobctl.store.queries import q
-from jobctl.store.rows import from_ms, ms_to_dt, to_ms
+from jobctl.store.rows import from_ms, ms_to_dt, opt_ms, to_ms
 
 _ACTIVE = frozenset(("scheduled", "running"))
 #: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
@@ -113,7 +113,7 @@ class _Batch:
 
     def apply(self, conn: sqlite3.Connection) -> Materialized:
         # In schedule id order (stable: a schedule's occurrences stay oldest first), so
-        # the key and schedule_id index entries go in ascending order: fewer page visits.
+        # the key index entries go in ascending order: fewer page visits.
         occ = sorted(self.occurrences, key=itemgetter(0))
         new = insert_fresh(conn, [o[2] for o in occ], self.now_ms) if occ else []
         created = tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
@@ -134,7 +134,7 @@ class _Batch:
             if old_waiting is None and p.wait is None:
                 plain.append((nxt, job, sid, old_next))
             else:
-                full.append((nxt, _ms(p.wait), job, sid, old_next, old_waiting))
+                full.append((nxt, opt_ms(p.wait), job, sid, old_next, old_waiting))
             if _skipped(p):
                 counts.append(_skip_count_params(sid, p, self.now_ms))
         changed = 0
@@ -157,7 +157,7 @@ def _skip_count_params(sid: str, p: Plan, now_ms: int) -> tuple[object, ...]:
         p.overlap_skips.count,
         now_ms,
         reason,
-        _ms(skip.last),
+        opt_ms(skip.last),
         sid,
     )
 
@@ -168,12 +168,8 @@ def _skipped(p: Plan) -> bool:
 
 def _skip_params(rec: SkipRecord) -> tuple[object, ...]:
     """Positional parameters of ``materialize_skips``."""
-    s = rec.skips
-    return (rec.schedule_id, rec.reason, _ms(s.first), _ms(s.last), s.count, to_ms(rec.recorded_at))
-
-
-def _ms(dt: datetime | None) -> int | None:
-    return None if dt is None else to_ms(dt)
+    s, recorded = rec.skips, to_ms(rec.recorded_at)
+    return (rec.schedule_id, rec.reason, opt_ms(s.first), opt_ms(s.last), s.count, recorded)
 
 
 def _timing(

@@ -15,6 +15,11 @@ def to_ms(dt: datetime) -> int:
     return int(round(dt.timestamp() * 1000))
 
 
+def opt_ms(dt: datetime | None) -> int | None:
+    """:func:`to_ms` of an optional time (the inverse of :func:`from_ms`)."""
+    return None if dt is None else to_ms(dt)
+
+
 def from_ms(ms: int | None) -> datetime | None:
     if ms is None:
         return None

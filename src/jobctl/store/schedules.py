@@ -104,7 +104,7 @@ class ScheduleOps:
                     "next_run_at": rows.to_ms(nxt),
                     "count": passed.count,
                     "now": rows.to_ms(now),
-                    "last_nominal": _ms(passed.last),
+                    "last_nominal": rows.opt_ms(passed.last),
                 }
                 if conn.execute(q("resume_schedule"), params).rowcount:
                     conn.execute(q("resume_schedule_skips"), params)
@@ -195,8 +195,8 @@ def _record_skip(
         {
             "schedule_id": schedule_id,
             "reason": reason,
-            "first_nominal": _ms(skips.first),
-            "last_nominal": _ms(skips.last),
+            "first_nominal": rows.opt_ms(skips.first),
+            "last_nominal": rows.opt_ms(skips.last),
             "count": skips.count,
             "now": rows.to_ms(now),
         },
@@ -223,10 +223,6 @@ def _find(conn: sqlite3.Connection, ref: str) -> sqlite3.Row:
     return found
 
 
-def _ms(dt: datetime | None) -> int | None:
-    return None if dt is None else rows.to_ms(dt)
-
-
 def new_schedule_id() -> str:
     """``sch-`` and 12 hex digits: short enough to type, with a collision check on insert."""
     return f"sch-{secrets.token_hex(6)}"
@@ -239,7 +235,7 @@ def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict
         "name": spec.name,
         "cron": t.cron,
         "every_ms": None if t.every is None else int(round(t.every * 1000)),
-        "anchor": _ms(t.anchor),
+        "anchor": rows.opt_ms(t.anchor),
         "tz": t.tz,
         "template": json.dumps(spec.template.to_json()),
         "owner_uid": spec.owner_uid,

@@ -351,14 +351,15 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
             now_ms = rows.to_ms(now)
             nxt = conn.execute(q("next_future")).fetchone()["t"]
             due, token_at = claimable(conn, now)
-            due = due or (nxt is not None and nxt <= now_ms)
+            unpromoted = nxt is not None and nxt <= now_ms
+            due = due or unpromoted
             lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]
             candidates = [t for t in (rows.from_ms(nxt), token_at) if t is not None]
             return Wakeups(
                 due,
                 min(candidates) if candidates else None,
                 None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
-                unpromoted=nxt is not None and nxt <= now_ms,
+                unpromoted=unpromoted,
             )
 
         return self._read(read)

@@ -20,9 +20,6 @@ SELECT coalesce(max(id), 0) FROM jobs;
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);
 
--- name: job_by_key
-SELECT * FROM jobs WHERE key = :key;
-
 -- name: job_by_id
 SELECT * FROM jobs WHERE id = :id;
 
@@ -50,10 +47,6 @@ SELECT queue, owner_uid, n FROM job_counts WHERE bucket = 'due' AND n > 0;
 
 -- name: running_by_queue
 SELECT queue, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY queue;
-
--- name: insert_attempt
-INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)
-VALUES (:job_id, :number, :generation, :owner, :now);
 
 -- name: record_process
 UPDATE attempts SET pid = :pid, pid_start = :pid_start, log_path = :log_path

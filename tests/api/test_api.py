@@ -26,6 +26,24 @@ async def test_enqueue_is_201_then_200_for_the_same_key(api: Any) -> None:
     assert r3.status_code == 409 and r3.json()["error"]["code"] == "key_conflict"
 
 
+async def test_the_enqueue_answer_is_the_job_as_stored_in_utf8(api: Any) -> None:
+    client, _ = api
+    body = {
+        "command": ["echo", "grüße ☃"],
+        "env": {"NAME": "zoë"},
+        "timeout": 1.5,
+        "run_at": "2027-03-14T15:00:00.123456+09:00",
+    }
+    r = await _post(client, body)
+    assert r.status_code == 201
+    assert r.headers["content-type"] == "application/json"
+    assert "grüße ☃".encode() in r.content and b"\\u" not in r.content  # UTF-8, unescaped
+    job = r.json()
+    assert job["run_at"] == "2027-03-14T06:00:00.123Z" and job["timeout"] == 1.5
+    stored = (await client.get(f"/v1/jobs/{job['id']}")).json()
+    assert {k: stored[k] for k in job} == job
+
+
 async def test_batch_enqueue_is_atomic(api: Any) -> None:
     client, _ = api
     r = await _post(client, [{"command": ["true"], "key": f"b{i}"} for i in range(3)])

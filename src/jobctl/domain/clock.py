@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -83,5 +84,12 @@ def iso(dt: datetime | None) -> str | None:
     """UTC ISO-8601 with a trailing ``Z`` and millisecond precision (the wire format)."""
     if dt is None:
         return None
-    # isoformat is C code; strftime here cost ~10 µs, six times per job rendered
+    return _iso(dt)
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso(dt: datetime) -> str:
+    # Cached: a batch's jobs share their run_at and created_at, and rendering was ~7% of
+    # a batch enqueue. isoformat is C code; strftime here cost ~10 µs a call. Equal
+    # instants in other zones hit the same entry, which is right: the output is UTC.
     return utc(dt).isoformat(timespec="milliseconds")[:-6] + "Z"

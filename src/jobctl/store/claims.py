@@ -16,14 +16,12 @@ from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobctl.domain.models import Backoff, Claim, Job, JobSpec
+from jobctl.domain.models import Backoff, Claim, Job, JobSpec, trusted_spec
 from jobctl.domain.states import JobStatus
 from jobctl.store import rows
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-
-_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
 
 
 class _Memo:
@@ -44,18 +42,10 @@ class _Memo:
         return None if ms is None else self.get("dt", ms, rows.ms_to_dt)
 
 
-def _unchecked_spec(**fields: Any) -> JobSpec:
-    """A JobSpec from stored, already validated fields (no ``__post_init__``)."""
-    spec: JobSpec = object.__new__(JobSpec)
-    for name in _SPEC_FIELDS:
-        object.__setattr__(spec, name, fields[name])
-    return spec
-
-
 def _spec(r: sqlite3.Row, memo: _Memo, run_at: datetime) -> JobSpec:
     timeout = r["timeout_ms"]
     backoff = (r["backoff_base_ms"], r["backoff_cap_ms"])
-    return _unchecked_spec(
+    return trusted_spec(
         command=memo.get("cmd", r["command"], lambda t: tuple(json.loads(t))),
         run_at=run_at,
         owner_uid=r["owner_uid"],

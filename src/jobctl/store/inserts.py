@@ -24,15 +24,15 @@ import random
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from datetime import datetime
 from typing import NamedTuple
 
 from jobctl.domain.dispatch import sort_key_ms
-from jobctl.domain.models import Job, JobSpec
+from jobctl.domain.models import Job, JobSpec, stored_spec
 from jobctl.domain.states import JobStatus
 from jobctl.errors import KeyConflict
 from jobctl.store.queries import q
-from jobctl.store.rows import ms_to_dt, opt_ms, to_ms
+from jobctl.store.rows import opt_ms, to_ms, whole_ms
 
 #: SQLite's default limit on host parameters per statement is 32766; stay well below.
 _LOOKUP_CHUNK = 500
@@ -154,19 +154,19 @@ def row_tail(spec: JobSpec, now_ms: int) -> tuple[object, ...]:
     )
 
 
-def created_job(spec: JobSpec, new: NewJob, now_ms: int) -> Job:
+def created_job(spec: JobSpec, new: NewJob, created_at: datetime) -> Job:
     """The job a fresh insert made, as reading it back would give it (times in whole ms)."""
-    run_at = ms_to_dt(to_ms(spec.run_at))
+    run_at = whole_ms(spec.run_at)
     scheduled_for = spec.scheduled_for
     if scheduled_for is not None:
-        scheduled_for = ms_to_dt(to_ms(scheduled_for))
+        scheduled_for = whole_ms(scheduled_for)
     return Job(
         id=new.id,
         key=new.key,
-        spec=replace(spec, run_at=run_at, key=new.key, scheduled_for=scheduled_for),
+        spec=stored_spec(spec, run_at, new.key, scheduled_for),
         status=JobStatus.SCHEDULED,
         run_at=run_at,
-        created_at=ms_to_dt(now_ms),
+        created_at=created_at,
         attempt=0,
         failures=0,
         generation=0,

@@ -30,6 +30,13 @@ def ms_to_dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
+def whole_ms(dt: datetime) -> datetime:
+    """``dt`` as the store gives it back: UTC, cut to whole milliseconds."""
+    if dt.tzinfo is UTC and dt.microsecond % 1000 == 0:
+        return dt  # already so (the common case): no round trip through a float
+    return ms_to_dt(to_ms(dt))
+
+
 def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
     run_at = ms_to_dt(row["run_at"])
     timeout = row["timeout_ms"]

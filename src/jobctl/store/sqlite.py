@@ -107,10 +107,11 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
 
     def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
         now_ms = self._now_ms()
+        created_at = rows.ms_to_dt(now_ms)
         out = []
         for spec, new in zip(specs, insert_jobs(conn, specs, now_ms), strict=True):
             if new.created:  # everything is known: no need to read the row back
-                out.append(Inserted(created_job(spec, new, now_ms), True))
+                out.append(Inserted(created_job(spec, new, created_at), True))
             else:
                 row = conn.execute(q("job_by_id"), {"id": new.id}).fetchone()
                 out.append(Inserted(rows.job_from_row(row), False))

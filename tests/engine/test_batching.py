@@ -16,7 +16,7 @@ import pytest
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.errors import LeaseLost
+from jobctl.errors import KeyConflict, LeaseLost
 from jobctl.store.aio import AsyncStore, Batcher
 from jobctl.store.sqlite import SqliteStore
 from tests.engine.conftest import Engine
@@ -70,6 +70,48 @@ async def test_records_are_batched_and_report_lost_leases(
     )
     assert out == [True, True, False]
     assert astore.records.batches == 1
+
+
+def _job(clock: FakeClock, cmd: str, key: str | None = None) -> JobSpec:
+    return JobSpec((cmd,), clock.now(), os.geteuid(), key=key)
+
+
+async def test_concurrent_enqueues_share_one_insert_and_answer_each(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    calls = [
+        astore.insert([_job(clock, "a"), _job(clock, "b")]),
+        astore.insert([_job(clock, "c", key="k1")]),
+        astore.insert([_job(clock, "c", key="k1")]),  # same key, same body: the same job
+        astore.insert([_job(clock, "d", key="k2"), _job(clock, "d", key="k2")]),
+    ]
+    a, k1, k1_again, k2 = await asyncio.gather(*calls)
+    assert astore.inserts.batches == 1
+    assert [i.job.spec.command for i in a] == [("a",), ("b",)] and all(i.created for i in a)
+    assert k1[0].created and not k1_again[0].created and k1_again[0].job == k1[0].job
+    assert [i.created for i in k2] == [True, False] and k2[0].job.id == k2[1].job.id
+    ids = [i.job.id for r in (a, k1, k2) for i in r]
+    assert ids == sorted(ids) and len(set(ids)) == 4  # ids in request order
+    for i in (*a, *k1, *k2):
+        assert astore.store.get(i.job.id) == i.job
+
+
+async def test_a_refused_enqueue_fails_alone_in_its_batch(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    astore.store.insert([_job(clock, "old", key="taken")])
+    calls = [
+        astore.insert([_job(clock, "x")]),
+        astore.insert([_job(clock, "y"), _job(clock, "new", key="taken")]),  # key conflict
+        astore.insert([_job(clock, "z", key="fresh")]),
+    ]
+    x, refused, z = await asyncio.gather(*calls, return_exceptions=True)
+    assert astore.inserts.batches == 1
+    assert isinstance(refused, KeyConflict)
+    assert not isinstance(x, BaseException) and not isinstance(z, BaseException)
+    assert x[0].created and z[0].created and z[0].job.id == x[0].job.id + 1
+    commands = {j.spec.command for j in astore.store.list_jobs(None, None, 10, None)}
+    assert commands == {("old",), ("x",), ("z",)}  # nothing of the refused request stayed
 
 
 async def test_a_failing_op_fails_its_whole_batch_and_the_next_one_runs() -> None:

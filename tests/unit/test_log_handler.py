@@ -47,6 +47,37 @@ def test_lines_come_out_in_order_and_flush_waits_for_them() -> None:
     handler.close()
 
 
+class WriteSignal(io.StringIO):
+    """Counts writes and signals each one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.wrote = threading.Event()
+
+    def write(self, s: str) -> int:
+        self.writes += 1
+        self.wrote.set()
+        return super().write(s)
+
+
+def test_lines_logged_one_by_one_after_a_write_gather_into_one_write() -> None:
+    stream = WriteSignal()
+    handler = BackgroundStreamHandler(stream, gather=0.3)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log = _logger(handler)
+    log.info("event=first")
+    assert stream.wrote.wait(5)  # written at once: an idle handler does not wait
+    for n in range(100):  # the thread is gathering now: no wake-up per line
+        log.info("event=next n=%d", n)
+    handler.flush()
+    assert stream.getvalue().splitlines() == ["event=first"] + [
+        f"event=next n={n}" for n in range(100)
+    ]
+    assert stream.writes == 2
+    handler.close()
+
+
 def test_close_writes_what_is_left_and_later_flushes_do_not_hang() -> None:
     stream = io.StringIO()
     handler = BackgroundStreamHandler(stream)

@@ -4,12 +4,13 @@ Store calls block (on disk, on a group commit) so they run on a dedicated thread
 wide enough that many concurrent API requests wait on one group commit together instead
 of queueing behind each other.
 
-The executor's per-attempt writes (record a process, finish an attempt) are batched:
-:class:`Batcher` gathers every such write made while the previous batch was being
-committed and hands them to the store as one op (``record_processes``, ``finish_many``).
-Those ops and enqueues need no pool thread where the backend can return its writer's
-future (``submit_*``): that is awaited straight from the event loop with
-:func:`asyncio.wrap_future`. Each caller still gets its own answer, and only after the commit.
+Enqueues and the executor's per-attempt writes (record a process, finish an attempt) are
+batched: :class:`Batcher` gathers every such write made while the previous batch was being
+committed and hands them to the store as one op (``submit_insert_groups``,
+``record_processes``, ``finish_many``). Those ops need no pool thread where the backend
+can return its writer's future (``submit_*``): that is awaited straight from the event
+loop with :func:`asyncio.wrap_future`. Each caller still gets its own answer (its jobs,
+or the error that refused its request alone), and only after the commit.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ BATCH_MAX = 1024
 class SubmitsBatches(Protocol):
     """A backend whose writes can be awaited without a thread (its writer's futures)."""
 
-    def submit_insert(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]: ...
+    def submit_insert_groups(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> Future[list[list[Inserted] | JobctlError]]: ...
 
     def submit_finish_many(
         self, items: Sequence[tuple[int, int, AttemptResult]]
@@ -111,17 +114,30 @@ class AsyncStore:
         self.finishes: Batcher[tuple[int, int, AttemptResult], Finished | JobctlError]
         self.finishes = Batcher(self._finish_many)
         self.records: Batcher[ProcessRecord, bool] = Batcher(self._record_processes)
+        self.inserts: Batcher[Sequence[JobSpec], list[Inserted] | JobctlError]
+        self.inserts = Batcher(self._insert_groups)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     async def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        """``store.insert``, awaited without parking a pool thread per request where the
-        backend allows: thousands of concurrent enqueues then wait on one group commit."""
-        if self._submits is not None:
-            return await asyncio.wrap_future(self._submits.submit_insert(specs))
-        return await self.run(self.store.insert, specs)
+        """``store.insert``; raises what it raises. Where the backend allows, the inserts
+        of concurrent requests go to it as one batched write (``submit_insert_groups``),
+        awaited without parking a pool thread per request, and each caller still gets
+        its own answer after the commit."""
+        if self._submits is None:
+            return await self.run(self.store.insert, specs)
+        outcome = await self.inserts.submit(specs)
+        if isinstance(outcome, JobctlError):
+            raise outcome
+        return outcome
+
+    async def _insert_groups(
+        self, groups: list[Sequence[JobSpec]]
+    ) -> list[list[Inserted] | JobctlError]:
+        assert self._submits is not None  # only batched where the backend submits
+        return await asyncio.wrap_future(self._submits.submit_insert_groups(groups))
 
     async def finish(self, job_id: int, generation: int, result: AttemptResult) -> Finished:
         """``store.finish`` batched with its neighbours; raises what ``finish`` raises."""

@@ -22,7 +22,7 @@ from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import DaemonLocked, IllegalTransition, LeaseLost, NotFound
+from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishOps, stale
@@ -104,6 +104,51 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     def submit_insert(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
         """:meth:`insert` without waiting: the future resolves after the commit."""
         return self._writer.submit(lambda conn: self._insert_tx(conn, specs))
+
+    def submit_insert_groups(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> Future[list[list[Inserted] | JobctlError]]:
+        """Several callers' inserts as one write: each group answers what inserting it
+        alone, in this order, would have answered (its jobs, or the error that refused it).
+
+        The daemon hands every enqueue request of one event-loop turn over together: one
+        id lookup, one ``executemany`` and one count upsert for all of them, instead of a
+        savepoint, statements and a thread wake-up per request.
+        """
+        return self._writer.submit(lambda conn: self._insert_groups_tx(conn, groups))
+
+    def _insert_groups_tx(
+        self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
+    ) -> list[list[Inserted] | JobctlError]:
+        if len(groups) > 1:
+            conn.execute("SAVEPOINT insert_groups")
+            try:
+                flat = self._insert_tx(conn, [spec for group in groups for spec in group])
+            except JobctlError:  # one group is refused (a key conflict): take them one by one
+                conn.execute("ROLLBACK TO insert_groups")
+                conn.execute("RELEASE insert_groups")
+            else:
+                conn.execute("RELEASE insert_groups")
+                out: list[list[Inserted] | JobctlError] = []
+                start = 0
+                for group in groups:
+                    out.append(flat[start : start + len(group)])
+                    start += len(group)
+                return out
+        return [self._insert_alone(conn, group) for group in groups]
+
+    def _insert_alone(
+        self, conn: sqlite3.Connection, specs: Sequence[JobSpec]
+    ) -> list[Inserted] | JobctlError:
+        conn.execute("SAVEPOINT insert_group")
+        try:
+            done = self._insert_tx(conn, specs)
+        except JobctlError as exc:
+            conn.execute("ROLLBACK TO insert_group")
+            conn.execute("RELEASE insert_group")
+            return exc
+        conn.execute("RELEASE insert_group")
+        return done
 
     def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
         now_ms = self._now_ms()

@@ -26,10 +26,48 @@ from jobctl.errors import DaemonLocked
 _PEERCRED = struct.Struct("3i")
 
 
+class GilFreeWrites:
+    """A transport that sends without holding the GIL where it can.
+
+    uvloop writes to the socket with the GIL held. On a Unix socket the write wakes the
+    client, and the scheduler often runs the woken client on this CPU at once: the event
+    loop is then descheduled *holding the GIL*, and the store's writer thread, next on
+    the critical path of every request, cannot run a line of Python until the loop gets
+    the CPU back. ``os.write`` releases the GIL around the system call. Only when the
+    transport has nothing queued (else order would break) and only what the socket takes
+    at once; the rest, and every error, is left to the transport as before.
+    """
+
+    def __init__(self, transport: asyncio.Transport, fd: int) -> None:
+        self._transport = transport
+        self._fd = fd
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        t = self._transport
+        if not t.is_closing() and t.get_write_buffer_size() == 0:
+            try:
+                sent = os.write(self._fd, data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:  # the transport reports it its own way
+                sent = 0
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
+        t.write(data)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the real transport's
+        return getattr(self._transport, name)
+
+
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's uid in ``request.state.peer_uid``."""
+    """uvicorn's HTTP protocol, plus the peer's uid in ``request.state.peer_uid`` and
+    writes that leave the GIL to other threads (:class:`GilFreeWrites`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family == socket.AF_UNIX:
+            transport = GilFreeWrites(transport, sock.fileno())  # type: ignore[assignment]
         super().connection_made(transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:

@@ -47,7 +47,7 @@ def test_trusted_spec_needs_every_field() -> None:
     fields = {f.name: getattr(full_spec(), f.name) for f in dataclasses.fields(JobSpec)}
     assert trusted_spec(**fields) == full_spec()
     del fields["cwd"]
-    with pytest.raises(KeyError):
+    with pytest.raises(TypeError):
         trusted_spec(**fields)
 
 

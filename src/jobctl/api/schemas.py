@@ -12,7 +12,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobctl.domain.clock import iso
-from jobctl.domain.models import Attempt, Backoff, Job, JobSpec, JobTemplate, QueueStats
+from jobctl.domain.models import (
+    Attempt,
+    Backoff,
+    Job,
+    JobSpec,
+    JobTemplate,
+    QueueStats,
+    check_payload,
+    trusted_spec,
+)
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 
 
@@ -97,9 +106,17 @@ class JobIn(JobTemplateIn):
         self, owner_uid: int, now: datetime, defaults: RetryDefaults = DEFAULT_RETRY
     ) -> JobSpec:
         run_at = (self.run_at or now).astimezone(UTC)
-        # straight to the spec, not through a JobTemplate: one object less per enqueued job
-        return JobSpec(
-            run_at=run_at, key=self.key, owner_uid=owner_uid, **self._job_fields(defaults)
+        fields = self._job_fields(defaults)
+        # Every check JobSpec.__post_init__ makes, this model's field constraints made
+        # already (tests/api/test_schemas_match_spec.py holds them equal), except the size.
+        check_payload(fields["command"], fields["env"])
+        return trusted_spec(
+            run_at=run_at,
+            key=self.key,
+            owner_uid=owner_uid,
+            schedule_id=None,
+            scheduled_for=None,
+            **fields,
         )
 
 

@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from jobctl.domain.clock import iso
-from jobctl.domain.models import Backoff, JobSpec, stored_spec, trusted_spec
+from jobctl.domain.models import (
+    MAX_PAYLOAD_BYTES,
+    Backoff,
+    JobSpec,
+    check_payload,
+    stored_spec,
+    trusted_spec,
+)
+from jobctl.errors import InvalidInput
 from jobctl.store.rows import ms_to_dt, to_ms, whole_ms
 
 TOKYO = timezone(timedelta(hours=9))
@@ -80,3 +88,14 @@ def test_iso_renders_an_instant_once_whatever_its_zone() -> None:
         iso(datetime(2027, 3, 14, 6))  # naive: refused, and not cached as an answer
     with pytest.raises(ValueError):
         iso(datetime(2027, 3, 14, 6))
+
+
+def test_check_payload_counts_utf8_bytes_at_the_limit() -> None:
+    check_payload(("a" * (MAX_PAYLOAD_BYTES - 2),), (("K", "v"),))  # exactly the limit
+    with pytest.raises(InvalidInput):
+        check_payload(("a" * (MAX_PAYLOAD_BYTES - 1),), (("K", "v"),))
+    half = MAX_PAYLOAD_BYTES // 2
+    check_payload(("é" * half,), ())  # 2 bytes each: exactly the limit
+    with pytest.raises(InvalidInput):
+        check_payload(("é" * half, "x"), ())
+    check_payload(("x",) * 1000, ())  # short: no encoding needed to know

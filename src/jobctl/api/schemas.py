@@ -87,10 +87,10 @@ class JobTemplateIn(BaseModel):
             "max_attempts": self.max_attempts or defaults.max_attempts,
             "timeout": self.timeout,
             "backoff": backoff,
-            "env": tuple(sorted(self.env.items())),
+            "env": tuple(sorted(self.env.items())) if self.env else (),
             "cwd": self.cwd,
             "retry_on": None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
-            "no_retry_on": tuple(sorted(set(self.no_retry_on))),
+            "no_retry_on": tuple(sorted(set(self.no_retry_on))) if self.no_retry_on else (),
         }
 
 

@@ -39,6 +39,9 @@ class Backoff:
 
 def check_payload(command: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> None:
     """Refuse a command plus environment over :data:`MAX_PAYLOAD_BYTES` (UTF-8)."""
+    chars = sum(map(len, command)) + sum(len(k) + len(v) for k, v in env)
+    if chars * 4 <= MAX_PAYLOAD_BYTES:  # a character is at most 4 bytes: no need to encode
+        return
     size = sum(len(a.encode()) for a in command) + sum(
         len(k.encode()) + len(v.encode()) for k, v in env
     )

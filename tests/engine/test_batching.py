@@ -17,7 +17,8 @@ from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import KeyConflict, LeaseLost
-from jobctl.store.aio import AsyncStore, Batcher
+from jobctl.store import aio
+from jobctl.store.aio import LINGER_TURNS, AsyncStore, Batcher
 from jobctl.store.sqlite import SqliteStore
 from tests.engine.conftest import Engine
 
@@ -146,6 +147,57 @@ async def test_items_submitted_while_a_batch_commits_form_the_next_one() -> None
     gate.set()
     assert await asyncio.gather(*futs) == [1, 2, 3, 4, 5, 6]
     assert calls == [[1], [2, 3, 4], [5, 6]]
+
+
+async def _closed_loop(batcher: Batcher[int, int], clients: int, rounds: int) -> None:
+    """Clients that send again only after their answer, each after its own think time."""
+
+    async def client(n: int) -> None:
+        for _ in range(rounds):
+            assert await batcher.submit(n) == n
+            for _ in range(n):  # client n takes n turns of the loop to send again
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(client(n) for n in range(clients)))
+
+
+async def test_a_lingering_batcher_keeps_returning_callers_in_one_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(aio, "LINGER_SECONDS", 60.0)  # turns, not a busy CI's clock, decide
+    sizes: dict[bool, list[int]] = {}
+    for linger in (False, True):
+        seen = sizes[linger] = []
+
+        async def op(items: list[int], seen: list[int] = seen) -> list[int]:
+            seen.append(len(items))
+            await asyncio.sleep(0)  # the commit
+            return items
+
+        await _closed_loop(Batcher(op, linger=linger), clients=6, rounds=5)
+    assert sizes[True] == [6] * 5  # every commit carries every client
+    assert max(sizes[False][1:]) < 6  # without it they split up (what linger is for)
+
+
+async def test_a_lone_caller_is_not_kept_waiting() -> None:
+    async def op(items: list[int]) -> list[int]:
+        return items
+
+    batcher: Batcher[int, int] = Batcher(op, linger=True)
+    assert await batcher.submit(1) == 1
+    await asyncio.sleep(0)
+    assert not batcher.busy  # a batch of one: nothing to wait for
+
+
+async def test_lingering_ends_when_callers_do_not_come_back() -> None:
+    async def op(items: list[int]) -> list[int]:
+        return items
+
+    batcher: Batcher[int, int] = Batcher(op, linger=True)
+    assert await asyncio.gather(*(batcher.submit(i) for i in range(3))) == [0, 1, 2]
+    for _ in range(LINGER_TURNS + 2):
+        await asyncio.sleep(0)
+    assert not batcher.busy
 
 
 async def test_a_fenced_finish_is_reported_and_the_neighbours_succeed(engine: Engine) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
@@ -32,6 +33,10 @@ R = TypeVar("R")
 
 #: Most items in one batched write: bounds one transaction's length.
 BATCH_MAX = 1024
+#: How long a lingering :class:`Batcher` waits for callers to come back: at most this
+#: many event-loop turns, and never past this many seconds.
+LINGER_TURNS = 8
+LINGER_SECONDS = 0.0005
 
 
 @runtime_checkable
@@ -58,12 +63,23 @@ class Batcher(Generic[I, R]):
     writer is free). ``op`` returns one result per item, in order.
     """
 
-    def __init__(self, op: Callable[[list[I]], Awaitable[list[R]]], limit: int = BATCH_MAX):
+    def __init__(
+        self,
+        op: Callable[[list[I]], Awaitable[list[R]]],
+        limit: int = BATCH_MAX,
+        linger: bool = False,
+    ):
         self._op = op
         self._limit = limit
+        self._linger = linger
         self._pending: list[tuple[I, asyncio.Future[R]]] = []
         self._task: asyncio.Task[None] | None = None
         self.batches = 0  # how many ops were sent (tests and benchmarks read it)
+
+    @property
+    def busy(self) -> bool:
+        """A batch is in flight, or the batcher lingers for the next one."""
+        return self._task is not None
 
     def submit(self, item: I) -> asyncio.Future[R]:
         loop = asyncio.get_running_loop()
@@ -79,12 +95,34 @@ class Batcher(Generic[I, R]):
                 batch = self._pending[: self._limit]
                 del self._pending[: self._limit]
                 await self._send(batch)
+                if self._linger:
+                    await self._await_stragglers(len(batch) + len(self._pending))
         finally:
             self._task = None
             for _, fut in self._pending:  # only when cancelled (loop shutting down)
                 if not fut.done():
                     fut.cancel()
             self._pending.clear()
+
+    async def _await_stragglers(self, expected: int) -> None:
+        """Before the next batch, give the callers just answered a moment to come back.
+
+        Callers that each wait for their answer before sending again (the API's clients)
+        otherwise settle into two alternating halves: one half's batch commits while the
+        other half's gathers, and every commit, the costliest step of a write (~150 µs of
+        CPU here, mostly the kernel's fsync path), carries half of them. Waiting a few
+        turns of the event loop, never more than :data:`LINGER_SECONDS`, until as many
+        items are pending as the last batch and its waiting neighbours held, lets one
+        commit carry them all (single-job enqueues with 8 clients: about 1.4x the rate).
+        Only after a batch of two or more: a lone caller is never kept waiting.
+        """
+        if expected < 2 or len(self._pending) >= expected:
+            return
+        deadline = time.perf_counter() + LINGER_SECONDS
+        for _ in range(LINGER_TURNS):
+            await asyncio.sleep(0)  # one turn: answers go out, new requests are read
+            if len(self._pending) >= expected or time.perf_counter() >= deadline:
+                return
 
     async def _send(self, batch: list[tuple[I, asyncio.Future[R]]]) -> None:
         self.batches += 1
@@ -115,7 +153,7 @@ class AsyncStore:
         self.finishes = Batcher(self._finish_many)
         self.records: Batcher[ProcessRecord, bool] = Batcher(self._record_processes)
         self.inserts: Batcher[Sequence[JobSpec], list[Inserted] | JobctlError]
-        self.inserts = Batcher(self._insert_groups)
+        self.inserts = Batcher(self._insert_groups, linger=True)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()

@@ -9,16 +9,21 @@ import threading
 from jobctl.logfmt import LOGFMT, BackgroundStreamHandler, LogfmtFormatter
 
 
-class SlowStream(io.StringIO):
-    """Counts writes; the first one blocks until released, so lines pile up behind it."""
+class CountingStream(io.StringIO):
+    """Counts writes and signals each one (``wrote``). Built ``blocked``, writes wait until
+    ``release`` is set, so lines pile up behind the first."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocked: bool = False) -> None:
         super().__init__()
         self.writes = 0
+        self.wrote = threading.Event()
         self.release = threading.Event()
+        if not blocked:
+            self.release.set()
 
     def write(self, s: str) -> int:
         self.writes += 1
+        self.wrote.set()
         self.release.wait(5)
         return super().write(s)
 
@@ -32,7 +37,7 @@ def _logger(handler: logging.Handler) -> logging.Logger:
 
 
 def test_lines_come_out_in_order_and_flush_waits_for_them() -> None:
-    stream = SlowStream()
+    stream = CountingStream(blocked=True)
     handler = BackgroundStreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(message)s"))
     log = _logger(handler)
@@ -47,22 +52,8 @@ def test_lines_come_out_in_order_and_flush_waits_for_them() -> None:
     handler.close()
 
 
-class WriteSignal(io.StringIO):
-    """Counts writes and signals each one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes = 0
-        self.wrote = threading.Event()
-
-    def write(self, s: str) -> int:
-        self.writes += 1
-        self.wrote.set()
-        return super().write(s)
-
-
 def test_lines_logged_one_by_one_after_a_write_gather_into_one_write() -> None:
-    stream = WriteSignal()
+    stream = CountingStream()
     handler = BackgroundStreamHandler(stream, gather=0.3)
     handler.setFormatter(logging.Formatter("%(message)s"))
     log = _logger(handler)

@@ -47,9 +47,7 @@ class GilFreeWrites:
         if not t.is_closing() and t.get_write_buffer_size() == 0:
             try:
                 sent = os.write(self._fd, data)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:  # the transport reports it its own way
+            except OSError:  # would block, interrupted, or an error the transport reports
                 sent = 0
             if sent == len(data):
                 return
@@ -66,14 +64,13 @@ class PeerCredProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family == socket.AF_UNIX:
-            transport = GilFreeWrites(transport, sock.fileno())  # type: ignore[assignment]
-        super().connection_made(transport)
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family == socket.AF_UNIX:
-            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-            pid, uid, _gid = _PEERCRED.unpack(raw)
-            self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
+        if sock is None or sock.family != socket.AF_UNIX:
+            super().connection_made(transport)
+            return
+        super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        pid, uid, _gid = _PEERCRED.unpack(raw)
+        self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
 
 
 class Server(uvicorn.Server):

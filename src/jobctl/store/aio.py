@@ -59,8 +59,10 @@ class Batcher(Generic[I, R]):
 
     The first item starts a drain task, which runs on the loop's next turn, so everything
     submitted in the same turn shares a batch; while a batch commits, new items wait and
-    form the next one (group commit with no added delay: whatever is ready when the
-    writer is free). ``op`` returns one result per item, in order.
+    form the next one (group commit: whatever is ready when the writer is free). A
+    ``linger`` batcher also waits a few loop turns after a batch of two or more for its
+    callers to come back (:meth:`_await_stragglers`). ``op`` returns one result per item,
+    in order.
     """
 
     def __init__(

@@ -99,11 +99,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     # -- writes -----------------------------------------------------------------------
 
     def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        return self.submit_insert(specs).result()
-
-    def submit_insert(self, specs: Sequence[JobSpec]) -> Future[list[Inserted]]:
-        """:meth:`insert` without waiting: the future resolves after the commit."""
-        return self._writer.submit(lambda conn: self._insert_tx(conn, specs))
+        (outcome,) = self.submit_insert_groups([specs]).result()
+        if isinstance(outcome, JobctlError):
+            raise outcome
+        return outcome
 
     def submit_insert_groups(
         self, groups: Sequence[Sequence[JobSpec]]
@@ -121,25 +120,21 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
     ) -> list[list[Inserted] | JobctlError]:
         if len(groups) > 1:
-            conn.execute("SAVEPOINT insert_groups")
-            try:
-                flat = self._insert_tx(conn, [spec for group in groups for spec in group])
-            except JobctlError:  # one group is refused (a key conflict): take them one by one
-                conn.execute("ROLLBACK TO insert_groups")
-                conn.execute("RELEASE insert_groups")
-            else:
-                conn.execute("RELEASE insert_groups")
+            flat = self._insert_in_savepoint(conn, [spec for group in groups for spec in group])
+            if not isinstance(flat, JobctlError):
                 out: list[list[Inserted] | JobctlError] = []
                 start = 0
                 for group in groups:
                     out.append(flat[start : start + len(group)])
                     start += len(group)
                 return out
-        return [self._insert_alone(conn, group) for group in groups]
+            # one group is refused (a key conflict): take them one by one
+        return [self._insert_in_savepoint(conn, group) for group in groups]
 
-    def _insert_alone(
+    def _insert_in_savepoint(
         self, conn: sqlite3.Connection, specs: Sequence[JobSpec]
     ) -> list[Inserted] | JobctlError:
+        """:meth:`_insert_tx`, or the error that refused it, with nothing of it written."""
         conn.execute("SAVEPOINT insert_group")
         try:
             done = self._insert_tx(conn, specs)

@@ -137,3 +137,50 @@ def test_migration_8_keeps_every_schedule_column(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     [fk] = conn.execute("PRAGMA foreign_key_list(schedule_skips)").fetchall()
     assert fk["table"] == "schedule_defs"
+
+
+def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path: Path) -> None:
+    """Rebuilding jobs (0009) keeps every row and attempt; a key is unique per owner only."""
+    conn = connect(str(tmp_path / "k.db"))
+    conn.execute(
+        "CREATE TABLE schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    for m in migrations()[:8]:
+        conn.executescript(m.sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (m.version, m.name))
+    conn.executescript(
+        """
+        PRAGMA foreign_keys=ON;
+        INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,
+            max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status,
+            finished_at, dead_reason, sort_key)
+        VALUES (1, 'k', 'f', 'q', '["true"]', '[]', '/', 1001, 0, 1, 0, 0, 5, 6, 'dead',
+                7, 'max_attempts', 6);
+        INSERT INTO attempts (job_id, number, generation, lease_owner, started_at, finished_at,
+            outcome) VALUES (1, 1, 1, 'o', 6, 7, 'failed');
+        """
+    )
+    jobs = [tuple(r) for r in conn.execute("SELECT * FROM jobs")]
+    attempts = [tuple(r) for r in conn.execute("SELECT * FROM attempts")]
+    assert migrate(conn) == len(migrations())
+    assert [tuple(r) for r in conn.execute("SELECT * FROM jobs")] == jobs
+    assert [tuple(r) for r in conn.execute("SELECT * FROM attempts")] == attempts
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    [fk] = conn.execute("PRAGMA foreign_key_list(attempts)").fetchall()
+    assert fk["table"] == "jobs"
+    conn.execute(
+        "INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,"
+        " max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status)"
+        " VALUES (2, 'k', 'f', 'q', '[]', '[]', '/', 1002, 0, 1, 0, 0, 5, 6, 'scheduled')"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="jobs.owner_uid, jobs.key"):
+        conn.execute(
+            "INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid,"
+            " priority, max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at,"
+            " status) VALUES (3, 'k', 'f', 'q', '[]', '[]', '/', 1002, 0, 1, 0, 0, 5, 6,"
+            " 'scheduled')"
+        )
+    conn.execute("DELETE FROM jobs WHERE id = 1")  # the cascade still reaches attempts
+    assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0

@@ -146,11 +146,10 @@ class ScheduleOps:
         """The schedule's most recent occurrences (jobs) and skip records, newest first."""
 
         def read(conn: sqlite3.Connection) -> tuple[list[Job], list[SkipRecord]]:
-            sid = _find(conn, ref)["id"]
-            jobs = [
-                rows.job_from_row(r)
-                for r in conn.execute(q("schedule_jobs"), {"id": sid, "limit": limit})
-            ]
+            found = _find(conn, ref)
+            sid, owner = found["id"], found["owner_uid"]
+            params = {"id": sid, "owner": owner, "limit": limit}
+            jobs = [rows.job_from_row(r) for r in conn.execute(q("schedule_jobs"), params)]
             skips = [
                 _skip_from_row(r)
                 for r in conn.execute(q("schedule_skips"), {"id": sid, "limit": limit})

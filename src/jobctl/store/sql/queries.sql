@@ -18,7 +18,8 @@ ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
 SELECT coalesce(max(id), 0) FROM jobs;
 
 -- name: jobs_by_keys
-SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);
+-- Keys are unique per owner (migration 0009): one owner's keys through jobs_owner_key.
+SELECT id, key, fingerprint, due FROM jobs WHERE owner_uid = :owner AND key IN (:keys);
 
 -- name: job_by_id
 SELECT * FROM jobs WHERE id = :id;
@@ -226,9 +227,10 @@ WHERE id = :id AND deleted_at IS NULL;
 UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
 
 -- name: schedule_jobs
--- Through the key index: every job of schedule S has a key '<S>@...' ('A' follows '@').
-SELECT * FROM jobs INDEXED BY sqlite_autoindex_jobs_1
-WHERE key > :id || '@' AND key < :id || 'A' AND schedule_id = :id
+-- Through the key index: every job of schedule S has its owner's key '<S>@...' ('A'
+-- follows '@').
+SELECT * FROM jobs INDEXED BY jobs_owner_key
+WHERE owner_uid = :owner AND key > :id || '@' AND key < :id || 'A' AND schedule_id = :id
 ORDER BY id DESC LIMIT :limit;
 
 -- name: schedule_skips

@@ -84,7 +84,7 @@ def test_schedule_pages_seek_the_listing_index(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "p.db"))
     migrate(conn)
     for name in ("list_schedules", "list_schedules_after"):
-        params = {"deleted": False, "limit": 10, "after": "sch-x"}
+        params = {"deleted": False, "limit": 10, "after": "sch-x", "owner": None}
         plan = " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {queries()[name]}", params))
         assert "schedules_created" in plan and "TEMP B-TREE" not in plan, plan
     after = queries()["list_schedules_after"]
@@ -175,7 +175,7 @@ def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path:
         " max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status)"
         " VALUES (2, 'k', 'f', 'q', '[]', '[]', '/', 1002, 0, 1, 0, 0, 5, 6, 'scheduled')"
     )
-    with pytest.raises(sqlite3.IntegrityError, match="jobs.owner_uid, jobs.key"):
+    with pytest.raises(sqlite3.IntegrityError, match=r"jobs\.owner_uid, jobs\.key"):
         conn.execute(
             "INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid,"
             " priority, max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at,"

@@ -11,8 +11,9 @@ knowing the ids up front lets a batch skip ``RETURNING`` and read nothing back.
 Idempotency: a spec whose key already names a job of the same owner (in the store, or
 earlier in the same batch) is not inserted; it answers the existing id, or raises
 :class:`KeyConflict` when the body (its fingerprint) differs. Keys are scoped per owner
-(migration 0009): another user's job is never an answer. Counts: ``job_counts`` has no insert trigger (since
-migration 0005); :func:`insert_jobs` adds one aggregated upsert per (queue, owner, bucket).
+(migration 0009): another user's job is never an answer. Counts: ``job_counts`` has no
+insert trigger (since migration 0005); :func:`insert_jobs` adds one aggregated upsert
+per (queue, owner, bucket).
 A job enqueued without a key gets a random one and an empty fingerprint: no later request
 can name it, so there is nothing to compare it with.
 """

@@ -74,9 +74,13 @@ class ScheduleOps:
         return self._read(lambda conn: schedule_from_row(_find(conn, ref)))
 
     def list_schedules(
-        self: _Host, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+        self: _Host,
+        include_deleted: bool = False,
+        limit: int = 1000,
+        after: str | None = None,
+        owner: int | None = None,
     ) -> list[Schedule]:
-        params = {"deleted": include_deleted, "limit": limit, "after": after}
+        params = {"deleted": include_deleted, "limit": limit, "after": after, "owner": owner}
         name = "list_schedules" if after is None else "list_schedules_after"
         return self._read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]

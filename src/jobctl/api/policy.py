@@ -120,15 +120,21 @@ def _pattern(template: str) -> re.Pattern[str]:
     return re.compile(body + "/?")
 
 
-_MATCHERS = [(method, _pattern(path), action) for (method, path), action in ROUTES.items()]
+_MATCHERS = [(route, _pattern(route[1])) for route in ROUTES]
+
+
+def route_for(method: str, path: str) -> tuple[str, str] | None:
+    """The (method, path template) of :data:`ROUTES` a request is for; None if none."""
+    for route, pattern in _MATCHERS:
+        if route[0] == method and pattern.fullmatch(path):
+            return route
+    return None
 
 
 def action_for(method: str, path: str) -> Action | None:
     """The action of a request; None for a path or method no route serves."""
-    for m, pattern, action in _MATCHERS:
-        if m == method and pattern.fullmatch(path):
-            return action
-    return None
+    route = route_for(method, path)
+    return None if route is None else ROUTES[route]
 
 
 @dataclass

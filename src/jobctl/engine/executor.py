@@ -58,7 +58,7 @@ class Executor:
         access: Access | None = None,
     ) -> None:
         self._store = store
-        self._access = access or Access()
+        self.access = access or Access()
         self._clock = clock
         self.config = config
         self.owner = owner
@@ -101,7 +101,7 @@ class Executor:
 
     async def _run(self, claim: Claim) -> None:
         job = claim.job
-        refused = self._access.run_refusal(job.spec.owner_uid, self._clock.now())
+        refused = self.access.run_refusal(job.spec.owner_uid, self._clock.now())
         if refused is not None:  # removed, locked or denied since it was enqueued
             log.warning("event=denied job=%s reason=%s", job.id, logval(refused))
             result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)

@@ -103,7 +103,7 @@ class Executor:
         job = claim.job
         refused = self.access.run_refusal(job.spec.owner_uid, self._clock.now())
         if refused is not None:  # removed, locked or denied since it was enqueued
-            log.warning("event=denied job=%s reason=%s", job.id, logval(refused))
+            log.warning("event=owner_denied job=%s reason=%s", job.id, logval(refused))
             result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
             await self._finish(claim, result)
             return

@@ -185,3 +185,16 @@ async def test_metrics_every_user_reads_name_no_user(peers: Peers) -> None:
             labels |= {part.split("=", 1)[0] for part in inside.split(",") if "=" in part}
     assert labels and not {x for x in labels if any(w in x for w in ("owner", "uid", "user"))}
     assert str(UIDS[OWNER]) not in text
+
+
+async def test_schedule_names_are_each_users_own(peers: Peers) -> None:
+    body = {"every": 60, "name": "report", "job": {"command": ["true"]}}
+    status, mine = await peers.call(OWNER, "POST", "/v1/schedules", body)
+    assert status == 201
+    status, theirs = await peers.call(OTHER, "POST", "/v1/schedules", body)
+    assert status == 201 and theirs["id"] != mine["id"]  # the name taken by another is no 409
+    _, shown = await peers.call(OTHER, "GET", "/v1/schedules/report", None)
+    assert shown["id"] == theirs["id"]
+    status, _ = await peers.call(ADMIN, "GET", "/v1/schedules/report", None)
+    assert status == 404  # the admin has no "report": others' schedules by id
+    assert (await peers.call(ADMIN, "GET", f"/v1/schedules/{mine['id']}", None))[0] == 200

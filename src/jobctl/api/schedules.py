@@ -23,7 +23,7 @@ _TICK = timedelta(milliseconds=1)  # fires() is exclusive: include next_run_at i
 async def visible(ctx: Context, who: Caller, ref: str) -> Schedule:
     """The schedule ``ref`` names, if the caller may see it; else as if it did not exist.
     Every route below acts on the id this returns (the owner never changes)."""
-    sched = await ctx.store.run(ctx.st.get_schedule, ref)
+    sched = await ctx.store.run(ctx.st.get_schedule, ref, who.uid)  # a name: the caller's
     who.check(sched.spec.owner_uid, NotVisible(f"no schedule {ref!r}", schedule=ref))
     return sched
 

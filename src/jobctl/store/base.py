@@ -219,8 +219,9 @@ class Store(Protocol):
         """Store a schedule; its cursor starts at the first fire time after now."""
         ...
 
-    def get_schedule(self, ref: str) -> Schedule:
-        """By id or name (deleted ones by id only); NotFound otherwise."""
+    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
+        """By id or name (deleted ones by id only); NotFound otherwise. Names are unique
+        per owner: with ``owner``, a name means that user's schedule."""
         ...
 
     def list_schedules(

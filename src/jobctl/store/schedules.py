@@ -58,7 +58,8 @@ class ScheduleOps:
     def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.clock.now()
-            if spec.name and conn.execute(q("schedule_by_name"), {"ref": spec.name}).fetchone():
+            named = {"ref": spec.name, "owner": spec.owner_uid}
+            if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
                 raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
             first = spec.timing.next_after(now)
             params = _schedule_params(spec, now, first)
@@ -70,8 +71,8 @@ class ScheduleOps:
 
         return self._writer.call(tx)
 
-    def get_schedule(self: _Host, ref: str) -> Schedule:
-        return self._read(lambda conn: schedule_from_row(_find(conn, ref)))
+    def get_schedule(self: _Host, ref: str, owner: int | None = None) -> Schedule:
+        return self._read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
 
     def list_schedules(
         self: _Host,
@@ -216,10 +217,11 @@ def _passed(timing: Timing, first: datetime, now: datetime) -> tuple[Skips, date
     return Skips().add(times), t
 
 
-def _find(conn: sqlite3.Connection, ref: str) -> sqlite3.Row:
+def _find(conn: sqlite3.Connection, ref: str, owner: int | None = None) -> sqlite3.Row:
+    """By id, else by a live schedule's name (``owner``'s, when given)."""
     row = conn.execute(q("schedule_by_id"), {"ref": ref}).fetchone()
     if row is None:
-        row = conn.execute(q("schedule_by_name"), {"ref": ref}).fetchone()
+        row = conn.execute(q("schedule_by_name"), {"ref": ref, "owner": owner}).fetchone()
     if row is None:
         raise NotFound(f"no schedule {ref!r}", schedule=ref)
     found: sqlite3.Row = row

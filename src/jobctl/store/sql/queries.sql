@@ -191,7 +191,11 @@ INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 SELECT * FROM schedules WHERE id = :ref;
 
 -- name: schedule_by_name
-SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
+-- Names are unique per owner (migration 0009): a name means the caller's schedule
+-- (:owner NULL: the oldest live schedule of that name, whoever owns it).
+SELECT * FROM schedules
+WHERE name = :ref AND deleted_at IS NULL AND (:owner IS NULL OR owner_uid = :owner)
+ORDER BY created_at LIMIT 1;
 
 -- name: list_schedules
 -- The first page, oldest first (index schedules_created).

@@ -1,10 +1,12 @@
--- 0009: job keys are unique per owner, not across all users (docs/security.md).
--- Two users who pick the same --key get two jobs, and an enqueue can never answer with
--- another user's job. SQLite cannot drop a column's UNIQUE constraint, so the table is
--- rebuilt (SQLite's documented procedure: foreign keys off for this migration, the rows
--- copied as they are, then its indexes and triggers re-created; attempts keep pointing at
--- the rebuilt `jobs`). The unique index (owner_uid, key) replaces the one on key alone:
--- the same cost per insert, and a schedule's jobs are still one range of it.
+-- 0009: job keys and schedule names are unique per owner, not across all users
+-- (docs/security.md). Two users who pick the same --key get two jobs, and an enqueue can
+-- never answer with another user's job; two users may both name a schedule "report" (or
+-- import the same crontab line), and a name taken by another user is not revealed.
+-- SQLite cannot drop a column's UNIQUE constraint, so both tables are rebuilt (SQLite's
+-- documented procedure: foreign keys off for this migration, the rows copied as they are,
+-- then indexes, triggers and views re-created; attempts, cursors and skips keep pointing
+-- at the rebuilt tables). The unique index (owner_uid, key) replaces the one on key
+-- alone: the same cost per insert, and a schedule's jobs are still one range of it.
 -- jobctl: foreign_keys=off
 
 CREATE TABLE jobs_new (
@@ -95,3 +97,52 @@ WHEN OLD.status <> NEW.status AND OLD.status || '>' || NEW.status NOT IN (
 ) BEGIN
     SELECT RAISE(ABORT, 'illegal job transition');
 END;
+
+-- Schedule names: unique per owner. The view `schedules` (0008) is dropped first (a
+-- rename checks the views that name a table) and re-created as it was.
+DROP VIEW schedules;
+
+CREATE TABLE schedule_defs_new (
+    id              TEXT    PRIMARY KEY,
+    name            TEXT,
+    cron            TEXT,
+    every_ms        INTEGER CHECK (every_ms IS NULL OR every_ms >= 1000),
+    anchor          INTEGER,
+    tz              TEXT    NOT NULL,
+    template        TEXT    NOT NULL,            -- JSON: the job of every occurrence
+    owner_uid       INTEGER NOT NULL,
+    misfire         TEXT    NOT NULL CHECK (misfire IN ('skip', 'once', 'all')),
+    catch_up_limit  INTEGER NOT NULL CHECK (catch_up_limit >= 1),
+    overlap         TEXT    NOT NULL CHECK (overlap IN ('skip', 'queue', 'allow')),
+    jitter_ms       INTEGER NOT NULL DEFAULT 0 CHECK (jitter_ms >= 0),
+    created_at      INTEGER NOT NULL,
+    misfire_skips   INTEGER NOT NULL DEFAULT 0,
+    overlap_skips   INTEGER NOT NULL DEFAULT 0,
+    pause_skips     INTEGER NOT NULL DEFAULT 0,
+    last_skip_at    INTEGER,
+    last_skip_reason TEXT,
+    last_skip_nominal INTEGER,
+    CHECK ((cron IS NULL) <> (every_ms IS NULL)),
+    CHECK (every_ms IS NULL OR anchor IS NOT NULL)
+);
+
+INSERT INTO schedule_defs_new (id, name, cron, every_ms, anchor, tz, template, owner_uid,
+    misfire, catch_up_limit, overlap, jitter_ms, created_at, misfire_skips, overlap_skips,
+    pause_skips, last_skip_at, last_skip_reason, last_skip_nominal)
+SELECT id, name, cron, every_ms, anchor, tz, template, owner_uid,
+    misfire, catch_up_limit, overlap, jitter_ms, created_at, misfire_skips, overlap_skips,
+    pause_skips, last_skip_at, last_skip_reason, last_skip_nominal
+FROM schedule_defs;
+
+DROP TABLE schedule_defs;
+ALTER TABLE schedule_defs_new RENAME TO schedule_defs;
+
+CREATE UNIQUE INDEX schedule_defs_owner_name ON schedule_defs (owner_uid, name);
+CREATE INDEX schedules_created ON schedule_defs (created_at, id);
+
+CREATE VIEW schedules AS
+SELECT d.id, d.name, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.paused, c.deleted_at, d.created_at,
+       c.next_run_at, c.waiting, c.last_job_id, d.misfire_skips, d.overlap_skips,
+       d.pause_skips, d.last_skip_at, d.last_skip_reason, d.last_skip_nominal
+FROM schedule_defs d JOIN schedule_cursors c ON c.id = d.id;

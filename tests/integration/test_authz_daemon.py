@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import pytest
 
+from jobctl.cli.main import run
 from tests.authz_matrix import ADMIN, OTHER, OWNER, run_matrix
 from tests.integration.conftest import DaemonProc
 
@@ -33,6 +34,7 @@ USERS = {OWNER: "jctown", OTHER: "jctoth", ADMIN: "jctadm"}
 #: Runs as root, imports what it needs, drops to the user (groups, gid, uid), then answers
 #: one request per stdin line: [method, path, body] -> [status, data]. The interpreter
 #: lives under /root, which the users cannot read: nothing may be imported after the drop.
+_LATER = "2099-01-01T00:00:00Z"
 HELPER = r"""
 import http.client, json, os, socket, sys
 uid, gid, groups, path = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
@@ -167,6 +169,29 @@ async def test_the_isolation_matrix_over_the_socket(
 
     await run_matrix(call, dead_job)
     assert grp.getgrnam(SOCKET_GROUP)  # the users reached the socket through its group
+
+
+def test_the_cli_passes_all_users(
+    shared: tuple[DaemonProc, dict[str, Peer], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root (an admin) with the CLI: its own by default, everyone's with --all-users."""
+    daemon, peers, _ = shared
+    status, job = peers[OWNER].request("POST", "/v1/jobs", {"command": ["true"], "run_at": _LATER})
+    assert status == 201
+    _, sched = peers[OWNER].request(
+        "POST", "/v1/schedules", {"every": 3600, "job": {"command": ["true"]}}
+    )
+    sock = str(daemon.socket)
+    for argv, key, theirs in (
+        (["list"], "id", job["id"]),
+        (["schedules", "list"], "id", sched["id"]),
+    ):
+        assert run([*argv, "--json", "--socket", sock]) == 0
+        assert theirs not in {x[key] for x in json.loads(capsys.readouterr().out)}
+        assert run([*argv, "--all-users", "--json", "--socket", sock]) == 0
+        assert theirs in {x[key] for x in json.loads(capsys.readouterr().out)}
+    assert run(["dlq", "list", "--all-users", "--json", "--socket", sock]) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_a_user_denied_after_enqueue_is_refused_and_their_job_not_run(

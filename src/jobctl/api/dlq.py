@@ -44,7 +44,7 @@ async def replay(body: ReplayIn, ctx: Ctx, who: Who) -> dict[str, Any]:
     for both). Without ids: the caller's oldest dead jobs; ``all_users`` (admins):
     everyone's."""
     if body.ids:
-        for job_id in body.ids:
+        for job_id in body.ids[: body.limit]:  # the store replays no more than these
             await visible_job(ctx, who, job_id)
         owner = None
     else:

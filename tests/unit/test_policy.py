@@ -77,6 +77,7 @@ def test_the_docs_print_the_table() -> None:
         ("POST", "/v1/queues/mail/pause", Action.QUEUE_ADMIN),
         ("POST", "/v1/prune", Action.PRUNE),
         ("GET", "/v1/metrics", Action.READ_SHARED),
+        ("HEAD", "/v1/jobs/7", Action.READ_OWN),
         ("DELETE", "/v1/jobs/7", None),
         ("GET", "/v1/jobs/7/cancel/x", None),
         ("GET", "/", None),

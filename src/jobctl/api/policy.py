@@ -124,7 +124,10 @@ _MATCHERS = [(route, _pattern(route[1])) for route in ROUTES]
 
 
 def route_for(method: str, path: str) -> tuple[str, str] | None:
-    """The (method, path template) of :data:`ROUTES` a request is for; None if none."""
+    """The (method, path template) of :data:`ROUTES` a request is for; None if none.
+    ``HEAD`` is ``GET`` without the body (Starlette serves it from the GET route)."""
+    if method == "HEAD":
+        method = "GET"
     for route, pattern in _MATCHERS:
         if route[0] == method and pattern.fullmatch(path):
             return route

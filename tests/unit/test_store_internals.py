@@ -184,3 +184,25 @@ def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path:
         )
     conn.execute("DELETE FROM jobs WHERE id = 1")  # the cascade still reaches attempts
     assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("jobs_by_keys", "jobs_owner_key"),
+        ("schedule_jobs", "jobs_owner_key"),
+        ("schedule_by_name", "schedule_defs_name"),
+        ("schedule_by_name_any", "schedule_defs_name"),
+        ("list_dead", "jobs_dead"),
+        ("dead_ids", "jobs_dead"),
+        ("list_jobs_by_status", "jobs_status"),
+    ],
+)
+def test_owner_scoped_lookups_seek_an_index(tmp_path: Path, name: str, index: str) -> None:
+    """Keys and names per owner (0009) and the owner filters keep every lookup a seek."""
+    conn = connect(str(tmp_path / "o.db"))
+    migrate(conn)
+    sql = queries()[name]
+    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", dict.fromkeys(_params(sql)))]
+    assert index in plan[0] and plan[0].startswith("SEARCH"), plan
+    assert all(not step.startswith("SCAN") for step in plan), plan

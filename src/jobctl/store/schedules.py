@@ -220,7 +220,9 @@ def _passed(timing: Timing, first: datetime, now: datetime) -> tuple[Skips, date
 def _find(conn: sqlite3.Connection, ref: str, owner: int | None = None) -> sqlite3.Row:
     """By id, else by a live schedule's name (``owner``'s, when given)."""
     row = conn.execute(q("schedule_by_id"), {"ref": ref}).fetchone()
-    if row is None:
+    if row is None and owner is None:
+        row = conn.execute(q("schedule_by_name_any"), {"ref": ref}).fetchone()
+    elif row is None:
         row = conn.execute(q("schedule_by_name"), {"ref": ref, "owner": owner}).fetchone()
     if row is None:
         raise NotFound(f"no schedule {ref!r}", schedule=ref)

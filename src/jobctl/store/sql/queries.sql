@@ -191,11 +191,13 @@ INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 SELECT * FROM schedules WHERE id = :ref;
 
 -- name: schedule_by_name
--- Names are unique per owner (migration 0009): a name means the caller's schedule
--- (:owner NULL: the oldest live schedule of that name, whoever owns it).
-SELECT * FROM schedules
-WHERE name = :ref AND deleted_at IS NULL AND (:owner IS NULL OR owner_uid = :owner)
-ORDER BY created_at LIMIT 1;
+-- Names are unique per owner (migration 0009): a name means the caller's schedule.
+SELECT * FROM schedules WHERE name = :ref AND owner_uid = :owner AND deleted_at IS NULL;
+
+-- name: schedule_by_name_any
+-- For in-process callers that name no owner: the live schedule of that name with the
+-- lowest owner uid (through the same index).
+SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL ORDER BY owner_uid LIMIT 1;
 
 -- name: list_schedules
 -- The first page, oldest first (index schedules_created).

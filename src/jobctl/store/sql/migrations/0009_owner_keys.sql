@@ -137,7 +137,8 @@ FROM schedule_defs;
 DROP TABLE schedule_defs;
 ALTER TABLE schedule_defs_new RENAME TO schedule_defs;
 
-CREATE UNIQUE INDEX schedule_defs_owner_name ON schedule_defs (owner_uid, name);
+-- Name first: a lookup by name alone (in-process callers) uses it as well.
+CREATE UNIQUE INDEX schedule_defs_name ON schedule_defs (name, owner_uid);
 CREATE INDEX schedules_created ON schedule_defs (created_at, id);
 
 CREATE VIEW schedules AS

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl import __version__
+from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
@@ -55,6 +56,10 @@ class DaemonConfig:
     kill_grace: float = 10.0
     shutdown_grace: float = 30.0
     socket_group: str | None = None
+    #: Authorization (jobctl.access): admins' group, cron-style allow and deny files.
+    admin_group: str | None = None
+    allow_file: Path = DEFAULT_ALLOW
+    deny_file: Path = DEFAULT_DENY
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
@@ -146,6 +151,7 @@ class Daemon:
             retention=self.config.retention,
             retry=self.config.retry,
             due=parts.timer.wake,
+            access=parts.access,
         )
 
 
@@ -158,6 +164,7 @@ class Parts:
     materializer: Materializer
     reaper: Reaper
     metrics: Metrics
+    access: Access
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -166,6 +173,7 @@ class Parts:
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
+    access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
     materializer = Materializer(astore, cfg.clock, metrics=metrics)
 
     def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
@@ -179,11 +187,12 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         owner,
         on_finish=finished,
         metrics=metrics,
+        access=access,
     )
     timer = Timer(astore, cfg.clock, executor, metrics)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)
-    return Parts(executor, timer, materializer, reaper, metrics)
+    return Parts(executor, timer, materializer, reaper, metrics, access)
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from jobctl.domain.models import Backoff
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine.process import process_start_time
 from jobctl.engine.recovery import recover
 from tests.engine.conftest import Engine
 
 DEAD = "testhost:999:dead00"
+NOW = Backoff(0, 0)  # a reclaimed job is due again at once: every crash finds it running
 
 
 @pytest.fixture
@@ -38,6 +42,13 @@ def _spawn(procs: list[subprocess.Popen[bytes]], env: dict[str, str]) -> subproc
         ["sleep", "30"], env={"PATH": os.environ["PATH"], **env}, start_new_session=True
     )
     procs.append(p)
+    # until exec, /proc shows the test's own environment: wait for it, as a real survivor
+    # of a dead daemon is long past its exec
+    cmdline = Path(f"/proc/{p.pid}/cmdline")
+    for _ in range(500):
+        if cmdline.read_bytes().startswith(b"sleep"):
+            break
+        time.sleep(0.01)
     return p
 
 
@@ -78,3 +89,51 @@ async def test_other_hosts_leases_are_left_to_expire(engine: Engine) -> None:
     engine.store.claim_due("otherhost:5:abc", 1, 30)
     assert await recover(engine.astore, engine.executor.owner, grace=1) == 0
     assert engine.store.get(job.id).status is JobStatus.RUNNING
+
+
+def _crash(engine: Engine, n: int, procs: list[subprocess.Popen[bytes]], alive: set[int]) -> str:
+    """Daemon ``n`` of this host claims every due job and is killed: the commands of the
+    jobs in ``alive`` outlive it (as a ``kill -9`` leaves them), the others had exited."""
+    owner = f"testhost:{1000 + n}:dead{n:02d}"
+    for claim in engine.store.claim_due(owner, 100, 30):
+        if claim.job.id in alive:
+            env = {"JOBCTL_JOB_ID": str(claim.job.id), "JOBCTL_LEASE_OWNER": owner}
+            _spawn(procs, env)
+    engine.clock.advance(5)
+    return owner
+
+
+async def test_unrelated_crashes_never_make_healthy_jobs_poison(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 13: long jobs running at every kill -9 of the daemon ended ``poison`` at the
+    third, whatever their --max-attempts; those commands had outlived each crash."""
+    engine.timer.stop()
+    long = [
+        engine.add("sleep 30", key=f"long{i}", max_attempts=5, backoff=NOW).id for i in range(3)
+    ]
+    short = [engine.add("true", key=f"short{i}", max_attempts=5, backoff=NOW).id for i in range(2)]
+    for n in range(4):
+        _crash(engine, n, procs, alive=set(long))
+        assert await recover(engine.astore, engine.executor.owner, grace=2) == 5
+        jobs = [engine.store.get(i) for i in long + short]
+        assert all(j.status is JobStatus.SCHEDULED for j in jobs), [j.dead_reason for j in jobs]
+    # the budget still holds: the fifth crash is the fifth attempt lost
+    _crash(engine, 4, procs, alive=set(long))
+    await recover(engine.astore, engine.executor.owner, grace=2)
+    reasons = {engine.store.get(i).dead_reason for i in long + short}
+    assert reasons == {"lease_expired"}
+
+
+async def test_a_job_alone_at_every_crash_is_poison_before_its_budget_is_spent(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    engine.timer.stop()
+    bystander = engine.add("sleep 30", key="bystander", max_attempts=9, backoff=NOW)
+    culprit = engine.add("true", key="culprit", max_attempts=5, backoff=NOW)
+    for n in range(3):
+        _crash(engine, n, procs, alive={bystander.id})
+        assert await recover(engine.astore, engine.executor.owner, grace=2) == 2
+    job = engine.store.get(culprit.id)
+    assert (job.status, job.dead_reason, job.failures) == (JobStatus.DEAD, "poison", 3)
+    assert engine.store.get(bystander.id).status is JobStatus.SCHEDULED

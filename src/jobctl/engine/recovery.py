@@ -46,7 +46,8 @@ def survivors(orphan: Orphan) -> set[int]:
         )
     )
     pids.discard(os.getpid())
-    return pids
+    # a zombie has exited (init may be slow to reap it, or not reap at all in a container)
+    return {p for p in pids if _alive(p)}
 
 
 async def stop_pids(pids: set[int], grace: float) -> None:
@@ -73,24 +74,39 @@ def _alive(pid: int) -> bool:
 
 
 async def recover(store: AsyncStore, owner: str, grace: float) -> int:
-    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count."""
+    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count.
+
+    What was found is kept before anything is stopped (a crash during recovery must not
+    turn a survivor into a suspect): an orphan whose command had already gone is a suspect
+    of the crash, one whose command still ran is not (the poison rule, docs/guarantees.md).
+    """
     host = owner_host(owner)
-    count = 0
-    for orphan in await store.run(store.store.running):
-        if owner_host(orphan.lease_owner) != host or orphan.lease_owner == owner:
-            continue  # another host's lease: it expires and is reclaimed by the timer
-        pids = survivors(orphan)
+    orphans = [
+        o
+        for o in await store.run(store.store.running)
+        if owner_host(o.lease_owner) == host and o.lease_owner != owner
+    ]  # another host's lease expires and is reclaimed by the timer
+    found = {o.job_id: survivors(o) for o in orphans}
+    marks = [(o.job_id, o.generation, not found[o.job_id]) for o in orphans]
+    if marks:
+        await store.run(store.store.mark_crash_evidence, marks)
+    for orphan in orphans:
+        pids = found[orphan.job_id]
         if pids:
             log.warning("event=stopping_survivor job=%s pids=%s", orphan.job_id, sorted(pids))
             await stop_pids(pids, grace)
-        await store.run(
+        job = await store.run(
             store.store.reclaim,
             orphan.job_id,
             orphan.generation,
             f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up",
         )
         log.warning(
-            "event=reclaimed job=%s gen=%s reason=daemon_restart", orphan.job_id, orphan.generation
+            "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
+            orphan.job_id,
+            orphan.generation,
+            "yes" if pids else "no",
+            job.status.value,
+            f" dead_reason={job.dead_reason}" if job.dead_reason else "",
         )
-        count += 1
-    return count
+    return len(orphans)

@@ -20,11 +20,12 @@ from typing import TypeVar
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
-from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
+from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.crashes import CrashOps, crash_streak
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
@@ -54,7 +55,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -192,9 +193,11 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
-        expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
+        poison = result.outcome is Outcome.LEASE_EXPIRED and crash_poison(
+            job_id, crash_streak(conn, job_id)
+        )
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, expiries, result.dead_reason
+            job, result.outcome, result.exit_code, now, self._rng, poison, result.dead_reason
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
@@ -435,18 +438,6 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-
-
-def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
-    """Attempts in a row ending with a lost lease, counting the one ending now."""
-    params = {"job_id": job_id, "limit": POISON_LEASE_EXPIRIES}
-    recent = [r["outcome"] for r in conn.execute(q("recent_outcomes"), params)][1:]
-    run = 1
-    for outcome in recent:
-        if outcome != Outcome.LEASE_EXPIRED.value:
-            break
-        run += 1
-    return run
 
 
 def _take_lock(db_path: str) -> int:

@@ -18,6 +18,7 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
     ├── DaemonLocked            another daemon already owns the database
     └── StoreError              the store failed (I/O, corruption, schema too new)
+        └── StoreCorrupt        the database file is damaged: refused at start, 503 at run time
 """
 
 from __future__ import annotations
@@ -86,3 +87,10 @@ class DaemonLocked(JobctlError):
 
 class StoreError(JobctlError):
     code = "store_error"
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged or is no database: the daemon does not start on it,
+    or, found while running, the degraded daemon refuses the write (docs/operations.md)."""
+
+    code = "store_corrupt"

@@ -15,6 +15,7 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.Conflict, 4),
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
+    (errors.StoreCorrupt, 9),
     (errors.StoreError, 7),
     (errors.Forbidden, 8),
     (errors.JobctlError, 1),

@@ -33,6 +33,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.LeaseLost,
         errors.DaemonLocked,
         errors.StoreError,
+        errors.StoreCorrupt,
     )
 }
 

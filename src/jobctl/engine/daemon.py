@@ -226,10 +226,14 @@ def _watchdog(
 ) -> Coroutine[Any, Any, None]:
     """Watchdog pings that also prove the timer and the materializer complete passes."""
     timer, materializer = parts.timer, parts.materializer
-    healthy = systemd.StallCheck(
+    stalls = systemd.StallCheck(
         timer=(lambda: timer.ticks, timer.wake),
         materializer=(lambda: materializer.last_run, materializer.wake),
     )
+
+    def healthy() -> bool:  # degraded (a corrupt store) parks the loops on purpose
+        return astore.store.degraded() is not None or stalls()
+
     return systemd.run_watchdog(notifier, systemd.daemon_status(astore, parts.executor), healthy)
 
 

@@ -24,7 +24,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
-from jobctl.errors import JobctlError, LeaseLost, NotFound
+from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
@@ -149,6 +149,8 @@ class Executor:
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
         try:
             alive = await self._store.record_process(record)
+        except StoreCorrupt:  # logged once by the store; recovery can still find it by env
+            return
         except Exception as exc:  # the store failed: recovery can still find it by env
             log.error("event=record_failed job=%s error=%s", c.job.id, logval(exc))
             return
@@ -184,6 +186,8 @@ class Executor:
                 done = await self._store.finish(job_id, claim.generation, result)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
+                return None
+            except StoreCorrupt:  # logged once by the store; the job runs again after repair
                 return None
             except JobctlError as exc:  # a logic refusal: trying again cannot help
                 log.error("event=finish_refused job=%s error=%s", job_id, logval(exc))
@@ -272,6 +276,8 @@ class Executor:
             return
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
+        except StoreCorrupt:  # logged once by the store; its leases run out after repair
+            return
         except Exception as exc:
             log.error("event=heartbeat_failed error=%s", logval(exc))
             return

@@ -3,7 +3,9 @@
 A service runs :meth:`Service.run_once` and sleeps until the instant it returns (``None``:
 until woken), on the injected clock; :meth:`wake` cuts the sleep short, :meth:`stop` ends
 the loop. A failing pass is logged and retried after a second: a broken disk must not
-silently kill the timer or the materializer.
+silently kill the timer or the materializer. A corrupt database is different: retrying
+cannot help and each try would log again, so a pass that finds the store corrupt parks
+the service (quietly: the store logged the corruption once) until the daemon stops.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
+from jobctl.errors import StoreCorrupt
 from jobctl.logfmt import logval
 
 
@@ -26,6 +29,8 @@ class Service(ABC):
         self._stopping = False
         self._asleep = False
         self._deadline: datetime | None = None
+        #: The store was found corrupt: no more passes (the daemon is degraded).
+        self.parked = False
 
     def wake(self, at: datetime | None = None) -> None:
         """Run a pass now; with ``at``, only if that is before the pass already planned.
@@ -52,6 +57,10 @@ class Service(ABC):
             self._wake.clear()
             try:
                 deadline = await self.run_once()
+            except StoreCorrupt:
+                self.parked = True
+                await self._until_stopped()
+                continue
             except Exception as exc:
                 log.error("event=%s_failed error=%s", self.name, logval(exc))
                 await asyncio.sleep(1.0)
@@ -62,6 +71,11 @@ class Service(ABC):
                     await self._clock.sleep_until(deadline, self._wake)
                 finally:
                     self._asleep = False
+
+    async def _until_stopped(self) -> None:
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
 
     @abstractmethod
     async def run_once(self) -> datetime | None:

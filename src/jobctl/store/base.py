@@ -127,6 +127,11 @@ class Store(Protocol):
         """
         ...
 
+    def degraded(self) -> str | None:
+        """Why the store refuses writes (its file was found corrupt while running), else
+        None. Nothing clears it but a restart on a repaired file."""
+        ...
+
     def running(self) -> list[Orphan]:
         """Every running job with the process recorded for its current attempt."""
         ...

@@ -27,6 +27,7 @@ from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.crashes import CrashOps, crash_streak
 from jobctl.store.finishing import FinishOps, stale
+from jobctl.store.health import Health, check_at_start, is_corruption, refused_at_start
 from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
@@ -74,12 +75,31 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = Writer(self._open_writer)
+        self.health = Health(self.path)
+        try:
+            self._writer = Writer(
+                self._open_writer, translate=self.health.translate, refusal=self.health.refusal
+            )
+        except BaseException as exc:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            if is_corruption(exc):
+                raise refused_at_start(self.path, exc) from None
+            raise
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)
-        migrate(conn)
+        try:
+            check_at_start(conn, self.path)
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def degraded(self) -> str | None:
+        return self.health.degraded
 
     def _now_ms(self) -> int:
         return rows.to_ms(self.clock.now())
@@ -91,11 +111,17 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
-        conn.execute("BEGIN")
         try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            error = self.health.translate(exc)
+            if error is exc:
+                raise
+            raise error from None
 
     # -- writes -----------------------------------------------------------------------
 

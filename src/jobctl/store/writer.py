@@ -22,13 +22,33 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
 
+
+def _same(exc: BaseException) -> BaseException:
+    return exc
+
+
+def _never() -> BaseException | None:
+    return None
+
+
 _Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
 
 
 class Writer:
-    def __init__(self, connect: Callable[[], sqlite3.Connection], batch_max: int = 1024) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        batch_max: int = 1024,
+        translate: Callable[[BaseException], BaseException] = _same,
+        refusal: Callable[[], BaseException | None] = _never,
+    ) -> None:
+        """``translate`` turns a failure into the error callers get (a corrupt file into
+        ``StoreCorrupt``); while ``refusal()`` returns an error, every write fails with it
+        at once, without touching the file (see :mod:`jobctl.store.health`)."""
         self._connect = connect
         self._batch_max = batch_max
+        self._translate = translate
+        self._refusal = refusal
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -42,6 +62,10 @@ class Writer:
         fut: Future[T] = Future()
         if not self._thread.is_alive():
             fut.set_exception(RuntimeError("store writer is closed"))
+            return fut
+        refused = self._refusal()
+        if refused is not None:
+            fut.set_exception(refused)
             return fut
         self._queue.put((fn, fut, bare))
         return fut
@@ -72,7 +96,7 @@ class Writer:
                 if len(bare) < len(batch):
                     self._commit(conn, [op for op in batch if not op[2]])
                 for fn, fut, _ in bare:
-                    _resolve(fut, fn, conn)
+                    _resolve(fut, fn, conn, self._translate)
         finally:
             conn.close()
 
@@ -100,26 +124,39 @@ class Writer:
                 outcomes.append(_run_in_savepoint(conn, fn))
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
-            log.error("group commit of %d writes failed: %s", len(batch), exc)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            error = self._translate(exc)
+            if error is exc:  # a corrupt file is logged once, by the translation
+                log.error("group commit of %d writes failed: %s", len(batch), exc)
+            self._rollback(conn)
             for _, fut, _ in batch:
-                fut.set_exception(exc)
+                fut.set_exception(error)
             return
         for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 fut.set_result(value)
             else:
-                fut.set_exception(value)
+                fut.set_exception(self._translate(value))
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        """Roll back what is left; a damaged file may refuse even that."""
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.DatabaseError as exc:
+            log.debug("rollback failed: %s", exc)
 
 
 def _resolve(
-    fut: Future[Any], fn: Callable[[sqlite3.Connection], Any], conn: sqlite3.Connection
+    fut: Future[Any],
+    fn: Callable[[sqlite3.Connection], Any],
+    conn: sqlite3.Connection,
+    translate: Callable[[BaseException], BaseException],
 ) -> None:
     try:
         fut.set_result(fn(conn))
     except Exception as exc:
-        fut.set_exception(exc)
+        fut.set_exception(translate(exc))
 
 
 def _run_in_savepoint(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from jobctl.domain.models import Backoff
 from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine import witness
 from jobctl.engine.process import process_start_time
 from jobctl.engine.recovery import recover
 from tests.engine.conftest import Engine
@@ -137,3 +139,34 @@ async def test_a_job_alone_at_every_crash_is_poison_before_its_budget_is_spent(
     job = engine.store.get(culprit.id)
     assert (job.status, job.dead_reason, job.failures) == (JobStatus.DEAD, "poison", 3)
     assert engine.store.get(bystander.id).status is JobStatus.SCHEDULED
+
+
+async def test_a_command_the_witness_saw_alive_at_the_death_is_no_suspect(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Gone at restart but alive when the daemon died: it finished meanwhile, innocently."""
+    engine.timer.stop()
+    db = engine.tmp / "w.db"
+    folder = witness.witness_dir(db)
+    folder.mkdir()
+    job = engine.add("true", key="finished-meanwhile", max_attempts=5, backoff=NOW)
+    for n in range(4):
+        owner = _crash(engine, n, procs, alive=set())
+        (folder / f"{owner}.json").write_text(json.dumps({"owner": owner, "alive": [job.id]}))
+        assert await recover(engine.astore, engine.executor.owner, grace=2, db=db) == 1
+        assert not any(folder.glob("*.json"))
+        assert engine.store.get(job.id).status is JobStatus.SCHEDULED
+
+
+def test_the_witness_lists_the_commands_alive_when_its_daemon_dies(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    db, owner = tmp_path / "j.db", "testhost:4242:w1"
+    first = witness.Witness(db, owner)
+    first.stop()  # a clean stop leaves no evidence
+    assert not any(witness.witness_dir(db).glob("*.json"))
+    _spawn(procs, {"JOBCTL_JOB_ID": "7", "JOBCTL_LEASE_OWNER": owner})
+    w = witness.Witness(db, owner)
+    os.close(w._write)  # what the kernel does when the daemon dies
+    assert witness.witnessed(db, owner, wait=10) == {7}
+    w._proc.wait(5)

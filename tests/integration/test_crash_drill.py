@@ -69,3 +69,37 @@ def test_a_job_that_kills_its_daemon_each_time_is_poison_after_three(
     job = d.client().get(job_id)
     assert (job["status"], job["dead_reason"], job["failures"]) == ("dead", "poison", 3)
     assert d.proc is not None and d.proc.poll() is None  # the daemon stays up now
+
+
+def test_a_job_that_ends_between_the_crash_and_the_restart_is_not_blamed(
+    make_daemon: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    """The drill's case: the command was running when the daemon was killed but had
+    finished by the time the next daemon looked. Without the witness it looked like the
+    culprit (gone at restart, the only suspect) and ended poison at the third kill."""
+    d = make_daemon()
+    witness_dir = d.db.with_name(d.db.name + ".witness")
+    script = (
+        f"touch {tmp_path}/started.$JOBCTL_ATTEMPT; "
+        f'if [ "$JOBCTL_ATTEMPT" -le 3 ]; then '
+        f"while [ ! -e {tmp_path}/release.$JOBCTL_ATTEMPT ]; do sleep 0.01; done; fi; "
+        f"touch {tmp_path}/ended.$JOBCTL_ATTEMPT"
+    )
+    job_id = int(cli(d, "add", "--max-attempts", "5", "--backoff", "0", "--shell", "--", script))
+    leftover: list[Path] = []
+    for attempt in (1, 2, 3):
+        wait_until((tmp_path / f"started.{attempt}").exists, what=f"attempt {attempt}")
+        d.signal(signal.SIGKILL)
+        d.wait()
+        wait_until(lambda: any(witness_dir.glob("*.json")), what="the witness's evidence")
+        (tmp_path / f"release.{attempt}").touch()
+        wait_until((tmp_path / f"ended.{attempt}").exists, what=f"attempt {attempt} to end")
+        d = make_daemon(start=False).start(wait=False)
+        line = d.wait_for_line(f"event=reclaimed job={job_id} ")
+        assert "survivor=no status=scheduled" in line, line
+        d.wait_for_line("event=ready")
+        leftover.extend(witness_dir.glob("*.json"))  # each is used up by the recovery
+    d.wait_for_line(f"event=succeeded job={job_id} ")
+    job = d.client().get(job_id)
+    assert [a["outcome"] for a in job["attempts"]] == ["lease_expired"] * 3 + ["succeeded"]
+    assert leftover == []

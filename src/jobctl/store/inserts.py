@@ -5,8 +5,10 @@ so a batch of N jobs costs one key lookup, one ``executemany`` and one counter u
 per lane instead of N round trips, N ``RETURNING`` rows and N trigger runs.
 
 Ids are assigned here, not by SQLite: the caller runs inside the single writer's
-``BEGIN IMMEDIATE`` transaction, so ``max(id) + 1`` is exactly what SQLite would pick, and
-knowing the ids up front lets a batch skip ``RETURNING`` and read nothing back.
+``BEGIN IMMEDIATE`` transaction, so one more than the highest id ever given (AUTOINCREMENT's
+high-water mark, query ``max_job_id``; never ``max(id)``, which goes back when the newest
+jobs are deleted) is exactly what SQLite would pick, and knowing the ids up front lets a
+batch skip ``RETURNING`` and read nothing back.
 
 Idempotency: a spec whose key already names a job (in the store, or earlier in the same
 batch) is not inserted; it answers the existing id, or raises :class:`KeyConflict` when

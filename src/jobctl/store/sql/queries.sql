@@ -15,7 +15,10 @@ INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
 ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
 
 -- name: max_job_id
-SELECT coalesce(max(id), 0) FROM jobs;
+-- The highest id ever given (migration 0009): AUTOINCREMENT's high-water mark, which a
+-- deleted newest job does not lower. max(id) as well, should the sequence row be missing.
+SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),
+           coalesce((SELECT max(id) FROM jobs), 0));
 
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);

@@ -32,7 +32,9 @@ def _at_version_8(path: Path) -> sqlite3.Connection:
         "INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)"
         " VALUES (9, 1, 1, 'w', 5)"
     )
-    conn.execute("INSERT INTO job_counts VALUES ('default', 0, 'due', 1), ('default', 0, 'running', 1)")
+    conn.execute(
+        "INSERT INTO job_counts VALUES ('default', 0, 'due', 1), ('default', 0, 'running', 1)"
+    )
     return conn
 
 
@@ -63,9 +65,10 @@ def test_the_rebuilt_table_keeps_rows_columns_indexes_triggers(tmp_path: Path) -
     [fk] = conn.execute("PRAGMA foreign_key_list(attempts)").fetchall()
     assert (fk["table"], fk["on_delete"]) == ("jobs", "CASCADE")
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # back on
-    assert "AUTOINCREMENT" in conn.execute(
-        "SELECT sql FROM sqlite_master WHERE name = 'jobs'"
-    ).fetchone()[0]
+    assert (
+        "AUTOINCREMENT"
+        in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
+    )
     assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetchone()[0] == 9
 
 

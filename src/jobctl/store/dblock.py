@@ -78,9 +78,7 @@ def _lock_database(real: str, shown: str) -> int:
 
 
 def _in_use(path: str, holder: str) -> DaemonLocked:
-    return DaemonLocked(
-        f"database {path} is in use by {holder}; stop that daemon first", path=path
-    )
+    return DaemonLocked(f"database {path} is in use by {holder}; stop that daemon first", path=path)
 
 
 def _flock_holder(fd: int) -> int | None:

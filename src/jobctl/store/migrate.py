@@ -4,8 +4,8 @@
 transaction together with its row in ``schema_migrations``, so a crash between two
 migrations leaves a consistent, resumable schema. Foreign keys are off while they run,
 as SQLite's procedure for rebuilding a table asks (dropping a parent table would
-otherwise cascade to its children), and checked before each commit. A database newer than this code is
-refused rather than written with assumptions that no longer hold.
+otherwise cascade to its children), and checked before each commit. A database newer
+than this code is refused rather than written with assumptions that no longer hold.
 """
 
 from __future__ import annotations
@@ -78,9 +78,8 @@ def _apply(conn: sqlite3.Connection, mig: Migration) -> None:
             conn.execute(stmt)
         broken = conn.execute("PRAGMA foreign_key_check").fetchall()
         if broken:
-            raise StoreError(
-                f"migration {mig.version:04d}_{mig.name} breaks foreign keys: {[tuple(r) for r in broken[:3]]}"
-            )
+            shown = [tuple(r) for r in broken[:3]]
+            raise StoreError(f"migration {mig.version:04d}_{mig.name} breaks foreign keys: {shown}")
         conn.execute(
             "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
             (mig.version, mig.name),

@@ -187,7 +187,8 @@ INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 SELECT * FROM schedules WHERE id = :ref;
 
 -- name: schedule_by_name
-SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
+-- Live schedules only: a deleted one has given its name up (migration 0010).
+SELECT * FROM schedules WHERE id = (SELECT id FROM schedule_defs WHERE name = :ref);
 
 -- name: list_schedules
 -- The first page, oldest first (index schedules_created).
@@ -224,6 +225,10 @@ WHERE id = :id;
 -- name: delete_schedule
 UPDATE schedule_cursors SET deleted_at = :now, waiting = NULL
 WHERE id = :id AND deleted_at IS NULL;
+
+-- name: release_schedule_name
+-- With delete_schedule: the name is free for a new schedule; the view still shows it.
+UPDATE schedule_defs SET deleted_name = name, name = NULL WHERE id = :id AND name IS NOT NULL;
 
 -- name: set_last_job
 UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;

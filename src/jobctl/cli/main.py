@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING
 
 from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail
@@ -110,6 +109,8 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # a bug: still one line, the traceback only on request
         if os.environ.get("JOBCTL_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc} (JOBCTL_DEBUG=1 shows the traceback)")
         return INTERNAL

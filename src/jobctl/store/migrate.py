@@ -2,10 +2,8 @@
 
 ``sql/migrations/NNNN_name.sql`` files are applied in order, each in its own
 transaction together with its row in ``schema_migrations``, so a crash between two
-migrations leaves a consistent, resumable schema. Foreign keys are off while they run,
-as SQLite's procedure for rebuilding a table asks (dropping a parent table would
-otherwise cascade to its children), and checked before each commit. A database newer
-than this code is refused rather than written with assumptions that no longer hold.
+migrations leaves a consistent, resumable schema. A database newer than this code is
+refused rather than written with assumptions that no longer hold.
 """
 
 from __future__ import annotations
@@ -58,36 +56,21 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"database schema version {version} is newer than this jobctl knows "
             f"({len(known)}); upgrade jobctl"
         )
-    if version == len(known):
-        return version
-    enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
-    conn.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: none is open
-    try:
-        for mig in known[version:]:
-            _apply(conn, mig)
-    finally:
-        conn.execute(f"PRAGMA foreign_keys={'ON' if enforced else 'OFF'}")
+    for mig in known[version:]:
+        statements = [s for s in _split_statements(mig.sql) if s.strip()]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in statements:
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
+                (mig.version, mig.name),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
     return len(known)
-
-
-def _apply(conn: sqlite3.Connection, mig: Migration) -> None:
-    statements = [s for s in _split_statements(mig.sql) if s.strip()]
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for stmt in statements:
-            conn.execute(stmt)
-        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
-        if broken:
-            shown = [tuple(r) for r in broken[:3]]
-            raise StoreError(f"migration {mig.version:04d}_{mig.name} breaks foreign keys: {shown}")
-        conn.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
-            (mig.version, mig.name),
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _split_statements(sql: str) -> list[str]:

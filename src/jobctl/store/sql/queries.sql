@@ -15,10 +15,13 @@ INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
 ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
 
 -- name: max_job_id
--- The highest id ever given (migration 0009): AUTOINCREMENT's high-water mark, which a
--- deleted newest job does not lower. max(id) as well, should the sequence row be missing.
-SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),
-           coalesce((SELECT max(id) FROM jobs), 0));
+-- The highest id ever given (migration 0009), which deleting the newest jobs does not
+-- lower; max(id) too, so that even a row inserted without raising the mark is never reused.
+SELECT max((SELECT seq FROM job_id_high), coalesce((SELECT max(id) FROM jobs), 0));
+
+-- name: raise_job_id_high
+-- Once per batch, with its highest id, in the transaction that inserts it.
+UPDATE job_id_high SET seq = max(seq, :id);
 
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);

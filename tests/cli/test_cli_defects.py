@@ -111,6 +111,8 @@ def test_an_interval_anchor_is_read_in_tz_too() -> None:
         ["queues", "set", "q", "--rate", "inf/s"],
         ["dlq", "replay", "--rate", "1e999"],
         ["dlq", "list", "--since", "0001-01-01T00:00:00+01:00"],
+        ["top", "--interval", "inf"],  # was OverflowError in time.sleep after a frame
+        ["top", "--interval", "nan"],
     ],
     ids=lambda argv: " ".join(argv)[:60],
 )

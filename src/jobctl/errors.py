@@ -9,6 +9,7 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     ├── InvalidInput            the caller sent something malformed (bad time, field, size)
     │   └── InvalidSchedule     a cron expression, duration or time zone is not valid
     ├── NotFound                no job / attempt / schedule with that id
+    ├── Forbidden               the caller may not do this (e.g. read the audit trail)
     ├── Conflict                the request contradicts the stored state
     │   ├── KeyConflict         same job key, different body
     │   ├── IllegalTransition   the state machine does not allow that move
@@ -44,6 +45,10 @@ class InvalidSchedule(InvalidInput):
 
 class NotFound(JobctlError):
     code = "not_found"
+
+
+class Forbidden(JobctlError):
+    code = "forbidden"
 
 
 class Conflict(JobctlError):

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from jobctl import __version__, errors
 from jobctl.api import errors as api_errors
 from jobctl.api import fast
+from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
@@ -169,7 +170,7 @@ async def status(ctx: Ctx) -> dict[str, Any]:
 
 def create_app(
     store: AsyncStore, hooks: Hooks | None = None, metrics: Metrics | None = None
-) -> fast.EnqueueFront:
+) -> AuditMiddleware:
     app = FastAPI(
         title="jobctl",
         version=__version__,
@@ -183,10 +184,11 @@ def create_app(
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
-    from jobctl.api import dlq, queues, retention, schedules  # their routes import this module
+    from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api
 
     for extra in (
+        audit.router,
         schedules.router,
         queues.router,
         dlq.router,
@@ -194,4 +196,5 @@ def create_app(
         metrics_api.router,
     ):
         app.include_router(extra)
-    return fast.EnqueueFront(app)
+    # outermost: request ids, the audit trail and 500s see every request, fast path too
+    return AuditMiddleware(fast.EnqueueFront(app), store.store, store.clock)

@@ -26,6 +26,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.InvalidInput,
         errors.InvalidSchedule,
         errors.NotFound,
+        errors.Forbidden,
         errors.Conflict,
         errors.KeyConflict,
         errors.IllegalTransition,

@@ -24,6 +24,7 @@ from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
+from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import created_job, insert_jobs
@@ -54,7 +55,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -73,7 +74,9 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = Writer(self._open_writer)
+        self._audit = AuditBuffer()  # rides along with the writer's next commit
+        self._writer = Writer(self._open_writer, rider=self._audit)
+        self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)

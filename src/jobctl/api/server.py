@@ -59,8 +59,9 @@ class GilFreeWrites:
 
 
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's uid in ``request.state.peer_uid`` and
-    writes that leave the GIL to other threads (:class:`GilFreeWrites`)."""
+    """uvicorn's HTTP protocol, plus the peer's credentials at accept in
+    ``request.state`` (``peer_uid``, ``peer_gid``, ``peer_pid``) and writes that leave the
+    GIL to other threads (:class:`GilFreeWrites`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -69,8 +70,8 @@ class PeerCredProtocol(HttpToolsProtocol):
             return
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        pid, uid, _gid = _PEERCRED.unpack(raw)
-        self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
+        pid, uid, gid = _PEERCRED.unpack(raw)
+        self.app_state = {**self.app_state, "peer_uid": uid, "peer_gid": gid, "peer_pid": pid}
 
 
 class Server(uvicorn.Server):

@@ -42,6 +42,7 @@ def _app() -> typer.Typer:
     from jobctl import __version__
     from jobctl.cli import (
         admin,
+        audit_cmd,
         backup,
         config_cmd,
         crontab_cmd,
@@ -77,6 +78,7 @@ def _app() -> typer.Typer:
     app.command("backup")(backup.backup)
     app.command("prune")(prune_cmd.prune)
     app.command("metrics")(metrics_cmd.metrics)
+    app.command("audit")(audit_cmd.audit)
     app.add_typer(dlq.app, name="dlq")
     app.add_typer(queues.app, name="queues")
     app.add_typer(schedules.app, name="schedules")

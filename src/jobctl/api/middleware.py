@@ -134,7 +134,8 @@ class AuditMiddleware:
             self._store.audit([record])
         except Exception as exc:  # the answer is out; losing the record must be loud
             log.error("event=audit_failed request_id=%s error=%s", ex.request_id, logval(exc))
-        audit_log.info(audit_line(record))
+        if audit_log.isEnabledFor(logging.INFO):
+            audit_log.info(audit_line(record))
 
 
 def audit_line(r: AuditRecord) -> str:

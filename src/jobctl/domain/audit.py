@@ -101,6 +101,8 @@ def target_for(path_params: Mapping[str, object]) -> str:
 
 def clip(text: str) -> str:
     """A target cut to :data:`MAX_TARGET` characters, control characters replaced."""
+    if len(text) <= MAX_TARGET and text.isprintable():
+        return text  # the common case, checked in C
     clean = "".join(c if c.isprintable() else "?" for c in text)
     return clean if len(clean) <= MAX_TARGET else clean[: MAX_TARGET - 1] + "…"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import FakeClock
 from jobctl.store.base import Store
@@ -62,3 +64,13 @@ def test_queued_records_ride_along_with_the_next_write(store: Store, clock: Fake
     store.audit([rec(clock, "queues.pause")])
     store.set_queue(QueuePolicy("a"))  # any write's commit carries them
     assert [r.action for r in store.list_audit()] == ["queues.pause"]
+
+
+def test_waiting_records_are_bounded(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    from jobctl.store import audit
+
+    buffer = audit.AuditBuffer()
+    monkeypatch.setattr(audit, "MAX_PENDING", 3)
+    buffer.add([rec(clock, f"a.{n}") for n in range(5)])
+    assert buffer.dropped == 2 and len(buffer._rows) == 3
+    assert [r["action"] for r in buffer._rows] == ["a.2", "a.3", "a.4"]  # the newest kept

@@ -28,6 +28,9 @@ from jobctl.store.writer import Writer
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
 PRUNE_AUDIT_BATCH = 5000
+#: Records waiting at most; while commits fail (a full disk) the oldest beyond it are
+#: dropped, and counted in one log line once a commit succeeds again.
+MAX_PENDING = 100_000
 
 
 class AuditBuffer:
@@ -40,6 +43,7 @@ class AuditBuffer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
+        self.dropped = 0
         self.nudge: Callable[[], None] = lambda: None
 
     def add(self, records: Sequence[AuditRecord]) -> None:
@@ -47,8 +51,15 @@ class AuditBuffer:
         with self._lock:
             was_empty = not self._rows
             self._rows += new
+            self._bound()
         if was_empty and new:
             self.nudge()
+
+    def _bound(self) -> None:
+        excess = len(self._rows) - MAX_PENDING
+        if excess > 0:
+            del self._rows[:excess]
+            self.dropped += excess
 
     def pending(self) -> bool:
         return bool(self._rows)
@@ -67,12 +78,18 @@ class AuditBuffer:
             log.error("event=audit_write_failed records=%d error=%s", len(taken), exc)
             return None
         conn.execute("RELEASE audit")
-        return lambda ok: None if ok else self._restore(taken)
+        return lambda ok: self._landed(taken) if ok else self._restore(taken)
+
+    def _landed(self, taken: list[dict[str, Any]]) -> None:
+        if self.dropped:
+            log.error("event=audit_dropped records=%d reason=commits_failing", self.dropped)
+            self.dropped = 0
 
     def _restore(self, taken: list[dict[str, Any]]) -> None:
         """The commit failed: the rows go back in front, for the next one."""
         with self._lock:
             self._rows[:0] = taken
+            self._bound()
         self.nudge()
 
 

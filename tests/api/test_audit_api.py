@@ -226,3 +226,21 @@ async def test_audit_retention_prunes_old_rows(
     app_store.flush_audit()
     await reaper.run_once()
     assert [r.action for r in app_store.list_audit()] == ["queues.resume"]
+
+
+async def test_a_failure_after_the_answer_began_is_logged_once(
+    app_store: SqliteStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    from jobctl.api.middleware import AuditMiddleware
+
+    async def half(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"[", "more_body": True})
+        raise RuntimeError("stream broke")
+
+    caplog.set_level(logging.INFO)
+    async with client(AuditMiddleware(half, app_store, clock)) as c:
+        answer = await c.get("/v1/jobs")
+    rid = answer.headers["x-request-id"]
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [rid in r.getMessage() and "stream broke" in r.getMessage() for r in errors] == [True]

@@ -94,7 +94,7 @@ class AuditMiddleware:
                 ex.status, ex.started = 500, True
                 ex.held.append({"type": "http.response.start", "status": 500, "headers": []})
                 await _send_rewritten(send, ex)
-        if ex.status == 500:
+        if ex.status == 500 or failure is not None:  # (a failure after a 200 began, too)
             _log_500(scope, ex, failure)
         if scope["method"] not in READ_METHODS or state.get("denied") or ex.status == 403:
             self._record(scope, state, ex)

@@ -62,6 +62,8 @@ class RateLimitedLog:
     def recovered(self, msg: str, *args: object) -> int:
         """After a success: forget every error seen and, if there were any, log ``msg``
         (at info) with ``failures=N``, how many occurred. Returns N."""
+        if not self._seen:
+            return 0  # the common case, on every pass and commit
         total = sum(s.total for s in self._seen.values())
         self._seen.clear()
         if total:

@@ -33,7 +33,7 @@ class Rows:
         return self.landed.append
 
 
-def writer(tmp_path: Path, rider: Rows, wait: float) -> Writer:
+def opener(tmp_path: Path) -> Callable[[], sqlite3.Connection]:
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None, check_same_thread=False)
         conn.execute("CREATE TABLE IF NOT EXISTS r (n INTEGER)")
@@ -46,7 +46,11 @@ def writer(tmp_path: Path, rider: Rows, wait: float) -> Writer:
         )
         return conn
 
-    return Writer(connect, rider=rider, ride_wait=wait)
+    return connect
+
+
+def writer(tmp_path: Path, rider: Rows, wait: float) -> Writer:
+    return Writer(opener(tmp_path), rider=rider, ride_wait=wait)
 
 
 def count(tmp_path: Path, table: str) -> int:
@@ -106,3 +110,30 @@ def test_a_failed_commit_tells_the_rider(tmp_path: Path) -> None:
         assert rider.landed == [False] and count(tmp_path, "r") == 0
     finally:
         w.close()
+
+
+def test_failing_commits_are_logged_once_a_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from jobctl.domain.clock import FakeClock
+    from jobctl.lograte import RateLimitedLog
+
+    clock = FakeClock()
+    errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
+    w = Writer(opener(tmp_path), errors=errors)
+    caplog.set_level(logging.INFO, logger="jobctl.store")
+    try:
+        for _ in range(5):  # a full disk: every commit fails, once a second
+            with pytest.raises(sqlite3.IntegrityError):
+                w.call(lambda conn: conn.execute("INSERT INTO child VALUES (99)"))
+            clock.advance(1)
+        w.call(lambda conn: conn.execute("INSERT INTO other VALUES (1)"))
+    finally:
+        w.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "jobctl.store"]
+    assert lines == [
+        'event=group_commit_failed writes=1 error="FOREIGN KEY constraint failed"',
+        "event=group_commit_recovered failures=5",
+    ]

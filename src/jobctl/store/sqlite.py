@@ -7,6 +7,7 @@ writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import random
 import sqlite3
@@ -23,6 +24,7 @@ from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRec
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
 from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
@@ -75,7 +77,8 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._audit = AuditBuffer()  # rides along with the writer's next commit
-        self._writer = Writer(self._open_writer, rider=self._audit)
+        errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
+        self._writer = Writer(self._open_writer, rider=self._audit, errors=errors)
         self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:

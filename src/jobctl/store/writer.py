@@ -24,6 +24,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
+from jobctl.logfmt import logval
+from jobctl.lograte import RateLimitedLog
+
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
 
@@ -58,8 +61,11 @@ class Writer:
         batch_max: int = 1024,
         rider: Rider | None = None,
         ride_wait: float = RIDE_WAIT,
+        errors: RateLimitedLog | None = None,
     ) -> None:
         self._connect = connect
+        #: A failing disk fails every commit: one line a minute, with a count, not each.
+        self._errors = errors
         self._batch_max = batch_max
         self._rider = rider
         self._ride_wait = ride_wait
@@ -150,7 +156,7 @@ class Writer:
                 landed = self._rider.ride(conn)
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
-            log.error("group commit of %d writes failed: %s", len(batch), exc)
+            self._failed(len(batch), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if landed is not None:
@@ -160,11 +166,20 @@ class Writer:
             return
         if landed is not None:
             landed(True)
+        if self._errors is not None:
+            self._errors.recovered("event=group_commit_recovered")
         for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+    def _failed(self, writes: int, exc: BaseException) -> None:
+        msg = "event=group_commit_failed writes=%d error=%s"
+        if self._errors is None:
+            log.error(msg, writes, logval(exc))
+        else:
+            self._errors.error(str(exc), msg, writes, logval(exc))
 
 
 def _resolve(

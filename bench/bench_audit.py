@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def run(src: Path, count: int, n: int) -> tuple[float, float]:
     finally:
         daemon.terminate()
         daemon.wait()
+        shutil.rmtree(d, ignore_errors=True)
     return (cpu1 - cpu0) / (count * n) * 1e6, count * n / (t1 - t0)
 
 
@@ -87,13 +89,17 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=1500, help="per client")
     args = ap.parse_args()
-    sources = {"base": snapshot(args.base, Path(tempfile.mkdtemp())), "tree": ROOT / "src"}
+    base = Path(tempfile.mkdtemp(prefix="jobctl-bench-audit-base-"))
+    sources = {"base": snapshot(args.base, base), "tree": ROOT / "src"}
     got: dict[str, list[tuple[float, float]]] = {"base": [], "tree": []}
-    for _ in range(args.pairs):
-        for name, src in sources.items():
-            us, rate = run(src, args.clients, args.requests)
-            got[name].append((us, rate))
-            print(f"{name}: {us:.1f} µs CPU/request, {rate:,.0f} requests/s", flush=True)
+    try:
+        for _ in range(args.pairs):
+            for name, src in sources.items():
+                us, rate = run(src, args.clients, args.requests)
+                got[name].append((us, rate))
+                print(f"{name}: {us:.1f} µs CPU/request, {rate:,.0f} requests/s", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     for name, runs in got.items():
         cpu = statistics.median(u for u, _ in runs)
         rate = statistics.median(r for _, r in runs)

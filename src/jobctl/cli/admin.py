@@ -140,6 +140,7 @@ def daemon_config(settings: Settings) -> DaemonConfig:
             "cancelled": settings.retention_succeeded,
             "dead": settings.retention_dead,
         },
+        audit_retention=settings.retention_audit,
     )
 
 

@@ -253,6 +253,19 @@ class Client:
         result: dict[str, Any] = self.request("GET", "/v1/status")
         return result
 
+    def audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Audit records, newest first (admins only: others get Forbidden)."""
+        params = {"uid": uid, "action": action, "since": since, "before": before, "limit": limit}
+        result: list[dict[str, Any]] = self.request("GET", "/v1/audit", params=params)
+        return result
+
     # -- schedules -----------------------------------------------------------------------
 
     def create_schedule(self, body: dict[str, Any]) -> dict[str, Any]:

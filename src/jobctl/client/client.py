@@ -25,13 +25,16 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
     for cls in (
         errors.InvalidInput,
         errors.InvalidSchedule,
+        errors.HeaderTooLarge,
         errors.NotFound,
         errors.Conflict,
         errors.KeyConflict,
         errors.IllegalTransition,
         errors.LeaseLost,
         errors.DaemonLocked,
+        errors.TooManyConnections,
         errors.StoreError,
+        errors.UnsafePath,
     )
 }
 

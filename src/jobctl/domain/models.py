@@ -289,6 +289,9 @@ class AttemptResult:
     exit_code: int | None = None
     error: str | None = None
     output_tail: str = ""
+    #: The command could not be started for want of a resource (descriptors, memory,
+    #: disk): retried with backoff and without using the budget (domain/retry.py).
+    transient: bool = False
 
 
 @dataclass(frozen=True, slots=True)

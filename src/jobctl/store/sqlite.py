@@ -193,7 +193,9 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
-        step = next_step(job, result.outcome, result.exit_code, now, self._rng, expiries)
+        step = next_step(
+            job, result.outcome, result.exit_code, now, self._rng, expiries, result.transient
+        )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
         conn.execute(
@@ -431,7 +433,7 @@ def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
 def _take_lock(db_path: str) -> int:
     """Hold an exclusive lock on ``<db>.lock`` for the store's life (freed even by kill -9)."""
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

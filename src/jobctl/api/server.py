@@ -139,6 +139,7 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._counted: int | None = None  # the uid this connection counts against
         self._header_bytes = 0  # of the request whose headers are being read
         self._in_headers = True
+        self._boundary = False  # a request ended in the chunk being read
         self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -167,8 +168,11 @@ class PeerCredProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._boundary = False
         super().data_received(data)
         if self._gate is None or not self._in_headers or self.transport.is_closing():
+            return
+        if self._boundary:  # a request ended in this chunk: its tail is no header
             return
         # Still inside a request's headers after this chunk: httptools keeps a partial
         # header in memory, so an endless one is cut off here.
@@ -192,6 +196,8 @@ class PeerCredProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_headers = True
+        self._header_bytes = 0
+        self._boundary = True
 
     def _arm_header_timer(self) -> None:
         if self._gate is not None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-# usage: python bench/bench_spawn_e2e.py SRC_DIR JOBS [PREFIX...], e.g. SRC_DIR=src 3000 prlimit --nofile=1024:20000 --
+# usage: python bench/bench_spawn_e2e.py SRC_DIR JOBS [PREFIX...]
+# e.g.   python bench/bench_spawn_e2e.py src 3000 prlimit --nofile=1024:20000 --
 """End-to-end: N `true` jobs due at once; jobs/s from due to all succeeded."""
-import json, os, subprocess, sys, time, tempfile, shutil
+import os, subprocess, sys, time, tempfile, shutil
 from datetime import datetime, timedelta, timezone
 src, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 sys.path.insert(0, src)

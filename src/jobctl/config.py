@@ -289,6 +289,17 @@ class Settings:
         "socket_group", "string", _group,
         "Group allowed on the socket (mode 0660); unset: owner only (0600)",
         flag="--socket-group"))  # fmt: skip
+    admin_group: str | None = field(metadata=_spec(
+        "admin_group", "string", _group,
+        "Members may act on every user's jobs, queues and prune; root always may"))  # fmt: skip
+    allow_file: Path = field(metadata=_spec(
+        "allow_file", "path", _path,
+        "If it exists, only the users it lists may use jobctl (cron.allow rules)",
+        default=Path("/etc/jobctl/jobctl.allow")))  # fmt: skip
+    deny_file: Path = field(metadata=_spec(
+        "deny_file", "path", _path,
+        "If it exists and no allow file does, the users it lists may not use jobctl",
+        default=Path("/etc/jobctl/jobctl.deny")))  # fmt: skip
     concurrency: int = field(metadata=_spec(
         "concurrency", "integer >= 1", _integer(1), "Commands running at once",
         default=16, flag="--concurrency"))  # fmt: skip
@@ -318,7 +329,7 @@ class Settings:
         "File mode mask the commands start with", default="077"))  # fmt: skip
     max_connections: int = field(metadata=_spec(
         "max_connections", "integer from 1 to 1000000", _integer(1, 1_000_000),
-        "API connections open at once, all users together (root's are not held to it)",
+        "API connections open at once, all users together (admins' are not held to it)",
         default=512))  # fmt: skip
     max_connections_per_uid: int = field(metadata=_spec(
         "max_connections_per_uid", "integer from 1 to 1000000", _integer(1, 1_000_000),

@@ -10,6 +10,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     │   ├── InvalidSchedule     a cron expression, duration or time zone is not valid
     │   └── HeaderTooLarge      the request's headers are over the daemon's limit
     ├── NotFound                no job / attempt / schedule with that id
+    │   └── NotVisible          it exists but is another user's (answered as NotFound)
+    ├── Forbidden               the caller may not do this at all (403)
     ├── Conflict                the request contradicts the stored state
     │   ├── KeyConflict         same job key, different body
     │   ├── IllegalTransition   the state machine does not allow that move
@@ -51,6 +53,18 @@ class HeaderTooLarge(InvalidInput):
 
 class NotFound(JobctlError):
     code = "not_found"
+
+
+class NotVisible(NotFound):
+    """Another user's job or schedule: the caller is told exactly what a missing one tells
+    (same code, same message), so ids leak nothing; only the server knows the difference
+    (it marks the request as denied for the audit trail)."""
+
+
+class Forbidden(JobctlError):
+    """The caller may not use jobctl, or not this action (admins only, ``all_users``)."""
+
+    code = "forbidden"
 
 
 class Conflict(JobctlError):

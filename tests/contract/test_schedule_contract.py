@@ -301,3 +301,22 @@ def test_totals_count_live_schedules_and_their_skips(store: Store, clock: FakeCl
     assert (totals["total"], totals["paused"]) == (2, 1)  # a, and c still paused
     assert totals["pause_skips"] == 3  # b's are gone with b
     assert (totals["misfire_skips"], totals["overlap_skips"]) == (0, 0)
+
+
+def test_names_are_unique_per_owner(store: Store, clock: FakeClock) -> None:
+    """Two users may both have a "report"; a name means the caller's own schedule."""
+
+    def named(owner: int) -> ScheduleSpec:
+        return ScheduleSpec(Timing("UTC", cron="0 6 * * *"), Policy(), TEMPLATE, owner, "report")
+
+    alice = store.create_schedule(named(1001))
+    bob = store.create_schedule(named(1002))
+    assert alice.id != bob.id
+    assert store.get_schedule("report", 1001).id == alice.id
+    assert store.get_schedule("report", 1002).id == bob.id
+    with pytest.raises(NotFound):
+        store.get_schedule("report", 1003)
+    with pytest.raises(Conflict):
+        store.create_schedule(named(1002))
+    assert {s.id for s in store.list_schedules(owner=1002)} == {bob.id}
+    assert {s.id for s in store.list_schedules()} == {alice.id, bob.id}

@@ -96,3 +96,10 @@ def test_the_trampoline_carries_the_jobs_own_pwd_and_oldpwd() -> None:
     assert argv[:3] == ["/bin/sh", "-c", process.TRAMPOLINE]
     assert argv[3:] == ["jobctl", "1024", "/srv/x", "=/o", ""]
     assert process.trampoline("/", {}, None)[4] == ""
+
+
+def test_admins_pass_the_total_but_not_their_per_uid_bound() -> None:
+    gate = Gate(ConnectionLimits(total=1, per_uid=2), nofile=1024, is_admin=lambda uid: uid == 5)
+    assert gate.admit(1000) is None and gate.admit(1001) is not None
+    assert gate.admit(5) is None and gate.admit(5) is None
+    assert gate.admit(5) is not None  # its own per-uid bound still holds

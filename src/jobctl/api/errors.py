@@ -20,6 +20,7 @@ HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.HeaderTooLarge, 431),
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
+    (errors.Forbidden, 403),
     (errors.LeaseLost, 409),
     (errors.Conflict, 409),
     (errors.DaemonLocked, 503),

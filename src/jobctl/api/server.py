@@ -6,8 +6,9 @@ connection's peer credentials (``SO_PEERCRED``) are read once and handed to ever
 request on it, which is how a job's owner is known without trusting the request body.
 
 Connections are bounded (:class:`ConnectionLimits`, enforced by :class:`Gate` and the
-protocol): per peer uid and in total (root and the daemon's own user are held to their
-per-uid bound only, so one user's hog cannot lock the administrator out), a request's
+protocol): per peer uid and in total (admins: root, the daemon's own user and the admin
+group, are held to their per-uid bound only, so one user's hog cannot lock an
+administrator out), a request's
 headers in size and in time, and a kept-alive connection's silence (uvicorn's
 ``timeout_keep_alive``). A connection over a bound is answered at once with a JSON error
 and closed; it never waits in the daemon holding a descriptor.
@@ -26,7 +27,7 @@ import resource
 import socket
 import struct
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,22 @@ class Gate:
     the descriptors that running commands and the store need.
     """
 
-    def __init__(self, limits: ConnectionLimits, nofile: int | None = None) -> None:
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        nofile: int | None = None,
+        is_admin: Callable[[int], bool] | None = None,
+    ) -> None:
         self.limits = limits
         if nofile is None:
             nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         self.total_cap = max(1, min(limits.total, nofile // 2))
         self.total = 0
         self.by_uid: dict[int, int] = {}
-        self._trusted = {0, os.geteuid()}
+        privileged = {0, os.geteuid()}
+        #: Admins (root, the daemon's user, the admin group) pass the total; asked only
+        #: when the total is reached.
+        self._is_admin = is_admin or privileged.__contains__
         self._logged: dict[int, float] = {}
 
     def admit(self, uid: int) -> str | None:
@@ -74,7 +83,7 @@ class Gate:
         mine = self.by_uid.get(uid, 0)
         if mine >= self.limits.per_uid:
             return self._refused(uid, f"uid {uid} has {mine} connections open (limit per uid)")
-        if self.total >= self.total_cap and uid not in self._trusted:
+        if self.total >= self.total_cap and not self._is_admin(uid):
             return self._refused(uid, f"{self.total} connections open (limit in total)")
         self.by_uid[uid] = mine + 1
         self.total += 1
@@ -129,9 +138,10 @@ class GilFreeWrites:
 
 
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's uid in ``request.state.peer_uid``, writes
-    that leave the GIL to other threads (:class:`GilFreeWrites`) and the connection
-    bounds of a :class:`Gate`: count per uid, header size and header time."""
+    """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
+    in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, writes that leave the GIL
+    to other threads (:class:`GilFreeWrites`) and the connection bounds of a
+    :class:`Gate`: count per uid, header size and header time."""
 
     def __init__(self, *args: Any, gate: Gate | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -149,8 +159,8 @@ class PeerCredProtocol(HttpToolsProtocol):
             return
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        pid, uid, _gid = _PEERCRED.unpack(raw)
-        self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
+        pid, uid, gid = _PEERCRED.unpack(raw)
+        self.app_state = {**self.app_state, "peer_uid": uid, "peer_gid": gid, "peer_pid": pid}
         if self._gate is None:
             return
         refused = self._gate.admit(uid)
@@ -276,9 +286,13 @@ def bind_socket(path: Path, group: str | None = None) -> socket.socket:
     return sock
 
 
-def make_server(app: Any, limits: ConnectionLimits | None = None) -> Server:
+def make_server(
+    app: Any,
+    limits: ConnectionLimits | None = None,
+    is_admin: Callable[[int], bool] | None = None,
+) -> Server:
     limits = limits or ConnectionLimits()
-    gate = Gate(limits)
+    gate = Gate(limits, is_admin=is_admin)
     if gate.total_cap < limits.total:
         log.warning(
             "event=max_connections_lowered max_connections=%d to=%d reason=%s",

@@ -16,6 +16,7 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
     (errors.StoreError, 7),
+    (errors.Forbidden, 8),
     (errors.JobctlError, 1),
 ]
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
 from jobctl.cli.schedules import schedule_body
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
@@ -193,14 +193,15 @@ def list_(
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
+    all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List jobs, newest first."""
+    """List your jobs, newest first (admins: --all-users for everyone's)."""
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
     with client(socket) as c:
-        jobs = c.list_jobs(status.value if status else None, queue, limit)
+        jobs = c.list_jobs(status.value if status else None, queue, limit, all_users=all_users)
     if json_:
         print_json(jobs)
     elif jobs:

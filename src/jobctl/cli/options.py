@@ -25,6 +25,10 @@ SocketOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+AllUsersOpt = Annotated[
+    bool,
+    typer.Option("--all-users", help="Everyone's, not only yours (admins only)"),
+]
 
 
 def client(socket: Path | None) -> Client:

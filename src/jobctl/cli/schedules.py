@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
@@ -68,12 +68,13 @@ def list_(
     limit: Annotated[
         int | None, typer.Option(min=1, help="Show at most N (oldest first); default: all")
     ] = None,
+    all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List schedules with their next run and skip counts."""
+    """List your schedules with their next run and skip counts."""
     with client(socket) as c:
-        found = c.schedules(deleted, limit)
+        found = c.schedules(deleted, limit, all_users=all_users)
     if json_:
         print_json(found)
         return

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl import __version__, files
+from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
@@ -55,6 +56,10 @@ class DaemonConfig:
     kill_grace: float = 10.0
     shutdown_grace: float = 30.0
     socket_group: str | None = None
+    #: Authorization (jobctl.access): admins' group, cron-style allow and deny files.
+    admin_group: str | None = None
+    allow_file: Path = DEFAULT_ALLOW
+    deny_file: Path = DEFAULT_DENY
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
@@ -111,7 +116,8 @@ class Daemon:
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
-        server = make_server(create_app(astore, self._hooks(parts), parts.metrics), cfg.limits)
+        app = create_app(astore, self._hooks(parts), parts.metrics)
+        server = make_server(app, cfg.limits, parts.access.is_admin)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -154,6 +160,7 @@ class Daemon:
             retention=self.config.retention,
             retry=self.config.retry,
             due=parts.timer.wake,
+            access=parts.access,
         )
 
 
@@ -166,6 +173,7 @@ class Parts:
     materializer: Materializer
     reaper: Reaper
     metrics: Metrics
+    access: Access
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -174,6 +182,7 @@ class Parts:
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
+    access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
     materializer = Materializer(astore, cfg.clock, metrics=metrics)
 
     def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
@@ -188,11 +197,12 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         owner,
         on_finish=finished,
         metrics=metrics,
+        access=access,
     )
     timer = Timer(astore, cfg.clock, executor, metrics)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)
-    return Parts(executor, timer, materializer, reaper, metrics)
+    return Parts(executor, timer, materializer, reaper, metrics, access)
 
 
 def log_dir(cfg: DaemonConfig) -> Path:

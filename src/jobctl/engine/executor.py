@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
+from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
@@ -28,6 +29,8 @@ from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
+#: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
+OWNER_DENIED = "denied"
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,10 @@ class Executor:
         on_slot_free: Callable[[], None] = lambda: None,
         on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
         metrics: Metrics | None = None,
+        access: Access | None = None,
     ) -> None:
         self._store = store
+        self.access = access or Access()
         self._clock = clock
         self.config = config
         self.owner = owner
@@ -98,6 +103,12 @@ class Executor:
 
     async def _run(self, claim: Claim) -> None:
         job = claim.job
+        refused = self.access.run_refusal(job.spec.owner_uid, self._clock.now())
+        if refused is not None:  # removed, locked or denied since it was enqueued
+            log.warning("event=owner_denied job=%s reason=%s", job.id, logval(refused))
+            result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
+            await self._finish(claim, result)
+            return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
         try:

@@ -194,7 +194,14 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, expiries, result.transient
+            job,
+            result.outcome,
+            result.exit_code,
+            now,
+            self._rng,
+            expiries,
+            result.dead_reason,
+            result.transient,
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
@@ -298,20 +305,33 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         queue: str | None = None,
         reason: str | None = None,
         rate: float | None = None,
+        owner: int | None = None,
     ) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
             if job_ids:
                 ids = list(job_ids)
             else:
-                params = {"queue": queue, "reason": reason, "since": 0, "limit": limit}
+                params = {
+                    "queue": queue,
+                    "reason": reason,
+                    "since": 0,
+                    "limit": limit,
+                    "owner": owner,
+                }
                 ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
             out: list[Job] = []
             for job_id in ids[:limit]:
                 # Released at most ``rate`` per second: the n-th replayed job is due n/rate
                 # seconds from now, durably, whatever happens to the caller afterwards.
                 run_at = now_ms + (int(len(out) * 1000 / rate) if rate else 0)
-                params = {"id": job_id, "now": now_ms, "run_at": run_at, "aging_ms": AGING_MS}
+                params = {
+                    "id": job_id,
+                    "now": now_ms,
+                    "run_at": run_at,
+                    "aging_ms": AGING_MS,
+                    "owner": owner,
+                }
                 row = conn.execute(q("replay_dead"), params).fetchone()
                 if row is not None:
                     out.append(rows.job_from_row(row))
@@ -332,7 +352,12 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         return self._read(read)
 
     def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        before: int | None,
+        owner: int | None = None,
     ) -> list[Job]:
         name = (
             "list_jobs"
@@ -344,6 +369,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
             "queue": queue,
             "limit": limit,
             "before": before if before is not None else 2**62,
+            "owner": owner,
         }
         return self._read(
             lambda conn: [rows.job_from_row(r) for r in conn.execute(q(name), params)]

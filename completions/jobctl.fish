@@ -136,7 +136,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the vers
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl add
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601, or local time \'2027-03-14 06:00\''
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
@@ -151,7 +151,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry o
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --cron'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'name' -x -d 'Unique schedule name, usable as its id'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences after downtime'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'

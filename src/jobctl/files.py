@@ -97,6 +97,7 @@ def prepare_state(db: Path, log_dir: Path) -> None:
     Creates what is missing (the database file too, 0600, so SQLite never creates it
     with its own 0644), tightens what an earlier run or another umask left open.
     """
+    db = Path(os.path.realpath(db))  # a symlinked database is the admin's own choice
     state = db.parent
     ensure_dir(state)
     _tighten_state_dir(state, own_names(db))

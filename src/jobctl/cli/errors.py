@@ -7,6 +7,8 @@ import sys
 from jobctl import errors
 
 USAGE = 2
+#: An unexpected exception: a bug in jobctl (run() prints it as one line too).
+INTERNAL = 1
 
 #: Most specific first; the first class an error is an instance of wins.
 EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [

@@ -251,12 +251,14 @@ class Client:
 
     def set_queue(self, name: str, limits: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
-            "PATCH", f"/v1/queues/{_quote(name)}", json_body=limits
+            "PATCH", f"/v1/queues/{_quote(name, 'queue name')}", json_body=limits
         )
         return result
 
     def queue_action(self, name: str, action: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", f"/v1/queues/{_quote(name)}/{action}")
+        result: dict[str, Any] = self.request(
+            "POST", f"/v1/queues/{_quote(name, 'queue name')}/{action}"
+        )
         return result
 
     def status(self) -> dict[str, Any]:
@@ -310,7 +312,11 @@ def _all_users(all_users: bool) -> dict[str, Any]:
     return {"all_users": "true"} if all_users else {}
 
 
-def _quote(ref: str) -> str:
+def _quote(ref: str, what: str = "schedule id or name") -> str:
+    """``ref`` as one path segment. An empty one would name the collection instead (a
+    list where one object was expected), so it is refused here."""
+    if not ref:
+        raise errors.InvalidInput(f"the {what} is empty")
     return quote(ref, safe="")
 
 

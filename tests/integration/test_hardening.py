@@ -300,3 +300,20 @@ def test_four_unfinished_64mb_headers_do_not_raise_memory(
     print(f"RSS {before / 1024:.0f} -> {after / 1024:.0f} MB; sent at most {max(sent) >> 20} MB")
     assert max(sent) < 8 << 20  # cut off early: nowhere near the 64 MB
     assert after - before < 20_000, (before, after)
+
+
+def test_a_database_reached_through_a_symlink_is_made_private_where_it_is(
+    make_daemon: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    os.chmod(real, 0o755)
+    (tmp_path / "state").mkdir()
+    link = tmp_path / "state" / "jobctl.db"
+    link.symlink_to(real / "jobs.db")
+    d = make_daemon(start=False)
+    d.db = link
+    d.start()
+    assert run_job(d.client(), {"command": ["true"]})["status"] == "succeeded"
+    assert mode(real) == 0o700 and mode(real / "jobs.db") == 0o600
+    assert mode(real / "jobs.db-wal") == 0o600 and link.is_symlink()

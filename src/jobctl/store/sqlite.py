@@ -199,7 +199,14 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, expiries, result.dead_reason
+            job,
+            result.outcome,
+            result.exit_code,
+            now,
+            self._rng,
+            expiries,
+            result.dead_reason,
+            result.transient,
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)

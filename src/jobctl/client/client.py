@@ -25,6 +25,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
     for cls in (
         errors.InvalidInput,
         errors.InvalidSchedule,
+        errors.HeaderTooLarge,
         errors.NotFound,
         errors.Forbidden,
         errors.Conflict,
@@ -32,8 +33,10 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.IllegalTransition,
         errors.LeaseLost,
         errors.DaemonLocked,
+        errors.TooManyConnections,
         errors.StoreError,
         errors.StoreCorrupt,
+        errors.UnsafePath,
     )
 }
 
@@ -102,8 +105,17 @@ class UnixTransport:
     def _send(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
     ) -> tuple[int, str, bytes]:
-        self._conn.request(method, path, body=body, headers=headers)
-        response = self._conn.getresponse()
+        try:
+            self._conn.request(method, path, body=body, headers=headers)
+        except BrokenPipeError as exc:
+            # The daemon may have answered and closed before reading the request (a
+            # connection over its limits): that answer is still there to read.
+            try:
+                response = self._conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                raise exc from None
+        else:
+            response = self._conn.getresponse()
         data = response.read()
         self._last_used = self._monotonic()
         return response.status, response.getheader("content-type", ""), data
@@ -240,16 +252,31 @@ class Client:
 
     def set_queue(self, name: str, limits: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
-            "PATCH", f"/v1/queues/{_quote(name)}", json_body=limits
+            "PATCH", f"/v1/queues/{_quote(name, 'queue name')}", json_body=limits
         )
         return result
 
     def queue_action(self, name: str, action: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", f"/v1/queues/{_quote(name)}/{action}")
+        result: dict[str, Any] = self.request(
+            "POST", f"/v1/queues/{_quote(name, 'queue name')}/{action}"
+        )
         return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")
+        return result
+
+    def audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Audit records, newest first (admins only: others get Forbidden)."""
+        params = {"uid": uid, "action": action, "since": since, "before": before, "limit": limit}
+        result: list[dict[str, Any]] = self.request("GET", "/v1/audit", params=params)
         return result
 
     # -- schedules -----------------------------------------------------------------------
@@ -299,7 +326,11 @@ def _all_users(all_users: bool) -> dict[str, Any]:
     return {"all_users": "true"} if all_users else {}
 
 
-def _quote(ref: str) -> str:
+def _quote(ref: str, what: str = "schedule id or name") -> str:
+    """``ref`` as one path segment. An empty one would name the collection instead (a
+    list where one object was expected), so it is refused here."""
+    if not ref:
+        raise errors.InvalidInput(f"the {what} is empty")
     return quote(ref, safe="")
 
 

@@ -33,7 +33,9 @@ BYE = b"bye"
 
 
 def witness_dir(db: Path) -> Path:
-    return db.with_name(db.name + ".witness")
+    """``<db>.witness`` beside the database's real file (jobctl.files keeps it private)."""
+    real = Path(os.path.realpath(db))
+    return real.with_name(real.name + ".witness")
 
 
 def _file(folder: Path, owner: str) -> Path:

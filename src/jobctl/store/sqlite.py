@@ -6,8 +6,7 @@ writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
 
 from __future__ import annotations
 
-import fcntl
-import os
+import logging
 import random
 import sqlite3
 import threading
@@ -22,10 +21,13 @@ from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
+from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.crashes import CrashOps, crash_streak
+from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.health import Health, check_at_start, is_corruption, refused_at_start
 from jobctl.store.inserts import created_job, insert_jobs
@@ -56,7 +58,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -70,23 +72,30 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
         self.path = str(path)
         self.clock = clock
         self._rng = rng or random.Random()
-        self._lock_fd = _take_lock(self.path) if lock else None
+        self._lock = DbLock(self.path) if lock else None
         self._fairness = Fairness()  # touched only by the writer thread
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._audit = AuditBuffer()  # rides along with the writer's next commit
+        errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
         self.health = Health(self.path)
         try:
             self._writer = Writer(
-                self._open_writer, translate=self.health.translate, refusal=self.health.refusal
+                self._open_writer,
+                rider=self._audit,
+                errors=errors,
+                translate=self.health.translate,
+                refusal=self.health.refusal,
             )
         except BaseException as exc:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
             if is_corruption(exc):
                 raise refused_at_start(self.path, exc) from None
             raise
+        self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)
@@ -223,7 +232,14 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
             job_id, crash_streak(conn, job_id)
         )
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, poison, result.dead_reason
+            job,
+            result.outcome,
+            result.exit_code,
+            now,
+            self._rng,
+            poison,
+            result.dead_reason,
+            result.transient,
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
@@ -461,27 +477,9 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-
-def _take_lock(db_path: str) -> int:
-    """Hold an exclusive lock on ``<db>.lock`` for the store's life (freed even by kill -9)."""
-    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        holder = Path(db_path + ".lock").read_text().strip() or "another process"
-        raise DaemonLocked(
-            f"database {db_path} is in use by {holder}; stop that daemon first",
-            path=db_path,
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"jobctl daemon pid {os.getpid()}\n".encode())
-    return fd
+        if self._lock is not None:  # after the connections: see jobctl.store.dblock
+            self._lock.release()
+            self._lock = None
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

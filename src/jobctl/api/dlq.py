@@ -7,9 +7,9 @@ import os
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from jobctl.api.app import Ctx
+from jobctl.api.app import Ctx, owner_uid
 from jobctl.api.schemas import DeadReason, ReplayIn, job_out
 from jobctl.errors import InvalidInput
 
@@ -36,7 +36,11 @@ async def show_dead(job_id: int, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.post("/replay", summary="Fresh budget for dead jobs, released at most `rate` per second")
-async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
+async def replay(body: ReplayIn, request: Request, ctx: Ctx) -> dict[str, Any]:
+    uid, most = owner_uid(request), len(body.ids) if body.ids else body.limit
+    ctx.hooks.gate.admit_jobs(uid, most)  # disk floor (503), enqueue rate (429)
+    usage = await ctx.store.run(ctx.st.owner_usage, uid)
+    ctx.hooks.gate.admit_queued(uid, usage["queued"], most)
     jobs = await ctx.store.run(
         ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate
     )

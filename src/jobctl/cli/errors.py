@@ -16,6 +16,8 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
     (errors.StoreError, 7),
+    (errors.Unavailable, 8),
+    (errors.QuotaExceeded, 9),
     (errors.JobctlError, 1),
 ]
 

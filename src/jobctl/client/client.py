@@ -32,6 +32,10 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.LeaseLost,
         errors.DaemonLocked,
         errors.StoreError,
+        errors.Unavailable,
+        errors.DiskLow,
+        errors.StorageFull,
+        errors.QuotaExceeded,
     )
 }
 

@@ -28,11 +28,14 @@ from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.engine import systemd
+from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
+from jobctl.engine.quotas import Gate, Quotas
 from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
@@ -59,7 +62,15 @@ class DaemonConfig:
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
     retry: RetryDefaults = DEFAULT_RETRY
+    #: Free space below which new work is refused (default here: none; the config's
+    #: default is 256MiB or 5%, whichever is less).
+    disk_floor: DiskFloor = field(default_factory=DiskFloor)
+    quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.db.parent / "logs"
 
 
 def make_owner() -> str:
@@ -146,6 +157,7 @@ class Daemon:
             retention=self.config.retention,
             retry=self.config.retry,
             due=parts.timer.wake,
+            gate=parts.gate,
         )
 
 
@@ -158,6 +170,7 @@ class Parts:
     materializer: Materializer
     reaper: Reaper
     metrics: Metrics
+    gate: Gate = field(default_factory=Gate)
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -166,6 +179,10 @@ class Parts:
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
+    disk = DiskGuard([cfg.db.parent, cfg.log_dir], cfg.disk_floor, cfg.clock)
+    quotas = Quotas(cfg.quota, cfg.clock)
+    if isinstance(astore.store, SqliteStore):
+        astore.store.quota = quotas.limits_for
     materializer = Materializer(astore, cfg.clock, metrics=metrics)
 
     def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
@@ -175,15 +192,21 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     executor = Executor(
         astore,
         cfg.clock,
-        ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
+        ExecutorConfig(
+            cfg.concurrency,
+            cfg.lease_ttl,
+            cfg.kill_grace,
+            cfg.log_dir,
+            lambda uid: quotas.limits_for(uid).log_bytes,
+        ),
         owner,
         on_finish=finished,
         metrics=metrics,
     )
-    timer = Timer(astore, cfg.clock, executor, metrics)
+    timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)
-    return Parts(executor, timer, materializer, reaper, metrics)
+    return Parts(executor, timer, materializer, reaper, metrics, Gate(disk, quotas))
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:

@@ -69,6 +69,7 @@ class Executor:
         self._heartbeats: asyncio.Task[None] | None = None
         self._hb_wake = asyncio.Event()
         self._closing = False  # stopping: a finish the store cannot write is given up
+        self._closed = asyncio.Event()  # cuts a finish retry's wait short at shutdown
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
@@ -219,7 +220,8 @@ class Executor:
         level = logging.WARNING if attempt < len(FINISH_BACKOFF) else logging.DEBUG
         log.log(level, "event=finish_retry job=%s attempt=%s error=%s", job_id, attempt + 1,
                 logval(exc))  # fmt: skip
-        await asyncio.sleep(delay)
+        # On the injected clock, like every wait of the engine (tests move it).
+        await self._clock.sleep_until(self._clock.now() + timedelta(seconds=delay), self._closed)
         return True
 
     def _lease_lost(self, op: str, job_id: int, gen: int, reason: str) -> None:
@@ -314,6 +316,7 @@ class Executor:
             await asyncio.wait(set(self._tasks), timeout=grace)
         self.stop_all("shutdown")
         self._closing = True
+        self._closed.set()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         if self._heartbeats is not None:

@@ -165,7 +165,7 @@ class Executor:
             await run.stopping
         tail = process.read_tail(run.log_path)
         if run.log_cap is not None and process.output_cut(run):
-            tail += process.cut_note(run.log_cap)
+            tail = process.cut_note(run.log_cap) + tail  # first: output may hold NULs
             result = _result(run, code, tail)
             if result.error:  # a failure says it too, in the attempt's error
                 cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"

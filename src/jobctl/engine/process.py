@@ -114,7 +114,7 @@ CUT_MARK = "[jobctl: output cut at "
 
 
 def cut_note(cap: int) -> str:
-    return f"\n{CUT_MARK}{cap} bytes by the log_bytes quota]\n"
+    return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
 
 
 def output_cut(run: Running) -> bool:

@@ -63,8 +63,7 @@ def test_a_users_own_override_wins_over_the_group(
 ) -> None:
     cfg = _config(
         tmp_path,
-        f"[quota.group.{GROUP}]\nqueued = 1\n\n"
-        f"[quota.user.{USER}]\nqueued = 3\n",
+        f"[quota.group.{GROUP}]\nqueued = 1\n\n[quota.user.{USER}]\nqueued = 3\n",
     )
     d = make_daemon("--config", cfg)
     for _ in range(3):

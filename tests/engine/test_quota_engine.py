@@ -10,12 +10,14 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from jobctl.domain.quota import Limits
+from jobctl.domain.quota import DiskFloor, Limits
 from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.process import CUT_MARK
 from tests.engine.conftest import Engine
 
@@ -103,3 +105,17 @@ async def test_a_finish_the_store_cannot_write_is_retried_until_it_lands(
             await asyncio.sleep(0.01)
     assert store.get(job.id).status is JobStatus.SUCCEEDED
     assert "event=finish_abandoned" not in caplog.text
+
+
+async def test_below_the_disk_floor_no_queued_job_starts_until_space_returns(
+    engine: Engine,
+) -> None:
+    guard = DiskGuard([engine.tmp], DiskFloor(1 << 60), engine.clock)  # always below
+    engine.timer._disk = guard
+    job = engine.add("true")
+    assert await engine.timer.run_once() == engine.clock.now() + timedelta(seconds=1)
+    assert engine.store.get(job.id).status is JobStatus.SCHEDULED and not engine.finished
+    guard.floor = DiskFloor()  # space is back (no floor at all)
+    engine.clock.advance(1)  # the next measurement
+    await engine.finishes(1)
+    assert engine.store.get(job.id).status is JobStatus.SUCCEEDED

@@ -261,3 +261,47 @@ def test_below_the_floor_new_work_waits_and_resumes_without_a_restart(
     assert load.other == [] and load.refused["storage_full"] == 0
     assert figures["lost"] == 0 and figures["not_succeeded"] == 0 and figures["running"] == 0
     assert recovered < 5
+
+
+def test_the_reserve_lets_running_jobs_finish_while_the_disk_is_full(
+    tmpfs: Path, start_daemon: Callable[[str], DaemonProc]
+) -> None:
+    """Floor 8 MiB, so a 4 MiB reserve file beside the database. Another program fills the
+    disk to the last byte while jobs run: their finishes still land before any space is
+    freed (the daemon gives up the reserve for them), and new work waits."""
+    d = start_daemon('disk_floor = "8MiB"\n')
+    reserve = d.db.with_name(d.db.name + ".reserve")
+    assert reserve.stat().st_size == 4 * MiB
+    client = d.client()
+    filler = tmpfs / "filler"
+    load = Load(d.socket).start()
+    try:
+        wait_until(lambda: len(load.acked) >= 200, what="200 acknowledged enqueues")
+        sleepers = [j["id"] for j in client.enqueue_many([{"command": ["sleep", "1"]}] * 8)]
+
+        def status_of(ids: list[int]) -> set[str]:
+            return {client.get(i)["status"] for i in ids}
+
+        wait_until(lambda: status_of(sleepers) == {"running"}, what="the sleepers to start")
+        fill(filler)
+        full_at = time.monotonic()
+        wait_until(lambda: status_of(sleepers) == {"succeeded"}, timeout=30,
+                   what="the sleepers to finish on the full disk")  # fmt: skip
+        finished_in = time.monotonic() - full_at
+        assert filler.exists() and client.status()["disk"]["refusing"] is True
+        freed = time.monotonic()
+        filler.unlink()
+        wait_until(lambda: load.acked_at[-1] > freed, timeout=30, what="an enqueue after")
+        recovered = load.first_ack_after(freed) - freed
+    finally:
+        load.stop()
+    figures = settle(d, load)
+    d.stop()
+    log = "".join(d.log) + "".join(iter_queue(d))
+    print(f"\nfull disk with a reserve: {figures} refused={dict(load.refused)} "
+          f"sleepers_finished_in={finished_in:.2f}s recovered_in={recovered:.3f}s "
+          f"reserve_released={log.count('event=disk_reserve_released')} "
+          f"finish_retries={log.count('event=finish_retry')}", file=sys.stderr)  # fmt: skip
+    assert load.other == []
+    assert figures["lost"] == 0 and figures["not_succeeded"] == 0 and figures["running"] == 0
+    assert "event=finish_abandoned" not in log

@@ -194,3 +194,26 @@ def test_the_queued_quota_is_checked_in_the_inserting_write(tmp_path: Path) -> N
             store.insert([mine])
     finally:
         store.close()
+
+
+def test_the_reserve_is_made_given_up_for_a_finish_and_made_again(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    reserve = tmp_path / "jobctl.db.reserve"
+    free = {"now": 100 << 20}  # what statvfs would say, so the test can run out of room
+
+    def measure(path: str) -> tuple[int, int, int]:
+        return 1, free["now"], 1 << 30
+
+    guard = DiskGuard([tmp_path], DiskFloor(2 << 20), clock, measure, reserve=reserve)
+    guard.states()
+    assert reserve.stat().st_size == 1 << 20  # half the floor
+    assert os.stat(reserve).st_blocks * 512 >= 1 << 20  # real blocks, not a sparse file
+    free["now"] = 2 << 20  # the disk filled up to the floor
+    assert guard.release_reserve() and not reserve.exists()
+    free["now"] += 1 << 19  # half of what it held is still free (a finish took the rest)
+    state = guard.states()[0]
+    assert state.owed == 1 << 20 and state.low and not reserve.exists()
+    assert not guard.release_reserve()  # nothing left to give
+    free["now"] = 50 << 20  # space is back: the reserve is made again, nothing owed
+    clock.advance(1)
+    assert guard.states()[0].owed == 0 and reserve.exists() and guard.low() is None

@@ -179,7 +179,9 @@ class Parts:
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
-    disk = DiskGuard([cfg.db.parent, cfg.log_dir], cfg.disk_floor, cfg.clock)
+    reserve = cfg.db.with_name(cfg.db.name + ".reserve")
+    disk = DiskGuard([cfg.db.parent, cfg.log_dir], cfg.disk_floor, cfg.clock, reserve=reserve)
+    disk.states()  # measure now: the reserve file is made at start when there is room
     quotas = Quotas(cfg.quota, cfg.clock)
     if isinstance(astore.store, SqliteStore):
         astore.store.quota = quotas.limits_for
@@ -203,6 +205,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         on_finish=finished,
         metrics=metrics,
     )
+    executor.on_store_full = disk.release_reserve
     timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)

@@ -29,6 +29,8 @@ from jobctl.errors import DiskLow
 
 log = logging.getLogger("jobctl.disk")
 CACHE_SECONDS = 1.0
+#: The reserve file's size: half the floor, at most this.
+RESERVE_MAX = 64 * 1024 * 1024
 #: Seconds a caller refused for disk space is told to wait.
 RETRY_AFTER = 5
 
@@ -41,10 +43,12 @@ class DiskState:
     free: int
     total: int
     floor: int
+    #: Bytes of the reserve file given up and not yet taken back: not counted as free.
+    owed: int = 0
 
     @property
     def low(self) -> bool:
-        return self.free < self.floor
+        return self.free - self.owed < self.floor
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +56,7 @@ class DiskState:
             "free_bytes": self.free,
             "total_bytes": self.total,
             "floor_bytes": self.floor,
+            "reserve_released_bytes": self.owed,
             "low": self.low,
         }
 
@@ -71,6 +76,7 @@ class DiskGuard:
         floor: DiskFloor,
         clock: Clock,
         measure: Callable[[str], tuple[int, int, int]] = _statvfs,
+        reserve: Path | None = None,
     ) -> None:
         self._paths = [str(p) for p in paths]
         self.floor = floor
@@ -79,6 +85,10 @@ class DiskGuard:
         self._at: datetime | None = None
         self._states: list[DiskState] = []
         self._was_low = False
+        #: A preallocated file on the first path's filesystem (the database's), given up
+        #: when a finish meets a full disk so that it fits (:meth:`release_reserve`).
+        self._reserve = reserve
+        self._owed = 0  # its size while released and not yet made again
 
     @property
     def enabled(self) -> bool:
@@ -103,9 +113,45 @@ class DiskGuard:
                 continue  # not created yet (the logs' directory): nothing to guard there
             if dev in seen:
                 continue
+            state = DiskState(path, free, total, self.floor.bytes_for(total))
+            if not seen:  # the database's filesystem holds the reserve
+                state = self._keep_reserve(state)
             seen.add(dev)
-            out.append(DiskState(path, free, total, self.floor.bytes_for(total)))
+            out.append(state)
         return out
+
+    def _keep_reserve(self, state: DiskState) -> DiskState:
+        """Make the reserve file when there is room for it above the floor; a released one
+        is owed (not counted as free) until it is made again."""
+        size = min(RESERVE_MAX, state.floor // 2)
+        if self._reserve is None or size <= 0 or not self.enabled:
+            return state
+        if self._reserve.exists():
+            self._owed = 0
+            return state
+        if state.free - size >= state.floor and _preallocate(self._reserve, size):
+            if self._owed:
+                log.info("event=disk_reserve_restored bytes=%d", size)
+            self._owed = 0
+            return DiskState(state.path, state.free - size, state.total, state.floor)
+        return DiskState(state.path, state.free, state.total, state.floor, self._owed)
+
+    def release_reserve(self) -> bool:
+        """Give the reserve's space to the writes that must land (a finish met a full disk).
+
+        Below the floor no new work is admitted and no queued job starts, so what it frees
+        goes to finishes and heartbeats. False if there was none to give."""
+        if self._reserve is None:
+            return False
+        try:
+            size = self._reserve.stat().st_size
+            self._reserve.unlink()
+        except OSError:
+            return False
+        self._owed = size
+        self._at = None  # measure again at the next look
+        log.warning("event=disk_reserve_released bytes=%d", size)
+        return True
 
     def _note_change(self) -> None:
         low = [s for s in self._states if s.low]
@@ -142,6 +188,23 @@ class DiskGuard:
             "refusing": any(s.low for s in states),
             "filesystems": [s.as_dict() for s in states],
         }
+
+
+def _preallocate(path: Path, size: int) -> bool:
+    """Create ``path`` holding ``size`` bytes of real disk blocks; False if it cannot."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        log.warning("event=disk_reserve_failed error=%s", exc)
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        return False
+    os.close(fd)
+    return True
 
 
 def _describe(state: DiskState) -> str:

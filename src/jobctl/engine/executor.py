@@ -70,6 +70,9 @@ class Executor:
         self._hb_wake = asyncio.Event()
         self._closing = False  # stopping: a finish the store cannot write is given up
         self._closed = asyncio.Event()  # cuts a finish retry's wait short at shutdown
+        #: Called when a finish or heartbeat meets a full disk: frees the disk reserve
+        #: (True: something was freed, so try again at once).
+        self.on_store_full: Callable[[], bool] = lambda: False
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
@@ -189,6 +192,7 @@ class Executor:
         gives up (the job is then reclaimed at the next start, like after a crash).
         """
         job_id = claim.job.id
+        released = False  # the disk reserve was given up for this finish (once at most)
         for attempt in itertools.count():
             try:
                 done = await self._store.finish(job_id, claim.generation, result)
@@ -196,6 +200,9 @@ class Executor:
                 await self._refused(claim, result, str(exc))
                 return None
             except Unavailable as exc:  # the disk: keep the result, try again
+                if not released and self.on_store_full():
+                    released = True
+                    continue  # the reserve was given up for this: try again at once
                 if not await self._retry_finish(job_id, attempt, exc):
                     return None
                 continue
@@ -303,6 +310,8 @@ class Executor:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
             log.error("event=heartbeat_failed error=%s", logval(exc))
+            if isinstance(exc, Unavailable):
+                self.on_store_full()
             return False
         gens = dict(leases)
         for job_id in lost:

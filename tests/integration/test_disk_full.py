@@ -297,6 +297,7 @@ def test_the_reserve_lets_running_jobs_finish_while_the_disk_is_full(
         load.stop()
     figures = settle(d, load)
     d.stop()
+    assert not reserve.exists()  # handed back when the daemon stops
     log = "".join(d.log) + "".join(iter_queue(d))
     print(f"\nfull disk with a reserve: {figures} refused={dict(load.refused)} "
           f"sleepers_finished_in={finished_in:.2f}s recovered_in={recovered:.3f}s "

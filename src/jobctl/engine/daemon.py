@@ -145,6 +145,8 @@ class Daemon:
             await _stop_serving(server, server_task, None if inherited else cfg.socket)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            if parts.gate.disk is not None:
+                parts.gate.disk.close()
         log.info("event=stopped")
 
     def _hooks(self, parts: Parts) -> Hooks:

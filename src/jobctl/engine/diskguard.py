@@ -30,7 +30,7 @@ from jobctl.errors import DiskLow
 log = logging.getLogger("jobctl.disk")
 CACHE_SECONDS = 1.0
 #: The reserve file's size: half the floor, at most this.
-RESERVE_MAX = 64 * 1024 * 1024
+RESERVE_MAX = 16 * 1024 * 1024
 #: Seconds a caller refused for disk space is told to wait.
 RETRY_AFTER = 5
 
@@ -135,6 +135,11 @@ class DiskGuard:
             self._owed = 0
             return DiskState(state.path, state.free - size, state.total, state.floor)
         return DiskState(state.path, state.free, state.total, state.floor, self._owed)
+
+    def close(self) -> None:
+        """The daemon stops: hand the reserve back to the filesystem (made again at start)."""
+        if self._reserve is not None and self._reserve.exists():
+            self._reserve.unlink(missing_ok=True)
 
     def release_reserve(self) -> bool:
         """Give the reserve's space to the writes that must land (a finish met a full disk).

@@ -89,9 +89,9 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
     items = body if isinstance(body, list) else [body]
     if not items or len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
-    ctx.hooks.gate.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
+    ctx.hooks.gate.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)

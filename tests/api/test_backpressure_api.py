@@ -16,7 +16,7 @@ from jobctl.api.app import Hooks, create_app
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Gate, Quotas
+from jobctl.engine.quotas import Admission, Quotas
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -25,8 +25,8 @@ HUGE = DiskFloor(1 << 60)  # more than any disk has: always below the floor
 NO_FLOOR, NO_LIMITS = DiskFloor(), Limits()
 
 
-def _gate(tmp: Path, clock: FakeClock, floor: DiskFloor, limits: Limits) -> Gate:
-    return Gate(DiskGuard([tmp], floor, clock), Quotas(QuotaPolicy(limits), clock))
+def _gate(tmp: Path, clock: FakeClock, floor: DiskFloor, limits: Limits) -> Admission:
+    return Admission(DiskGuard([tmp], floor, clock), Quotas(QuotaPolicy(limits), clock))
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ async def make_api(app_store: SqliteStore, clock: FakeClock, tmp_path: Path) -> 
     async def make(floor: DiskFloor = NO_FLOOR, limits: Limits = NO_LIMITS) -> Any:
         gate = _gate(tmp_path, clock, floor, limits)
         app_store.quota = gate.limits_for
-        app = create_app(astore, Hooks(gate=gate))
+        app = create_app(astore, Hooks(admission=gate))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://j")
         clients.append(client)
         return client

@@ -15,7 +15,7 @@ from jobctl.domain.dispatch import Fairness, plan_claims
 from jobctl.domain.models import JobSpec
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy, RateBuckets, parse_size
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Gate, Quotas
+from jobctl.engine.quotas import Admission, Quotas
 from jobctl.errors import DiskLow, QuotaExceeded, StorageFull
 from jobctl.store.sqlite import SqliteStore
 from jobctl.store.writer import disk_error
@@ -70,7 +70,7 @@ def test_the_enqueue_rate_is_a_token_bucket_on_the_injected_clock() -> None:
 
 def test_the_gate_answers_429_with_the_wait() -> None:
     clock = FakeClock(T0)
-    gate = Gate(None, Quotas(QuotaPolicy(Limits(enqueue_rate=1, enqueue_burst=2)), clock))
+    gate = Admission(None, Quotas(QuotaPolicy(Limits(enqueue_rate=1, enqueue_burst=2)), clock))
     gate.admit_jobs(5, 2)
     with pytest.raises(QuotaExceeded) as refused:
         gate.admit_jobs(5, 1)
@@ -80,7 +80,7 @@ def test_the_gate_answers_429_with_the_wait() -> None:
     gate.admit_jobs(5, 1)
     gate.admit_schedule(5, 0)
     with pytest.raises(QuotaExceeded):
-        Gate(None, Quotas(QuotaPolicy(Limits(schedules=3)), clock)).admit_schedule(5, 3)
+        Admission(None, Quotas(QuotaPolicy(Limits(schedules=3)), clock)).admit_schedule(5, 3)
 
 
 # --------------------------------------------------------------------------- disk floor

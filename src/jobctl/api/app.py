@@ -30,7 +30,7 @@ from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
-from jobctl.engine.quotas import Gate
+from jobctl.engine.quotas import Admission
 from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
@@ -53,7 +53,7 @@ class Hooks:
     #: New work due at a time: wakes the timer only if that is before its next tick.
     due: Callable[[datetime], None] = lambda at: None
     #: The disk floor and per-owner quotas new work must pass (default: none).
-    gate: Gate = field(default_factory=Gate)
+    admission: Admission = field(default_factory=Admission)
 
 
 @dataclass
@@ -149,7 +149,7 @@ async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
 async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     stats = await ctx.store.run(ctx.st.stats)
     usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
-    gate = ctx.hooks.gate
+    adm = ctx.hooks.admission
     totals = await ctx.store.run(ctx.st.schedule_totals)
     now = ctx.store.clock.now()
     nxt = totals.pop("next_run_at")
@@ -168,8 +168,8 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "counts": counts,
         "queues": [queue_out(q, now) for q in stats],
         "schedules": totals,
-        "disk": gate.disk.info() if gate.disk is not None else None,
-        "quota": gate.usage(owner_uid(request), usage),
+        "disk": adm.disk.info() if adm.disk is not None else None,
+        "quota": adm.usage(owner_uid(request), usage),
         **ctx.hooks.info(),
     }
 

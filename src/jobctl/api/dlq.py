@@ -38,9 +38,9 @@ async def show_dead(job_id: int, ctx: Ctx) -> dict[str, Any]:
 @router.post("/replay", summary="Fresh budget for dead jobs, released at most `rate` per second")
 async def replay(body: ReplayIn, request: Request, ctx: Ctx) -> dict[str, Any]:
     uid, most = owner_uid(request), len(body.ids) if body.ids else body.limit
-    ctx.hooks.gate.admit_jobs(uid, most)  # disk floor (503), enqueue rate (429)
+    ctx.hooks.admission.admit_jobs(uid, most)  # disk floor (503), enqueue rate (429)
     usage = await ctx.store.run(ctx.st.owner_usage, uid)
-    ctx.hooks.gate.admit_queued(uid, usage["queued"], most)
+    ctx.hooks.admission.admit_queued(uid, usage["queued"], most)
     jobs = await ctx.store.run(
         ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate
     )

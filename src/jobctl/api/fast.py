@@ -91,7 +91,7 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
-    ctx.hooks.gate.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
+    ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)

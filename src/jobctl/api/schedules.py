@@ -24,7 +24,7 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
     )
     spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
     usage = await ctx.store.run(ctx.st.owner_usage, spec.owner_uid)
-    ctx.hooks.gate.admit_schedule(spec.owner_uid, usage["schedules"])  # 503 / 429
+    ctx.hooks.admission.admit_schedule(spec.owner_uid, usage["schedules"])  # 503 / 429
     sched = await ctx.store.run(ctx.st.create_schedule, spec)
     ctx.hooks.schedules_changed()
     return JSONResponse(schedule_out(sched), 201)
@@ -70,9 +70,9 @@ async def resume(ref: str, ctx: Ctx) -> dict[str, Any]:
 @router.post("/{ref}/trigger", status_code=201, summary="Run now as a manual occurrence")
 async def trigger(ref: str, request: Request, ctx: Ctx) -> dict[str, Any]:
     uid = owner_uid(request)
-    ctx.hooks.gate.admit_jobs(uid, 1)  # disk floor (503), enqueue rate (429)
+    ctx.hooks.admission.admit_jobs(uid, 1)  # disk floor (503), enqueue rate (429)
     usage = await ctx.store.run(ctx.st.owner_usage, uid)
-    ctx.hooks.gate.admit_queued(uid, usage["queued"], 1)
+    ctx.hooks.admission.admit_queued(uid, usage["queued"], 1)
     job = await ctx.store.run(ctx.st.trigger_schedule, ref)
     ctx.hooks.wake()
     return job_out(job)

@@ -35,7 +35,7 @@ from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
-from jobctl.engine.quotas import Gate, Quotas
+from jobctl.engine.quotas import Admission, Quotas
 from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
@@ -145,8 +145,8 @@ class Daemon:
             await _stop_serving(server, server_task, None if inherited else cfg.socket)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            if parts.gate.disk is not None:
-                parts.gate.disk.close()
+            if parts.admission.disk is not None:
+                parts.admission.disk.close()
         log.info("event=stopped")
 
     def _hooks(self, parts: Parts) -> Hooks:
@@ -159,7 +159,7 @@ class Daemon:
             retention=self.config.retention,
             retry=self.config.retry,
             due=parts.timer.wake,
-            gate=parts.gate,
+            admission=parts.admission,
         )
 
 
@@ -172,7 +172,7 @@ class Parts:
     materializer: Materializer
     reaper: Reaper
     metrics: Metrics
-    gate: Gate = field(default_factory=Gate)
+    admission: Admission = field(default_factory=Admission)
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -211,7 +211,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)
-    return Parts(executor, timer, materializer, reaper, metrics, Gate(disk, quotas))
+    return Parts(executor, timer, materializer, reaper, metrics, Admission(disk, quotas))
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:

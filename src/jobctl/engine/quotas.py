@@ -1,4 +1,4 @@
-"""Per-owner quotas in the running daemon, and the gate the API asks before new work.
+"""Per-owner quotas in the running daemon, and the admission the API asks before new work.
 
 :class:`Quotas` turns a uid into its :class:`~jobctl.domain.quota.Limits` (user name and
 groups from the account database, kept for :data:`ACCOUNT_SECONDS` of the injected
@@ -7,10 +7,10 @@ clock) and holds the enqueue-rate buckets. Where each quota is enforced:
 * ``queued``: in the store, inside the write that inserts the jobs (a group over it is
   refused alone, 429), from the exact per-lane counters in ``job_counts``;
 * ``running``: by the dispatcher, in the claim transaction; the owner's due jobs wait;
-* ``schedules`` and ``enqueue_rate``: here, before the write (:class:`Gate`);
+* ``schedules`` and ``enqueue_rate``: here, before the write (:class:`Admission`);
 * ``log_bytes``: by the kernel, as the command's ``RLIMIT_FSIZE`` (engine/process.py).
 
-:class:`Gate` also asks the :class:`~jobctl.engine.diskguard.DiskGuard`: below the disk
+:class:`Admission` also asks the :class:`~jobctl.engine.diskguard.DiskGuard`: below the disk
 floor new work is refused (503) before any quota is spent.
 """
 
@@ -105,7 +105,7 @@ def over(quota: str, limit: int | None, have: int, adding: int) -> QuotaExceeded
     )
 
 
-class Gate:
+class Admission:
     """What the API asks before it accepts new work; without parts it admits everything."""
 
     def __init__(self, disk: DiskGuard | None = None, quotas: Quotas | None = None) -> None:
@@ -151,4 +151,4 @@ class Gate:
         return out
 
 
-__all__ = ["ACCOUNT_SECONDS", "Gate", "Quotas", "account", "over"]
+__all__ = ["ACCOUNT_SECONDS", "Admission", "Quotas", "account", "over"]

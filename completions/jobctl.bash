@@ -58,7 +58,7 @@ _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
         add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --json --socket --help) ;;
-        list) _jobctl_r=(--status --queue --limit --json --socket --help) ;;
+        list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
@@ -71,17 +71,17 @@ _jobctl_options() {
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
         dlq) _jobctl_r=(--help) ;;
-        'dlq list') _jobctl_r=(--queue --reason --since --limit --json --socket --help) ;;
+        'dlq list') _jobctl_r=(--queue --reason --since --limit --all-users --json --socket --help) ;;
         'dlq show') _jobctl_r=(--json --socket --help) ;;
-        'dlq replay') _jobctl_r=(--limit --queue --reason --id --rate --dry-run --no-dry-run --wait --no-wait --json --socket --help) ;;
-        'dlq purge') _jobctl_r=(--older-than --yes --socket --help) ;;
+        'dlq replay') _jobctl_r=(--limit --queue --reason --id --rate --dry-run --no-dry-run --wait --no-wait --all-users --json --socket --help) ;;
+        'dlq purge') _jobctl_r=(--older-than --yes --all-users --socket --help) ;;
         queues) _jobctl_r=(--help) ;;
         'queues list') _jobctl_r=(--json --socket --help) ;;
         'queues set') _jobctl_r=(--concurrency --rate --burst --weight --unlimited --no-unlimited --json --socket --help) ;;
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
-        'schedules list') _jobctl_r=(--deleted --no-deleted --limit --json --socket --help) ;;
+        'schedules list') _jobctl_r=(--deleted --no-deleted --limit --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
@@ -162,7 +162,7 @@ _jobctl_value() {
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
-        'dlq list --reason'|'dlq replay --reason') _jobctl_words max_attempts non_retryable timeout lease_expired poison ;;
+        'dlq list --reason'|'dlq replay --reason') _jobctl_words max_attempts non_retryable timeout lease_expired poison denied ;;
         *) : ;;
     esac
 }

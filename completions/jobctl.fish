@@ -116,7 +116,7 @@ complete -c jobctl -f
 
 # jobctl
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List jobs, newest first.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first (admins: --all-users for everyone\'s).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
@@ -136,7 +136,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the vers
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl add
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601, or local time \'2027-03-14 06:00\''
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
@@ -151,7 +151,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry o
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --cron'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'name' -x -d 'Unique schedule name, usable as its id'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences after downtime'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
@@ -166,6 +166,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'#1+\'' -F -d 'Command and arguments
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'status' -x -a 'scheduled running succeeded dead cancelled' -d 'Only jobs in this state'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'At most this many, newest first'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -246,17 +247,18 @@ complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'socket' -r -F -d 'Th
 complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List dead jobs with their reasons, most recent deaths first.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with every attempt and why it died.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.'
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete dead jobs (with their attempts and logs) that died longer ago than...'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete your dead jobs (with their attempts and logs) that died longer ago...'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq list
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison' -d 'Only jobs dead for this reason'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -270,11 +272,12 @@ complete -c jobctl -n '__jobctl_at \'dlq show\' \'#1\'' -f -a '(__jobctl_job_ids
 # jobctl dlq replay
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'limit' -x -d 'Replay at most this many'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'queue' -x -d 'Only this queue'
-complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison' -d 'Only jobs dead for this reason'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'id' -x -a '(__jobctl_job_ids)' -d 'Only this job, repeatable'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'rate' -x -d 'Release at most this many per second: 2/s, 30/m'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'dry-run' -l 'no-dry-run' -d 'Show what would be replayed; change nothing'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'wait' -l 'no-wait' -d 'Follow the releases with a progress bar'
+complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -282,6 +285,7 @@ complete -c jobctl -n '__jobctl_at \'dlq replay\' \'opt\'' -l 'help' -d 'Show th
 # jobctl dlq purge
 complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'older-than' -x -d 'Died longer ago than this, e.g. 30d'
 complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'yes' -d 'Really delete (otherwise only count)'
+complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -321,7 +325,7 @@ complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'help' -d 'Show
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
-complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List schedules with their next run and skip counts.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'show' -d 'Expression, zone, policies, next fires, last run, skips and recent occurrences.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'pause' -d 'Stop creating occurrences until resumed.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'resume' -d 'Continue from the next occurrence; those that passed while paused are recorded.'
@@ -332,6 +336,7 @@ complete -c jobctl -n '__jobctl_at \'schedules\' \'opt\'' -l 'help' -d 'Show thi
 # jobctl schedules list
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'deleted' -l 'no-deleted' -d 'Include deleted schedules'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Show at most N (oldest first); default: all'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'help' -d 'Show this message and exit.'

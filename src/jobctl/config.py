@@ -332,6 +332,17 @@ class Settings:
         "socket_group", "string", _group,
         "Group allowed on the socket (mode 0660); unset: owner only (0600)",
         flag="--socket-group"))  # fmt: skip
+    admin_group: str | None = field(metadata=_spec(
+        "admin_group", "string", _group,
+        "Members may act on every user's jobs, queues and prune; root always may"))  # fmt: skip
+    allow_file: Path = field(metadata=_spec(
+        "allow_file", "path", _path,
+        "If it exists, only the users it lists may use jobctl (cron.allow rules)",
+        default=Path("/etc/jobctl/jobctl.allow")))  # fmt: skip
+    deny_file: Path = field(metadata=_spec(
+        "deny_file", "path", _path,
+        "If it exists and no allow file does, the users it lists may not use jobctl",
+        default=Path("/etc/jobctl/jobctl.deny")))  # fmt: skip
     concurrency: int = field(metadata=_spec(
         "concurrency", "integer >= 1", _integer(1), "Commands running at once",
         default=16, flag="--concurrency"))  # fmt: skip

@@ -9,6 +9,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     ├── InvalidInput            the caller sent something malformed (bad time, field, size)
     │   └── InvalidSchedule     a cron expression, duration or time zone is not valid
     ├── NotFound                no job / attempt / schedule with that id
+    │   └── NotVisible          it exists but is another user's (answered as NotFound)
+    ├── Forbidden               the caller may not do this at all (403)
     ├── Conflict                the request contradicts the stored state
     │   ├── KeyConflict         same job key, different body
     │   ├── IllegalTransition   the state machine does not allow that move
@@ -48,6 +50,18 @@ class InvalidSchedule(InvalidInput):
 
 class NotFound(JobctlError):
     code = "not_found"
+
+
+class NotVisible(NotFound):
+    """Another user's job or schedule: the caller is told exactly what a missing one tells
+    (same code, same message), so ids leak nothing; only the server knows the difference
+    (it marks the request as denied for the audit trail)."""
+
+
+class Forbidden(JobctlError):
+    """The caller may not use jobctl, or not this action (admins only, ``all_users``)."""
+
+    code = "forbidden"
 
 
 class Conflict(JobctlError):

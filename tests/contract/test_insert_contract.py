@@ -77,3 +77,25 @@ def test_a_big_batch_keeps_order_and_keys(store: Store, clock: FakeClock) -> Non
     again = store.insert(specs[1:600])  # keyed ones repeat; unkeyed ones are new jobs
     assert [i.created for i in again] == [n % 3 == 0 for n in range(1, 600)]
     assert _counts(store)["default"][0] == 1200 + 199
+
+
+def test_keys_are_scoped_per_owner(store: Store, clock: FakeClock) -> None:
+    """The same key from two users makes two jobs; neither is ever the other's answer."""
+    [alice] = store.insert([spec(clock, key="report", owner_uid=1001)])
+    [bob] = store.insert([spec(clock, key="report", owner_uid=1002, command=("other",))])
+    assert alice.created and bob.created and alice.job.id != bob.job.id
+    [again] = store.insert([spec(clock, key="report", owner_uid=1002, command=("other",))])
+    assert not again.created and again.job.id == bob.job.id
+    with pytest.raises(KeyConflict) as refused:
+        store.insert([spec(clock, key="report", owner_uid=1001, command=("other",))])
+    assert refused.value.details["job_id"] == alice.job.id
+
+
+def test_one_batch_of_two_owners_with_one_key_makes_two_jobs(
+    store: Store, clock: FakeClock
+) -> None:
+    a, b = store.insert(
+        [spec(clock, key="k", owner_uid=1001), spec(clock, key="k", owner_uid=1002)]
+    )
+    assert a.created and b.created and a.job.id != b.job.id
+    assert (store.get(a.job.id).spec.owner_uid, store.get(b.job.id).spec.owner_uid) == (1001, 1002)

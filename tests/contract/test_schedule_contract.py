@@ -152,6 +152,32 @@ def test_delete_keeps_history(store: Store, clock: FakeClock) -> None:
     assert [j.id for j in store.schedule_history(s.id, 10)[0]] == [job_id]
 
 
+def test_a_deleted_schedules_name_can_be_used_again(store: Store, clock: FakeClock) -> None:
+    """Issue 12, item 1: the old one keeps its history and shows its name; the name is free."""
+
+    def named(cron: str) -> ScheduleSpec:
+        return ScheduleSpec(Timing("UTC", cron=cron), Policy(), TEMPLATE, 1000, name="w")
+
+    old = store.create_schedule(named("0 * * * *"))
+    clock.set(at_hour(clock, 1))
+    [(_, job_id, _)] = store.materialize(100).created
+    store.delete_schedule("w")
+    new = store.create_schedule(named("0 7 * * *"))
+    assert new.id != old.id and store.get_schedule("w").id == new.id
+    with pytest.raises(Conflict):
+        store.create_schedule(named("0 8 * * *"))  # live names stay unique
+    gone = store.get_schedule(old.id)
+    assert gone.spec.name == "w" and gone.deleted_at is not None
+    assert [j.id for j in store.schedule_history(old.id, 10)[0]] == [job_id]
+    store.delete_schedule("w")
+    store.delete_schedule(old.id)  # deleting again changes nothing
+    clock.advance(1)  # listed oldest first
+    third = store.create_schedule(named("0 9 * * *"))
+    assert store.get_schedule("w").id == third.id
+    listed = store.list_schedules(include_deleted=True)
+    assert [(s.id, s.spec.name) for s in listed] == [(old.id, "w"), (new.id, "w"), (third.id, "w")]
+
+
 def test_trigger_is_a_manual_occurrence(store: Store, clock: FakeClock) -> None:
     s = store.create_schedule(hourly())
     job = store.trigger_schedule(s.id)
@@ -301,3 +327,22 @@ def test_totals_count_live_schedules_and_their_skips(store: Store, clock: FakeCl
     assert (totals["total"], totals["paused"]) == (2, 1)  # a, and c still paused
     assert totals["pause_skips"] == 3  # b's are gone with b
     assert (totals["misfire_skips"], totals["overlap_skips"]) == (0, 0)
+
+
+def test_names_are_unique_per_owner(store: Store, clock: FakeClock) -> None:
+    """Two users may both have a "report"; a name means the caller's own schedule."""
+
+    def named(owner: int) -> ScheduleSpec:
+        return ScheduleSpec(Timing("UTC", cron="0 6 * * *"), Policy(), TEMPLATE, owner, "report")
+
+    alice = store.create_schedule(named(1001))
+    bob = store.create_schedule(named(1002))
+    assert alice.id != bob.id
+    assert store.get_schedule("report", 1001).id == alice.id
+    assert store.get_schedule("report", 1002).id == bob.id
+    with pytest.raises(NotFound):
+        store.get_schedule("report", 1003)
+    with pytest.raises(Conflict):
+        store.create_schedule(named(1002))
+    assert {s.id for s in store.list_schedules(owner=1002)} == {bob.id}
+    assert {s.id for s in store.list_schedules()} == {alice.id, bob.id}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pwd
 import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +23,9 @@ from jobctl.engine.process import CUT_MARK
 from tests.engine.conftest import Engine
 
 pytestmark = pytest.mark.asyncio
-A, B = 4242, 4343  # two owners (labels only unless the tests run as root)
+# Two owners that exist (the owner is checked before a job starts): service accounts
+# present on every Debian-like system. As root the commands really run as them.
+A, B = pwd.getpwnam("daemon").pw_uid, pwd.getpwnam("bin").pw_uid
 
 
 @pytest.fixture

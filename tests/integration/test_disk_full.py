@@ -245,7 +245,7 @@ def test_below_the_floor_new_work_waits_and_resumes_without_a_restart(
             text=True,
             check=False,
         )
-        assert cli.returncode == 8, cli.stderr
+        assert cli.returncode == 9, cli.stderr
         assert cli.stderr.startswith("jobctl: error: not accepting new work: ")
         assert "MiB free on the filesystem of" in cli.stderr and cli.stderr.count("\n") == 1
         freed = time.monotonic()

@@ -46,7 +46,7 @@ def test_a_group_override_applies_and_the_cli_says_why(
     for _ in range(2):
         assert _cli(d, "add", "--in", "1h", "--", "true").returncode == 0
     refused = _cli(d, "add", "--in", "1h", "--", "true")
-    assert refused.returncode == 9
+    assert refused.returncode == 10
     assert refused.stderr == (
         "jobctl: error: queued quota: you have 2 scheduled jobs of at most 2; "
         "1 more would pass it\n"

@@ -133,6 +133,9 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_DB": "/d/j.db",
         "JOBCTL_SOCKET": "/d/j.sock",
         "JOBCTL_SOCKET_GROUP": "jobs",
+        "JOBCTL_ADMIN_GROUP": "wheel",
+        "JOBCTL_ALLOW_FILE": "/e/jobctl.allow",
+        "JOBCTL_DENY_FILE": "/e/jobctl.deny",
         "JOBCTL_CONCURRENCY": "3",
         "JOBCTL_LEASE_TTL": "1m",
         "JOBCTL_KILL_GRACE": "1s",
@@ -162,6 +165,9 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         db=Path("/d/j.db"),
         socket=Path("/d/j.sock"),
         socket_group="jobs",
+        admin_group="wheel",
+        allow_file=Path("/e/jobctl.allow"),
+        deny_file=Path("/e/jobctl.deny"),
         concurrency=3,
         lease_ttl=60.0,
         kill_grace=1.0,
@@ -220,6 +226,9 @@ def test_the_file_can_set_every_key(tmp_path: Path) -> None:
 db = "/srv/jobctl.db"
 socket = "/run/jobctl/jobctl.sock"
 socket_group = "jobctl"
+admin_group = "wheel"
+allow_file = "/etc/jobctl/jobctl.allow"
+deny_file = "jobctl.deny"
 concurrency = 8
 lease_ttl = "45s"
 kill_grace = 5

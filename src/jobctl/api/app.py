@@ -22,8 +22,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
 from jobctl import __version__, errors
+from jobctl.access import Access
 from jobctl.api import errors as api_errors
-from jobctl.api import fast
+from jobctl.api import fast, policy
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
@@ -52,6 +53,8 @@ class Hooks:
     retry: RetryDefaults = DEFAULT_RETRY
     #: New work due at a time: wakes the timer only if that is before its next tick.
     due: Callable[[datetime], None] = lambda at: None
+    #: Who may use jobctl and who is an admin (allow/deny files, admin group).
+    access: Access = field(default_factory=Access)
     #: The disk floor and per-owner quotas new work must pass (default: none).
     admission: Admission = field(default_factory=Admission)
 
@@ -85,12 +88,31 @@ async def _ctx(request: Request) -> Context:
 
 
 Ctx = Annotated[Context, Depends(_ctx)]
+
+
+async def _caller(request: Request) -> policy.Caller:
+    ctx: Context = request.app.state.ctx
+    return policy.caller_of(request.scope, ctx.hooks.access)
+
+
+#: The request's caller (:mod:`jobctl.api.policy`): owner checks and list filters.
+Who = Annotated[policy.Caller, Depends(_caller)]
+AllUsers = Annotated[
+    bool, Query(description="Everyone's, not only the caller's (admins only; else 403)")
+]
 router = APIRouter(prefix="/v1")
 
 
 def owner_uid(request: Request) -> int:
     """The caller's uid from the socket's peer credentials (the daemon's own in-process)."""
     return fast.peer_uid(request.scope)
+
+
+async def visible_job(ctx: Context, who: policy.Caller, job_id: int) -> Job:
+    """The job with its attempts, if the caller may see it; else as if it did not exist."""
+    job = await ctx.store.run(ctx.st.get, job_id)
+    who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
+    return job
 
 
 @router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
@@ -104,18 +126,21 @@ async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSON
 @router.get("/jobs", summary="List jobs, newest first")
 async def list_jobs(
     ctx: Ctx,
+    who: Who,
     status: JobStatus | None = None,
     queue: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     before: Annotated[int | None, Query(ge=1)] = None,
+    all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
-    jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit, before)
+    owner = who.owner_filter(all_users)
+    jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit, before, owner)
     return [job_out(j) for j in jobs]
 
 
 @router.get("/jobs/{job_id}", summary="One job with its attempts")
-async def get_job(job_id: int, ctx: Ctx) -> dict[str, Any]:
-    return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
+async def get_job(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+    return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
 @router.get(
@@ -123,8 +148,8 @@ async def get_job(job_id: int, ctx: Ctx) -> dict[str, Any]:
     response_class=PlainTextResponse,
     summary="Captured output of one attempt",
 )
-async def attempt_log(job_id: int, number: int, ctx: Ctx) -> PlainTextResponse:
-    job = await ctx.store.run(ctx.st.get, job_id)
+async def attempt_log(job_id: int, number: int, ctx: Ctx, who: Who) -> PlainTextResponse:
+    job = await visible_job(ctx, who, job_id)
     found = [a for a in job.attempts if a.number == number]
     if not found:
         raise errors.NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
@@ -135,7 +160,8 @@ async def attempt_log(job_id: int, number: int, ctx: Ctx) -> PlainTextResponse:
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
-async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
+async def cancel(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+    await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
         ctx.hooks.stop_job(job_id, "cancelled by user")
@@ -176,7 +202,7 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
 
 def create_app(
     store: AsyncStore, hooks: Hooks | None = None, metrics: Metrics | None = None
-) -> fast.EnqueueFront:
+) -> policy.Gate:
     app = FastAPI(
         title="jobctl",
         version=__version__,
@@ -201,4 +227,5 @@ def create_app(
         metrics_api.router,
     ):
         app.include_router(extra)
-    return fast.EnqueueFront(app)
+    ctx: Context = app.state.ctx
+    return policy.Gate(fast.EnqueueFront(app), ctx.hooks.access)

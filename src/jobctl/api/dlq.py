@@ -7,9 +7,9 @@ import os
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
-from jobctl.api.app import Ctx, owner_uid
+from jobctl.api.app import AllUsers, Ctx, Who, visible_job
 from jobctl.api.schemas import DeadReason, ReplayIn, job_out
 from jobctl.errors import InvalidInput
 
@@ -19,30 +19,42 @@ router = APIRouter(prefix="/v1/dlq")
 @router.get("", summary="Dead jobs, most recent deaths first")
 async def list_dead(
     ctx: Ctx,
+    who: Who,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     queue: str | None = None,
     reason: DeadReason | None = None,
     since: datetime | None = None,
+    all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
     if since is not None and since.tzinfo is None:
         raise InvalidInput("since needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit)
+    owner = who.owner_filter(all_users, "dead jobs")
+    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit, owner)
     return [job_out(j) for j in jobs]
 
 
 @router.get("/{job_id}", summary="One dead job with its attempts")
-async def show_dead(job_id: int, ctx: Ctx) -> dict[str, Any]:
-    return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
+async def show_dead(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+    return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
 @router.post("/replay", summary="Fresh budget for dead jobs, released at most `rate` per second")
-async def replay(body: ReplayIn, request: Request, ctx: Ctx) -> dict[str, Any]:
-    uid, most = owner_uid(request), len(body.ids) if body.ids else body.limit
-    ctx.hooks.admission.admit_jobs(uid, most)  # disk floor (503), enqueue rate (429)
-    usage = await ctx.store.run(ctx.st.owner_usage, uid)
-    ctx.hooks.admission.admit_queued(uid, usage["queued"], most)
+async def replay(body: ReplayIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """By ids: each must exist and be the caller's (else 404 naming it, the same answer
+    for both). Without ids: the caller's oldest dead jobs; ``all_users`` (admins):
+    everyone's."""
+    if body.ids:
+        for job_id in body.ids[: body.limit]:  # the store replays no more than these
+            await visible_job(ctx, who, job_id)
+        owner = None
+    else:
+        owner = who.owner_filter(body.all_users, "dead jobs")
+    most = len(body.ids[: body.limit]) if body.ids else body.limit
+    ctx.hooks.admission.admit_jobs(who.uid, most)  # disk floor (503), enqueue rate (429)
+    usage = await ctx.store.run(ctx.st.owner_usage, who.uid)
+    ctx.hooks.admission.admit_queued(who.uid, usage["queued"], most)
     jobs = await ctx.store.run(
-        ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate
+        ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate, owner
     )
     ctx.replayed(jobs)
     if jobs:
@@ -53,11 +65,14 @@ async def replay(body: ReplayIn, request: Request, ctx: Ctx) -> dict[str, Any]:
 @router.delete("", summary="Delete dead jobs that died more than `older_than` seconds ago")
 async def purge(
     ctx: Ctx,
+    who: Who,
     older_than: Annotated[float, Query(ge=0)],
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+    all_users: AllUsers = False,
 ) -> dict[str, Any]:
+    owner = who.owner_filter(all_users, "dead jobs")
     cutoff = ctx.store.clock.now() - timedelta(seconds=older_than)
-    count, logs = await ctx.store.run(ctx.st.purge_dead, cutoff, limit)
+    count, logs = await ctx.store.run(ctx.st.purge_dead, cutoff, limit, owner)
     for path in logs:  # after the commit: a crash here leaves files, never dangling rows
         with contextlib.suppress(OSError):
             os.unlink(path)

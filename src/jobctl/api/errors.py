@@ -20,6 +20,7 @@ from jobctl import errors
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
+    (errors.Forbidden, 403),
     (errors.LeaseLost, 409),
     (errors.QuotaExceeded, 429),
     (errors.Unavailable, 503),

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from jobctl import errors
 from jobctl.api.errors import error_body, retry_after, status_for, validation_message
 from jobctl.api.schemas import JobIn, job_out
+from jobctl.domain.schedule import is_occurrence_key
 from jobctl.store.base import Inserted
 
 Scope = MutableMapping[str, Any]
@@ -89,6 +90,13 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
     items = body if isinstance(body, list) else [body]
     if not items or len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
+    for i, item in enumerate(items):
+        if item.key is not None and is_occurrence_key(item.key):
+            where = f"{i}.key" if isinstance(body, list) else "key"
+            raise errors.InvalidInput(
+                f"{where}: {item.key!r} has the shape of a schedule occurrence's key "
+                "('<schedule-id>@...'), which only the scheduler may use; choose another key"
+            )
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
     ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)

@@ -8,13 +8,24 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from jobctl.api.app import Ctx, owner_uid
+from jobctl.api.app import AllUsers, Context, Ctx, Who, owner_uid
+from jobctl.api.policy import Caller
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
+from jobctl.domain.schedule import Schedule
+from jobctl.errors import NotVisible
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
 _TICK = timedelta(milliseconds=1)  # fires() is exclusive: include next_run_at itself
+
+
+async def visible(ctx: Context, who: Caller, ref: str) -> Schedule:
+    """The schedule ``ref`` names, if the caller may see it; else as if it did not exist.
+    Every route below acts on the id this returns (the owner never changes)."""
+    sched = await ctx.store.run(ctx.st.get_schedule, ref, who.uid)  # a name: the caller's
+    who.check(sched.spec.owner_uid, NotVisible(f"no schedule {ref!r}", schedule=ref))
+    return sched
 
 
 @router.post("", status_code=201, summary="Create a cron or interval schedule")
@@ -33,17 +44,20 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
 @router.get("", summary="Schedules, oldest first; page with limit and after")
 async def list_schedules(
     ctx: Ctx,
+    who: Who,
     deleted: bool = False,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     after: Annotated[str | None, Query(description="id of the last schedule seen")] = None,
+    all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
-    found = await ctx.store.run(ctx.st.list_schedules, deleted, limit, after)
+    owner = who.owner_filter(all_users, "schedules")
+    found = await ctx.store.run(ctx.st.list_schedules, deleted, limit, after, owner)
     return [schedule_out(s) for s in found]
 
 
 @router.get("/{ref}", summary="One schedule (id or name) with next fires and history")
-async def show(ref: str, ctx: Ctx, history: int = 10) -> dict[str, Any]:
-    sched = await ctx.store.run(ctx.st.get_schedule, ref)
+async def show(ref: str, ctx: Ctx, who: Who, history: int = 10) -> dict[str, Any]:
+    sched = await visible(ctx, who, ref)
     jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, max(1, min(history, 500)))
     if jobs:
         jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
@@ -56,28 +70,32 @@ async def show(ref: str, ctx: Ctx, history: int = 10) -> dict[str, Any]:
 
 
 @router.post("/{ref}/pause", summary="Stop materializing occurrences")
-async def pause(ref: str, ctx: Ctx) -> dict[str, Any]:
-    return schedule_out(await ctx.store.run(ctx.st.pause_schedule, ref))
+async def pause(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    sched = await visible(ctx, who, ref)
+    return schedule_out(await ctx.store.run(ctx.st.pause_schedule, sched.id))
 
 
 @router.post("/{ref}/resume", summary="Continue from the next occurrence; record what passed")
-async def resume(ref: str, ctx: Ctx) -> dict[str, Any]:
-    sched, passed = await ctx.store.run(ctx.st.resume_schedule, ref)
+async def resume(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    found = await visible(ctx, who, ref)
+    sched, passed = await ctx.store.run(ctx.st.resume_schedule, found.id)
     ctx.hooks.schedules_changed()
     return schedule_out(sched) | {"skipped_while_paused": passed.count}
 
 
 @router.post("/{ref}/trigger", status_code=201, summary="Run now as a manual occurrence")
-async def trigger(ref: str, request: Request, ctx: Ctx) -> dict[str, Any]:
-    uid = owner_uid(request)
-    ctx.hooks.admission.admit_jobs(uid, 1)  # disk floor (503), enqueue rate (429)
-    usage = await ctx.store.run(ctx.st.owner_usage, uid)
-    ctx.hooks.admission.admit_queued(uid, usage["queued"], 1)
-    job = await ctx.store.run(ctx.st.trigger_schedule, ref)
+async def trigger(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    sched = await visible(ctx, who, ref)
+    ctx.hooks.admission.admit_jobs(who.uid, 1)  # disk floor (503), enqueue rate (429)
+    owner = sched.spec.owner_uid  # the occurrence is the schedule owner's job
+    usage = await ctx.store.run(ctx.st.owner_usage, owner)
+    ctx.hooks.admission.admit_queued(owner, usage["queued"], 1)
+    job = await ctx.store.run(ctx.st.trigger_schedule, sched.id)
     ctx.hooks.wake()
     return job_out(job)
 
 
 @router.delete("/{ref}", summary="Delete (its jobs and history stay)")
-async def delete(ref: str, ctx: Ctx) -> dict[str, Any]:
-    return schedule_out(await ctx.store.run(ctx.st.delete_schedule, ref))
+async def delete(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    sched = await visible(ctx, who, ref)
+    return schedule_out(await ctx.store.run(ctx.st.delete_schedule, sched.id))

@@ -32,7 +32,9 @@ def require_offset(v: datetime | None) -> datetime | None:
     return v
 
 
-DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
+DeadReason = Literal[
+    "max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"
+]
 
 
 class BackoffIn(BaseModel):
@@ -129,6 +131,8 @@ class ReplayIn(BaseModel):
     queue: str | None = None
     reason: DeadReason | None = None
     rate: Annotated[float, Field(gt=0, le=100_000)] | None = 1.0
+    #: Without ids: everyone's dead jobs, not only the caller's (admins only).
+    all_users: bool = False
 
 
 class QueueIn(BaseModel):

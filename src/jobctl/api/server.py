@@ -59,7 +59,8 @@ class GilFreeWrites:
 
 
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's uid in ``request.state.peer_uid`` and
+    """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
+    in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, and
     writes that leave the GIL to other threads (:class:`GilFreeWrites`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -69,8 +70,8 @@ class PeerCredProtocol(HttpToolsProtocol):
             return
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        pid, uid, _gid = _PEERCRED.unpack(raw)
-        self.app_state = {**self.app_state, "peer_uid": uid, "peer_pid": pid}
+        pid, uid, gid = _PEERCRED.unpack(raw)
+        self.app_state = {**self.app_state, "peer_uid": uid, "peer_gid": gid, "peer_pid": pid}
 
 
 class Server(uvicorn.Server):

@@ -136,6 +136,9 @@ def daemon_config(settings: Settings) -> DaemonConfig:
     return DaemonConfig(
         db=settings.db,
         socket=settings.socket,
+        admin_group=settings.admin_group,
+        allow_file=settings.allow_file,
+        deny_file=settings.deny_file,
         concurrency=settings.concurrency,
         lease_ttl=settings.lease_ttl,
         kill_grace=settings.kill_grace,

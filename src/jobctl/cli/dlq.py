@@ -15,13 +15,13 @@ from typing import Annotated, Any, Literal
 import typer
 
 from jobctl.cli import jobs
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
 
-app = typer.Typer(help="Dead jobs: list, show, replay (gated), purge.", no_args_is_help=True)
-Reason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
+app = command_group("Dead jobs: list, show, replay (gated), purge.")
+Reason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"]
 QueueOpt = Annotated[str | None, typer.Option(help="Only this queue")]
 ReasonOpt = Annotated[Reason | None, typer.Option(help="Only jobs dead for this reason")]
 
@@ -34,7 +34,7 @@ def parse_rate(text: str) -> float:
         value = float(number)
     except ValueError:
         value = -1.0
-    if per is None or not value > 0:
+    if per is None or not 0 < value < float("inf"):
         raise InvalidInput(f"invalid rate {text!r}: use e.g. 2/s, 30/m or 0.5")
     return value / per
 
@@ -45,13 +45,14 @@ def list_(
     reason: ReasonOpt = None,
     since: Annotated[str | None, typer.Option(help="Died at or after (ISO or local)")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many")] = 50,
+    all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List dead jobs with their reasons, most recent deaths first."""
+    """List your dead jobs with their reasons, most recent deaths first."""
     after = parse_when(since, local_zone()).isoformat() if since else None
     with client(socket) as c:
-        jobs = c.dead(limit, queue, reason, after)
+        jobs = c.dead(limit, queue, reason, after, all_users=all_users)
     if json_:
         print_json(jobs)
         return
@@ -85,6 +86,7 @@ def replay(
         bool | None,
         typer.Option(help="Follow the releases with a progress bar", show_default="on a terminal"),
     ] = None,
+    all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -95,9 +97,9 @@ def replay(
     per_second = parse_rate(rate)
     with client(socket) as c:
         if dry_run:
-            picked = _candidates(c, limit, queue, reason, job_ids)
+            picked = _candidates(c, limit, queue, reason, job_ids, all_users)
         else:
-            picked = c.replay(limit, job_ids, queue, reason, per_second)
+            picked = c.replay(limit, job_ids, queue, reason, per_second, all_users=all_users)
     if json_:
         print_json(picked)
         return
@@ -116,11 +118,16 @@ def replay(
 
 
 def _candidates(
-    c: Any, limit: int, queue: str | None, reason: str | None, ids: list[int] | None
+    c: Any,
+    limit: int,
+    queue: str | None,
+    reason: str | None,
+    ids: list[int] | None,
+    all_users: bool,
 ) -> list[dict[str, Any]]:
     if ids:
         return [j for j in (c.get(i) for i in ids) if j["status"] == "dead"][:limit]
-    dead = c.dead(10_000, queue, reason)
+    dead = c.dead(10_000, queue, reason, all_users=all_users)
     return sorted(dead, key=lambda j: (j["finished_at"], j["id"]))[:limit]
 
 
@@ -144,20 +151,22 @@ def purge(
     yes: Annotated[
         bool, typer.Option("--yes", help="Really delete (otherwise only count)")
     ] = False,
+    all_users: AllUsersOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Delete dead jobs (with their attempts and logs) that died longer ago than --older-than."""
+    """Delete your dead jobs (with their attempts and logs) that died longer ago than --older-than."""  # noqa: E501
     seconds = parse_duration(older_than)
     with client(socket) as c:
         if not yes:
             cutoff = datetime.now(UTC).timestamp() - seconds
-            old = [j for j in c.dead(10_000) if _ts(j["finished_at"]) < cutoff]
+            dead = c.dead(10_000, all_users=all_users)
+            old = [j for j in dead if _ts(j["finished_at"]) < cutoff]
             print(
                 f"{len(old)} dead job(s) died more than {older_than} ago; "
                 "run again with --yes to delete them"
             )
             return
-        print(f"purged {c.purge_dead(seconds)} dead job(s)")
+        print(f"purged {c.purge_dead(seconds, all_users=all_users)} dead job(s)")
 
 
 def _ts(text: str) -> float:

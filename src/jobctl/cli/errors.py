@@ -7,6 +7,8 @@ import sys
 from jobctl import errors
 
 USAGE = 2
+#: An unexpected exception: a bug in jobctl (run() prints it as one line too).
+INTERNAL = 1
 
 #: Most specific first; the first class an error is an instance of wins.
 EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
@@ -16,8 +18,9 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
     (errors.StoreError, 7),
-    (errors.Unavailable, 8),
-    (errors.QuotaExceeded, 9),
+    (errors.Forbidden, 8),
+    (errors.Unavailable, 9),
+    (errors.QuotaExceeded, 10),
     (errors.JobctlError, 1),
 ]
 

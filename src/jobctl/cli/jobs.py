@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+import sys
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
-from jobctl.cli.schedules import schedule_body
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.schedules import schedule_body, user_zone
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
-from jobctl.localzone import local_zone
 
 
 def job_body(
@@ -34,8 +34,12 @@ def job_body(
     shell: bool = False,
     retry_on: str | None = None,
     no_retry_on: str | None = None,
+    tz: str | None = None,
 ) -> dict[str, Any]:
-    """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
+    """Turn ``jobctl add`` options into the API's job object (also used by schedules).
+
+    A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
+    """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
     if not command:
@@ -52,7 +56,7 @@ def job_body(
         "env": _env(env or []),
     }
     optional = {
-        "run_at": _run_at(at, in_),
+        "run_at": _run_at(at, in_, tz),
         "key": key or None,
         "max_attempts": max_attempts,
         "timeout": parse_duration(timeout) if timeout else None,
@@ -64,11 +68,15 @@ def job_body(
     return body
 
 
-def _run_at(at: str | None, in_: str | None) -> str | None:
+def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
     if at:
-        return parse_when(at, local_zone()).isoformat()
+        return parse_when(at, user_zone(tz)).isoformat()
     if in_:
-        return (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
+        delay = parse_duration(in_)
+        try:
+            return (datetime.now(UTC) + timedelta(seconds=delay)).isoformat()
+        except OverflowError:
+            raise InvalidInput(f"--in {in_}: too far ahead (the calendar ends in 9999)") from None
     return None
 
 
@@ -105,12 +113,17 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 
 def add(
+    ctx: typer.Context,
     command: Annotated[
         list[str] | None,
         typer.Argument(metavar="COMMAND...", help="Command and arguments, after --"),
     ] = None,
     at: Annotated[
-        str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")
+        str | None,
+        typer.Option(
+            help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
+            "(else in your zone: $TZ, else the host's)"
+        ),
     ] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
@@ -138,7 +151,10 @@ def add(
     ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
-    tz: Annotated[str | None, _sched("IANA zone of --cron", show_default="host zone")] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(help="IANA zone of --at, --cron and --every", show_default="your zone"),
+    ] = None,
     name: Annotated[str | None, _sched("Unique schedule name, usable as its id")] = None,
     misfire: Annotated[Misfire, _sched("Missed occurrences after downtime")] = Misfire.ONCE,
     catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
@@ -149,11 +165,10 @@ def add(
 ) -> None:
     """Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule (--cron, --every).
 
-    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     repeat = cron is not None or every is not None
-    if repeat and (in_ or key):
-        raise InvalidInput("--in and --key are for one-off jobs, not schedules")
+    _refuse_misplaced(ctx, repeat, at is not None)
     body = job_body(
         command or [],
         at=None if repeat else at,
@@ -169,6 +184,7 @@ def add(
         shell=shell,
         retry_on=retry_on,
         no_retry_on=no_retry_on,
+        tz=tz,
     )
     with client(socket) as c:
         if repeat:
@@ -182,6 +198,44 @@ def add(
         print_json(out)
     else:
         print(out["id"])
+        if at is not None and not repeat:
+            _say_when(out, user_zone(tz))
+
+
+#: Options of ``add`` that mean something for one kind of job only (parameter names).
+_SCHEDULE_ONLY = ("name", "misfire", "catch_up_limit", "overlap", "jitter")
+_ONE_OFF_ONLY = ("in_", "key")
+
+
+def _refuse_misplaced(ctx: typer.Context, repeat: bool, at: bool) -> None:
+    """Refuse an option the chosen kind of job has no use for: dropping it would run the
+    job other than asked (``--tz`` without ``--at`` on a one-off job, ``--name`` on one)."""
+    given = {p.name: p.opts[0] for p in ctx.command.params if p.name and _typed(ctx, p.name)}
+    if repeat:
+        for name in _ONE_OFF_ONLY:
+            if name in given:
+                raise InvalidInput(f"{given[name]} applies only to one-off jobs, not schedules")
+        return
+    for name in _SCHEDULE_ONLY:
+        if name in given:
+            raise InvalidInput(f"{given[name]} applies only to schedules (--cron/--every)")
+    if "tz" in given and not at:
+        raise InvalidInput("--tz applies only to --at, --cron and --every")
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)  # typer's vendored click: compare by name
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _say_when(job: dict[str, Any], zone: tzinfo) -> None:
+    """``job 12 runs at 2027-03-14 06:00:00 JST (Asia/Tokyo), 2027-03-13 21:00:00 UTC``."""
+    utc = datetime.fromisoformat(job["run_at"].replace("Z", "+00:00"))
+    local = utc.astimezone(zone)
+    sys.stderr.write(
+        f"job {job['id']} runs at {local:%Y-%m-%d %H:%M:%S %Z} ({zone}), "
+        f"{utc:%Y-%m-%d %H:%M:%S} UTC\n"
+    )
 
 
 def _sched(help_: str, **kw: Any) -> Any:
@@ -193,14 +247,15 @@ def list_(
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
+    all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List jobs, newest first."""
+    """List your jobs, newest first (admins: --all-users for everyone's)."""
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
     with client(socket) as c:
-        jobs = c.list_jobs(status.value if status else None, queue, limit)
+        jobs = c.list_jobs(status.value if status else None, queue, limit, all_users=all_users)
     if json_:
         print_json(jobs)
     elif jobs:

@@ -25,6 +25,10 @@ SocketOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+AllUsersOpt = Annotated[
+    bool,
+    typer.Option("--all-users", help="Everyone's, not only yours (admins only)"),
+]
 
 
 def client(socket: Path | None) -> Client:
@@ -35,3 +39,42 @@ def client(socket: Path | None) -> Client:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def command_group(help_: str) -> typer.Typer:
+    """A command group (``jobctl schedules``) that, run without its subcommand, prints
+    its help and exits 0, like ``git stash`` lists: Click would print the help, then an
+    empty ``jobctl: error:`` line, and exit 2."""
+    group = typer.Typer(help=help_, invoke_without_command=True)
+    group.callback()(help_without_subcommand)
+    return group
+
+
+def help_without_subcommand(ctx: typer.Context) -> None:
+    """In a group's callback: no subcommand given, so print the group's help and exit 0."""
+    if ctx.invoked_subcommand is None:
+        text = ctx.get_help()  # Typer's rich help prints itself and returns ""
+        if text:
+            print(text)
+        raise typer.Exit(0)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from jobctl import __version__
+
+        print(f"jobctl {__version__}")
+        raise typer.Exit()
+
+
+def root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """jobctl: a durable job scheduler."""
+    help_without_subcommand(ctx)

@@ -26,6 +26,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.InvalidInput,
         errors.InvalidSchedule,
         errors.NotFound,
+        errors.Forbidden,
         errors.Conflict,
         errors.KeyConflict,
         errors.IllegalTransition,
@@ -182,12 +183,14 @@ class Client:
         queue: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        *,
+        all_users: bool = False,
     ) -> list[dict[str, Any]]:
         params = {
             k: v
             for k, v in {"status": status, "queue": queue, "limit": limit, "before": before}.items()
             if v is not None
-        }
+        } | _all_users(all_users)
         result: list[dict[str, Any]] = self.request("GET", "/v1/jobs", params=params)
         return result
 
@@ -204,8 +207,11 @@ class Client:
         queue: str | None = None,
         reason: str | None = None,
         since: str | None = None,
+        *,
+        all_users: bool = False,
     ) -> list[dict[str, Any]]:
         params = {"limit": limit, "queue": queue, "reason": reason, "since": since}
+        params |= _all_users(all_users)
         result: list[dict[str, Any]] = self.request("GET", "/v1/dlq", params=params)
         return result
 
@@ -216,14 +222,19 @@ class Client:
         queue: str | None = None,
         reason: str | None = None,
         rate: float | None = 1.0,
+        *,
+        all_users: bool = False,
     ) -> list[dict[str, Any]]:
         body = {"limit": limit, "ids": ids or None, "queue": queue, "reason": reason, "rate": rate}
+        if all_users:
+            body["all_users"] = True
         result: dict[str, Any] = self.request("POST", "/v1/dlq/replay", json_body=body)
         replayed: list[dict[str, Any]] = result["replayed"]
         return replayed
 
-    def purge_dead(self, older_than: float) -> int:
-        result = self.request("DELETE", "/v1/dlq", params={"older_than": older_than})
+    def purge_dead(self, older_than: float, *, all_users: bool = False) -> int:
+        params = {"older_than": older_than} | _all_users(all_users)
+        result = self.request("DELETE", "/v1/dlq", params=params)
         return int(result["purged"])
 
     def queues(self) -> list[dict[str, Any]]:
@@ -232,12 +243,14 @@ class Client:
 
     def set_queue(self, name: str, limits: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
-            "PATCH", f"/v1/queues/{_quote(name)}", json_body=limits
+            "PATCH", f"/v1/queues/{_quote(name, 'queue name')}", json_body=limits
         )
         return result
 
     def queue_action(self, name: str, action: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", f"/v1/queues/{_quote(name)}/{action}")
+        result: dict[str, Any] = self.request(
+            "POST", f"/v1/queues/{_quote(name, 'queue name')}/{action}"
+        )
         return result
 
     def status(self) -> dict[str, Any]:
@@ -251,7 +264,12 @@ class Client:
         return result
 
     def schedules(
-        self, deleted: bool = False, limit: int | None = None, page: int = 1000
+        self,
+        deleted: bool = False,
+        limit: int | None = None,
+        page: int = 1000,
+        *,
+        all_users: bool = False,
     ) -> list[dict[str, Any]]:
         """Schedules oldest first: all of them, or the first ``limit``, fetched by pages."""
         found: list[dict[str, Any]] = []
@@ -259,6 +277,7 @@ class Client:
         while limit is None or len(found) < limit:
             size = page if limit is None else min(page, limit - len(found))
             params = {"deleted": "true" if deleted else None, "limit": size, "after": after}
+            params |= _all_users(all_users)
             got: list[dict[str, Any]] = self.request("GET", "/v1/schedules", params=params)
             found += got
             if len(got) < size:
@@ -280,7 +299,16 @@ class Client:
         return result
 
 
-def _quote(ref: str) -> str:
+def _all_users(all_users: bool) -> dict[str, Any]:
+    """The query parameter of an admin's request for every user's items (else nothing)."""
+    return {"all_users": "true"} if all_users else {}
+
+
+def _quote(ref: str, what: str = "schedule id or name") -> str:
+    """``ref`` as one path segment. An empty one would name the collection instead (a
+    list where one object was expected), so it is refused here."""
+    if not ref:
+        raise errors.InvalidInput(f"the {what} is empty")
     return quote(ref, safe="")
 
 

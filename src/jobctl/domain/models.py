@@ -289,6 +289,9 @@ class AttemptResult:
     exit_code: int | None = None
     error: str | None = None
     output_tail: str = ""
+    #: A failure no retry can mend (its owner may no longer run jobs): the job is dead
+    #: with this reason whatever budget it has left.
+    dead_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

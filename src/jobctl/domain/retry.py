@@ -54,14 +54,18 @@ def next_step(
     now: datetime,
     rng: random.Random,
     lease_expiries: int = 0,
+    dead_reason: str | None = None,
 ) -> Step:
     """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
 
     ``lease_expiries``: attempts in a row, this one included, that ended with a lost lease.
+    ``dead_reason``: a failure that must not be retried (:class:`AttemptResult`'s).
     """
     failures = job.failures + (1 if outcome.uses_budget else 0)
     if outcome is Outcome.SUCCEEDED:
         return Step(JobStatus.SUCCEEDED, failures)
+    if outcome is Outcome.FAILED and dead_reason is not None:
+        return Step(JobStatus.DEAD, failures, dead_reason=dead_reason)
     if outcome is Outcome.CANCELLED:
         return Step(JobStatus.CANCELLED, failures)
     if outcome is Outcome.INTERRUPTED:

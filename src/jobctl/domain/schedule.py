@@ -199,6 +199,13 @@ def manual_key(schedule_id: str, now: datetime) -> str:
     return f"{schedule_id}@manual-{nominal_text(now)}"
 
 
+def is_occurrence_key(key: str) -> bool:
+    """Whether ``key`` has the shape of :func:`occurrence_key` or :func:`manual_key`
+    (schedule ids start with ``sch-``). Such keys are the materializer's alone: a user's
+    enqueue with one is refused, so nobody can take a schedule's next occurrence."""
+    return key.startswith("sch-") and "@" in key
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
     """What a caller asks for: timing, policies, and the template of every occurrence's job."""
@@ -277,6 +284,7 @@ __all__ = [
     "SkipRecord",
     "Skips",
     "Timing",
+    "is_occurrence_key",
     "jitter_offset",
     "manual_key",
     "nominal_text",

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl import __version__
+from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
@@ -58,6 +59,10 @@ class DaemonConfig:
     kill_grace: float = 10.0
     shutdown_grace: float = 30.0
     socket_group: str | None = None
+    #: Authorization (jobctl.access): admins' group, cron-style allow and deny files.
+    admin_group: str | None = None
+    allow_file: Path = DEFAULT_ALLOW
+    deny_file: Path = DEFAULT_DENY
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
@@ -159,6 +164,7 @@ class Daemon:
             retention=self.config.retention,
             retry=self.config.retry,
             due=parts.timer.wake,
+            access=parts.access,
             admission=parts.admission,
         )
 
@@ -172,6 +178,7 @@ class Parts:
     materializer: Materializer
     reaper: Reaper
     metrics: Metrics
+    access: Access
     admission: Admission = field(default_factory=Admission)
 
     @property
@@ -181,6 +188,7 @@ class Parts:
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
+    access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
     reserve = cfg.db.with_name(cfg.db.name + ".reserve")
     disk = DiskGuard([cfg.db.parent, cfg.log_dir], cfg.disk_floor, cfg.clock, reserve=reserve)
     disk.states()  # measure now: the reserve file is made at start when there is room
@@ -206,12 +214,13 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         owner,
         on_finish=finished,
         metrics=metrics,
+        access=access,
     )
     executor.on_store_full = disk.release_reserve
     timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention)
-    return Parts(executor, timer, materializer, reaper, metrics, Admission(disk, quotas))
+    return Parts(executor, timer, materializer, reaper, metrics, access, Admission(disk, quotas))
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:

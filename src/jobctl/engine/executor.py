@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
+from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
@@ -29,6 +30,8 @@ from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
+#: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
+OWNER_DENIED = "denied"
 #: Seconds between tries of a finish the store could not write; the last one repeats.
 FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 
@@ -57,8 +60,10 @@ class Executor:
         on_slot_free: Callable[[], None] = lambda: None,
         on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
         metrics: Metrics | None = None,
+        access: Access | None = None,
     ) -> None:
         self._store = store
+        self.access = access or Access()
         self._clock = clock
         self.config = config
         self.owner = owner
@@ -106,6 +111,12 @@ class Executor:
 
     async def _run(self, claim: Claim) -> None:
         job = claim.job
+        refused = self.access.run_refusal(job.spec.owner_uid, self._clock.now())
+        if refused is not None:  # removed, locked or denied since it was enqueued
+            log.warning("event=owner_denied job=%s reason=%s", job.id, logval(refused))
+            result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
+            await self._finish(claim, result)
+            return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
         try:

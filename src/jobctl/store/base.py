@@ -144,11 +144,13 @@ class Store(Protocol):
         queue: str | None = None,
         reason: str | None = None,
         rate: float | None = None,
+        owner: int | None = None,
     ) -> list[Job]:
         """Move dead jobs back to scheduled with a fresh budget (only those still dead).
 
         Without ``job_ids``: the oldest deaths first, filtered by queue and dead reason.
-        With ``rate``: the n-th job is due n/rate seconds from now.
+        With ``rate``: the n-th job is due n/rate seconds from now. ``owner`` (here and in
+        the other lists and bulk actions): only that user's jobs; None: everyone's.
         """
         ...
 
@@ -157,7 +159,12 @@ class Store(Protocol):
         ...
 
     def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        before: int | None,
+        owner: int | None = None,
     ) -> list[Job]: ...
 
     def stats(self) -> list[QueueStats]: ...
@@ -183,10 +190,17 @@ class Store(Protocol):
     def set_queue(self, policy: QueuePolicy) -> QueuePolicy: ...
 
     def list_dead(
-        self, queue: str | None, reason: str | None, since: datetime | None, limit: int
+        self,
+        queue: str | None,
+        reason: str | None,
+        since: datetime | None,
+        limit: int,
+        owner: int | None = None,
     ) -> list[Job]: ...
 
-    def purge_dead(self, older_than: datetime, limit: int) -> tuple[int, list[str]]:
+    def purge_dead(
+        self, older_than: datetime, limit: int, owner: int | None = None
+    ) -> tuple[int, list[str]]:
         """Delete dead jobs that died before ``older_than``; return the count and log files."""
         ...
 
@@ -210,12 +224,17 @@ class Store(Protocol):
         """Store a schedule; its cursor starts at the first fire time after now."""
         ...
 
-    def get_schedule(self, ref: str) -> Schedule:
-        """By id or name (deleted ones by id only); NotFound otherwise."""
+    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
+        """By id or name (deleted ones by id only); NotFound otherwise. Names are unique
+        per owner: with ``owner``, a name means that user's schedule."""
         ...
 
     def list_schedules(
-        self, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+        self,
+        include_deleted: bool = False,
+        limit: int = 1000,
+        after: str | None = None,
+        owner: int | None = None,
     ) -> list[Schedule]:
         """A page of schedules, oldest first, after the one with id ``after``.
 

@@ -5,13 +5,17 @@ so a batch of N jobs costs one key lookup, one ``executemany`` and one counter u
 per lane instead of N round trips, N ``RETURNING`` rows and N trigger runs.
 
 Ids are assigned here, not by SQLite: the caller runs inside the single writer's
-``BEGIN IMMEDIATE`` transaction, so ``max(id) + 1`` is exactly what SQLite would pick, and
-knowing the ids up front lets a batch skip ``RETURNING`` and read nothing back.
+``BEGIN IMMEDIATE`` transaction, so the ids are one more than the highest id ever given
+(``job_id_high``, raised by :func:`_write` once per batch; never ``max(id) + 1``, which goes
+back when the newest jobs are deleted), and knowing them up front lets a batch skip
+``RETURNING`` and read nothing back.
 
-Idempotency: a spec whose key already names a job (in the store, or earlier in the same
-batch) is not inserted; it answers the existing id, or raises :class:`KeyConflict` when
-the body (its fingerprint) differs. Counts: ``job_counts`` has no insert trigger (since
-migration 0005); :func:`insert_jobs` adds one aggregated upsert per (queue, owner, bucket).
+Idempotency: a spec whose key already names a job of the same owner (in the store, or
+earlier in the same batch) is not inserted; it answers the existing id, or raises
+:class:`KeyConflict` when the body (its fingerprint) differs. Keys are scoped per owner
+(migration 0009): another user's job is never an answer. Counts: ``job_counts`` has no
+insert trigger (since migration 0005); :func:`insert_jobs` adds one aggregated upsert
+per (queue, owner, bucket).
 A job enqueued without a key gets a random one and an empty fingerprint: no later request
 can name it, so there is nothing to compare it with.
 """
@@ -78,7 +82,7 @@ def insert_prepared(
     """Insert prepared rows in order: the core of :func:`insert_jobs`, for callers (the
     materializer) that build many rows from one template without a ``JobSpec`` each.
     A ``None`` key gets a fresh random one (and the fingerprint is ignored)."""
-    keyed = [key for key, _, _ in items if key is not None]
+    keyed = [(tail[OWNER], key) for key, _, tail in items if key is not None]
     known = _known_keys(conn, keyed) if keyed else {}
     next_id = conn.execute(q("max_job_id")).fetchone()[0] + 1
     out: list[NewJob] = []
@@ -87,7 +91,8 @@ def insert_prepared(
         if asked is None:  # a fresh random key: nothing can ever be compared with it
             key, fingerprint, seen = _auto_key(now_ms), "", None
         else:
-            key, fingerprint, seen = asked, asked_fingerprint, known.get(asked)
+            key, fingerprint = asked, asked_fingerprint
+            seen = known.get((tail[OWNER], asked))
         if seen is not None:
             if seen[1] != fingerprint:
                 raise KeyConflict(
@@ -99,7 +104,7 @@ def insert_prepared(
             continue
         due = bool(tail[DUE])
         rows.append((next_id, key, fingerprint, *tail))
-        known[key] = (next_id, fingerprint, due)
+        known[tail[OWNER], key] = (next_id, fingerprint, due)
         out.append(NewJob(next_id, True, key, due))
         next_id += 1
     if rows:
@@ -115,8 +120,8 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
     client enqueued a job under it), the batch is rolled back to before it and redone the
     checked way, so the outcome is always :func:`insert_prepared`'s.
     """
-    keys = [key for key, _, _ in items]
-    if None in keys or len(set(keys)) != len(keys):
+    keys = [(tail[OWNER], key) for key, _, tail in items]
+    if any(key is None for _, key in keys) or len(set(keys)) != len(keys):
         return insert_prepared(conn, items, now_ms)
     first = conn.execute(q("max_job_id")).fetchone()[0] + 1
     rows = [(first + i, key, fp, *tail) for i, (key, fp, tail) in enumerate(items)]
@@ -134,8 +139,10 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
 
 
 def _write(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
-    """Insert full rows (id, key, fingerprint, then :func:`row_tail`) and count them."""
+    """Insert full rows (id, key, fingerprint, then :func:`row_tail`), count them and
+    raise the id mark: the one place job rows are inserted (a test holds it so)."""
     conn.executemany(q("insert_job_row"), rows)
+    conn.execute(q("raise_job_id_high"), {"id": rows[-1][0]})  # ids ascend in a batch
     count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
 
 
@@ -203,16 +210,21 @@ def count_inserted(
     )
 
 
-def _known_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, tuple[int, str, bool]]:
-    """Existing jobs among ``keys``: key → (id, fingerprint, due flag)."""
-    found: dict[str, tuple[int, str, bool]] = {}
-    unique = list(dict.fromkeys(keys))
-    for i in range(0, len(unique), _LOOKUP_CHUNK):
-        chunk = unique[i : i + _LOOKUP_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = q("jobs_by_keys").replace(":keys", marks)
-        for job_id, key, fingerprint, due in conn.execute(sql, chunk):
-            found[key] = (job_id, fingerprint, bool(due))
+def _known_keys(
+    conn: sqlite3.Connection, keys: list[tuple[object, str]]
+) -> dict[tuple[object, str], tuple[int, str, bool]]:
+    """Existing jobs among ``keys`` (owner uid, key): those → (id, fingerprint, due flag)."""
+    found: dict[tuple[object, str], tuple[int, str, bool]] = {}
+    by_owner: dict[object, list[str]] = {}
+    for owner, key in dict.fromkeys(keys):
+        by_owner.setdefault(owner, []).append(key)
+    for owner, unique in by_owner.items():
+        for i in range(0, len(unique), _LOOKUP_CHUNK):
+            chunk = unique[i : i + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = q("jobs_by_keys").replace(":keys", marks).replace(":owner", "?")
+            for job_id, key, fingerprint, due in conn.execute(sql, [owner, *chunk]):
+                found[owner, key] = (job_id, fingerprint, bool(due))
     return found
 
 

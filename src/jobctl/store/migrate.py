@@ -4,6 +4,11 @@
 transaction together with its row in ``schema_migrations``, so a crash between two
 migrations leaves a consistent, resumable schema. A database newer than this code is
 refused rather than written with assumptions that no longer hold.
+
+A migration that rebuilds a table other tables reference (SQLite cannot drop a column
+constraint any other way) says ``-- jobctl: foreign_keys=off``: foreign keys are off
+while it runs (else dropping the old table would cascade into the referencing rows), and
+``PRAGMA foreign_key_check`` must find nothing before it commits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from importlib import resources
 from jobctl.errors import StoreError
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+_FK_OFF = "-- jobctl: foreign_keys=off"
 
 
 @dataclass(frozen=True)
@@ -57,20 +63,35 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"({len(known)}); upgrade jobctl"
         )
     for mig in known[version:]:
-        statements = [s for s in _split_statements(mig.sql) if s.strip()]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for stmt in statements:
-                conn.execute(stmt)
-            conn.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
-                (mig.version, mig.name),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        if _FK_OFF in mig.sql.splitlines():
+            fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+            conn.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction
+            try:
+                _apply(conn, mig, check_keys=True)
+            finally:
+                conn.execute(f"PRAGMA foreign_keys={int(fk)}")
+        else:
+            _apply(conn, mig)
     return len(known)
+
+
+def _apply(conn: sqlite3.Connection, mig: Migration, *, check_keys: bool = False) -> None:
+    """One migration and its ``schema_migrations`` row in one transaction."""
+    statements = [s for s in _split_statements(mig.sql) if s.strip()]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in statements:
+            conn.execute(stmt)
+        if check_keys and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+            raise StoreError(f"migration {mig.version} ({mig.name}) broke a foreign key")
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
+            (mig.version, mig.name),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _split_statements(sql: str) -> list[str]:

@@ -107,18 +107,25 @@ class QueueOps:
         return self._read(read)
 
     def list_dead(
-        self: _Host, queue: str | None, reason: str | None, since: datetime | None, limit: int
+        self: _Host,
+        queue: str | None,
+        reason: str | None,
+        since: datetime | None,
+        limit: int,
+        owner: int | None = None,
     ) -> list[Job]:
-        params = _dead_params(queue, reason, since, limit)
+        params = _dead_params(queue, reason, since, limit) | {"owner": owner}
         return self._read(
             lambda conn: [rows.job_from_row(r) for r in conn.execute(q("list_dead"), params)]
         )
 
-    def purge_dead(self: _Host, older_than: datetime, limit: int) -> tuple[int, list[str]]:
+    def purge_dead(
+        self: _Host, older_than: datetime, limit: int, owner: int | None = None
+    ) -> tuple[int, list[str]]:
         """Delete dead jobs that died before ``older_than``; return the count and log files."""
 
         def tx(conn: sqlite3.Connection) -> tuple[int, list[str]]:
-            params = {"before": rows.to_ms(older_than), "limit": limit}
+            params = {"before": rows.to_ms(older_than), "limit": limit, "owner": owner}
             logs = [r["log_path"] for r in conn.execute(q("purge_dead_logs"), params)]
             deleted = conn.execute(q("purge_dead"), params).fetchall()
             return len(deleted), logs

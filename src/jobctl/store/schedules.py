@@ -58,7 +58,8 @@ class ScheduleOps:
     def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.clock.now()
-            if spec.name and conn.execute(q("schedule_by_name"), {"ref": spec.name}).fetchone():
+            named = {"ref": spec.name, "owner": spec.owner_uid}
+            if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
                 raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
             first = spec.timing.next_after(now)
             params = _schedule_params(spec, now, first)
@@ -70,13 +71,17 @@ class ScheduleOps:
 
         return self._writer.call(tx)
 
-    def get_schedule(self: _Host, ref: str) -> Schedule:
-        return self._read(lambda conn: schedule_from_row(_find(conn, ref)))
+    def get_schedule(self: _Host, ref: str, owner: int | None = None) -> Schedule:
+        return self._read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
 
     def list_schedules(
-        self: _Host, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+        self: _Host,
+        include_deleted: bool = False,
+        limit: int = 1000,
+        after: str | None = None,
+        owner: int | None = None,
     ) -> list[Schedule]:
-        params = {"deleted": include_deleted, "limit": limit, "after": after}
+        params = {"deleted": include_deleted, "limit": limit, "after": after, "owner": owner}
         name = "list_schedules" if after is None else "list_schedules_after"
         return self._read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
@@ -118,9 +123,9 @@ class ScheduleOps:
     def delete_schedule(self: _Host, ref: str) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             row = _find(conn, ref)
-            conn.execute(
-                q("delete_schedule"), {"id": row["id"], "now": rows.to_ms(self.clock.now())}
-            )
+            params = {"id": row["id"], "now": rows.to_ms(self.clock.now())}
+            if conn.execute(q("delete_schedule"), params).rowcount:
+                conn.execute(q("release_schedule_name"), params)
             return schedule_from_row(_find(conn, row["id"]))
 
         return self._writer.call(tx)
@@ -146,11 +151,10 @@ class ScheduleOps:
         """The schedule's most recent occurrences (jobs) and skip records, newest first."""
 
         def read(conn: sqlite3.Connection) -> tuple[list[Job], list[SkipRecord]]:
-            sid = _find(conn, ref)["id"]
-            jobs = [
-                rows.job_from_row(r)
-                for r in conn.execute(q("schedule_jobs"), {"id": sid, "limit": limit})
-            ]
+            found = _find(conn, ref)
+            sid, owner = found["id"], found["owner_uid"]
+            params = {"id": sid, "owner": owner, "limit": limit}
+            jobs = [rows.job_from_row(r) for r in conn.execute(q("schedule_jobs"), params)]
             skips = [
                 _skip_from_row(r)
                 for r in conn.execute(q("schedule_skips"), {"id": sid, "limit": limit})
@@ -213,10 +217,13 @@ def _passed(timing: Timing, first: datetime, now: datetime) -> tuple[Skips, date
     return Skips().add(times), t
 
 
-def _find(conn: sqlite3.Connection, ref: str) -> sqlite3.Row:
+def _find(conn: sqlite3.Connection, ref: str, owner: int | None = None) -> sqlite3.Row:
+    """By id, else by a live schedule's name (``owner``'s, when given)."""
     row = conn.execute(q("schedule_by_id"), {"ref": ref}).fetchone()
-    if row is None:
-        row = conn.execute(q("schedule_by_name"), {"ref": ref}).fetchone()
+    if row is None and owner is None:
+        row = conn.execute(q("schedule_by_name_any"), {"ref": ref}).fetchone()
+    elif row is None:
+        row = conn.execute(q("schedule_by_name"), {"ref": ref, "owner": owner}).fetchone()
     if row is None:
         raise NotFound(f"no schedule {ref!r}", schedule=ref)
     found: sqlite3.Row = row

@@ -6,8 +6,6 @@ writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import random
 import sqlite3
 import threading
@@ -23,9 +21,10 @@ from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRec
 from jobctl.domain.quota import Limits
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
@@ -69,7 +68,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         self.path = str(path)
         self.clock = clock
         self._rng = rng or random.Random()
-        self._lock_fd = _take_lock(self.path) if lock else None
+        self._lock = DbLock(self.path) if lock else None
         self._fairness = Fairness()  # touched only by the writer thread
         #: Per-owner quotas (the daemon sets it); None: nobody has a quota.
         self.quota: Callable[[int], Limits] | None = None
@@ -202,7 +201,9 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
-        step = next_step(job, result.outcome, result.exit_code, now, self._rng, expiries)
+        step = next_step(
+            job, result.outcome, result.exit_code, now, self._rng, expiries, result.dead_reason
+        )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)
         conn.execute(
@@ -305,20 +306,33 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         queue: str | None = None,
         reason: str | None = None,
         rate: float | None = None,
+        owner: int | None = None,
     ) -> list[Job]:
         def tx(conn: sqlite3.Connection) -> list[Job]:
             now_ms = self._now_ms()
             if job_ids:
                 ids = list(job_ids)
             else:
-                params = {"queue": queue, "reason": reason, "since": 0, "limit": limit}
+                params = {
+                    "queue": queue,
+                    "reason": reason,
+                    "since": 0,
+                    "limit": limit,
+                    "owner": owner,
+                }
                 ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
             out: list[Job] = []
             for job_id in ids[:limit]:
                 # Released at most ``rate`` per second: the n-th replayed job is due n/rate
                 # seconds from now, durably, whatever happens to the caller afterwards.
                 run_at = now_ms + (int(len(out) * 1000 / rate) if rate else 0)
-                params = {"id": job_id, "now": now_ms, "run_at": run_at, "aging_ms": AGING_MS}
+                params = {
+                    "id": job_id,
+                    "now": now_ms,
+                    "run_at": run_at,
+                    "aging_ms": AGING_MS,
+                    "owner": owner,
+                }
                 row = conn.execute(q("replay_dead"), params).fetchone()
                 if row is not None:
                     out.append(rows.job_from_row(row))
@@ -339,7 +353,12 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         return self._read(read)
 
     def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int, before: int | None
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        before: int | None,
+        owner: int | None = None,
     ) -> list[Job]:
         name = (
             "list_jobs"
@@ -351,6 +370,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
             "queue": queue,
             "limit": limit,
             "before": before if before is not None else 2**62,
+            "owner": owner,
         }
         return self._read(
             lambda conn: [rows.job_from_row(r) for r in conn.execute(q(name), params)]
@@ -432,9 +452,9 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:  # after the connections: see jobctl.store.dblock
+            self._lock.release()
+            self._lock = None
 
 
 def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
@@ -447,24 +467,6 @@ def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
             break
         run += 1
     return run
-
-
-def _take_lock(db_path: str) -> int:
-    """Hold an exclusive lock on ``<db>.lock`` for the store's life (freed even by kill -9)."""
-    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        holder = Path(db_path + ".lock").read_text().strip() or "another process"
-        raise DaemonLocked(
-            f"database {db_path} is in use by {holder}; stop that daemon first",
-            path=db_path,
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"jobctl daemon pid {os.getpid()}\n".encode())
-    return fd
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

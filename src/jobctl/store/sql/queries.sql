@@ -15,10 +15,17 @@ INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
 ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
 
 -- name: max_job_id
-SELECT coalesce(max(id), 0) FROM jobs;
+-- The highest id ever given (migration 0010), which deleting the newest jobs does not
+-- lower; max(id) too, so that even a row inserted without raising the mark is never reused.
+SELECT max((SELECT seq FROM job_id_high), coalesce((SELECT max(id) FROM jobs), 0));
+
+-- name: raise_job_id_high
+-- Once per batch, with its highest id, in the transaction that inserts it.
+UPDATE job_id_high SET seq = max(seq, :id);
 
 -- name: jobs_by_keys
-SELECT id, key, fingerprint, due FROM jobs WHERE key IN (:keys);
+-- Keys are unique per owner (migration 0009): one owner's keys through jobs_owner_key.
+SELECT id, key, fingerprint, due FROM jobs WHERE owner_uid = :owner AND key IN (:keys);
 
 -- name: job_by_id
 SELECT * FROM jobs WHERE id = :id;
@@ -100,31 +107,34 @@ RETURNING *;
 -- name: replay_dead
 UPDATE jobs SET status = 'scheduled', due = :run_at <= :now, run_at = :run_at, failures = 0,
     finished_at = NULL, dead_reason = NULL, sort_key = :run_at - priority * :aging_ms
-WHERE id = :id AND status = 'dead'
+WHERE id = :id AND status = 'dead' AND (:owner IS NULL OR owner_uid = :owner)
 RETURNING *;
 
 -- name: dead_ids
--- Oldest deaths first: a replay drains the DLQ in the order jobs died.
+-- Oldest deaths first: a replay drains the DLQ in the order jobs died. :owner (and in the
+-- other job lists): one user's only, NULL for everyone's (docs/security.md).
 SELECT id FROM jobs INDEXED BY jobs_dead
-WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue)
+WHERE status = 'dead' AND (:owner IS NULL OR owner_uid = :owner) AND (:queue IS NULL OR queue = :queue)
   AND (:reason IS NULL OR dead_reason = :reason) AND finished_at >= :since
 ORDER BY finished_at, id LIMIT :limit;
 
 -- name: list_dead
 SELECT * FROM jobs INDEXED BY jobs_dead
-WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue)
+WHERE status = 'dead' AND (:owner IS NULL OR owner_uid = :owner) AND (:queue IS NULL OR queue = :queue)
   AND (:reason IS NULL OR dead_reason = :reason) AND finished_at >= :since
 ORDER BY finished_at DESC, id DESC LIMIT :limit;
 
 -- name: purge_dead_logs
 SELECT a.log_path FROM attempts a JOIN jobs j ON j.id = a.job_id
 WHERE j.id IN (SELECT id FROM jobs INDEXED BY jobs_dead
-               WHERE status = 'dead' AND finished_at < :before LIMIT :limit)
+               WHERE status = 'dead' AND finished_at < :before
+                 AND (:owner IS NULL OR owner_uid = :owner) LIMIT :limit)
   AND a.log_path IS NOT NULL;
 
 -- name: purge_dead
 DELETE FROM jobs WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_dead
-                              WHERE status = 'dead' AND finished_at < :before LIMIT :limit)
+                              WHERE status = 'dead' AND finished_at < :before
+                                AND (:owner IS NULL OR owner_uid = :owner) LIMIT :limit)
 RETURNING id;
 
 -- name: recent_outcomes
@@ -155,16 +165,19 @@ SELECT queue, count(*) AS n FROM jobs INDEXED BY jobs_future
 WHERE status = 'scheduled' AND due = 0 AND run_at <= :now GROUP BY queue;
 
 -- name: list_jobs
-SELECT * FROM jobs WHERE id < :before ORDER BY id DESC LIMIT :limit;
+SELECT * FROM jobs WHERE id < :before AND (:owner IS NULL OR owner_uid = :owner) ORDER BY id DESC LIMIT :limit;
 
 -- name: list_jobs_by_status
-SELECT * FROM jobs WHERE status = :status AND id < :before ORDER BY id DESC LIMIT :limit;
+SELECT * FROM jobs WHERE status = :status AND id < :before AND (:owner IS NULL OR owner_uid = :owner)
+ORDER BY id DESC LIMIT :limit;
 
 -- name: list_jobs_by_queue
-SELECT * FROM jobs WHERE queue = :queue AND id < :before ORDER BY id DESC LIMIT :limit;
+SELECT * FROM jobs WHERE queue = :queue AND id < :before AND (:owner IS NULL OR owner_uid = :owner)
+ORDER BY id DESC LIMIT :limit;
 
 -- name: list_jobs_by_status_queue
 SELECT * FROM jobs WHERE status = :status AND queue = :queue AND id < :before
+  AND (:owner IS NULL OR owner_uid = :owner)
 ORDER BY id DESC LIMIT :limit;
 
 -- Schedules ---------------------------------------------------------------------------
@@ -184,18 +197,27 @@ INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 SELECT * FROM schedules WHERE id = :ref;
 
 -- name: schedule_by_name
-SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL;
+-- Names are unique per owner (migration 0009) and only live schedules have one: a
+-- deleted one has given its name up (migration 0011). A name means the caller's schedule.
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = :ref AND owner_uid = :owner);
+
+-- name: schedule_by_name_any
+-- For in-process callers that name no owner: the live schedule of that name with the
+-- lowest owner uid (through the same index).
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = :ref ORDER BY owner_uid LIMIT 1);
 
 -- name: list_schedules
 -- The first page, oldest first (index schedules_created).
-SELECT * FROM schedules WHERE deleted_at IS NULL OR :deleted
+SELECT * FROM schedules WHERE (deleted_at IS NULL OR :deleted) AND (:owner IS NULL OR owner_uid = :owner)
 ORDER BY created_at, id LIMIT :limit;
 
 -- name: list_schedules_after
 -- A later page: keyset on (created_at, id), which is unique, after the schedule :after.
 SELECT * FROM schedules
 WHERE (created_at, id) > (SELECT created_at, id FROM schedules WHERE id = :after)
-  AND (deleted_at IS NULL OR :deleted)
+  AND (deleted_at IS NULL OR :deleted) AND (:owner IS NULL OR owner_uid = :owner)
 ORDER BY created_at, id LIMIT :limit;
 
 -- name: insert_skip
@@ -222,13 +244,18 @@ WHERE id = :id;
 UPDATE schedule_cursors SET deleted_at = :now, waiting = NULL
 WHERE id = :id AND deleted_at IS NULL;
 
+-- name: release_schedule_name
+-- With delete_schedule: the name is free for a new schedule; the view still shows it.
+UPDATE schedule_defs SET deleted_name = name, name = NULL WHERE id = :id AND name IS NOT NULL;
+
 -- name: set_last_job
 UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
 
 -- name: schedule_jobs
--- Through the key index: every job of schedule S has a key '<S>@...' ('A' follows '@').
-SELECT * FROM jobs INDEXED BY sqlite_autoindex_jobs_1
-WHERE key > :id || '@' AND key < :id || 'A' AND schedule_id = :id
+-- Through the key index: every job of schedule S has its owner's key '<S>@...' ('A'
+-- follows '@').
+SELECT * FROM jobs INDEXED BY jobs_owner_key
+WHERE owner_uid = :owner AND key > :id || '@' AND key < :id || 'A' AND schedule_id = :id
 ORDER BY id DESC LIMIT :limit;
 
 -- name: schedule_skips

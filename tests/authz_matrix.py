@@ -1,0 +1,154 @@
+"""The isolation matrix: owner, other user and admin x every route, each with its answer.
+
+Written once and driven twice: in-process with injected peer credentials
+(tests/api/test_authz_api.py) and over a real root daemon's socket as real Unix users
+(tests/integration/test_authz_daemon.py). ``call(role, method, path, body)`` sends one
+request as that role and returns (HTTP status, decoded JSON or text).
+
+Every route of :data:`jobctl.api.policy.ROUTES` must appear in :data:`COVERED` (the run
+checks it), so a new route cannot slip past the matrix either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jobctl.api.policy import ROUTES, route_for
+
+Call = Callable[[str, str, str, Any], Awaitable[tuple[int, Any]]]
+OWNER, OTHER, ADMIN = "owner", "other", "admin"
+ROLES = (OWNER, OTHER, ADMIN)
+
+#: Route templates the matrix has exercised (filled while it runs).
+COVERED: set[tuple[str, str]] = set()
+
+
+def _template(method: str, path: str) -> tuple[str, str]:
+    bare = path.split("?", 1)[0]
+    route = route_for(method, bare)
+    assert route is not None, f"{method} {bare} has no entry in policy.ROUTES"
+    return route
+
+
+async def expect(call: Call, method: str, path: str, body: Any, answers: dict[str, int]) -> None:
+    """Send the request as each role in ``answers``' order; each must get its status."""
+    COVERED.add(_template(method, path))
+    for role, status in answers.items():
+        got, data = await call(role, method, path, body)
+        assert got == status, f"{role} {method} {path}: {got} (expected {status}): {data}"
+
+
+def each(owner: int, other: int, admin: int) -> dict[str, int]:
+    return {OWNER: owner, OTHER: other, ADMIN: admin}
+
+
+def others_first(owner: int, admin: int) -> dict[str, int]:
+    """A change the other user must not make (404, as for a missing id), then the
+    owner and an admin may."""
+    return {OTHER: 404, OWNER: owner, ADMIN: admin}
+
+
+async def run_matrix(call: Call, dead_job: Callable[[], Awaitable[int]]) -> None:
+    """The whole matrix. ``dead_job()`` makes a dead job of the owner's with one attempt."""
+    COVERED.clear()
+    job = await _created(call, OWNER, "/v1/jobs", {"command": ["true"], "run_at": _LATER})
+    dead = await dead_job()
+    sched = await _created(
+        call, OWNER, "/v1/schedules", {"every": 3600, "job": {"command": ["true"]}}
+    )
+
+    await _reads_and_lists(call, job, dead, sched["id"])
+    await _jobs(call, job, dead)
+    await _schedules(call, sched["id"])
+    await _dlq(call, dead)
+    await _shared_and_admin(call)
+    await _keys(call, sched["id"])
+    missing = set(ROUTES) - COVERED
+    assert not missing, f"routes the matrix never tried: {sorted(missing)}"
+
+
+_LATER = "2099-01-01T00:00:00Z"
+
+
+async def _created(call: Call, role: str, path: str, body: Any) -> dict[str, Any]:
+    status, data = await call(role, "POST", path, body)
+    assert status == 201, (status, data)
+    assert isinstance(data, dict)
+    return data
+
+
+async def _reads_and_lists(call: Call, job: dict[str, Any], dead: int, sid: str) -> None:
+    jid = job["id"]
+    await expect(call, "GET", f"/v1/jobs/{jid}", None, each(200, 404, 200))
+    await expect(call, "GET", f"/v1/jobs/{dead}/attempts/1/log", None, each(200, 404, 200))
+    await expect(call, "GET", f"/v1/dlq/{dead}", None, each(200, 404, 200))
+    await expect(call, "GET", f"/v1/schedules/{sid}", None, each(200, 404, 200))
+    # ids leak nothing: another user's job answers exactly what a missing one does
+    _, theirs = await call(OTHER, "GET", f"/v1/jobs/{jid}", None)
+    _, missing = await call(OTHER, "GET", "/v1/jobs/999999", None)
+    assert theirs == {"error": {**missing["error"], "message": f"no job {jid}", "job_id": jid}}
+    for path in ("/v1/jobs", "/v1/dlq", "/v1/schedules"):
+        await expect(call, "GET", path, None, each(200, 200, 200))
+        await expect(call, "GET", f"{path}?all_users=true", None, each(403, 403, 200))
+        _, mine = await call(OWNER, "GET", path, None)
+        _, seen = await call(OTHER, "GET", path, None)
+        _, every = await call(ADMIN, "GET", f"{path}?all_users=true", None)
+        ours = {x["id"] for x in mine}
+        assert ours and not ours & {x["id"] for x in seen}, path
+        assert ours <= {x["id"] for x in every}, path
+    _, refused = await call(OTHER, "GET", "/v1/jobs?all_users=true", None)
+    assert refused["error"]["code"] == "forbidden" and "admin" in refused["error"]["message"]
+
+
+async def _jobs(call: Call, job: dict[str, Any], dead: int) -> None:
+    await expect(call, "POST", "/v1/jobs", {"command": ["true"]}, each(201, 201, 201))
+    jid = job["id"]
+    await expect(call, "POST", f"/v1/jobs/{jid}/cancel", None, others_first(200, 200))
+    _, shown = await call(OWNER, "GET", f"/v1/jobs/{jid}", None)
+    assert shown["status"] == "cancelled"
+
+
+async def _schedules(call: Call, sid: str) -> None:
+    body = {"every": 3600, "job": {"command": ["true"]}}
+    await expect(call, "POST", "/v1/schedules", body, each(201, 201, 201))
+    for action in ("pause", "resume"):
+        await expect(call, "POST", f"/v1/schedules/{sid}/{action}", None, others_first(200, 200))
+    trigger = f"/v1/schedules/{sid}/trigger"
+    await expect(call, "POST", trigger, None, others_first(201, 201))
+    await expect(call, "DELETE", f"/v1/schedules/{sid}", None, others_first(200, 200))
+
+
+async def _dlq(call: Call, dead: int) -> None:
+    replay = "/v1/dlq/replay"
+    await expect(call, "POST", replay, {"ids": [dead], "rate": None}, others_first(200, 200))
+    await expect(call, "POST", replay, {"limit": 10}, each(200, 200, 200))
+    await expect(call, "POST", replay, {"all_users": True}, each(403, 403, 200))
+    purge = "/v1/dlq?older_than=1000000"
+    await expect(call, "DELETE", purge, None, each(200, 200, 200))
+    await expect(call, "DELETE", purge + "&all_users=true", None, each(403, 403, 200))
+
+
+async def _shared_and_admin(call: Call) -> None:
+    for path in ("/v1/status", "/v1/queues", "/v1/metrics", "/v1/openapi.json"):
+        await expect(call, "GET", path, None, each(200, 200, 200))
+    await expect(call, "PATCH", "/v1/queues/shared", {"concurrency": 2}, each(403, 403, 200))
+    for action in ("pause", "resume"):
+        await expect(call, "POST", f"/v1/queues/shared/{action}", None, each(403, 403, 200))
+    await expect(call, "POST", "/v1/prune", {"dry_run": True}, each(403, 403, 200))
+    _, refused = await call(OTHER, "POST", "/v1/queues/shared/pause", None)
+    assert refused["error"]["code"] == "forbidden" and "admins" in refused["error"]["message"]
+
+
+async def _keys(call: Call, sid: str) -> None:
+    """Keys are per owner; occurrence keys are the materializer's (no squatting)."""
+    status, mine = await call(OWNER, "POST", "/v1/jobs", {"command": ["true"], "key": "k1"})
+    assert status == 201
+    status, theirs = await call(OTHER, "POST", "/v1/jobs", {"command": ["false"], "key": "k1"})
+    assert status == 201 and theirs["id"] != mine["id"], theirs
+    status, again = await call(OTHER, "POST", "/v1/jobs", {"command": ["false"], "key": "k1"})
+    assert status == 200 and again["id"] == theirs["id"]
+    for key in (f"{sid}@2099-01-01T00:00:00Z", f"{sid}@manual-2099-01-01T00:00:00Z"):
+        for role in ROLES:
+            status, data = await call(role, "POST", "/v1/jobs", {"command": ["true"], "key": key})
+            assert status == 422 and "only the scheduler" in data["error"]["message"], data

@@ -247,7 +247,8 @@ def test_below_the_floor_new_work_waits_and_resumes_without_a_restart(
         )
         assert cli.returncode == 9, cli.stderr
         assert cli.stderr.startswith("jobctl: error: not accepting new work: ")
-        assert "MiB free on the filesystem of" in cli.stderr and cli.stderr.count("\n") == 1
+        assert " free on the filesystem of " in cli.stderr and cli.stderr.count("\n") == 1
+        assert "below the floor of 8.0 MiB; running jobs go on" in cli.stderr
         freed = time.monotonic()
         filler.unlink()
         wait_until(lambda: load.acked_at[-1] > freed, timeout=30, what="an enqueue after")

@@ -18,6 +18,7 @@ from jobctl import errors
 
 #: Most specific first; the first class an error is an instance of wins.
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
+    (errors.HeaderTooLarge, 431),
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
     (errors.Forbidden, 403),
@@ -26,6 +27,7 @@ HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.Unavailable, 503),
     (errors.Conflict, 409),
     (errors.DaemonLocked, 503),
+    (errors.TooManyConnections, 503),
     (errors.DaemonUnavailable, 503),
     (errors.StoreError, 500),
     (errors.JobctlError, 500),

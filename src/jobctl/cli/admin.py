@@ -115,6 +115,7 @@ def _group_exists(name: str) -> bool:
 
 def daemon_config(settings: Settings) -> DaemonConfig:
     """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones)."""
+    from jobctl.api.server import ConnectionLimits
     from jobctl.domain.models import Backoff
     from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
     from jobctl.domain.retry import RetryDefaults
@@ -145,6 +146,14 @@ def daemon_config(settings: Settings) -> DaemonConfig:
         shutdown_grace=settings.shutdown_grace,
         socket_group=settings.socket_group,
         metrics_listen=settings.metrics_listen,
+        job_umask=int(settings.job_umask, 8),
+        limits=ConnectionLimits(
+            total=settings.max_connections,
+            per_uid=settings.max_connections_per_uid,
+            header_bytes=settings.max_header_bytes,
+            header_timeout=settings.header_timeout,
+            idle_timeout=settings.idle_timeout,
+        ),
         retry=RetryDefaults(
             settings.retry_max_attempts,
             Backoff(settings.retry_backoff_base, settings.retry_backoff_cap),
@@ -156,6 +165,7 @@ def daemon_config(settings: Settings) -> DaemonConfig:
         },
         disk_floor=settings.disk_floor,
         quota=QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {}),
+        audit_retention=settings.retention_audit,
     )
 
 

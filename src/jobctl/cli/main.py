@@ -44,6 +44,7 @@ def _app() -> typer.Typer:
 
     from jobctl.cli import (
         admin,
+        audit_cmd,
         backup,
         config_cmd,
         crontab_cmd,
@@ -80,6 +81,7 @@ def _app() -> typer.Typer:
     app.command("backup")(backup.backup)
     app.command("prune")(prune_cmd.prune)
     app.command("metrics")(metrics_cmd.metrics)
+    app.command("audit")(audit_cmd.audit)
     app.add_typer(dlq.app, name="dlq")
     app.add_typer(queues.app, name="queues")
     app.add_typer(schedules.app, name="schedules")

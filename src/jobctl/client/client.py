@@ -25,6 +25,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
     for cls in (
         errors.InvalidInput,
         errors.InvalidSchedule,
+        errors.HeaderTooLarge,
         errors.NotFound,
         errors.Forbidden,
         errors.Conflict,
@@ -32,7 +33,9 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.IllegalTransition,
         errors.LeaseLost,
         errors.DaemonLocked,
+        errors.TooManyConnections,
         errors.StoreError,
+        errors.UnsafePath,
         errors.Unavailable,
         errors.DiskLow,
         errors.StorageFull,
@@ -105,8 +108,17 @@ class UnixTransport:
     def _send(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
     ) -> tuple[int, str, bytes]:
-        self._conn.request(method, path, body=body, headers=headers)
-        response = self._conn.getresponse()
+        try:
+            self._conn.request(method, path, body=body, headers=headers)
+        except BrokenPipeError as exc:
+            # The daemon may have answered and closed before reading the request (a
+            # connection over its limits): that answer is still there to read.
+            try:
+                response = self._conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                raise exc from None
+        else:
+            response = self._conn.getresponse()
         data = response.read()
         self._last_used = self._monotonic()
         return response.status, response.getheader("content-type", ""), data
@@ -255,6 +267,19 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")
+        return result
+
+    def audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Audit records, newest first (admins only: others get Forbidden)."""
+        params = {"uid": uid, "action": action, "since": since, "before": before, "limit": limit}
+        result: list[dict[str, Any]] = self.request("GET", "/v1/audit", params=params)
         return result
 
     # -- schedules -----------------------------------------------------------------------

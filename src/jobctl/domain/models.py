@@ -292,6 +292,9 @@ class AttemptResult:
     #: A failure no retry can mend (its owner may no longer run jobs): the job is dead
     #: with this reason whatever budget it has left.
     dead_reason: str | None = None
+    #: The command could not be started for want of a resource (descriptors, memory,
+    #: disk): retried with backoff and without using the budget (domain/retry.py).
+    transient: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,25 +19,25 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobctl import __version__
+from jobctl import __version__, files
 from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.app import Hooks, create_app
-from jobctl.api.server import Server, bind_socket, make_server
+from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.engine import systemd
+from jobctl.engine import process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
 from jobctl.engine.quotas import Admission, Quotas
-from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
+from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
@@ -66,16 +66,21 @@ class DaemonConfig:
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
+    #: Seconds an audit record is kept.
+    audit_retention: float = DEFAULT_AUDIT_RETENTION
     retry: RetryDefaults = DEFAULT_RETRY
+    #: The commands' umask (``job_umask``).
+    job_umask: int = 0o077
+    #: The open-file soft limit commands get back (the daemon's own at start, before
+    #: :func:`run_daemon` raised it); None: leave theirs as inherited.
+    child_nofile: int | None = None
+    #: Bounds on API connections (api/server.py).
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     #: Free space below which new work is refused (default here: none; the config's
     #: default is 256MiB or 5%, whichever is less).
     disk_floor: DiskFloor = field(default_factory=DiskFloor)
     quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
-
-    @property
-    def log_dir(self) -> Path:
-        return self.db.parent / "logs"
 
 
 def make_owner() -> str:
@@ -99,6 +104,7 @@ class Daemon:
 
     async def run(self, on_ready: Callable[[], None] = lambda: None) -> None:
         cfg = self.config
+        files.prepare_state(cfg.db, log_dir(cfg))
         store = SqliteStore(cfg.db, cfg.clock)
         astore = AsyncStore(store)
         try:
@@ -119,7 +125,8 @@ class Daemon:
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
-        server = make_server(create_app(astore, self._hooks(parts), parts.metrics))
+        app = create_app(astore, self._hooks(parts), parts.metrics)
+        server = make_server(app, cfg.limits, parts.access.is_admin)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -190,7 +197,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
     access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
     reserve = cfg.db.with_name(cfg.db.name + ".reserve")
-    disk = DiskGuard([cfg.db.parent, cfg.log_dir], cfg.disk_floor, cfg.clock, reserve=reserve)
+    disk = DiskGuard([cfg.db.parent, log_dir(cfg)], cfg.disk_floor, cfg.clock, reserve=reserve)
     disk.states()  # measure now: the reserve file is made at start when there is room
     quotas = Quotas(cfg.quota, cfg.clock)
     if isinstance(astore.store, SqliteStore):
@@ -201,6 +208,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         if claim.job.spec.schedule_id is not None:
             materializer.wake()  # a queued occurrence may wait for this job
 
+    launch = process.Launch(cfg.job_umask, cfg.child_nofile)
     executor = Executor(
         astore,
         cfg.clock,
@@ -208,7 +216,8 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
             cfg.concurrency,
             cfg.lease_ttl,
             cfg.kill_grace,
-            cfg.log_dir,
+            log_dir(cfg),
+            launch,
             lambda uid: quotas.limits_for(uid).log_bytes,
         ),
         owner,
@@ -219,8 +228,13 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     executor.on_store_full = disk.release_reserve
     timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
-    reaper = Reaper(astore, cfg.clock, cfg.retention)
+    reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     return Parts(executor, timer, materializer, reaper, metrics, access, Admission(disk, quotas))
+
+
+def log_dir(cfg: DaemonConfig) -> Path:
+    """Attempt logs live beside the database."""
+    return cfg.db.parent / "logs"
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:
@@ -301,8 +315,19 @@ def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
     root.propagate = False
 
 
+def harden_process(config: DaemonConfig) -> DaemonConfig:
+    """What the daemon process sets on itself at start: umask 077 (whatever it creates is
+    private) and the open-file soft limit raised to the hard one (idle connections and
+    running commands hold descriptors). Commands get the old limit back."""
+    os.umask(files.DAEMON_UMASK)
+    old, new = process.raise_nofile()
+    log.debug("event=nofile_limit soft_was=%d soft=%d for_commands=%d", old, new, old)
+    return replace(config, child_nofile=old if new != old else None)
+
+
 def run_daemon(config: DaemonConfig) -> None:
     """Run in the foreground until SIGTERM/SIGINT (what ``jobctl daemon`` calls)."""
+    config = harden_process(config)
     try:
         import uvloop
 

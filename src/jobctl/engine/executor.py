@@ -27,6 +27,7 @@ from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, Unavailable
 from jobctl.logfmt import logval
+from jobctl.lograte import RateLimitedLog
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
@@ -42,6 +43,8 @@ class ExecutorConfig:
     lease_ttl: float = 30.0
     kill_grace: float = 10.0
     log_dir: Path = Path("logs")
+    #: How commands start: their umask and open-file limit (engine/process.py).
+    launch: process.Launch = field(default_factory=process.Launch)
     #: Bytes of output an attempt of this owner may write (the ``log_bytes`` quota).
     log_bytes: Callable[[int], int | None] = field(default=lambda uid: None)
 
@@ -78,6 +81,7 @@ class Executor:
         #: Called when a finish or heartbeat meets a full disk: frees the disk reserve
         #: (True: something was freed, so try again at once).
         self.on_store_full: Callable[[], bool] = lambda: False
+        self._hb_errors = RateLimitedLog(log, clock)  # a failing disk: not a line a second
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
@@ -123,11 +127,10 @@ class Executor:
             # Creating the log file costs kernel time; on a thread it overlaps the loop.
             fd = await process.open_log_off_loop(path)
             cap = self.config.log_bytes(job.spec.owner_uid)
-            run = process.spawn(claim, path, self.owner, loop, fd, cap)
+            run = process.spawn(claim, path, self.owner, loop, fd, self.config.launch, cap)
         except OSError as exc:
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}"))
+            await self._finish(claim, _not_started(exc))
             return
         self._live[job.id] = run
         if log.isEnabledFor(logging.INFO):
@@ -320,10 +323,12 @@ class Executor:
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
-            log.error("event=heartbeat_failed error=%s", logval(exc))
+            text = logval(exc)
+            self._hb_errors.error(text, "event=heartbeat_failed error=%s", text)
             if isinstance(exc, Unavailable):
                 self.on_store_full()
             return False
+        self._hb_errors.recovered("event=heartbeat_recovered")
         gens = dict(leases)
         for job_id in lost:
             self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")
@@ -344,6 +349,16 @@ class Executor:
             await asyncio.gather(self._heartbeats, return_exceptions=True)
 
 
+def _not_started(exc: OSError) -> AttemptResult:
+    """A command that could not be started: for want of a resource, retried for free
+    later; else as a shell says it (127 not found, 126 cannot execute), not retried."""
+    if process.is_transient(exc):
+        error = f"cannot start for now (retried later, no attempt used): {exc}"
+        return AttemptResult(Outcome.FAILED, None, error, transient=True)
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}")
+
+
 def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
     reason = run.stop_reason
     timeout = run.claim.job.spec.timeout
@@ -355,6 +370,9 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
         return AttemptResult(Outcome.CANCELLED, code, reason, tail)
     if code == 0:
         return AttemptResult(Outcome.SUCCEEDED, 0, None, tail)
+    cwd = process.cwd_failure(code, tail, run.claim)
+    if cwd is not None:
+        return AttemptResult(Outcome.FAILED, cwd[0], cwd[1], tail)
     if code < 0:
         return AttemptResult(Outcome.FAILED, code, f"killed by signal {-code}", tail)
     return AttemptResult(Outcome.FAILED, code, f"exit code {code}", tail)

@@ -6,6 +6,7 @@ writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import threading
@@ -22,7 +23,9 @@ from jobctl.domain.quota import Limits
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
+from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
@@ -54,7 +57,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -75,7 +78,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = Writer(self._open_writer)
+        self._audit = AuditBuffer()  # rides along with the writer's next commit
+        errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
+        self._writer = Writer(self._open_writer, rider=self._audit, errors=errors)
+        self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)
@@ -202,7 +208,14 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, expiries, result.dead_reason
+            job,
+            result.outcome,
+            result.exit_code,
+            now,
+            self._rng,
+            expiries,
+            result.dead_reason,
+            result.transient,
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)

@@ -428,6 +428,34 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
        :owner, :now
 FROM json_each(:items);
 
+-- Audit trail ----------------------------------------------------------------------------
+-- Used by jobctl.store.audit.
+
+-- name: insert_audit
+INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
+VALUES (:at, :request_id, :uid, :gid, :pid, :action, :target, :status, :error, :denied);
+
+-- name: list_audit
+-- Newest first, before id :before; :action matches itself or any action under it
+-- ("schedules" matches "schedules.pause").
+SELECT * FROM audit
+WHERE id < :before AND at >= :since
+  AND (:uid IS NULL OR uid = :uid)
+  AND (:action IS NULL OR action = :action OR substr(action, 1, length(:action) + 1) = :action || '.')
+ORDER BY id DESC LIMIT :limit;
+
+-- name: list_audit_by_uid
+SELECT * FROM audit INDEXED BY audit_uid
+WHERE uid = :uid AND id < :before AND at >= :since
+  AND (:action IS NULL OR action = :action OR substr(action, 1, length(:action) + 1) = :action || '.')
+ORDER BY id DESC LIMIT :limit;
+
+-- name: prune_audit
+-- The oldest records kept before :before, a batch at a time.
+DELETE FROM audit WHERE id IN (
+    SELECT id FROM audit INDEXED BY audit_at WHERE at < :before ORDER BY at LIMIT :limit
+);
+
 -- Quotas ------------------------------------------------------------------------------
 
 -- name: owner_counts

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -25,6 +26,7 @@ from jobctl import __version__, errors
 from jobctl.api import errors as api_errors
 from jobctl.api import fast
 from jobctl.api.schemas import JobIn, job_out, queue_out
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -82,6 +84,9 @@ async def _ctx(request: Request) -> Context:
 
 
 Ctx = Annotated[Context, Depends(_ctx)]
+#: A job id in a path: ids are signed 64-bit, so a larger one is a 422, not a 500.
+JobIdPath = Annotated[int, PathParam(ge=1, le=limits.MAX_ID)]
+ListLimit = Annotated[int, Query(ge=1, le=limits.MAX_LIST)]
 router = APIRouter(prefix="/v1")
 
 
@@ -103,15 +108,15 @@ async def list_jobs(
     ctx: Ctx,
     status: JobStatus | None = None,
     queue: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    limit: ListLimit = 100,
+    before: Annotated[int | None, Query(ge=1, le=limits.MAX_ID)] = None,
 ) -> list[dict[str, Any]]:
     jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit, before)
     return [job_out(j) for j in jobs]
 
 
 @router.get("/jobs/{job_id}", summary="One job with its attempts")
-async def get_job(job_id: int, ctx: Ctx) -> dict[str, Any]:
+async def get_job(job_id: JobIdPath, ctx: Ctx) -> dict[str, Any]:
     return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
 
 
@@ -120,7 +125,9 @@ async def get_job(job_id: int, ctx: Ctx) -> dict[str, Any]:
     response_class=PlainTextResponse,
     summary="Captured output of one attempt",
 )
-async def attempt_log(job_id: int, number: int, ctx: Ctx) -> PlainTextResponse:
+async def attempt_log(
+    job_id: JobIdPath, number: Annotated[int, PathParam(ge=1, le=limits.MAX_ATTEMPTS)], ctx: Ctx
+) -> PlainTextResponse:
     job = await ctx.store.run(ctx.st.get, job_id)
     found = [a for a in job.attempts if a.number == number]
     if not found:
@@ -132,7 +139,7 @@ async def attempt_log(job_id: int, number: int, ctx: Ctx) -> PlainTextResponse:
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
-async def cancel(job_id: int, ctx: Ctx) -> dict[str, Any]:
+async def cancel(job_id: JobIdPath, ctx: Ctx) -> dict[str, Any]:
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
         ctx.hooks.stop_job(job_id, "cancelled by user")

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from jobctl.api.app import Ctx
-from jobctl.api.schemas import DeadReason, ReplayIn, job_out
+from jobctl.api.app import Ctx, JobIdPath, ListLimit
+from jobctl.api.schemas import DeadReason, ReplayIn, job_out, require_offset
+from jobctl.domain import limits
 from jobctl.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/dlq")
@@ -19,19 +20,21 @@ router = APIRouter(prefix="/v1/dlq")
 @router.get("", summary="Dead jobs, most recent deaths first")
 async def list_dead(
     ctx: Ctx,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    limit: ListLimit = 100,
     queue: str | None = None,
     reason: DeadReason | None = None,
     since: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    if since is not None and since.tzinfo is None:
-        raise InvalidInput("since needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    try:
+        require_offset(since)
+    except ValueError as exc:
+        raise InvalidInput(f"since {exc}") from None
     jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit)
     return [job_out(j) for j in jobs]
 
 
 @router.get("/{job_id}", summary="One dead job with its attempts")
-async def show_dead(job_id: int, ctx: Ctx) -> dict[str, Any]:
+async def show_dead(job_id: JobIdPath, ctx: Ctx) -> dict[str, Any]:
     return job_out(await ctx.store.run(ctx.st.get, job_id), with_attempts=True)
 
 
@@ -49,8 +52,8 @@ async def replay(body: ReplayIn, ctx: Ctx) -> dict[str, Any]:
 @router.delete("", summary="Delete dead jobs that died more than `older_than` seconds ago")
 async def purge(
     ctx: Ctx,
-    older_than: Annotated[float, Query(ge=0)],
-    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+    older_than: Annotated[float, Query(ge=0, le=limits.MAX_AGE, allow_inf_nan=False)],
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_PURGE)] = 100_000,
 ) -> dict[str, Any]:
     cutoff = ctx.store.clock.now() - timedelta(seconds=older_than)
     count, logs = await ctx.store.run(ctx.st.purge_dead, cutoff, limit)

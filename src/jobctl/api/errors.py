@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from jobctl import errors
+from jobctl.domain.limits import PATTERN_HELP
 
 #: Most specific first; the first class an error is an instance of wins.
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
@@ -53,10 +54,20 @@ def validation_message(errs: Any, body: object) -> str:
     problems = []
     for err in _one_union_branch(errs, body):
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))
-        problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
+        msg = _readable(err)
+        problems.append(f"{where}: {msg}" if where else msg)
     if isinstance(body, (str, int, float, bool)):
         return "the body must be a job object or a list of job objects"
     return "; ".join(problems) or "invalid request"
+
+
+def _readable(err: dict[str, Any]) -> str:
+    """pydantic's message, or what a pattern means when the value did not match it."""
+    if err.get("type") == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern")
+        if pattern in PATTERN_HELP:
+            return PATTERN_HELP[pattern]
+    return str(err.get("msg", "invalid"))
 
 
 def _is_tag(part: object) -> bool:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from jobctl.api.schemas import JobTemplateIn, job_out, require_offset
+from jobctl.api.schemas import STRICT, JobTemplateIn, job_out, require_offset
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.cron import describe, parse_cron
 from jobctl.domain.durations import format_duration
@@ -27,16 +28,48 @@ from jobctl.domain.schedule import (
 class ScheduleIn(BaseModel):
     """A schedule: ``cron`` (5 fields, in ``tz``) or ``every`` seconds from ``at``."""
 
-    model_config = ConfigDict(extra="forbid")
-    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    every: Annotated[float, Field(ge=1, le=86400 * 366)] | None = None
+    model_config = STRICT
+    cron: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_CRON,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+                json_schema_extra={"format": "cron"},
+            ),
+        ]
+        | None
+    ) = None
+    every: Annotated[float, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)] | None = None
     at: datetime | None = None
-    tz: Annotated[str, Field(min_length=1, max_length=100)] | None = None
-    name: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    tz: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_TZ,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+                json_schema_extra={"format": "timezone"},
+            ),
+        ]
+        | None
+    ) = None
+    name: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_SCHEDULE_NAME,
+                pattern=limits.SCHEDULE_NAME_PATTERN,
+            ),
+        ]
+        | None
+    ) = None
     misfire: Misfire = Misfire.ONCE
-    catch_up_limit: Annotated[int, Field(ge=1, le=100_000)] = 100
+    catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP)] = 100
     overlap: Overlap = Overlap.SKIP
-    jitter: Annotated[float, Field(ge=0, le=86400 * 7)] = 0.0
+    jitter: Annotated[float, Field(ge=0, le=limits.MAX_JITTER)] = 0.0
     job: JobTemplateIn
 
     _aware = field_validator("at")(require_offset)
@@ -51,7 +84,9 @@ class ScheduleIn(BaseModel):
         anchor = (self.at or now.replace(microsecond=0)) if self.every is not None else None
         timing = Timing(self.tz or default_tz, cron=self.cron, every=self.every, anchor=anchor)
         policy = Policy(self.misfire, self.catch_up_limit, self.overlap, self.jitter)
-        return ScheduleSpec(timing, policy, self.job.to_template(defaults), owner_uid, self.name)
+        template = self.job.to_template(defaults)
+        template.check(owner_uid)  # what the wire model cannot see: the 64 KiB payload
+        return ScheduleSpec(timing, policy, template, owner_uid, self.name)
 
 
 def description(s: Schedule) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from jobctl.api.app import Ctx, owner_uid
+from jobctl.api.app import Ctx, ListLimit, owner_uid
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
 from jobctl.localzone import local_zone_name
@@ -32,7 +32,7 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
 async def list_schedules(
     ctx: Ctx,
     deleted: bool = False,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: ListLimit = 1000,
     after: Annotated[str | None, Query(description="id of the last schedule seen")] = None,
 ) -> list[dict[str, Any]]:
     found = await ctx.store.run(ctx.st.list_schedules, deleted, limit, after)
@@ -40,9 +40,11 @@ async def list_schedules(
 
 
 @router.get("/{ref}", summary="One schedule (id or name) with next fires and history")
-async def show(ref: str, ctx: Ctx, history: int = 10) -> dict[str, Any]:
+async def show(
+    ref: str, ctx: Ctx, history: Annotated[int, Query(ge=1, le=500)] = 10
+) -> dict[str, Any]:
     sched = await ctx.store.run(ctx.st.get_schedule, ref)
-    jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, max(1, min(history, 500)))
+    jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, history)
     if jobs:
         jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
     fires = (

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import (
     Attempt,
@@ -19,55 +20,106 @@ from jobctl.domain.models import (
     JobSpec,
     JobTemplate,
     QueueStats,
+    check_env_name,
     check_payload,
     trusted_spec,
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
+from jobctl.errors import InvalidInput
 
 
 def require_offset(v: datetime | None) -> datetime | None:
-    """Times on the wire are absolute: a naive one would mean the daemon's zone, silently."""
-    if v is not None and v.tzinfo is None:
+    """Times on the wire are absolute (a naive one would mean the daemon's zone, silently)
+    and inside the calendar the store and the schedules can compute with."""
+    if v is None:
+        return v
+    if v.tzinfo is None:
         raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    try:
+        inside = limits.in_calendar(v.astimezone(UTC))
+    except OverflowError:
+        inside = False
+    if not inside:
+        raise ValueError(f"must be from {limits.MIN_TIME.year} to before {limits.MAX_TIME.year}")
     return v
 
 
 DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
+#: Wire types with the limits of :mod:`jobctl.domain.limits` (also in the OpenAPI document).
+Text = Annotated[str, Field(pattern=limits.TEXT_PATTERN)]
+QueueName = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN)
+]
+JobId = Annotated[int, Field(ge=1, le=limits.MAX_ID)]
+Seconds = Annotated[float, Field(ge=0, le=limits.MAX_BACKOFF)]
+ExitCode = Annotated[int, Field(ge=0, le=255)]
+#: Every wire model: unknown fields are a 422, and so are NaN and infinities.
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _env_schema(schema: dict[str, Any]) -> None:
+    """``env`` in the OpenAPI document: names and values as :func:`check_env_name` wants."""
+    schema.pop("patternProperties", None)
+    schema["propertyNames"] = {
+        "pattern": limits.ENV_NAME_PATTERN,
+        "not": {"pattern": f"^{limits.RESERVED_ENV_PREFIX}"},
+    }
+    schema["additionalProperties"] = {"type": "string", "pattern": limits.TEXT_PATTERN}
+
+
+def _command_schema(schema: dict[str, Any]) -> None:
+    """``command`` in the OpenAPI document: the program (the first item) is not empty."""
+    item = {"type": "string", "pattern": limits.NONEMPTY_TEXT_PATTERN}
+    schema["prefixItems"] = [item]
+
+
+def _valid_env_name(name: str) -> bool:
+    try:
+        check_env_name(name)
+    except InvalidInput:
+        return False
+    return True
 
 
 class BackoffIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    base: Annotated[float, Field(ge=0, le=86400 * 30)] = 10.0
-    cap: Annotated[float, Field(ge=0, le=86400 * 30)] = 3600.0
+    model_config = STRICT
+    base: Seconds = 10.0
+    cap: Seconds = 3600.0
 
 
 class JobTemplateIn(BaseModel):
     """What a job runs and how: the body of a job, or the template of a schedule."""
 
-    model_config = ConfigDict(extra="forbid")
-    command: Annotated[list[str], Field(min_length=1)]
-    queue: Annotated[str, Field(min_length=1, max_length=100)] = "default"
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None  # None: daemon default
-    timeout: Annotated[float, Field(gt=0, le=86400 * 365)] | None = None
+    model_config = STRICT
+    command: Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)]
+    queue: QueueName = "default"
+    priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY)] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS)] | None = (
+        None  # None: daemon default
+    )
+    timeout: Annotated[float, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIMEOUT)] | None = None
     backoff: BackoffIn | None = None  # None: the daemon's default
-    env: dict[str, str] = Field(default_factory=dict)  # a factory: no deepcopy per job
-    cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
-    retry_on: list[Annotated[int, Field(ge=0, le=255)]] | None = None
-    no_retry_on: list[Annotated[int, Field(ge=0, le=255)]] = Field(default_factory=list)
+    env: Annotated[dict[str, Text], Field(json_schema_extra=_env_schema)] = Field(
+        default_factory=dict
+    )  # a factory: no deepcopy per job
+    cwd: Annotated[
+        str, Field(min_length=1, max_length=limits.MAX_CWD, pattern=limits.PATH_PATTERN)
+    ] = "/"
+    retry_on: list[ExitCode] | None = None
+    no_retry_on: list[ExitCode] = Field(default_factory=list)
 
-    @field_validator("cwd")
+    @field_validator("command")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must be an absolute path")
+    def _program(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("the program (the first item) must not be empty")
         return v
 
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not name or "=" in name or "\0" in name or name.startswith("JOBCTL_"):
+            if not _valid_env_name(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return v
 
@@ -98,7 +150,13 @@ class JobIn(JobTemplateIn):
     """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
 
     run_at: datetime | None = None
-    key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    key: (
+        Annotated[
+            str,
+            Field(min_length=1, max_length=limits.MAX_KEY, pattern=limits.NONEMPTY_TEXT_PATTERN),
+        ]
+        | None
+    ) = None
 
     _aware = field_validator("run_at")(require_offset)
 
@@ -123,22 +181,22 @@ class JobIn(JobTemplateIn):
 class ReplayIn(BaseModel):
     """Which dead jobs to replay, and how fast to release them (jobs per second)."""
 
-    model_config = ConfigDict(extra="forbid")
-    limit: Annotated[int, Field(ge=1, le=100_000)] = 10
-    ids: list[int] | None = None
-    queue: str | None = None
+    model_config = STRICT
+    limit: Annotated[int, Field(ge=1, le=limits.MAX_REPLAY)] = 10
+    ids: Annotated[list[JobId], Field(max_length=limits.MAX_REPLAY)] | None = None
+    queue: QueueName | None = None
     reason: DeadReason | None = None
-    rate: Annotated[float, Field(gt=0, le=100_000)] | None = 1.0
+    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_REPLAY_RATE)] | None = 1.0
 
 
 class QueueIn(BaseModel):
     """Queue limits to change; a field left out keeps its value, null removes the limit."""
 
-    model_config = ConfigDict(extra="forbid")
-    concurrency: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
-    rate: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
-    burst: Annotated[int, Field(ge=1, le=1_000_000)] = 1
-    weight: Annotated[int, Field(ge=1, le=1000)] = 1
+    model_config = STRICT
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_CONCURRENCY)] | None = None
+    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_QUEUE_RATE)] | None = None
+    burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST)] = 1
+    weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT)] = 1
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:

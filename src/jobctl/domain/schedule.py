@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobctl.domain.cron import load_zone, next_fire, parse_cron
+from jobctl.domain.limits import MAX_EVERY, MIN_EVERY
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput, InvalidSchedule
@@ -44,8 +45,10 @@ class Timing:
         if (self.cron is None) == (self.every is None):
             raise InvalidSchedule("a schedule needs exactly one of cron or every")
         if self.every is not None:
-            if self.every < 1:
-                raise InvalidSchedule("every must be at least 1s")
+            if not MIN_EVERY <= self.every <= MAX_EVERY:
+                raise InvalidSchedule(
+                    f"every must be at least {MIN_EVERY:.0f}s and at most {MAX_EVERY:.0f}s"
+                )
             if self.anchor is None:
                 raise InvalidSchedule("an interval schedule needs an anchor time")
         else:

@@ -56,6 +56,8 @@ class ScheduleOps:
     # -- definitions --------------------------------------------------------------------
 
     def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
+        spec.template.check(spec.owner_uid)  # a template the store could not run is refused
+
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.clock.now()
             if spec.name and conn.execute(q("schedule_by_name"), {"ref": spec.name}).fetchone():

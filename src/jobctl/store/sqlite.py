@@ -26,7 +26,7 @@ from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLos
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishOps, stale
-from jobctl.store.inserts import created_job, insert_jobs
+from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
 from jobctl.store.queues import QueueOps, claimable
@@ -128,7 +128,8 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
                     out.append(flat[start : start + len(group)])
                     start += len(group)
                 return out
-            # one group is refused (a key conflict): take them one by one
+            # one group is refused (a key conflict, a row the store refuses): take them one
+            # by one, so that it fails alone and its neighbours commit
         return [self._insert_in_savepoint(conn, group) for group in groups]
 
     def _insert_in_savepoint(
@@ -138,10 +139,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         conn.execute("SAVEPOINT insert_group")
         try:
             done = self._insert_tx(conn, specs)
-        except JobctlError as exc:
+        except (JobctlError, *ITEM_ERRORS) as exc:
             conn.execute("ROLLBACK TO insert_group")
             conn.execute("RELEASE insert_group")
-            return exc
+            return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
         conn.execute("RELEASE insert_group")
         return done
 

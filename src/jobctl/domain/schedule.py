@@ -248,6 +248,10 @@ class Schedule:
     last_skip_at: datetime | None
     last_skip_reason: str | None
     last_skip_nominal: datetime | None
+    #: Set when an occurrence could not be built or stored: the materializer skips the
+    #: schedule (everything else goes on) until ``resume`` tries that occurrence again.
+    broken_at: datetime | None = None
+    broken_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,11 +264,12 @@ class SkipRecord:
 
 @dataclass(frozen=True, slots=True)
 class Materialized:
-    """What one materializer pass did: jobs created and skips recorded."""
+    """What one materializer pass did: jobs created, skips recorded, schedules broken."""
 
-    schedules: int
+    schedules: int  # how many were handled (broken ones included)
     created: tuple[tuple[str, int, datetime], ...]  # (schedule id, job id, nominal)
     skipped: tuple[SkipRecord, ...]
+    broken: tuple[tuple[str, str], ...] = ()  # (schedule id, reason)
 
 
 __all__ = [

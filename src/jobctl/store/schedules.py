@@ -100,6 +100,8 @@ class ScheduleOps:
             sched = schedule_from_row(row)
             now = self.clock.now()
             passed, nxt = _passed(sched.spec.timing, sched.next_run_at, now)
+            if sched.broken_at is not None:  # resume retries the occurrence that failed
+                conn.execute(q("clear_broken"), {"id": sched.id})
             if sched.paused:
                 params = {
                     "id": sched.id,
@@ -283,6 +285,8 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
         last_skip_at=rows.from_ms(row["last_skip_at"]),
         last_skip_reason=row["last_skip_reason"],
         last_skip_nominal=rows.from_ms(row["last_skip_nominal"]),
+        broken_at=rows.from_ms(row["broken_at"]),
+        broken_reason=row["broken_reason"],
     )
 
 

@@ -139,10 +139,14 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         conn.execute("SAVEPOINT insert_group")
         try:
             done = self._insert_tx(conn, specs)
-        except (JobctlError, *ITEM_ERRORS) as exc:
+        except JobctlError as exc:
             conn.execute("ROLLBACK TO insert_group")
             conn.execute("RELEASE insert_group")
-            return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
+            return exc
+        except ITEM_ERRORS as exc:  # a row the store refuses (CHECK): this group alone
+            conn.execute("ROLLBACK TO insert_group")
+            conn.execute("RELEASE insert_group")
+            return refused_by_store(exc)
         conn.execute("RELEASE insert_group")
         return done
 

@@ -186,3 +186,55 @@ async def test_the_limits_themselves_are_accepted(api: Any) -> None:
 
 def test_the_limits_table_is_json_serializable() -> None:
     json.dumps([(lim.field, lim.rule) for lim in limits.LIMITS])
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "allow"),
+    [
+        ("PUT", "/v1/jobs", {"GET", "POST"}),
+        ("DELETE", "/v1/jobs/1", {"GET"}),
+        ("GET", "/v1/jobs/1/cancel", {"POST"}),
+        ("PUT", "/v1/prune", {"POST"}),
+    ],
+)
+async def test_405_answers_say_what_is_allowed(
+    api: Any, method: str, url: str, allow: set[str]
+) -> None:
+    client, _ = api
+    r = await client.request(method, url)
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert {m.strip() for m in r.headers["allow"].split(",")} == allow
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        ("POST", "/v1/jobs", GOOD),  # the fast path
+        ("POST", "/v1/jobs/", GOOD),
+        ("POST", "/v1/schedules", GOOD_SCHEDULE),
+        ("PATCH", "/v1/queues/q", {"rate": 1}),
+        ("POST", "/v1/dlq/replay", {}),
+        ("POST", "/v1/prune", {"dry_run": True}),
+    ],
+)
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", None])
+async def test_json_routes_refuse_other_content_types_with_415(
+    api: Any, method: str, url: str, body: Any, ctype: str | None
+) -> None:
+    client, _ = api
+    headers = {} if ctype is None else {"content-type": ctype}
+    r = await client.request(method, url, content=json.dumps(body), headers=headers)
+    assert r.status_code == 415, r.text
+    assert r.json()["error"]["code"] == "unsupported_media_type"
+    ok = await client.request(
+        method, url, content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    assert ok.status_code < 300, ok.text
+    charset = {"content-type": "application/json; charset=utf-8"}
+    assert (await client.request(method, url, content=json.dumps(body), headers=charset)).is_success
+
+
+async def test_routes_without_a_body_ignore_the_content_type(api: Any) -> None:
+    client, _ = api
+    r = await client.post("/v1/queues/q/pause", headers={"content-type": "text/plain"})
+    assert r.status_code == 200

@@ -91,7 +91,13 @@ def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:
     return kept or list(errs)
 
 
-async def http_error(_: Request, exc: Exception) -> JSONResponse:
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
+    headers = dict(exc.headers or {})
+    routes = getattr(request.app.state, "routes", None)
+    if exc.status_code == 405 and routes is not None:
+        # Starlette names the methods of the first route matching the path only; a path
+        # served by several routes (GET and POST /v1/jobs) takes all of theirs.
+        headers["Allow"] = ", ".join(sorted(routes.allowed(request.url.path)))
+    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=headers)

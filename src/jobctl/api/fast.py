@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from jobctl import errors
 from jobctl.api.errors import error_body, status_for, validation_message
 from jobctl.api.schemas import JobIn, job_out
+from jobctl.domain import limits
 from jobctl.store.base import Inserted
 
 Scope = MutableMapping[str, Any]
@@ -36,20 +38,25 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-MAX_BATCH = 10_000
-#: Bounds the memory one request can take while its body is buffered; a full batch of
-#: ordinary jobs is a few MB, a batch of near-64-KiB commands must be split.
-MAX_BODY = 256 * 1024 * 1024
+#: MAX_BODY bounds the memory one request can take while its body is buffered; a full
+#: batch of ordinary jobs is a few MB, a batch of near-64-KiB commands must be split.
+MAX_BATCH, MAX_BODY = limits.MAX_BATCH, limits.MAX_BODY
 _BODY = TypeAdapter(JobIn | list[JobIn])
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("jobctl.api")
 
 
 class EnqueueFront:
-    """The ASGI app the server runs: the enqueue fast path, else the FastAPI app."""
+    """The ASGI app the server runs: the enqueue fast path, else the FastAPI app.
+
+    Every route that takes a JSON body (this one and FastAPI's) refuses any other content
+    type with 415 here, in one place: FastAPI alone would read ``text/plain`` as no body.
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.routes = RouteTable(app.openapi())
+        app.state.routes = self.routes  # the 405 handler's Allow comes from it too
 
     def __getattr__(self, name: str) -> Any:  # state, openapi(), routes… are the app's
         return getattr(self.app, name)
@@ -60,8 +67,19 @@ class EnqueueFront:
             and scope["method"] == "POST"
             and scope["path"].rstrip("/") == "/v1/jobs"
         ):
+            if not _json_content(scope):
+                await _respond(send, 415, _NOT_JSON)
+                return
             status, body = await self._enqueue(scope, receive)
             await _respond(send, status, body)
+            return
+        if (
+            scope["type"] == "http"
+            and scope["method"] in _BODY_METHODS
+            and not _json_content(scope)
+            and self.routes.takes_json(scope["method"], scope["path"])
+        ):
+            await _respond(send, 415, _NOT_JSON)
             return
         await self.app(scope, receive, send)
 
@@ -72,6 +90,44 @@ class EnqueueFront:
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
             return status_for(exc), error_body(exc.code, exc.message, **details)
+
+
+class RouteTable:
+    """Which methods each path takes, and which of them take a JSON body, read from the
+    OpenAPI document (the contract clients see, so the two cannot disagree)."""
+
+    def __init__(self, openapi: dict[str, Any]) -> None:
+        self._paths: list[tuple[re.Pattern[str], set[str], set[str]]] = []
+        for template, ops in openapi.get("paths", {}).items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            regex = re.compile(f"^{pattern}/?$")
+            methods = {m.upper() for m in ops}
+            with_body = {m.upper() for m, op in ops.items() if "requestBody" in op}
+            self._paths.append((regex, methods, with_body))
+
+    def allowed(self, path: str) -> set[str]:
+        """Every method some route of ``path`` takes (the ``Allow`` of a 405)."""
+        return {m for regex, methods, _ in self._paths if regex.match(path) for m in methods}
+
+    def takes_json(self, method: str, path: str) -> bool:
+        return any(method in body and regex.match(path) for regex, _, body in self._paths)
+
+
+_BODY_METHODS = frozenset(("POST", "PUT", "PATCH"))
+_NOT_JSON = error_body(
+    "unsupported_media_type", "the body must be JSON: send Content-Type: application/json"
+)
+
+
+def _json_content(scope: Scope) -> bool:
+    """Whether the request says its body is JSON (``application/json`` or ``…+json``)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            media: bytes = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or (
+                media.startswith(b"application/") and media.endswith(b"+json")
+            )
+    return False
 
 
 async def enqueue(ctx: Any, raw: bytes, uid: int) -> tuple[int, Any]:

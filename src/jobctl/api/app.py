@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from jobctl import __version__, errors
 from jobctl.api import errors as api_errors
 from jobctl.api import fast
-from jobctl.api.schemas import JobIn, job_out, queue_out
+from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
@@ -95,8 +95,13 @@ def owner_uid(request: Request) -> int:
     return fast.peer_uid(request.scope)
 
 
-@router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
-async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSONResponse:
+@router.post(
+    "/jobs",
+    status_code=201,
+    summary="Enqueue one job, or a list atomically",
+    responses={200: {"description": "Every job already existed (same key, same body)"}},
+)
+async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse:
     # Served by jobctl.api.fast in the daemon; this route documents it in the OpenAPI
     # document and answers the same way when the FastAPI app is used on its own.
     status, out = await fast.enqueue_body(ctx, body, owner_uid(request))
@@ -189,7 +194,7 @@ def create_app(
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
-    app.include_router(router)
+    app.include_router(router, responses=api_errors.ERROR_RESPONSES)
     from jobctl.api import dlq, queues, retention, schedules  # their routes import this module
     from jobctl.api import metrics as metrics_api
 
@@ -200,5 +205,5 @@ def create_app(
         retention.router,
         metrics_api.router,
     ):
-        app.include_router(extra)
+        app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     return fast.EnqueueFront(app)

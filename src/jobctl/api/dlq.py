@@ -10,11 +10,24 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from jobctl.api.app import Ctx, JobIdPath, ListLimit
-from jobctl.api.schemas import DeadReason, ReplayIn, job_out, require_offset
+from jobctl.api.schemas import TIME_SCHEMA, DeadReason, ReplayIn, job_out, require_offset
 from jobctl.domain import limits
 from jobctl.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/dlq")
+_TIME = TIME_SCHEMA
+
+
+def _since(text: str | None) -> datetime | None:
+    """``since`` as an ISO-8601 time with an offset (a bare number is not one)."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        require_offset(when)
+    except ValueError as exc:
+        raise InvalidInput(f"since: {exc}") from None
+    return when
 
 
 @router.get("", summary="Dead jobs, most recent deaths first")
@@ -23,13 +36,12 @@ async def list_dead(
     limit: ListLimit = 100,
     queue: str | None = None,
     reason: DeadReason | None = None,
-    since: datetime | None = None,
+    since: Annotated[
+        str | None, Query(description="ISO-8601 with an offset", json_schema_extra=_TIME)
+    ] = None,
 ) -> list[dict[str, Any]]:
-    try:
-        require_offset(since)
-    except ValueError as exc:
-        raise InvalidInput(f"since {exc}") from None
-    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit)
+    when = _since(since)
+    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, when, limit)
     return [job_out(j) for j in jobs]
 
 

@@ -11,10 +11,11 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from jobctl import errors
-from jobctl.domain.limits import PATTERN_HELP
+from jobctl.domain.limits import MAX_BATCH, PATTERN_HELP
 
 #: Most specific first; the first class an error is an instance of wins.
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
@@ -27,6 +28,40 @@ HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.StoreError, 500),
     (errors.JobctlError, 500),
 ]
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # and the ids it concerns
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+def _documented(description: str) -> dict[str, Any]:
+    # JSON whatever the route's own answers are (an attempt's log is text/plain)
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    return {
+        "model": ErrorOut,
+        "description": description,
+        "content": {"application/json": {"schema": ref}},
+    }
+
+
+#: The error answers every route may give, in the OpenAPI document (422 replaces FastAPI's
+#: own shape: jobctl answers ``{"error": ...}`` there too).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _documented("The body is not valid JSON"),
+    404: _documented("No such job, attempt, schedule or route"),
+    405: _documented("Method not allowed; the Allow header lists those that are"),
+    409: _documented("The request contradicts the stored state (a key, a lease, a name)"),
+    415: _documented("A JSON body sent without Content-Type: application/json"),
+    422: _documented("Invalid input; the message names each bad field"),
+}
 
 
 def status_for(exc: errors.JobctlError) -> int:
@@ -51,6 +86,8 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def validation_message(errs: Any, body: object) -> str:
     """One line naming each bad field of a job body (or list of them)."""
+    if isinstance(body, list) and not 1 <= len(body) <= MAX_BATCH:
+        return f"a batch holds 1 to {MAX_BATCH} jobs"
     problems = []
     for err in _one_union_branch(errs, body):
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))

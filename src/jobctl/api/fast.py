@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from jobctl import errors
 from jobctl.api.errors import error_body, status_for, validation_message
-from jobctl.api.schemas import JobIn, job_out
+from jobctl.api.schemas import EnqueueBody, JobIn, job_out
 from jobctl.domain import limits
 from jobctl.store.base import Inserted
 
@@ -41,7 +41,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: MAX_BODY bounds the memory one request can take while its body is buffered; a full
 #: batch of ordinary jobs is a few MB, a batch of near-64-KiB commands must be split.
 MAX_BATCH, MAX_BODY = limits.MAX_BATCH, limits.MAX_BODY
-_BODY = TypeAdapter(JobIn | list[JobIn])
+_BODY: TypeAdapter[EnqueueBody] = TypeAdapter(EnqueueBody)
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("jobctl.api")
 
@@ -73,6 +73,11 @@ class EnqueueFront:
             status, body = await self._enqueue(scope, receive)
             await _respond(send, status, body)
             return
+        if scope["type"] == "http" and self._not_allowed(scope):
+            allow = ", ".join(sorted(self.routes.allowed(scope["path"])))
+            body = error_body("method_not_allowed", "Method Not Allowed")
+            await _respond(send, 405, body, [(b"allow", allow.encode())])
+            return
         if (
             scope["type"] == "http"
             and scope["method"] in _BODY_METHODS
@@ -91,26 +96,45 @@ class EnqueueFront:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
             return status_for(exc), error_body(exc.code, exc.message, **details)
 
+    def _not_allowed(self, scope: Scope) -> bool:
+        """A documented path asked with a method it does not take: 405, whatever other
+        route the path would also match (GET /v1/dlq/replay is not a dead job's id)."""
+        allowed = self.routes.allowed(scope["path"])
+        return bool(allowed) and scope["method"] not in allowed
+
 
 class RouteTable:
     """Which methods each path takes, and which of them take a JSON body, read from the
     OpenAPI document (the contract clients see, so the two cannot disagree)."""
 
     def __init__(self, openapi: dict[str, Any]) -> None:
-        self._paths: list[tuple[re.Pattern[str], set[str], set[str]]] = []
+        # Fixed paths first: /v1/dlq/replay is that path, not /v1/dlq/{job_id}.
+        self._paths: list[tuple[bool, re.Pattern[str], set[str], set[str]]] = []
         for template, ops in openapi.get("paths", {}).items():
             pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
-            regex = re.compile(f"^{pattern}/?$")
             methods = {m.upper() for m in ops}
             with_body = {m.upper() for m, op in ops.items() if "requestBody" in op}
-            self._paths.append((regex, methods, with_body))
+            fixed = "{" not in template
+            self._paths.append((fixed, re.compile(f"^{pattern}/?$"), methods, with_body))
+
+    def _route(self, path: str) -> tuple[set[str], set[str]]:
+        """The methods of the path's documented operations, and those with a body."""
+        for want_fixed in (True, False):
+            found = [
+                (m, b)
+                for fixed, regex, m, b in self._paths
+                if fixed == want_fixed and regex.match(path)
+            ]
+            if found:
+                return set().union(*(m for m, _ in found)), set().union(*(b for _, b in found))
+        return set(), set()
 
     def allowed(self, path: str) -> set[str]:
-        """Every method some route of ``path`` takes (the ``Allow`` of a 405)."""
-        return {m for regex, methods, _ in self._paths if regex.match(path) for m in methods}
+        """Every method the path takes (the ``Allow`` of a 405)."""
+        return self._route(path)[0]
 
     def takes_json(self, method: str, path: str) -> bool:
-        return any(method in body and regex.match(path) for regex, _, body in self._paths)
+        return method in self._route(path)[1]
 
 
 _BODY_METHODS = frozenset(("POST", "PUT", "PATCH"))
@@ -189,11 +213,13 @@ def peer_uid(scope: Scope) -> int:
     return os.geteuid() if uid is None else int(uid)
 
 
-async def _respond(send: Send, status: int, body: Any) -> None:
+async def _respond(
+    send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     # orjson: rendering a 500-job answer with json.dumps took ~2 ms, a tenth of the
     # request's whole cost; orjson takes ~0.15 ms. Same JSON: compact, UTF-8, and the
     # bodies hold no NaN (the wire models refuse it), which json would reject.
     data = orjson.dumps(body)
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

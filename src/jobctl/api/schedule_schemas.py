@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from jobctl.api.schemas import STRICT, JobTemplateIn, job_out, require_offset
+from jobctl.api.schemas import (
+    NUMBER,
+    STRICT,
+    TIME_SCHEMA,
+    JobTemplateIn,
+    job_out,
+    require_offset,
+    time_text,
+)
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
-from jobctl.domain.cron import describe, parse_cron
+from jobctl.domain.cron import describe, load_zone, parse_cron
 from jobctl.domain.durations import format_duration
 from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -23,12 +32,39 @@ from jobctl.domain.schedule import (
     SkipRecord,
     Timing,
 )
+from jobctl.errors import InvalidSchedule
+
+
+def _loads(zone: str) -> bool:
+    try:
+        load_zone(zone)
+    except InvalidSchedule:
+        return False
+    return True
+
+
+#: The zones a schedule may name (the OpenAPI document lists them).
+ZONES = sorted(z for z in zoneinfo.available_timezones() if _loads(z))
+
+
+def _one_timing(schema: dict[str, Any]) -> None:
+    """In the OpenAPI document: exactly one of ``cron`` and ``every``."""
+    schema["oneOf"] = [
+        {
+            "required": ["cron"],
+            "properties": {"cron": {"type": "string"}, "every": {"type": "null"}},
+        },
+        {
+            "required": ["every"],
+            "properties": {"every": {"type": "number"}, "cron": {"type": "null"}},
+        },
+    ]
 
 
 class ScheduleIn(BaseModel):
     """A schedule: ``cron`` (5 fields, in ``tz``) or ``every`` seconds from ``at``."""
 
-    model_config = STRICT
+    model_config = STRICT | {"json_schema_extra": _one_timing}
     cron: (
         Annotated[
             str,
@@ -36,13 +72,13 @@ class ScheduleIn(BaseModel):
                 min_length=1,
                 max_length=limits.MAX_CRON,
                 pattern=limits.NONEMPTY_TEXT_PATTERN,
-                json_schema_extra={"format": "cron"},
+                json_schema_extra={"pattern": limits.CRON_SCHEMA_PATTERN},
             ),
         ]
         | None
     ) = None
-    every: Annotated[float, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)] | None = None
-    at: datetime | None = None
+    every: Annotated[float, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY), NUMBER] | None = None
+    at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
     tz: (
         Annotated[
             str,
@@ -50,7 +86,7 @@ class ScheduleIn(BaseModel):
                 min_length=1,
                 max_length=limits.MAX_TZ,
                 pattern=limits.NONEMPTY_TEXT_PATTERN,
-                json_schema_extra={"format": "timezone"},
+                json_schema_extra={"enum": ZONES},
             ),
         ]
         | None
@@ -67,11 +103,12 @@ class ScheduleIn(BaseModel):
         | None
     ) = None
     misfire: Misfire = Misfire.ONCE
-    catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP)] = 100
+    catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP), NUMBER] = 100
     overlap: Overlap = Overlap.SKIP
-    jitter: Annotated[float, Field(ge=0, le=limits.MAX_JITTER)] = 0.0
+    jitter: Annotated[float, Field(ge=0, le=limits.MAX_JITTER), NUMBER] = 0.0
     job: JobTemplateIn
 
+    _text = field_validator("at", mode="before")(time_text)
     _aware = field_validator("at")(require_offset)
 
     def to_spec(

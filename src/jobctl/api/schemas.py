@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
@@ -35,24 +35,42 @@ def require_offset(v: datetime | None) -> datetime | None:
         return v
     if v.tzinfo is None:
         raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-    try:
-        inside = limits.in_calendar(v.astimezone(UTC))
-    except OverflowError:
-        inside = False
-    if not inside:
+    if not limits.MIN_TIME.year <= v.year < limits.MAX_TIME.year:  # as written (TIME_PATTERN)
         raise ValueError(f"must be from {limits.MIN_TIME.year} to before {limits.MAX_TIME.year}")
     return v
 
 
+def json_number(v: object) -> object:
+    """A number on the wire is a JSON number, as the OpenAPI document says (pydantic would
+    also take ``true`` or ``"5"``); an integral float such as 170.0 is an integer there."""
+    if isinstance(v, bool | str):
+        raise ValueError("must be a number")
+    return v
+
+
+def time_text(v: object) -> object:
+    """A time on the wire is an ISO-8601 string, as the OpenAPI document says (pydantic
+    would also take a number of seconds since the epoch)."""
+    if v is not None and not isinstance(v, str | datetime):
+        raise ValueError("must be an ISO-8601 time string, e.g. 2027-03-14T06:00:00Z")
+    return v
+
+
 DeadReason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison"]
+#: A time in the OpenAPI document: RFC 3339 with a year the API accepts.
+TIME_SCHEMA: dict[str, Any] = {"format": "date-time", "pattern": limits.TIME_PATTERN}
 #: Wire types with the limits of :mod:`jobctl.domain.limits` (also in the OpenAPI document).
 Text = Annotated[str, Field(pattern=limits.TEXT_PATTERN)]
 QueueName = Annotated[
     str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN)
 ]
-JobId = Annotated[int, Field(ge=1, le=limits.MAX_ID)]
-Seconds = Annotated[float, Field(ge=0, le=limits.MAX_BACKOFF)]
-ExitCode = Annotated[int, Field(ge=0, le=255)]
+#: After a number's Field: the constraints stay in the OpenAPI document (before it they
+#: would be lost to the validator).
+NUMBER = BeforeValidator(json_number)
+JobId = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
+Seconds = Annotated[float, Field(ge=0, le=limits.MAX_BACKOFF), NUMBER]
+ExitCode = Annotated[int, Field(ge=0, le=255), NUMBER]
+Timeout = Annotated[float, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIMEOUT), NUMBER]
 #: Every wire model: unknown fields are a 422, and so are NaN and infinities.
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -93,11 +111,11 @@ class JobTemplateIn(BaseModel):
     model_config = STRICT
     command: Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)]
     queue: QueueName = "default"
-    priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS)] | None = (
+    priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
         None  # None: daemon default
     )
-    timeout: Annotated[float, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIMEOUT)] | None = None
+    timeout: Timeout | None = None
     backoff: BackoffIn | None = None  # None: the daemon's default
     env: Annotated[dict[str, Text], Field(json_schema_extra=_env_schema)] = Field(
         default_factory=dict
@@ -149,7 +167,7 @@ class JobTemplateIn(BaseModel):
 class JobIn(JobTemplateIn):
     """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
 
-    run_at: datetime | None = None
+    run_at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
     key: (
         Annotated[
             str,
@@ -158,6 +176,7 @@ class JobIn(JobTemplateIn):
         | None
     ) = None
 
+    _text = field_validator("run_at", mode="before")(time_text)
     _aware = field_validator("run_at")(require_offset)
 
     def to_spec(
@@ -178,25 +197,33 @@ class JobIn(JobTemplateIn):
         )
 
 
+#: The body of ``POST /v1/jobs``: one job, or a batch of 1 to ``MAX_BATCH``.
+EnqueueBody = JobIn | Annotated[list[JobIn], Field(min_length=1, max_length=limits.MAX_BATCH)]
+
+
 class ReplayIn(BaseModel):
     """Which dead jobs to replay, and how fast to release them (jobs per second)."""
 
     model_config = STRICT
-    limit: Annotated[int, Field(ge=1, le=limits.MAX_REPLAY)] = 10
+    limit: Annotated[int, Field(ge=1, le=limits.MAX_REPLAY), NUMBER] = 10
     ids: Annotated[list[JobId], Field(max_length=limits.MAX_REPLAY)] | None = None
     queue: QueueName | None = None
     reason: DeadReason | None = None
-    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_REPLAY_RATE)] | None = 1.0
+    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_REPLAY_RATE), NUMBER] | None = (
+        1.0
+    )
 
 
 class QueueIn(BaseModel):
     """Queue limits to change; a field left out keeps its value, null removes the limit."""
 
     model_config = STRICT
-    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_CONCURRENCY)] | None = None
-    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_QUEUE_RATE)] | None = None
-    burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST)] = 1
-    weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT)] = 1
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_CONCURRENCY), NUMBER] | None = None
+    rate: Annotated[float, Field(ge=limits.MIN_RATE, le=limits.MAX_QUEUE_RATE), NUMBER] | None = (
+        None
+    )
+    burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST), NUMBER] = 1
+    weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT), NUMBER] = 1
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:

@@ -40,14 +40,39 @@ PATTERN_HELP = {
     SCHEDULE_NAME_PATTERN: "use 1-100 letters, digits, '.', '_' or '-'",
 }
 
+
+def _cron_field(value: str) -> str:
+    return rf"(\*(/[1-9])?|{value}(,{value})*)"
+
+
+#: The OpenAPI document's description of ``cron``: a subset of what the API accepts (the
+#: full grammar, with ranges, names and steps, is in docs/schedules.md), every expression
+#: of which is valid and fires (days of month up to 28, so none names a day that never
+#: comes). Not enforced as a pattern: the parser itself is the check.
+CRON_SCHEMA_PATTERN = (
+    r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|"
+    + " ".join(
+        _cron_field(v)
+        for v in (
+            "[1-5]?[0-9]",
+            "(1?[0-9]|2[0-3])",
+            "([1-9]|1[0-9]|2[0-8])",
+            "([1-9]|1[0-2])",
+            "[0-7]",
+        )
+    )
+    + ")$"
+)
+
 #: Command (every argument) plus environment (names and values), UTF-8 bytes.
 MAX_PAYLOAD_BYTES = 64 * 1024
 #: Jobs in one enqueue request.
 MAX_BATCH = 10_000
 #: Bytes of one enqueue request body.
 MAX_BODY = 256 * 1024 * 1024
-#: Ids are SQLite integers: signed 64-bit.
-MAX_ID = 2**63 - 1
+#: Ids: SQLite keeps signed 64-bit integers, but JSON (I-JSON, RFC 7493) exchanges
+#: integers exactly only up to 2^53-1; jobctl assigns ids from 1 upwards, so none is near.
+MAX_ID = 2**53 - 1
 #: The store keeps durations in whole milliseconds: a timeout must be at least one.
 MIN_TIMEOUT = 0.001
 MAX_TIMEOUT = 86400.0 * 365
@@ -78,8 +103,10 @@ MAX_PURGE = 1_000_000
 MAX_AGE = 86400.0 * 365 * 100
 #: Times on the wire (``run_at``, a schedule's ``at``, ``since``): from the epoch to the
 #: year 9000, so that every interval and offset computed from them stays in the calendar.
+#: The year is checked as written, before the offset is applied: 1970 to 8999.
 MIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(9000, 1, 1, tzinfo=UTC)
+TIME_PATTERN = r"^(19[7-9][0-9]|[2-8][0-9]{3})-"
 
 
 def clean_text(text: str) -> bool:
@@ -91,11 +118,6 @@ def clean_text(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def in_calendar(t: datetime) -> bool:
-    """Whether an aware time lies in [:data:`MIN_TIME`, :data:`MAX_TIME`)."""
-    return MIN_TIME <= t < MAX_TIME
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +146,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("job `timeout`", f"{MIN_TIMEOUT:g} s (the store's resolution) to {_n(MAX_TIMEOUT)} s"),
     Limit("job `backoff.base`, `backoff.cap`", f"0 to {_n(MAX_BACKOFF)} s"),
     Limit("job `retry_on`, `no_retry_on`", "exit codes 0 to 255"),
-    Limit("times (`run_at`, `at`, `since`)", "with a UTC offset, from 1970 to before 9000"),
+    Limit("times (`run_at`, `at`, `since`)", "ISO-8601 with a UTC offset, years 1970 to 8999"),
     Limit("enqueue batch", f"1 to {_n(MAX_BATCH)} jobs, a body of at most {MAX_BODY >> 20} MiB"),
     Limit(
         "schedule `name`",
@@ -140,7 +162,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("queue `weight`", f"1 to {_n(MAX_QUEUE_WEIGHT)}"),
     Limit("replay `rate`", f"{MIN_RATE:g} to {_n(MAX_REPLAY_RATE)} jobs/s"),
     Limit("replay `limit`", f"1 to {_n(MAX_REPLAY)}"),
-    Limit("ids (paths, `before`, `ids`)", f"1 to {_n(MAX_ID)} (2^63-1)"),
+    Limit("ids (paths, `before`, `ids`)", f"1 to {_n(MAX_ID)} (2^53-1)"),
     Limit("list `limit`", f"1 to {_n(MAX_LIST)}"),
     Limit("purge `older_than`", f"0 to {_n(MAX_AGE)} s (100 years)"),
     Limit("numbers", "finite (no NaN, no infinity)"),

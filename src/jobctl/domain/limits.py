@@ -165,7 +165,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("ids (paths, `before`, `ids`)", f"1 to {_n(MAX_ID)} (2^53-1)"),
     Limit("list `limit`", f"1 to {_n(MAX_LIST)}"),
     Limit("purge `older_than`", f"0 to {_n(MAX_AGE)} s (100 years)"),
-    Limit("numbers", "finite (no NaN, no infinity)"),
+    Limit("numbers", "JSON numbers (not strings, not booleans), finite (no NaN, no infinity)"),
 )
 
 

@@ -104,12 +104,14 @@ def _readable(err: dict[str, Any]) -> str:
         pattern = (err.get("ctx") or {}).get("pattern")
         if pattern in PATTERN_HELP:
             return PATTERN_HELP[pattern]
+    if err.get("type") == "value_error":  # our validators' own words, without the prefix
+        return str(err.get("msg", "invalid")).removeprefix("Value error, ")
     return str(err.get("msg", "invalid"))
 
 
 def _is_tag(part: object) -> bool:
     """Union branch names pydantic puts in error locations (``JobIn``, ``list[JobIn]``)."""
-    return isinstance(part, str) and part[:1].isupper()
+    return isinstance(part, str) and (part[:1].isupper() or part.startswith("list["))
 
 
 def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
@@ -43,8 +44,15 @@ def _loads(zone: str) -> bool:
     return True
 
 
-#: The zones a schedule may name (the OpenAPI document lists them).
-ZONES = sorted(z for z in zoneinfo.available_timezones() if _loads(z))
+@functools.cache
+def zones() -> list[str]:
+    """The zones a schedule may name: the OpenAPI document lists them (read when the
+    document is built, not at import: loading every zone takes a while)."""
+    return sorted(z for z in zoneinfo.available_timezones() if _loads(z))
+
+
+def _zone_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = zones()
 
 
 def _one_timing(schema: dict[str, Any]) -> None:
@@ -86,7 +94,7 @@ class ScheduleIn(BaseModel):
                 min_length=1,
                 max_length=limits.MAX_TZ,
                 pattern=limits.NONEMPTY_TEXT_PATTERN,
-                json_schema_extra={"enum": ZONES},
+                json_schema_extra=_zone_enum,
             ),
         ]
         | None

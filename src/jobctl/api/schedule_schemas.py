@@ -7,7 +7,7 @@ import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictFloat, field_validator
 
 from jobctl.api.schemas import (
     NUMBER,
@@ -85,7 +85,7 @@ class ScheduleIn(BaseModel):
         ]
         | None
     ) = None
-    every: Annotated[float, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY), NUMBER] | None = None
+    every: Annotated[StrictFloat, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)] | None = None
     at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
     tz: (
         Annotated[
@@ -113,7 +113,7 @@ class ScheduleIn(BaseModel):
     misfire: Misfire = Misfire.ONCE
     catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP), NUMBER] = 100
     overlap: Overlap = Overlap.SKIP
-    jitter: Annotated[float, Field(ge=0, le=limits.MAX_JITTER), NUMBER] = 0.0
+    jitter: Annotated[StrictFloat, Field(ge=0, le=limits.MAX_JITTER)] = 0.0
     job: JobTemplateIn
 
     _text = field_validator("at", mode="before")(time_text)

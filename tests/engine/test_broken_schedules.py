@@ -167,3 +167,31 @@ async def test_a_schedule_that_breaks_again_after_resume_is_marked_again(
     assert store.get_schedule(bad).broken_at is None
     again = store.materialize(10)
     assert [sid for sid, _ in again.broken] == [bad]
+
+
+async def test_a_schedule_whose_zone_left_tzdata_is_listed_and_breaks_alone(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    """Not user input, but the same isolation: an OS update that removes a zone must not
+    make `schedules list` fail for everyone, nor stop the other schedules."""
+    from jobctl.api.schedule_schemas import schedule_out
+    from jobctl.cli.render import in_zone
+
+    store = astore.store
+    assert isinstance(store, SqliteStore)
+    good = store.create_schedule(_spec(clock)).id
+    gone = store.create_schedule(_spec(clock, "zoned")).id
+
+    def move(conn: object) -> None:
+        conn.execute("UPDATE schedule_defs SET tz = 'Mars/Olympus' WHERE id = ?", (gone,))  # type: ignore[attr-defined]
+
+    store._writer.call(move)
+    listed = {s.id: s for s in store.list_schedules()}
+    assert listed[gone].spec.timing.tz == "Mars/Olympus"  # listed, not an error for all
+    out = schedule_out(listed[gone])
+    assert in_zone(out["next_run_at"], out["tz"]).endswith(" UTC")  # the CLI shows it
+    clock.set(listed[good].next_run_at)
+    done = store.materialize(10)
+    assert [sid for sid, _, _ in done.created] == [good]
+    assert [sid for sid, _ in done.broken] == [gone]
+    assert "Mars/Olympus" in done.broken[0][1]

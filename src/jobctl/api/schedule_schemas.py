@@ -137,7 +137,10 @@ class ScheduleIn(BaseModel):
 def description(s: Schedule) -> str:
     t = s.spec.timing
     if t.cron is not None:
-        return describe(parse_cron(t.cron))
+        try:
+            return describe(parse_cron(t.cron))
+        except InvalidSchedule as exc:  # stored by a version that read it differently
+            return f"invalid: {exc.message}"
     assert t.every is not None
     return f"every {format_duration(t.every)} from {iso(t.anchor)}"
 

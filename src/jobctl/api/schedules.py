@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from jobctl.api.app import Ctx, ListLimit, owner_uid
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
+from jobctl.errors import InvalidSchedule
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
@@ -47,11 +48,14 @@ async def show(
     jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, history)
     if jobs:
         jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
-    fires = (
-        []
-        if sched.deleted_at
-        else sched.spec.timing.fires(max(sched.next_run_at, ctx.store.clock.now()) - _TICK, 5)
-    )
+    fires: list[datetime] = []
+    if not (sched.deleted_at or sched.broken_at):
+        try:
+            fires = sched.spec.timing.fires(
+                max(sched.next_run_at, ctx.store.clock.now()) - _TICK, 5
+            )
+        except InvalidSchedule:  # its zone left tzdata: shown, and broken when due
+            fires = []
     return detail_out(sched, fires, jobs, skips)
 
 

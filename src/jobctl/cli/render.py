@@ -171,8 +171,12 @@ def in_zone(text: str | None, tz: str) -> str:
         return "-"
     from zoneinfo import ZoneInfo
 
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(ZoneInfo(tz))
-    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    try:
+        zone = ZoneInfo(tz)
+    except (KeyError, ValueError, OSError):  # a zone this host does not know (tzdata)
+        return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def schedule_state(s: dict[str, Any]) -> str:

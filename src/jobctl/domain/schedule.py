@@ -55,6 +55,17 @@ class Timing:
             parse_cron(self.cron or "")
         _zone(self.tz)
 
+    @classmethod
+    def unchecked(
+        cls, tz: str, cron: str | None, every: float | None, anchor: datetime | None
+    ) -> Timing:
+        """A stored timing that no longer validates (its zone left tzdata), for showing
+        it: the schedule is listed, and the materializer marks it broken."""
+        timing = object.__new__(cls)
+        for name, value in (("tz", tz), ("cron", cron), ("every", every), ("anchor", anchor)):
+            object.__setattr__(timing, name, value)
+        return timing
+
     def next_after(self, after: datetime) -> datetime:
         """The first nominal fire time strictly after ``after`` (UTC)."""
         if self.every is not None:

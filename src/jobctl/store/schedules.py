@@ -255,8 +255,9 @@ def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict
 def schedule_from_row(row: sqlite3.Row) -> Schedule:
     try:
         timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"])
-    except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
-        raise InvalidSchedule(f"schedule {row['id']}: {exc.message}") from exc
+    except InvalidSchedule:  # e.g. a zone removed from tzdata since creation: still listed
+        every = None if row["every_ms"] is None else row["every_ms"] / 1000
+        timing = Timing.unchecked(row["tz"], row["cron"], every, rows.from_ms(row["anchor"]))
     policy = Policy(
         Misfire(row["misfire"]),
         row["catch_up_limit"],

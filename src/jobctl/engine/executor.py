@@ -132,6 +132,11 @@ class Executor:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, _not_started(exc))
             return
+        except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
+            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
+            error = f"cannot start: {type(exc).__name__}: {exc}"
+            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, error))
+            return
         self._live[job.id] = run
         if log.isEnabledFor(logging.INFO):
             log.info(

@@ -29,7 +29,7 @@ from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
-from jobctl.store.inserts import created_job, insert_jobs
+from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
 from jobctl.store.queues import QueueOps, claimable, over_queued_quota
@@ -142,7 +142,8 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
                     out.append(flat[start : start + len(group)])
                     start += len(group)
                 return out
-            # one group is refused (a key conflict): take them one by one
+            # one group is refused (a key conflict, a row the store refuses): take them one
+            # by one, so that it fails alone and its neighbours commit
         return [self._insert_in_savepoint(conn, group) for group in groups]
 
     def _insert_in_savepoint(
@@ -156,6 +157,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
             conn.execute("ROLLBACK TO insert_group")
             conn.execute("RELEASE insert_group")
             return exc
+        except ITEM_ERRORS as exc:  # a row the store refuses (CHECK): this group alone
+            conn.execute("ROLLBACK TO insert_group")
+            conn.execute("RELEASE insert_group")
+            return refused_by_store(exc)
         conn.execute("RELEASE insert_group")
         return done
 

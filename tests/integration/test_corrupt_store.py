@@ -72,7 +72,7 @@ def test_start_up_refuses_a_corrupt_store_in_one_line(
         timeout=60,
     )
     lines = out.stderr.splitlines()
-    assert out.returncode == CORRUPT_EXIT == 9, out.stderr
+    assert out.returncode == CORRUPT_EXIT == 11, out.stderr
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert lines[0].startswith(f"jobctl: error: database {db} is corrupt (")
     assert "docs/operations.md" in lines[0]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -26,12 +27,14 @@ from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, policy
 from jobctl.api.middleware import AuditMiddleware
-from jobctl.api.schemas import JobIn, job_out, queue_out
+from jobctl.api.schemas import EnqueueBody, job_out, queue_out
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
+from jobctl.engine.quotas import Admission
 from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
@@ -55,6 +58,8 @@ class Hooks:
     due: Callable[[datetime], None] = lambda at: None
     #: Who may use jobctl and who is an admin (allow/deny files, admin group).
     access: Access = field(default_factory=Access)
+    #: The disk floor and per-owner quotas new work must pass (default: none).
+    admission: Admission = field(default_factory=Admission)
 
 
 @dataclass
@@ -98,6 +103,9 @@ Who = Annotated[policy.Caller, Depends(_caller)]
 AllUsers = Annotated[
     bool, Query(description="Everyone's, not only the caller's (admins only; else 403)")
 ]
+#: A job id in a path: ids are signed 64-bit, so a larger one is a 422, not a 500.
+JobIdPath = Annotated[int, PathParam(ge=1, le=limits.MAX_ID)]
+ListLimit = Annotated[int, Query(ge=1, le=limits.MAX_LIST)]
 router = APIRouter(prefix="/v1")
 
 
@@ -113,8 +121,13 @@ async def visible_job(ctx: Context, who: policy.Caller, job_id: int) -> Job:
     return job
 
 
-@router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
-async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSONResponse:
+@router.post(
+    "/jobs",
+    status_code=201,
+    summary="Enqueue one job, or a list atomically",
+    responses={200: {"description": "Every job already existed (same key, same body)"}},
+)
+async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse:
     # Served by jobctl.api.fast in the daemon; this route documents it in the OpenAPI
     # document and answers the same way when the FastAPI app is used on its own.
     status, out = await fast.enqueue_body(ctx, body, owner_uid(request))
@@ -127,8 +140,8 @@ async def list_jobs(
     who: Who,
     status: JobStatus | None = None,
     queue: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    limit: ListLimit = 100,
+    before: Annotated[int | None, Query(ge=1, le=limits.MAX_ID)] = None,
     all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
     owner = who.owner_filter(all_users)
@@ -137,7 +150,7 @@ async def list_jobs(
 
 
 @router.get("/jobs/{job_id}", summary="One job with its attempts")
-async def get_job(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+async def get_job(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
@@ -146,7 +159,12 @@ async def get_job(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
     response_class=PlainTextResponse,
     summary="Captured output of one attempt",
 )
-async def attempt_log(job_id: int, number: int, ctx: Ctx, who: Who) -> PlainTextResponse:
+async def attempt_log(
+    job_id: JobIdPath,
+    number: Annotated[int, PathParam(ge=1, le=limits.MAX_ATTEMPTS)],
+    ctx: Ctx,
+    who: Who,
+) -> PlainTextResponse:
     job = await visible_job(ctx, who, job_id)
     found = [a for a in job.attempts if a.number == number]
     if not found:
@@ -158,7 +176,7 @@ async def attempt_log(job_id: int, number: int, ctx: Ctx, who: Who) -> PlainText
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
-async def cancel(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
@@ -170,15 +188,17 @@ async def cancel(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
 
 
 @router.get("/status", summary="Daemon, counts and per-queue health")
-async def status(ctx: Ctx) -> dict[str, Any]:
+async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     """``state`` is ``ok``, or ``degraded`` with the reason in ``degraded`` (a corrupt
     store: writes answer 503); what cannot be read then is left empty, never a 500."""
     now = ctx.store.clock.now()
+    adm = ctx.hooks.admission
     try:
         stats = await ctx.store.run(ctx.st.stats)
+        usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
         totals = await ctx.store.run(ctx.st.schedule_totals)
     except errors.StoreCorrupt:
-        stats, totals = [], None
+        stats, usage, totals = [], None, None
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
@@ -195,6 +215,8 @@ async def status(ctx: Ctx) -> dict[str, Any]:
         "counts": counts,
         "queues": [queue_out(q, now) for q in stats],
         "schedules": None if totals is None else _schedule_totals(totals, now),
+        "disk": adm.disk.info() if adm.disk is not None else None,
+        "quota": None if usage is None else adm.usage(owner_uid(request), usage),
         **ctx.hooks.info(),
     }
 
@@ -221,7 +243,7 @@ def create_app(
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
-    app.include_router(router)
+    app.include_router(router, responses=api_errors.ERROR_RESPONSES)
     from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api
 
@@ -233,7 +255,7 @@ def create_app(
         retention.router,
         metrics_api.router,
     ):
-        app.include_router(extra)
+        app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope

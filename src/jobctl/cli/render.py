@@ -149,9 +149,16 @@ def attempts_table(attempts: list[dict[str, Any]]) -> Table:
             duration,
             a["outcome"] or "[yellow]running[/]",
             "" if a["exit_code"] is None else str(a["exit_code"]),
-            esc(a["error"] or ""),
+            esc(a["error"] or "") + _cut(a),
         )
     return table
+
+
+def _cut(attempt: dict[str, Any]) -> str:
+    """A note on an attempt whose output reached the ``log_bytes`` quota."""
+    if not attempt.get("output_cut") or "output cut" in (attempt["error"] or ""):
+        return ""
+    return ("; " if attempt["error"] else "") + "output cut (log_bytes quota)"
 
 
 def status_view(s: dict[str, Any]) -> None:
@@ -168,11 +175,14 @@ def status_view(s: dict[str, Any]) -> None:
     sch = s.get("schedules")
     if sch and sch["total"]:
         lag = f", materializer lag {format_duration(sch['lag'])}" if sch["lag"] else ""
+        broken = f", [red]{sch['broken']} broken[/]" if sch.get("broken") else ""
         console.print(
-            f"schedules: {sch['total']} ({sch['paused']} paused); skipped occurrences: "
+            f"schedules: {sch['total']} ({sch['paused']} paused{broken}); skipped occurrences: "
             f"{sch['misfire_skips']} misfire, {sch['overlap_skips']} overlap, "
             f"{sch['pause_skips']} while paused{lag}"
         )
+    _disk_lines(s.get("disk"))
+    _quota_line(s.get("quota"))
     table = Table(box=None, header_style="bold")
     for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
         table.add_column(col, justify="right" if col != "QUEUE" else "left")
@@ -190,14 +200,73 @@ def status_view(s: dict[str, Any]) -> None:
         console.print(table)
 
 
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _disk_lines(disk: dict[str, Any] | None) -> None:
+    """Free space per filesystem against the floor; loud when new work is refused."""
+    if not disk or not disk.get("filesystems"):
+        return
+    for fs in disk["filesystems"]:
+        note = "  [bold red]below the floor[/]" if fs["low"] else ""
+        console.print(
+            f"disk: {_size(fs['free_bytes'])} free of {_size(fs['total_bytes'])} "
+            f"({fs['path']}), floor {_size(fs['floor_bytes'])}{note}",
+            highlight=False,
+        )
+    if disk["refusing"]:
+        console.print(
+            "[bold red]refusing new work[/] (enqueue, schedules, replay, trigger) until "
+            "space is freed; running jobs go on and no queued job starts"
+        )
+
+
+def _quota_line(quota: dict[str, Any] | None) -> None:
+    """The caller's usage against their quota (``-``: no limit)."""
+    if not quota:
+        return
+
+    def of(key: str) -> str:
+        q = quota[key]
+        return f"{key} {q['used']}/{'-' if q['limit'] is None else q['limit']}"
+
+    rate = quota["enqueue_rate"]["limit"]
+    cap = quota["log_bytes"]["limit"]
+    console.print(
+        f"your quota (uid {quota['uid']}): {of('queued')}, {of('running')}, "
+        f"{of('schedules')}, enqueue rate {'-' if rate is None else f'{rate}/s'}, "
+        f"log {'-' if cap is None else _size(cap)} per attempt",
+        highlight=False,
+    )
+
+
 def in_zone(text: str | None, tz: str) -> str:
     """A wire time shown in the schedule's own zone, with the zone's abbreviation."""
     if not text:
         return "-"
     from zoneinfo import ZoneInfo
 
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(ZoneInfo(tz))
-    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    try:
+        zone = ZoneInfo(tz)
+    except (KeyError, ValueError, OSError):  # a zone this host does not know (tzdata)
+        return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def schedule_state(s: dict[str, Any]) -> str:
+    """deleted, paused, broken (an occurrence could not be materialized) or active."""
+    if s["deleted"]:
+        return "deleted"
+    if s["paused"]:
+        return "paused"
+    return "broken" if s.get("broken") else "active"
 
 
 def _timing(s: dict[str, Any]) -> str:
@@ -210,7 +279,7 @@ def schedules_table(schedules: list[dict[str, Any]]) -> Table:
         table.add_column(col, no_wrap=col != "NAME")
     for s in schedules:
         skips = s["misfire_skips"] + s["overlap_skips"] + s["pause_skips"]
-        state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+        state = schedule_state(s)
         table.add_row(
             s["id"],
             s["name"] or "",
@@ -219,19 +288,30 @@ def schedules_table(schedules: list[dict[str, Any]]) -> Table:
             "-" if s["deleted"] else in_zone(s["next_run_at"], s["tz"]),
             f"{s['misfire']}/{s['overlap']}",
             str(skips),
-            state,
+            f"[red]{state}[/]" if state == "broken" else state,
         )
     return table
 
 
+def _broken_fields(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Why a schedule is broken, and how to try it again."""
+    if not s.get("broken") or s["deleted"]:
+        return []
+    return [
+        ("broken", f"since {s['broken_at']}: {esc(s['broken_reason'] or '')}"),
+        ("", "fix the cause, then 'jobctl schedules resume' tries the occurrence again"),
+    ]
+
+
 def schedule_detail(s: dict[str, Any]) -> None:
     tz = s["tz"]
-    state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+    state = schedule_state(s)
     skip = s["last_skip"]
     fields = [
         ("id", s["id"]),
         ("name", s["name"] or "-"),
         ("state", state),
+        *_broken_fields(s),
         ("when", f"{_timing(s)}  ({s['description']})"),
         ("time zone", tz),
         ("misfire", f"{s['misfire']} (catch-up limit {s['catch_up_limit']})"),

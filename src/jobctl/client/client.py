@@ -37,6 +37,10 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.StoreError,
         errors.StoreCorrupt,
         errors.UnsafePath,
+        errors.Unavailable,
+        errors.DiskLow,
+        errors.StorageFull,
+        errors.QuotaExceeded,
     )
 }
 

@@ -19,6 +19,7 @@ from typing import TypeVar
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
+from jobctl.domain.quota import Limits
 from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
@@ -30,10 +31,10 @@ from jobctl.store.crashes import CrashOps, crash_streak
 from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.health import Health, check_at_start, is_corruption, refused_at_start
-from jobctl.store.inserts import created_job, insert_jobs
+from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
-from jobctl.store.queues import QueueOps, claimable
+from jobctl.store.queues import QueueOps, claimable, over_queued_quota
 from jobctl.store.retention import RetentionOps
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.writer import Writer
@@ -74,6 +75,8 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         self._rng = rng or random.Random()
         self._lock = DbLock(self.path) if lock else None
         self._fairness = Fairness()  # touched only by the writer thread
+        #: Per-owner quotas (the daemon sets it); None: nobody has a quota.
+        self.quota: Callable[[int], Limits] | None = None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -155,6 +158,12 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
     def _insert_groups_tx(
         self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
     ) -> list[list[Inserted] | JobctlError]:
+        refused = over_queued_quota(conn, self.quota, groups)
+        if refused:
+            return [
+                refused.get(i) or self._insert_in_savepoint(conn, group)
+                for i, group in enumerate(groups)
+            ]
         if len(groups) > 1:
             flat = self._insert_in_savepoint(conn, [spec for group in groups for spec in group])
             if not isinstance(flat, JobctlError):
@@ -164,7 +173,8 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
                     out.append(flat[start : start + len(group)])
                     start += len(group)
                 return out
-            # one group is refused (a key conflict): take them one by one
+            # one group is refused (a key conflict, a row the store refuses): take them one
+            # by one, so that it fails alone and its neighbours commit
         return [self._insert_in_savepoint(conn, group) for group in groups]
 
     def _insert_in_savepoint(
@@ -178,6 +188,10 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
             conn.execute("ROLLBACK TO insert_group")
             conn.execute("RELEASE insert_group")
             return exc
+        except ITEM_ERRORS as exc:  # a row the store refuses (CHECK): this group alone
+            conn.execute("ROLLBACK TO insert_group")
+            conn.execute("RELEASE insert_group")
+            return refused_by_store(exc)
         conn.execute("RELEASE insert_group")
         return done
 
@@ -444,6 +458,18 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
             )
         return out
 
+    def owner_usage(self, uid: int) -> dict[str, int]:
+        """One owner's queued (scheduled, waiting or due) and running jobs, and live
+        schedules: from the per-lane counters and the owner index, never a scan of jobs."""
+
+        def read(conn: sqlite3.Connection) -> dict[str, int]:
+            b = {r["bucket"]: r["n"] for r in conn.execute(q("owner_counts"), {"uid": uid})}
+            scheds = conn.execute(q("owner_schedules"), {"uid": uid}).fetchone()["n"]
+            queued = b.get("scheduled", 0) + b.get("due", 0)
+            return {"queued": queued, "running": b.get("running", 0), "schedules": scheds}
+
+        return self._read(read)
+
     def running(self) -> list[Orphan]:
         return self._read(
             lambda conn: [
@@ -457,7 +483,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
             now = self.clock.now()
             now_ms = rows.to_ms(now)
             nxt = conn.execute(q("next_future")).fetchone()["t"]
-            due, token_at = claimable(conn, now)
+            due, token_at = claimable(conn, now, self.quota)
             unpromoted = nxt is not None and nxt <= now_ms
             due = due or unpromoted
             lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]

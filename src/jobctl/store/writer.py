@@ -16,6 +16,7 @@ write comes within ``ride_wait`` seconds.
 
 from __future__ import annotations
 
+import errno
 import logging
 import queue
 import sqlite3
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
+from jobctl.errors import StorageFull, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 
@@ -37,6 +39,32 @@ def _same(exc: BaseException) -> BaseException:
 
 def _never() -> BaseException | None:
     return None
+
+
+#: SQLite primary result codes that mean the disk, not the request: SQLITE_IOERR, SQLITE_FULL.
+_DISK_CODES = {10, 13}
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}
+#: Seconds a caller refused by a full disk is told to wait (``Retry-After``).
+DISK_RETRY_AFTER = 5
+
+
+def disk_error(exc: BaseException) -> StorageFull | None:
+    """The refusal to answer for a write that met a full disk or an I/O error, else None.
+
+    Such a write changed nothing (its transaction is rolled back); it is refused for now,
+    not for good, so the API answers 503 with ``Retry-After`` and the executor retries.
+    """
+    if isinstance(exc, StorageFull):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _DISK_CODES:
+            return None
+    elif not (isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS):
+        return None
+    return StorageFull(
+        f"the store cannot write: {exc}; nothing was written, try again later",
+        retry_after=DISK_RETRY_AFTER,
+    )
 
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
@@ -186,14 +214,14 @@ class Writer:
                 landed = self._rider.ride(conn)
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
-            error = self._translate(exc)
-            if error is exc:  # a corrupt file is logged once, by the translation
+            failure = _caller_error(self._translate, exc)
+            if not isinstance(failure, StoreCorrupt):  # that is logged once, by translate
                 self._failed(len(batch), exc)
-            self._rollback(conn)
+            _rollback(conn)
             if landed is not None:
                 landed(False)
             for _, fut, _ in batch:
-                fut.set_exception(error)
+                fut.set_exception(failure)
             return
         if landed is not None:
             landed(True)
@@ -205,21 +233,21 @@ class Writer:
             else:
                 fut.set_exception(self._translate(value))
 
-    @staticmethod
-    def _rollback(conn: sqlite3.Connection) -> None:
-        """Roll back what is left; a damaged file may refuse even that."""
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except sqlite3.DatabaseError as exc:
-            log.debug("rollback failed: %s", exc)
-
     def _failed(self, writes: int, exc: BaseException) -> None:
         msg = "event=group_commit_failed writes=%d error=%s"
         if self._errors is None:
             log.error(msg, writes, logval(exc))
         else:
             self._errors.error(str(exc), msg, writes, logval(exc))
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is left of a failed transaction (SQLite may have rolled it back)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.error("rollback failed: %s", exc)
 
 
 def _resolve(
@@ -231,7 +259,16 @@ def _resolve(
     try:
         fut.set_result(fn(conn))
     except Exception as exc:
-        fut.set_exception(translate(exc))
+        fut.set_exception(_caller_error(translate, exc))
+
+
+def _caller_error(
+    translate: Callable[[BaseException], BaseException], exc: BaseException
+) -> BaseException:
+    """What a caller gets for ``exc``: a corrupt file (``translate``), else a full disk or
+    an I/O error (:func:`disk_error`), else ``exc`` itself."""
+    error = translate(exc)
+    return error if error is not exc else (disk_error(exc) or exc)
 
 
 def _run_in_savepoint(
@@ -241,6 +278,8 @@ def _run_in_savepoint(
     try:
         value = fn(conn)
     except Exception as exc:
+        if disk_error(exc) is not None:
+            raise  # the disk, not this op: SQLite may have ended the transaction already
         conn.execute("ROLLBACK TO op")
         conn.execute("RELEASE op")
         return False, exc

@@ -1,4 +1,4 @@
--- 0013: evidence about a daemon crash, kept on each attempt start-up recovery ended
+-- 0015: evidence about a daemon crash, kept on each attempt start-up recovery ended
 -- (issue 13, item 4). crash_suspect is 1 when the attempt's command had already gone
 -- when the next daemon started (it may have taken the daemon down), 0 when the command
 -- was still running (it outlived the crash, so the crash was not its doing), NULL for

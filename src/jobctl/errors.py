@@ -18,7 +18,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     │   └── LeaseLost           a heartbeat or completion carried a stale generation
     ├── Unavailable             the daemon refuses new work for now (answer: 503 + Retry-After)
     │   ├── DiskLow             free space is below the configured floor
-    │   └── StorageFull         a write met a full disk or an I/O error (nothing was written)
+    │   ├── StorageFull         a write met a full disk or an I/O error (nothing was written)
+    │   └── OutOfResources      the daemon ran out of descriptors or memory for this request
     ├── QuotaExceeded           the caller is over one of their quotas (429 + Retry-After)
     ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
     │   └── TooManyConnections  the daemon refused a connection over its limits
@@ -100,6 +101,13 @@ class DiskLow(Unavailable):
 
 class StorageFull(Unavailable):
     code = "storage_full"
+
+
+class OutOfResources(Unavailable):
+    """A request met EMFILE, ENFILE, ENOMEM or EAGAIN (or SQLite could not open a file for
+    it): transient, so 503 with ``Retry-After``, never a 500."""
+
+    code = "out_of_resources"
 
 
 class QuotaExceeded(JobctlError):

@@ -157,8 +157,12 @@ def test_running_out_of_descriptors_at_start_is_retried_for_free(
     def all_final() -> bool:
         return all(j["status"] in {"succeeded", "dead"} for j in client.list_jobs(limit=100))
 
-    wait_until(all_final, 60, "every job to end")
-    jobs = [client.get(i) for i in ids]
+    try:
+        wait_until(all_final, 60, "every job to end")
+        jobs = [client.get(i) for i in ids]
+    except Exception:
+        print("\n".join(d.log)[-6000:])
+        raise
     assert [j["id"] for j in jobs if j["status"] != "succeeded"] == []
     errors = [a["error"] or "" for j in jobs for a in j["attempts"]]
     assert any("Too many open files" in e and "retried later" in e for e in errors), errors

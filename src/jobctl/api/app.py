@@ -243,6 +243,7 @@ def create_app(
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
+    app.add_exception_handler(OSError, api_errors.os_error)
     app.include_router(router, responses=api_errors.ERROR_RESPONSES)
     from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 
 from jobctl import errors
 from jobctl.domain.limits import MAX_BATCH, PATTERN_HELP
+from jobctl.store.writer import resource_error
 
 #: Most specific first; the first class an error is an instance of wins.
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
@@ -157,3 +158,12 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         # served by several routes (GET and POST /v1/jobs) takes all of theirs.
         headers["Allow"] = ", ".join(sorted(routes.allowed(request.url.path)))
     return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=headers)
+
+
+async def os_error(request: Request, exc: Exception) -> JSONResponse:
+    """An OSError in a route (a log file read at the open-file limit): out of descriptors
+    or memory is a 503 with ``Retry-After``; anything else stays the bug it is (500)."""
+    refusal = resource_error(exc)
+    if refusal is None:
+        raise exc
+    return await jobctl_error(request, refusal)

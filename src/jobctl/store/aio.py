@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,7 @@ from typing import Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
 from jobctl.domain.models import AttemptResult, Finished, JobSpec, ProcessRecord
 from jobctl.errors import JobctlError
 from jobctl.store.base import Inserted, Store
+from jobctl.store.writer import disk_error, resource_error
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -158,8 +160,16 @@ class AsyncStore:
         self.inserts = Batcher(self._insert_groups, linger=True)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(*args)`` on the pool; running out of descriptors or memory, or meeting a
+        full disk, is raised as the transient refusal it is (503), never a bare error."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        except (OSError, sqlite3.Error) as exc:
+            refusal = resource_error(exc) or disk_error(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
 
     async def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
         """``store.insert``; raises what it raises. Where the backend allows, the inserts

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from jobctl.errors import StorageFull, StoreCorrupt
+from jobctl.errors import OutOfResources, StorageFull, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 
@@ -64,6 +64,32 @@ def disk_error(exc: BaseException) -> StorageFull | None:
     return StorageFull(
         f"the store cannot write: {exc}; nothing was written, try again later",
         retry_after=DISK_RETRY_AFTER,
+    )
+
+
+#: SQLITE_NOMEM and SQLITE_CANTOPEN: while the daemon runs, out of memory or descriptors.
+_RESOURCE_CODES = {7, 14}
+_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN}
+#: Seconds a caller is told to wait after a request ran out of resources.
+RESOURCE_RETRY_AFTER = 1.0
+
+
+def resource_error(exc: BaseException) -> OutOfResources | None:
+    """The refusal to answer for a call that ran out of descriptors or memory, else None.
+
+    A daemon at its open-file limit (a flood of connections, thousands of running jobs)
+    fails reads too; that is transient (issue 11: never a 500), so 503 + ``Retry-After``.
+    """
+    if isinstance(exc, OutOfResources):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _RESOURCE_CODES:
+            return None
+    elif not (isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS):
+        return None
+    return OutOfResources(
+        f"the daemon is out of resources for now: {exc}; try again shortly",
+        retry_after=RESOURCE_RETRY_AFTER,
     )
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from jobctl.cli.config_cmd import ConfigOpt, from_command_line
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import JsonOpt, SocketOpt
 
 if TYPE_CHECKING:
     from jobctl.config import Settings
@@ -145,11 +145,6 @@ def daemon_config(settings: Settings) -> DaemonConfig:
 
 def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     """Daemon version and uptime, job counts, and per-queue health."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+    from jobctl.cli.job_actions import show_status
 
-    with client(socket) as c:
-        s = c.status()
-    if json_:
-        print_json(s)
-    else:
-        render.status_view(s)
+    show_status(json_, socket)

@@ -2,106 +2,18 @@
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
+from jobctl.cli import job_actions
+from jobctl.cli.bodies import job_body
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client
 from jobctl.cli.schedules import schedule_body
-from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
-from jobctl.localzone import local_zone
-
-
-def job_body(
-    command: list[str],
-    *,
-    at: str | None = None,
-    in_: str | None = None,
-    key: str | None = None,
-    queue: str = "default",
-    priority: int = 0,
-    max_attempts: int | None = None,
-    timeout: str | None = None,
-    backoff: str | None = None,
-    cwd: str | Path | None = None,
-    env: list[str] | None = None,
-    shell: bool = False,
-    retry_on: str | None = None,
-    no_retry_on: str | None = None,
-) -> dict[str, Any]:
-    """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
-    if at and in_:
-        raise InvalidInput("give either --at or --in, not both")
-    if not command:
-        raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
-    if shell:
-        if len(command) != 1:
-            raise InvalidInput("--shell takes the whole command as one quoted string")
-        command = ["/bin/sh", "-c", command[0]]
-    body: dict[str, Any] = {
-        "command": command,
-        "queue": queue,
-        "priority": priority,
-        "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _env(env or []),
-    }
-    optional = {
-        "run_at": _run_at(at, in_),
-        "key": key or None,
-        "max_attempts": max_attempts,
-        "timeout": parse_duration(timeout) if timeout else None,
-        "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
-        "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
-        "backoff": _backoff(backoff) if backoff else None,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
-    return body
-
-
-def _run_at(at: str | None, in_: str | None) -> str | None:
-    if at:
-        return parse_when(at, local_zone()).isoformat()
-    if in_:
-        return (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
-    return None
-
-
-def _backoff(text: str) -> dict[str, float]:
-    """``BASE[:CAP]``; without a cap, 64 times the base but at least an hour."""
-    base, _, cap = text.partition(":")
-    b = parse_duration(base)
-    return {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
-
-
-def parse_codes(text: str, option: str) -> list[int]:
-    """Exit codes as ``1,2,75`` or ranges ``64-78``."""
-    codes: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        try:
-            first, last = int(lo), int(hi or lo)
-        except ValueError:
-            raise InvalidInput(f"{option} takes exit codes like 1,2,64-78, got {text!r}") from None
-        if not 0 <= first <= last <= 255:
-            raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
-        codes.update(range(first, last + 1))
-    return sorted(codes)
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise InvalidInput(f"--env takes NAME=VALUE, got {pair!r}")
-        out[name] = value
-    return out
 
 
 def add(
@@ -170,16 +82,14 @@ def add(
         retry_on=retry_on,
         no_retry_on=no_retry_on,
     )
+    if not repeat:
+        job_actions.add_job(body, json_, socket)
+        return
+    sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
     with client(socket) as c:
-        if repeat:
-            sched = schedule_body(
-                body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter
-            )
-            out = c.create_schedule(sched)
-        else:
-            out = c.enqueue(body)
+        out = c.create_schedule(sched)
     if json_:
-        print_json(out)
+        job_actions.print_json(out)
     else:
         print(out["id"])
 
@@ -198,16 +108,7 @@ def list_(
     socket: SocketOpt = None,
 ) -> None:
     """List your jobs, newest first (admins: --all-users for everyone's)."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    with client(socket) as c:
-        jobs = c.list_jobs(status.value if status else None, queue, limit, all_users=all_users)
-    if json_:
-        print_json(jobs)
-    elif jobs:
-        render.console.print(render.jobs_table(jobs))
-    else:
-        render.console.print("no jobs")
+    job_actions.list_jobs(status.value if status else None, queue, limit, all_users, json_, socket)
 
 
 def show(
@@ -216,14 +117,7 @@ def show(
     socket: SocketOpt = None,
 ) -> None:
     """Show one job with every attempt."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    with client(socket) as c:
-        job = c.get(job_id)
-    if json_:
-        print_json(job)
-    else:
-        render.job_detail(job)
+    job_actions.show_job(job_id, json_, socket)
 
 
 def logs(
@@ -252,6 +146,6 @@ def cancel(
     with client(socket) as c:
         job = c.cancel(job_id)
     if json_:
-        print_json(job)
+        job_actions.print_json(job)
     else:
         print(f"job {job['id']} {job['status']}")

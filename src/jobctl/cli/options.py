@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from jobctl.paths import default_socket
+from jobctl.cli.job_actions import client, print_json
 
-if TYPE_CHECKING:
-    from jobctl.client import Client
+__all__ = ["AllUsersOpt", "JsonOpt", "SocketOpt", "client", "print_json"]
 
 SocketOpt = Annotated[
     Path | None,
@@ -29,13 +26,3 @@ AllUsersOpt = Annotated[
     bool,
     typer.Option("--all-users", help="Everyone's, not only yours (admins only)"),
 ]
-
-
-def client(socket: Path | None) -> Client:
-    from jobctl.client import Client  # imported on use: commands like `next` need no client
-
-    return Client(socket or default_socket())
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")

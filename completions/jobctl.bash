@@ -88,7 +88,7 @@ _jobctl_options() {
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
         'schedules delete') _jobctl_r=(--json --socket --help) ;;
         config) _jobctl_r=(--help) ;;
-        'config show') _jobctl_r=(--config --json --help) ;;
+        'config show') _jobctl_r=(--config --json --local --socket --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -117,7 +117,8 @@ _jobctl_nvalues() {
         'queues set --socket'|'queues pause --socket'|'queues resume --socket'|\
         'schedules list --limit'|'schedules list --socket'|'schedules show --socket'|\
         'schedules pause --socket'|'schedules resume --socket'|\
-        'schedules trigger --socket'|'schedules delete --socket'|'config show --config') _jobctl_r=(1) ;;
+        'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
+        'config show --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -158,7 +159,7 @@ _jobctl_value() {
         'schedules show #1'|'schedules pause --socket'|'schedules pause #1'|\
         'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
         'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config') _jobctl_files ;;
+        'config show --config'|'config show --socket') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

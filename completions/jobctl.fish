@@ -96,7 +96,7 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'schedules list --limit' 'schedules list --socket' 'schedules show --socket' \
             'schedules pause --socket' 'schedules resume --socket' \
             'schedules trigger --socket' 'schedules delete --socket' \
-            'config show --config'
+            'config show --config' 'config show --socket'
             echo 1
         case '*'
             echo 0
@@ -378,4 +378,6 @@ complete -c jobctl -n '__jobctl_at \'config\' \'opt\'' -l 'help' -d 'Show this m
 # jobctl config show
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'help' -d 'Show this message and exit.'

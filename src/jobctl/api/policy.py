@@ -58,6 +58,7 @@ class Action(StrEnum):
     READ_SHARED = "read_shared"
     QUEUE_ADMIN = "queue_admin"
     PRUNE = "prune"
+    READ_CONFIG = "read_config"
 
     @property
     def reach(self) -> Reach:
@@ -72,6 +73,7 @@ REACH: dict[Action, Reach] = {
     Action.READ_SHARED: Reach.EVERYONE,
     Action.QUEUE_ADMIN: Reach.ADMIN,
     Action.PRUNE: Reach.ADMIN,
+    Action.READ_CONFIG: Reach.ADMIN,
 }
 
 #: What each action means, for the docs.
@@ -83,6 +85,7 @@ MEANING: dict[Action, str] = {
     Action.READ_SHARED: "aggregate state, the same for every user",
     Action.QUEUE_ADMIN: "change a shared queue's limits, pause or resume it",
     Action.PRUNE: "delete finished jobs past retention, everyone's",
+    Action.READ_CONFIG: "read the daemon's effective settings (paths, groups, limits)",
 }
 
 #: Every route of the API: (method, path template) -> its action. The one table.
@@ -111,6 +114,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/prune"): Action.PRUNE,
     ("GET", "/v1/metrics"): Action.READ_SHARED,
     ("GET", "/v1/openapi.json"): Action.READ_SHARED,
+    ("GET", "/v1/config"): Action.READ_CONFIG,
 }
 
 

@@ -186,6 +186,11 @@ class Client:
         result: dict[str, Any] = self.request("GET", "/v1/status")
         return result
 
+    def config(self) -> dict[str, Any]:
+        """The daemon's effective settings and their sources (admins only: Forbidden)."""
+        result: dict[str, Any] = self.request("GET", "/v1/config")
+        return result
+
     # -- schedules -----------------------------------------------------------------------
 
     def create_schedule(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,9 @@ class DaemonConfig:
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
     retry: RetryDefaults = DEFAULT_RETRY
     clock: Clock = field(default_factory=SystemClock)
+    #: Every setting and its source, as ``jobctl config show --json`` prints them; served
+    #: to admins at GET /v1/config so ``config show`` describes the running daemon.
+    settings_view: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def make_owner() -> str:
@@ -152,6 +155,7 @@ class Daemon:
             retry=self.config.retry,
             due=parts.timer.wake,
             access=parts.access,
+            settings=self.config.settings_view or {},
         )
 
 

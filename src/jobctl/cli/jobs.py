@@ -56,6 +56,13 @@ def add(
     catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
     overlap: Annotated[Overlap, _sched("While the previous run is unfinished")] = Overlap.SKIP,
     jitter: Annotated[str | None, _sched("Spread start by a stable offset below this")] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE|-",
+            help="Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each",
+        ),
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -63,6 +70,19 @@ def add(
 
     The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    if batch is not None:
+        given = locals()
+        options = [name for name, dflt in _BATCH_ALONE.items() if given.get(name, dflt) != dflt]
+        if command or options:
+            what = ", ".join(f"--{name.rstrip('_').replace('_', '-')}" for name in options)
+            raise InvalidInput(
+                f"--batch takes every job from its lines; drop {what or 'the command'}"
+                " (only --json and --socket go with it)"
+            )
+        from jobctl.cli.batch import add_batch
+
+        add_batch(batch, json_, socket)
+        return
     repeat = cron is not None or every is not None
     if repeat and (in_ or key):
         raise InvalidInput("--in and --key are for one-off jobs, not schedules")
@@ -92,6 +112,32 @@ def add(
         job_actions.print_json(out)
     else:
         print(out["id"])
+
+
+#: The options of ``add`` that describe one job, with their defaults: --batch refuses them.
+_BATCH_ALONE: dict[str, Any] = {
+    "at": None,
+    "in_": None,
+    "key": None,
+    "queue": "default",
+    "priority": 0,
+    "max_attempts": None,
+    "timeout": None,
+    "backoff": None,
+    "cwd": None,
+    "env": None,
+    "shell": False,
+    "retry_on": None,
+    "no_retry_on": None,
+    "cron": None,
+    "every": None,
+    "tz": None,
+    "name": None,
+    "misfire": Misfire.ONCE,
+    "catch_up_limit": 100,
+    "overlap": Overlap.SKIP,
+    "jitter": None,
+}
 
 
 def _sched(help_: str, **kw: Any) -> Any:

@@ -44,7 +44,7 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup prune metrics dlq queues schedules config) ;;
+        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup prune metrics audit dlq queues schedules config) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show pause resume trigger delete) ;;
@@ -70,6 +70,7 @@ _jobctl_options() {
         backup) _jobctl_r=(--db --force --help) ;;
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
+        audit) _jobctl_r=(--uid --action --since --before --limit --json --socket --help) ;;
         dlq) _jobctl_r=(--help) ;;
         'dlq list') _jobctl_r=(--queue --reason --since --limit --all-users --json --socket --help) ;;
         'dlq show') _jobctl_r=(--json --socket --help) ;;
@@ -108,15 +109,16 @@ _jobctl_nvalues() {
         'daemon --config'|'next --tz'|'next --after'|'next --count'|'import-crontab --tz'|\
         'import-crontab --misfire'|'import-crontab --max-attempts'|\
         'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'prune --socket'|'metrics --socket'|'dlq list --queue'|'dlq list --reason'|\
-        'dlq list --since'|'dlq list --limit'|'dlq list --socket'|'dlq show --socket'|\
-        'dlq replay --limit'|'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|\
-        'dlq replay --rate'|'dlq replay --socket'|'dlq purge --older-than'|\
-        'dlq purge --socket'|'queues list --socket'|'queues set --concurrency'|\
-        'queues set --rate'|'queues set --burst'|'queues set --weight'|\
-        'queues set --socket'|'queues pause --socket'|'queues resume --socket'|\
-        'schedules list --limit'|'schedules list --socket'|'schedules show --socket'|\
-        'schedules pause --socket'|'schedules resume --socket'|\
+        'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
+        'audit --since'|'audit --before'|'audit --limit'|'audit --socket'|\
+        'dlq list --queue'|'dlq list --reason'|'dlq list --since'|'dlq list --limit'|\
+        'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
+        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
+        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
+        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
+        'queues resume --socket'|'schedules list --limit'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
         'config show --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
@@ -152,7 +154,7 @@ _jobctl_value() {
         'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
         'daemon --config'|'next #1'|'import-crontab --socket'|'import-crontab #1'|\
         'top --socket'|'backup --db'|'backup #1'|'prune --socket'|'metrics --socket'|\
-        'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
+        'audit --socket'|'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
         'dlq purge --socket'|'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
         'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\

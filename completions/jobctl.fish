@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -86,17 +86,18 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'next --count' 'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
             'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
-            'dlq list --queue' 'dlq list --reason' 'dlq list --since' 'dlq list --limit' \
-            'dlq list --socket' 'dlq show --socket' 'dlq replay --limit' \
-            'dlq replay --queue' 'dlq replay --reason' 'dlq replay --id' \
-            'dlq replay --rate' 'dlq replay --socket' 'dlq purge --older-than' \
-            'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
-            'queues set --rate' 'queues set --burst' 'queues set --weight' \
-            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
-            'schedules list --limit' 'schedules list --socket' 'schedules show --socket' \
-            'schedules pause --socket' 'schedules resume --socket' \
-            'schedules trigger --socket' 'schedules delete --socket' \
-            'config show --config' 'config show --socket'
+            'audit --uid' 'audit --action' 'audit --since' 'audit --before' \
+            'audit --limit' 'audit --socket' 'dlq list --queue' 'dlq list --reason' \
+            'dlq list --since' 'dlq list --limit' 'dlq list --socket' 'dlq show --socket' \
+            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
+            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
+            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
+            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
+            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
+            'queues resume --socket' 'schedules list --limit' 'schedules list --socket' \
+            'schedules show --socket' 'schedules pause --socket' \
+            'schedules resume --socket' 'schedules trigger --socket' \
+            'schedules delete --socket' 'config show --config' 'config show --socket'
             echo 1
         case '*'
             echo 0
@@ -128,6 +129,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'top' -d 'Live view of the d
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'backup' -d 'Copy the database consistently while the daemon runs, check the copy, and...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'prune' -d 'Delete finished jobs (and their attempts and logs) older than the retention...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daemon\'s metrics in the Prometheus text format (GET /v1/metrics).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'audit' -d 'Show who did what: every change and every refused request, newest first...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, pause, resume, trigger, delete.'
@@ -136,7 +138,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the vers
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl add
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601, or local time \'2027-03-14 06:00\''
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
@@ -151,7 +153,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry o
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --cron'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'name' -x -d 'Unique schedule name, usable as its id'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences after downtime'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
@@ -246,6 +248,16 @@ complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'help' -d 'Show this me
 # jobctl metrics
 complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'metrics\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl audit
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'uid' -x -d 'Only requests of this uid'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'action' -x -d 'Only this action, or every action under it (e.g. schedules)'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'since' -x -d 'At or after this time (ISO or local), or this long ago (e.g. 1h)'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'before' -x -d 'Only records with an id below this (paging)'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first.'

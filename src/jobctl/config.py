@@ -329,6 +329,9 @@ class Settings:
     retention_dead: float = field(metadata=_spec(
         "retention.dead", "duration >= 1s", _duration(1),
         "How long dead jobs are kept", default=30 * 86400.0))  # fmt: skip
+    retention_audit: float = field(metadata=_spec(
+        "retention.audit", "duration >= 1s", _duration(1),
+        "How long audit trail records are kept", default=90 * 86400.0))  # fmt: skip
 
     @property
     def heartbeat(self) -> float:

@@ -91,3 +91,16 @@ async def test_list_is_paged_with_limit_and_after(api: Any) -> None:
     assert sorted(s["id"] for s in first + rest) == sorted(ids) and len(first) == 2
     bad = await client.get("/v1/schedules", params={"limit": 0})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
+
+
+async def test_a_deleted_schedules_name_is_free_again(api: Any) -> None:
+    client, _ = api
+    old = (await _create(client, cron="0 6 * * *", name="w")).json()
+    assert (await client.delete("/v1/schedules/w")).status_code == 200
+    r = await _create(client, cron="0 7 * * *", name="w")
+    assert r.status_code == 201, r.text  # was 500: UNIQUE constraint on schedule_defs.name
+    assert (await client.get("/v1/schedules/w")).json()["id"] == r.json()["id"]
+    gone = (await client.get(f"/v1/schedules/{old['id']}")).json()
+    assert (gone["name"], gone["deleted"]) == ("w", True)
+    taken = await _create(client, cron="0 8 * * *", name="w")
+    assert taken.status_code == 409 and taken.json()["error"]["code"]

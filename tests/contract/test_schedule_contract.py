@@ -152,6 +152,32 @@ def test_delete_keeps_history(store: Store, clock: FakeClock) -> None:
     assert [j.id for j in store.schedule_history(s.id, 10)[0]] == [job_id]
 
 
+def test_a_deleted_schedules_name_can_be_used_again(store: Store, clock: FakeClock) -> None:
+    """Issue 12, item 1: the old one keeps its history and shows its name; the name is free."""
+
+    def named(cron: str) -> ScheduleSpec:
+        return ScheduleSpec(Timing("UTC", cron=cron), Policy(), TEMPLATE, 1000, name="w")
+
+    old = store.create_schedule(named("0 * * * *"))
+    clock.set(at_hour(clock, 1))
+    [(_, job_id, _)] = store.materialize(100).created
+    store.delete_schedule("w")
+    new = store.create_schedule(named("0 7 * * *"))
+    assert new.id != old.id and store.get_schedule("w").id == new.id
+    with pytest.raises(Conflict):
+        store.create_schedule(named("0 8 * * *"))  # live names stay unique
+    gone = store.get_schedule(old.id)
+    assert gone.spec.name == "w" and gone.deleted_at is not None
+    assert [j.id for j in store.schedule_history(old.id, 10)[0]] == [job_id]
+    store.delete_schedule("w")
+    store.delete_schedule(old.id)  # deleting again changes nothing
+    clock.advance(1)  # listed oldest first
+    third = store.create_schedule(named("0 9 * * *"))
+    assert store.get_schedule("w").id == third.id
+    listed = store.list_schedules(include_deleted=True)
+    assert [(s.id, s.spec.name) for s in listed] == [(old.id, "w"), (new.id, "w"), (third.id, "w")]
+
+
 def test_trigger_is_a_manual_occurrence(store: Store, clock: FakeClock) -> None:
     s = store.create_schedule(hourly())
     job = store.trigger_schedule(s.id)

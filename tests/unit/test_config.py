@@ -147,6 +147,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_RETRY_BACKOFF_CAP": "1m",
         "JOBCTL_RETENTION_SUCCEEDED": "1d",
         "JOBCTL_RETENTION_DEAD": "2w",
+        "JOBCTL_RETENTION_AUDIT": "365d",
     }
     assert set(env) == {spec.env for spec in SPECS.values()}
     settings, sources = load(None, env, {}, host=USER)
@@ -170,6 +171,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         retry_backoff_cap=60.0,
         retention_succeeded=86400.0,
         retention_dead=14 * 86400.0,
+        retention_audit=365 * 86400.0,
     )
 
 
@@ -226,6 +228,7 @@ backoff_cap = "30m"
 [retention]
 succeeded = "1d12h"
 dead = "90d"
+audit = "180d"
 """,
     )
     settings, sources = load(path, {}, {}, host=USER)
@@ -233,6 +236,7 @@ dead = "90d"
     assert settings.lease_ttl == 45.0 and settings.heartbeat == 15.0
     assert settings.retry_backoff_base == 0.25 and settings.retry_backoff_cap == 1800.0
     assert settings.retention_succeeded == 1.5 * 86400 and settings.metrics_listen == "[::1]:9464"
+    assert settings.retention_audit == 180 * 86400
 
 
 # --------------------------------------------------------------------------- file errors

@@ -25,6 +25,7 @@ from jobctl import __version__, errors
 from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, policy
+from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import JobIn, job_out, queue_out
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
@@ -205,7 +206,7 @@ async def config(ctx: Ctx) -> dict[str, Any]:
 
 def create_app(
     store: AsyncStore, hooks: Hooks | None = None, metrics: Metrics | None = None
-) -> policy.Gate:
+) -> AuditMiddleware:
     app = FastAPI(
         title="jobctl",
         version=__version__,
@@ -219,10 +220,11 @@ def create_app(
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.include_router(router)
-    from jobctl.api import dlq, queues, retention, schedules  # their routes import this module
+    from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api
 
     for extra in (
+        audit.router,
         schedules.router,
         queues.router,
         dlq.router,
@@ -231,4 +233,8 @@ def create_app(
     ):
         app.include_router(extra)
     ctx: Context = app.state.ctx
-    return policy.Gate(fast.EnqueueFront(app), ctx.hooks.access)
+    # outermost: request ids, the audit trail and 500s see every request, fast path too;
+    # inside it the gate decides who may do what and marks its decision in the scope
+    return AuditMiddleware(
+        policy.Gate(fast.EnqueueFront(app), ctx.hooks.access), store.store, store.clock
+    )

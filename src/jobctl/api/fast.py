@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from jobctl import errors
 from jobctl.api.errors import error_body, status_for, validation_message
 from jobctl.api.schemas import JobIn, job_out
+from jobctl.domain.audit import jobs_target
 from jobctl.domain.schedule import is_occurrence_key
 from jobctl.store.base import Inserted
 
@@ -46,6 +47,17 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("jobctl.api")
 
 
+class FastRoute:
+    """What ``scope["route"]`` holds for the fast path, as Starlette's routes do for
+    theirs: the template and methods, for the audit trail and access checks."""
+
+    path = "/v1/jobs"
+    methods = frozenset({"POST"})
+
+
+FAST_ROUTE = FastRoute()
+
+
 class EnqueueFront:
     """The ASGI app the server runs: the enqueue fast path, else the FastAPI app."""
 
@@ -61,7 +73,13 @@ class EnqueueFront:
             and scope["method"] == "POST"
             and scope["path"].rstrip("/") == "/v1/jobs"
         ):
+            scope["route"] = FAST_ROUTE
             status, body = await self._enqueue(scope, receive)
+            if status < 300:  # the audit trail's target: the jobs it answered with
+                items = body if isinstance(body, list) else [body]
+                scope.setdefault("state", {})["audit_target"] = jobs_target(
+                    [i["id"] for i in items]
+                )
             await _respond(send, status, body)
             return
         await self.app(scope, receive, send)

@@ -59,6 +59,7 @@ class Action(StrEnum):
     QUEUE_ADMIN = "queue_admin"
     PRUNE = "prune"
     READ_CONFIG = "read_config"
+    AUDIT = "audit"
 
     @property
     def reach(self) -> Reach:
@@ -74,6 +75,7 @@ REACH: dict[Action, Reach] = {
     Action.QUEUE_ADMIN: Reach.ADMIN,
     Action.PRUNE: Reach.ADMIN,
     Action.READ_CONFIG: Reach.ADMIN,
+    Action.AUDIT: Reach.ADMIN,
 }
 
 #: What each action means, for the docs.
@@ -86,6 +88,7 @@ MEANING: dict[Action, str] = {
     Action.QUEUE_ADMIN: "change a shared queue's limits, pause or resume it",
     Action.PRUNE: "delete finished jobs past retention, everyone's",
     Action.READ_CONFIG: "read the daemon's effective settings (paths, groups, limits)",
+    Action.AUDIT: "read the audit trail",
 }
 
 #: Every route of the API: (method, path template) -> its action. The one table.
@@ -115,6 +118,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/v1/metrics"): Action.READ_SHARED,
     ("GET", "/v1/openapi.json"): Action.READ_SHARED,
     ("GET", "/v1/config"): Action.READ_CONFIG,
+    ("GET", "/v1/audit"): Action.AUDIT,
 }
 
 
@@ -125,6 +129,15 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 
 _MATCHERS = [(route, _pattern(route[1])) for route in ROUTES]
+
+
+def path_params(template: str, path: str) -> dict[str, str]:
+    """The values a path gives the placeholders of its route template."""
+    names = re.findall(r"\{(\w+)\}", template)
+    parts = re.split(r"\{\w+\}", template)
+    body = "([^/]+)".join(re.escape(p) for p in parts)
+    m = re.fullmatch(body + "/?", path)
+    return dict(zip(names, m.groups(), strict=True)) if m else {}
 
 
 def route_for(method: str, path: str) -> tuple[str, str] | None:
@@ -217,9 +230,13 @@ class Gate:
             await self.app(scope, receive, send)
             return
         caller = caller_of(scope, self.access)
-        action = action_for(scope["method"], scope["path"])
-        if action is not None:
+        route = route_for(scope["method"], scope["path"])
+        action = None if route is None else ROUTES[route]
+        if route is not None and action is not None:
             caller.state["audit_action"] = action.value
+            # a refusal never reaches routing: the audit trail names it by what matched here
+            caller.state["audit_route"] = route[1]
+            caller.state["audit_params"] = path_params(route[1], scope["path"])
         refused = self.access.refusal(caller.uid)
         admin_only = action is not None and action.reach is Reach.ADMIN
         if refused is None and admin_only and not caller.admin:

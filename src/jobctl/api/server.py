@@ -59,9 +59,9 @@ class GilFreeWrites:
 
 
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
-    in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, and
-    writes that leave the GIL to other threads (:class:`GilFreeWrites`)."""
+    """uvicorn's HTTP protocol, plus the peer's credentials at accept in
+    ``request.state`` (``peer_uid``, ``peer_gid``, ``peer_pid``) and writes that leave the
+    GIL to other threads (:class:`GilFreeWrites`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")

@@ -153,6 +153,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
             "cancelled": settings.retention_succeeded,
             "dead": settings.retention_dead,
         },
+        audit_retention=settings.retention_audit,
         settings_view=view,
     )
 

@@ -31,8 +31,12 @@ def job_body(
     shell: bool = False,
     retry_on: str | None = None,
     no_retry_on: str | None = None,
+    tz: str | None = None,
 ) -> dict[str, Any]:
-    """Turn ``jobctl add`` options into the API's job object (also used by schedules)."""
+    """Turn ``jobctl add`` options into the API's job object (also used by schedules).
+
+    A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
+    """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
     if not command:
@@ -49,7 +53,7 @@ def job_body(
         "env": _env(env or []),
     }
     optional = {
-        "run_at": _run_at(at, in_),
+        "run_at": _run_at(at, in_, tz),
         "key": key or None,
         "max_attempts": max_attempts,
         "timeout": parse_duration(timeout) if timeout else None,
@@ -61,13 +65,17 @@ def job_body(
     return body
 
 
-def _run_at(at: str | None, in_: str | None) -> str | None:
+def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
     if at:
-        from jobctl.localzone import local_zone  # zoneinfo: loaded only when needed
+        from jobctl.cli.schedules import user_zone  # (and Typer): never on the fast path
 
-        return parse_when(at, local_zone()).isoformat()
+        return parse_when(at, user_zone(tz)).isoformat()
     if in_:
-        return (datetime.now(UTC) + timedelta(seconds=parse_duration(in_))).isoformat()
+        delay = parse_duration(in_)
+        try:
+            return (datetime.now(UTC) + timedelta(seconds=delay)).isoformat()
+        except OverflowError:
+            raise InvalidInput(f"--in {in_}: too far ahead (the calendar ends in 9999)") from None
     return None
 
 

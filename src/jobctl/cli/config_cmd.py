@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, SocketOpt, print_json
+from jobctl.cli.options import JsonOpt, SocketOpt, command_group, print_json
 
 if TYPE_CHECKING:
     from jobctl.config import ConfigFile, Settings, Source
@@ -38,7 +38,7 @@ ConfigOpt = Annotated[
     ),
 ]
 
-app = typer.Typer(help="The daemon's configuration.", no_args_is_help=True)
+app = command_group("The daemon's configuration.")
 
 
 def from_command_line(ctx: typer.Context, name: str) -> bool:

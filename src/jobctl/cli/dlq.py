@@ -15,12 +15,12 @@ from typing import Annotated, Any, Literal
 import typer
 
 from jobctl.cli import jobs
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
 
-app = typer.Typer(help="Dead jobs: list, show, replay (gated), purge.", no_args_is_help=True)
+app = command_group("Dead jobs: list, show, replay (gated), purge.")
 Reason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"]
 QueueOpt = Annotated[str | None, typer.Option(help="Only this queue")]
 ReasonOpt = Annotated[Reason | None, typer.Option(help="Only jobs dead for this reason")]
@@ -34,7 +34,7 @@ def parse_rate(text: str) -> float:
         value = float(number)
     except ValueError:
         value = -1.0
-    if per is None or not value > 0:
+    if per is None or not 0 < value < float("inf"):
         raise InvalidInput(f"invalid rate {text!r}: use e.g. 2/s, 30/m or 0.5")
     return value / per
 

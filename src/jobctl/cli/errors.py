@@ -7,16 +7,20 @@ import sys
 from jobctl import errors
 
 USAGE = 2
+#: An unexpected exception: a bug in jobctl (run() prints it as one line too).
+INTERNAL = 1
+#: sysexits.h EX_NOPERM: the daemon refused the caller.
+NO_PERMISSION = 77
 
 #: Most specific first; the first class an error is an instance of wins.
 EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.InvalidInput, USAGE),
     (errors.NotFound, 3),
+    (errors.Forbidden, NO_PERMISSION),
     (errors.Conflict, 4),
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
     (errors.StoreError, 7),
-    (errors.Forbidden, 8),
     (errors.JobctlError, 1),
 ]
 

@@ -132,7 +132,7 @@ def serve(args: list[str]) -> bool:
     return True
 
 
-def _add(p: Parsed) -> Callable[[], None]:
+def _add(p: Parsed) -> Callable[[], object]:
     from jobctl.cli import job_actions
     from jobctl.cli.bodies import job_body
 
@@ -155,13 +155,13 @@ def _add(p: Parsed) -> Callable[[], None]:
     return partial(job_actions.add_job, body, "--json" in p.flags, socket)
 
 
-def _status(p: Parsed) -> Callable[[], None]:
+def _status(p: Parsed) -> Callable[[], object]:
     from jobctl.cli import job_actions
 
     return partial(job_actions.show_status, "--json" in p.flags, _socket(p))
 
 
-def _list(p: Parsed) -> Callable[[], None]:
+def _list(p: Parsed) -> Callable[[], object]:
     from jobctl.cli import job_actions
     from jobctl.domain.states import JobStatus
 
@@ -176,14 +176,14 @@ def _list(p: Parsed) -> Callable[[], None]:
     )
 
 
-def _show(p: Parsed) -> Callable[[], None]:
+def _show(p: Parsed) -> Callable[[], object]:
     from jobctl.cli import job_actions
 
     job_id = _int(p.arguments[0])
     return partial(job_actions.show_job, job_id, "--json" in p.flags, _socket(p))
 
 
-_PREPARE: dict[str, Callable[[Parsed], Callable[[], None]]] = {
+_PREPARE: dict[str, Callable[[Parsed], Callable[[], object]]] = {
     "add": _add,
     "status": _status,
     "list": _list,

@@ -30,14 +30,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> None:
-    """Enqueue one job body; print its id (or the job as JSON)."""
+def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> dict[str, Any]:
+    """Enqueue one job body; print its id (or the job as JSON); return the job."""
     with client(socket) as c:
         out = c.enqueue(body)
     if json_:
         print_json(out)
     else:
         print(out["id"])
+    return out
 
 
 def show_status(json_: bool, socket: Path | None) -> None:

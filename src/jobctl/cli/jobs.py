@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,19 +12,24 @@ import typer
 from jobctl.cli import job_actions
 from jobctl.cli.bodies import job_body
 from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client
-from jobctl.cli.schedules import schedule_body
+from jobctl.cli.schedules import schedule_body, user_zone
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
 
 
 def add(
+    ctx: typer.Context,
     command: Annotated[
         list[str] | None,
         typer.Argument(metavar="COMMAND...", help="Command and arguments, after --"),
     ] = None,
     at: Annotated[
-        str | None, typer.Option(help="When: ISO-8601, or local time '2027-03-14 06:00'")
+        str | None,
+        typer.Option(
+            help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
+            "(else in your zone: $TZ, else the host's)"
+        ),
     ] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
@@ -50,7 +57,10 @@ def add(
     ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
-    tz: Annotated[str | None, _sched("IANA zone of --cron", show_default="host zone")] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(help="IANA zone of --at, --cron and --every", show_default="your zone"),
+    ] = None,
     name: Annotated[str | None, _sched("Unique schedule name, usable as its id")] = None,
     misfire: Annotated[Misfire, _sched("Missed occurrences after downtime")] = Misfire.ONCE,
     catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
@@ -68,15 +78,14 @@ def add(
 ) -> None:
     """Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule (--cron, --every).
 
-    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     if batch is not None:
-        given = locals()
-        options = [name for name, dflt in _BATCH_ALONE.items() if given.get(name, dflt) != dflt]
-        if command or options:
-            what = ", ".join(f"--{name.rstrip('_').replace('_', '-')}" for name in options)
+        params = ctx.command.params
+        typed = [p.opts[0] for p in params if p.name in _BATCH_ALONE and _typed(ctx, p.name)]
+        if command or typed:
             raise InvalidInput(
-                f"--batch takes every job from its lines; drop {what or 'the command'}"
+                f"--batch takes every job from its lines; drop {', '.join(typed) or 'the command'}"
                 " (only --json and --socket go with it)"
             )
         from jobctl.cli.batch import add_batch
@@ -84,8 +93,7 @@ def add(
         add_batch(batch, json_, socket)
         return
     repeat = cron is not None or every is not None
-    if repeat and (in_ or key):
-        raise InvalidInput("--in and --key are for one-off jobs, not schedules")
+    _refuse_misplaced(ctx, repeat, at is not None)
     body = job_body(
         command or [],
         at=None if repeat else at,
@@ -101,9 +109,12 @@ def add(
         shell=shell,
         retry_on=retry_on,
         no_retry_on=no_retry_on,
+        tz=tz,
     )
     if not repeat:
-        job_actions.add_job(body, json_, socket)
+        job = job_actions.add_job(body, json_, socket)
+        if at is not None and not json_:
+            _say_when(job, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
     with client(socket) as c:
@@ -114,30 +125,48 @@ def add(
         print(out["id"])
 
 
-#: The options of ``add`` that describe one job, with their defaults: --batch refuses them.
-_BATCH_ALONE: dict[str, Any] = {
-    "at": None,
-    "in_": None,
-    "key": None,
-    "queue": "default",
-    "priority": 0,
-    "max_attempts": None,
-    "timeout": None,
-    "backoff": None,
-    "cwd": None,
-    "env": None,
-    "shell": False,
-    "retry_on": None,
-    "no_retry_on": None,
-    "cron": None,
-    "every": None,
-    "tz": None,
-    "name": None,
-    "misfire": Misfire.ONCE,
-    "catch_up_limit": 100,
-    "overlap": Overlap.SKIP,
-    "jitter": None,
-}
+#: Options of ``add`` that mean something for one kind of job only (parameter names).
+_SCHEDULE_ONLY = ("name", "misfire", "catch_up_limit", "overlap", "jitter")
+_ONE_OFF_ONLY = ("in_", "key")
+
+
+def _refuse_misplaced(ctx: typer.Context, repeat: bool, at: bool) -> None:
+    """Refuse an option the chosen kind of job has no use for: dropping it would run the
+    job other than asked (``--tz`` without ``--at`` on a one-off job, ``--name`` on one)."""
+    given = {p.name: p.opts[0] for p in ctx.command.params if p.name and _typed(ctx, p.name)}
+    if repeat:
+        for name in _ONE_OFF_ONLY:
+            if name in given:
+                raise InvalidInput(f"{given[name]} applies only to one-off jobs, not schedules")
+        return
+    for name in _SCHEDULE_ONLY:
+        if name in given:
+            raise InvalidInput(f"{given[name]} applies only to schedules (--cron/--every)")
+    if "tz" in given and not at:
+        raise InvalidInput("--tz applies only to --at, --cron and --every")
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)  # typer's vendored click: compare by name
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _say_when(job: dict[str, Any], zone: tzinfo) -> None:
+    """``job 12 runs at 2027-03-14 06:00:00 JST (Asia/Tokyo), 2027-03-13 21:00:00 UTC``."""
+    utc = datetime.fromisoformat(job["run_at"].replace("Z", "+00:00"))
+    local = utc.astimezone(zone)
+    sys.stderr.write(
+        f"job {job['id']} runs at {local:%Y-%m-%d %H:%M:%S %Z} ({zone}), "
+        f"{utc:%Y-%m-%d %H:%M:%S} UTC\n"
+    )
+
+
+#: Everything of ``add`` but --batch, --json and --socket: --batch refuses these.
+_BATCH_ALONE = frozenset(
+    {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
+    | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
+    | {"catch_up_limit", "overlap", "jitter"}
+)
 
 
 def _sched(help_: str, **kw: Any) -> Any:

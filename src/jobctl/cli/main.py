@@ -1,7 +1,10 @@
 """The ``jobctl`` command: a thin Typer front over the client.
 
 ``run`` is the entry point: it turns every error into one line on stderr and an exit
-code from :data:`jobctl.cli.errors.EXIT_CODES` (usage errors exit 2), never a traceback.
+code from :data:`jobctl.cli.errors.EXIT_CODES` (usage errors exit 2), never a traceback:
+an unexpected exception (a bug) prints ``jobctl: error: internal error: ...`` and exits 1,
+with the traceback only when ``JOBCTL_DEBUG`` is set. A command group run without its
+subcommand (``jobctl``, ``jobctl schedules``) prints its help and exits 0.
 
 Start-up: importing Typer (and pydantic through it) and every command module costs
 ~0.4 s, so importing this module imports neither.  ``jobctl next`` (a local preview
@@ -19,7 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from jobctl.cli.errors import USAGE, exit_code_for, fail
+from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail
 from jobctl.errors import JobctlError
 
 if TYPE_CHECKING:
@@ -43,9 +46,9 @@ def __getattr__(name: str) -> typer.Typer:
 def _app() -> typer.Typer:
     import typer
 
-    from jobctl import __version__
     from jobctl.cli import (
         admin,
+        audit_cmd,
         backup,
         config_cmd,
         crontab_cmd,
@@ -53,6 +56,7 @@ def _app() -> typer.Typer:
         jobs,
         metrics_cmd,
         next_cmd,
+        options,
         prune_cmd,
         queues,
         schedules,
@@ -61,7 +65,7 @@ def _app() -> typer.Typer:
 
     app = typer.Typer(
         name="jobctl",
-        no_args_is_help=True,
+        invoke_without_command=True,
         add_completion=False,
         pretty_exceptions_enable=False,
         help="jobctl: a durable job scheduler. Run later, or on a calendar; never lose it, "
@@ -81,24 +85,13 @@ def _app() -> typer.Typer:
     app.command("backup")(backup.backup)
     app.command("prune")(prune_cmd.prune)
     app.command("metrics")(metrics_cmd.metrics)
+    app.command("audit")(audit_cmd.audit)
     app.add_typer(dlq.app, name="dlq")
     app.add_typer(queues.app, name="queues")
     app.add_typer(schedules.app, name="schedules")
     app.add_typer(config_cmd.app, name="config")
 
-    def _version(value: bool) -> None:
-        if value:
-            print(f"jobctl {__version__}")
-            raise typer.Exit()
-
-    @app.callback()
-    def main(
-        version: bool = typer.Option(
-            False, "--version", callback=_version, is_eager=True, help="Print the version and exit"
-        ),
-    ) -> None:
-        """jobctl: a durable job scheduler."""
-
+    app.callback()(options.root)
     return app
 
 
@@ -125,6 +118,13 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug: still one line, the traceback only on request
+        if os.environ.get("JOBCTL_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        fail(f"internal error: {type(exc).__name__}: {exc} (JOBCTL_DEBUG=1 shows the traceback)")
+        return INTERNAL
 
 
 def _run_typer(args: list[str]) -> int:

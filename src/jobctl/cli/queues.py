@@ -7,9 +7,9 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli.dlq import parse_rate
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import JsonOpt, SocketOpt, client, command_group, print_json
 
-app = typer.Typer(help="Named queues: health, limits, pause and resume.", no_args_is_help=True)
+app = command_group("Named queues: health, limits, pause and resume.")
 Name = Annotated[str, typer.Argument(metavar="QUEUE", help="Queue name")]
 
 

@@ -106,6 +106,30 @@ def job_detail(job: dict[str, Any]) -> None:
     if job.get("attempts"):
         console.print()
         console.print(attempts_table(job["attempts"]))
+        for attempt in job["attempts"]:
+            output_tail(job["id"], attempt)
+
+
+#: How much of each attempt's output tail ``show`` prints (``--json`` has all of it).
+TAIL_LINES, TAIL_WIDTH = 10, 200
+
+
+def output_tail(job_id: int, attempt: dict[str, Any]) -> None:
+    """The last lines an attempt printed, bounded, as plain text (no markup, and control
+    characters shown as U+FFFD so a job's output cannot drive the terminal)."""
+    lines = (attempt.get("output_tail") or "").rstrip("\n").splitlines()
+    if not lines:
+        return
+    shown = lines[-TAIL_LINES:]
+    number = attempt["number"]
+    more = f"last {len(shown)} of {len(lines)} lines, " if len(lines) > len(shown) else ""
+    console.print(
+        f"\n[bold]attempt {number} output[/] ({more}all: jobctl logs {job_id} --attempt {number})"
+    )
+    for line in shown:
+        cut = line if len(line) <= TAIL_WIDTH else line[: TAIL_WIDTH - 1] + "…"
+        clean = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in cut)
+        console.print("  " + clean, markup=False, soft_wrap=True)
 
 
 def attempts_table(attempts: list[dict[str, Any]]) -> Table:

@@ -6,11 +6,12 @@ its body with :func:`schedule_body`.
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
@@ -47,7 +48,7 @@ def schedule_body(
     if every is not None:
         body["every"] = parse_duration(every)
         if at is not None:
-            body["at"] = parse_when(at, local_zone()).isoformat()
+            body["at"] = parse_when(at, user_zone(tz)).isoformat()
     if name is not None:
         body["name"] = name
     if jitter is not None:
@@ -55,10 +56,16 @@ def schedule_body(
     return body
 
 
-app = typer.Typer(
-    help="Cron and interval schedules: list, show, pause, resume, trigger, delete.",
-    no_args_is_help=True,
-)
+def user_zone(tz: str | None) -> tzinfo:
+    """The zone of wall times on the command line: ``--tz``, else the user's own."""
+    if tz is None:
+        return local_zone()
+    from jobctl.domain.cron import load_zone
+
+    return load_zone(tz)
+
+
+app = command_group("Cron and interval schedules: list, show, pause, resume, trigger, delete.")
 Ref = Annotated[str, typer.Argument(metavar="ID|NAME", help="Schedule id or name")]
 
 

@@ -49,7 +49,9 @@ class Snapshot:
 
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit")] = False,
-    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between refreshes")] = 1.0,
+    interval: Annotated[
+        float, typer.Option(min=0.1, max=3600, help="Seconds between refreshes")
+    ] = 1.0,
     socket: SocketOpt = None,
 ) -> None:
     """Live view of the daemon: slots and timer, queues, running jobs, recent failures, schedules.

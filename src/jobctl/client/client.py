@@ -174,12 +174,14 @@ class Client:
 
     def set_queue(self, name: str, limits: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
-            "PATCH", f"/v1/queues/{_quote(name)}", json_body=limits
+            "PATCH", f"/v1/queues/{_quote(name, 'queue name')}", json_body=limits
         )
         return result
 
     def queue_action(self, name: str, action: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", f"/v1/queues/{_quote(name)}/{action}")
+        result: dict[str, Any] = self.request(
+            "POST", f"/v1/queues/{_quote(name, 'queue name')}/{action}"
+        )
         return result
 
     def status(self) -> dict[str, Any]:
@@ -189,6 +191,19 @@ class Client:
     def config(self) -> dict[str, Any]:
         """The daemon's effective settings and their sources (admins only: Forbidden)."""
         result: dict[str, Any] = self.request("GET", "/v1/config")
+        return result
+
+    def audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Audit records, newest first (admins only: others get Forbidden)."""
+        params = {"uid": uid, "action": action, "since": since, "before": before, "limit": limit}
+        result: list[dict[str, Any]] = self.request("GET", "/v1/audit", params=params)
         return result
 
     # -- schedules -----------------------------------------------------------------------
@@ -238,7 +253,11 @@ def _all_users(all_users: bool) -> dict[str, Any]:
     return {"all_users": "true"} if all_users else {}
 
 
-def _quote(ref: str) -> str:
+def _quote(ref: str, what: str = "schedule id or name") -> str:
+    """``ref`` as one path segment. An empty one would name the collection instead (a
+    list where one object was expected), so it is refused here."""
+    if not ref:
+        raise errors.InvalidInput(f"the {what} is empty")
     return quote(ref, safe="")
 
 

@@ -33,7 +33,7 @@ def parse_duration(text: str) -> float:
             raise InvalidInput(
                 f"invalid duration {text!r}: use e.g. 250ms, 90s, 5m, 2h, 1d or 1h30m"
             ) from None
-        return total
+        value = total  # finite unless absurdly long (9 * 400 digits): checked below
     if not 0 <= value < float("inf"):
         raise InvalidInput(f"invalid duration {text!r}: must be a finite number >= 0")
     return value
@@ -66,4 +66,9 @@ def parse_when(text: str, local: tzinfo) -> datetime:
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=local)
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:  # 9999-12-31 23:00 west of UTC is in the year 10000, etc.
+        raise InvalidInput(
+            f"invalid time {text!r}: out of range (years 1 to 9999 in UTC)"
+        ) from None

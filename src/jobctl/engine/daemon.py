@@ -34,7 +34,7 @@ from jobctl.engine import systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
-from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
+from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
@@ -63,6 +63,8 @@ class DaemonConfig:
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
+    #: Seconds an audit record is kept.
+    audit_retention: float = DEFAULT_AUDIT_RETENTION
     retry: RetryDefaults = DEFAULT_RETRY
     clock: Clock = field(default_factory=SystemClock)
     #: Every setting and its source, as ``jobctl config show --json`` prints them; served
@@ -195,7 +197,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     )
     timer = Timer(astore, cfg.clock, executor, metrics)
     executor.on_slot_free = materializer.on_created = timer.wake
-    reaper = Reaper(astore, cfg.clock, cfg.retention)
+    reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     return Parts(executor, timer, materializer, reaper, metrics, access)
 
 

@@ -26,6 +26,7 @@ from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.logfmt import logval
+from jobctl.lograte import RateLimitedLog
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
@@ -68,6 +69,7 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
         self._hb_wake = asyncio.Event()
+        self._hb_errors = RateLimitedLog(log, clock)  # a failing disk: not a line a second
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
@@ -273,8 +275,10 @@ class Executor:
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
-            log.error("event=heartbeat_failed error=%s", logval(exc))
+            text = logval(exc)
+            self._hb_errors.error(text, "event=heartbeat_failed error=%s", text)
             return
+        self._hb_errors.recovered("event=heartbeat_recovered")
         gens = dict(leases)
         for job_id in lost:
             self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")

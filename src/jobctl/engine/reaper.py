@@ -1,4 +1,5 @@
-"""The reaper: prunes finished jobs past their retention age, then checkpoints the WAL.
+"""The reaper: prunes finished jobs and audit records past their retention ages, then
+checkpoints the WAL.
 
 Runs at start-up and then every ``every`` seconds. It deletes in batches of
 ``PRUNE_BATCH`` jobs, each its own short transaction queued behind dispatch work, so a
@@ -19,6 +20,7 @@ from datetime import datetime, timedelta
 from jobctl.domain.clock import Clock
 from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
+from jobctl.store.audit import PRUNE_AUDIT_BATCH
 from jobctl.store.retention import PRUNE_BATCH
 
 log = logging.getLogger("jobctl.reaper")
@@ -29,6 +31,8 @@ DEFAULT_RETENTION: dict[str, float] = {
     "cancelled": 7 * 86400.0,
     "dead": 30 * 86400.0,
 }
+#: Audit records are kept 90 days unless ``retention.audit`` says otherwise.
+DEFAULT_AUDIT_RETENTION = 90 * 86400.0
 
 
 def cutoffs(retention: Mapping[str, float], now: datetime) -> dict[str, datetime]:
@@ -44,17 +48,33 @@ class Reaper(Service):
         clock: Clock,
         retention: Mapping[str, float],
         every: float = 3600.0,
+        audit_retention: float = DEFAULT_AUDIT_RETENTION,
     ) -> None:
         super().__init__(clock)
         self._store = store
         self.retention = dict(retention)
+        self.audit_retention = audit_retention
         self._every = every
         self.pruned_total = 0
 
     async def run_once(self) -> datetime | None:
         """Prune now; the next pass is ``every`` seconds later."""
+        await self.prune_audit_now()
         await self.prune_now()
         return self._clock.now() + timedelta(seconds=self._every)
+
+    async def prune_audit_now(self) -> int:
+        """Delete audit records older than ``audit_retention``; return how many went."""
+        total = 0
+        before = self._clock.now() - timedelta(seconds=self.audit_retention)
+        while not self._stopping:
+            done = await self._store.run(self._store.store.prune_audit, before, PRUNE_AUDIT_BATCH)
+            total += done
+            if done < PRUNE_AUDIT_BATCH:
+                break
+        if total:
+            log.info("event=pruned_audit records=%d", total)
+        return total
 
     async def prune_now(self) -> int:
         """Prune everything past retention now; return how many jobs went."""

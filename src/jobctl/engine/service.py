@@ -3,7 +3,10 @@
 A service runs :meth:`Service.run_once` and sleeps until the instant it returns (``None``:
 until woken), on the injected clock; :meth:`wake` cuts the sleep short, :meth:`stop` ends
 the loop. A failing pass is logged and retried after a second: a broken disk must not
-silently kill the timer or the materializer.
+silently kill the timer or the materializer. The log is rate-limited
+(:class:`jobctl.lograte.RateLimitedLog`): the first failure at once, the same failure
+again at most once a minute with how many were suppressed, and one line when a pass
+succeeds again.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.logfmt import logval
+from jobctl.lograte import RateLimitedLog
 
 
 class Service(ABC):
     name = "service"
+    #: Seconds before a failed pass is retried.
+    retry_delay = 1.0
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -47,15 +53,17 @@ class Service(ABC):
         self._wake.set()
 
     async def run(self) -> None:
-        log = logging.getLogger(f"jobctl.{self.name}")
+        errors = RateLimitedLog(logging.getLogger(f"jobctl.{self.name}"), self._clock)
         while not self._stopping:
             self._wake.clear()
             try:
                 deadline = await self.run_once()
             except Exception as exc:
-                log.error("event=%s_failed error=%s", self.name, logval(exc))
-                await asyncio.sleep(1.0)
+                text = logval(exc)
+                errors.error(text, "event=%s_failed error=%s", self.name, text)
+                await asyncio.sleep(self.retry_delay)
                 continue
+            errors.recovered("event=%s_recovered", self.name)
             if not self._stopping:
                 self._asleep, self._deadline = True, deadline
                 try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
@@ -211,6 +212,33 @@ class Store(Protocol):
 
     def checkpoint(self) -> tuple[int, int]:
         """Keep the write-ahead log bounded (backends without one may do nothing)."""
+        ...
+
+    # -- the audit trail -------------------------------------------------------------
+
+    def audit(self, records: Sequence[AuditRecord]) -> None:
+        """Queue audit records without waiting: they are written with the next commit,
+        or on their own a moment later (never an fsync per request on a busy daemon)."""
+        ...
+
+    def flush_audit(self) -> None:
+        """Write every queued audit record now."""
+        ...
+
+    def list_audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Kept records, newest first (ids before ``before``); ``action`` also matches the
+        actions under it (``schedules`` matches ``schedules.pause``)."""
+        ...
+
+    def prune_audit(self, before: datetime, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the oldest records from before ``before``; how many."""
         ...
 
     # -- schedules (definitions; the materializer turns occurrences into jobs) ---------

@@ -5,8 +5,10 @@ so a batch of N jobs costs one key lookup, one ``executemany`` and one counter u
 per lane instead of N round trips, N ``RETURNING`` rows and N trigger runs.
 
 Ids are assigned here, not by SQLite: the caller runs inside the single writer's
-``BEGIN IMMEDIATE`` transaction, so ``max(id) + 1`` is exactly what SQLite would pick, and
-knowing the ids up front lets a batch skip ``RETURNING`` and read nothing back.
+``BEGIN IMMEDIATE`` transaction, so the ids are one more than the highest id ever given
+(``job_id_high``, raised by :func:`_write` once per batch; never ``max(id) + 1``, which goes
+back when the newest jobs are deleted), and knowing them up front lets a batch skip
+``RETURNING`` and read nothing back.
 
 Idempotency: a spec whose key already names a job of the same owner (in the store, or
 earlier in the same batch) is not inserted; it answers the existing id, or raises
@@ -137,8 +139,10 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
 
 
 def _write(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
-    """Insert full rows (id, key, fingerprint, then :func:`row_tail`) and count them."""
+    """Insert full rows (id, key, fingerprint, then :func:`row_tail`), count them and
+    raise the id mark: the one place job rows are inserted (a test holds it so)."""
     conn.executemany(q("insert_job_row"), rows)
+    conn.execute(q("raise_job_id_high"), {"id": rows[-1][0]})  # ids ascend in a batch
     count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
 
 

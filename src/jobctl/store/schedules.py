@@ -123,9 +123,9 @@ class ScheduleOps:
     def delete_schedule(self: _Host, ref: str) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             row = _find(conn, ref)
-            conn.execute(
-                q("delete_schedule"), {"id": row["id"], "now": rows.to_ms(self.clock.now())}
-            )
+            params = {"id": row["id"], "now": rows.to_ms(self.clock.now())}
+            if conn.execute(q("delete_schedule"), params).rowcount:
+                conn.execute(q("release_schedule_name"), params)
             return schedule_from_row(_find(conn, row["id"]))
 
         return self._writer.call(tx)

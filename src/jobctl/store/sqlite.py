@@ -6,8 +6,7 @@ writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
 
 from __future__ import annotations
 
-import fcntl
-import os
+import logging
 import random
 import sqlite3
 import threading
@@ -22,9 +21,12 @@ from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import DaemonLocked, IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
+from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
+from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import created_job, insert_jobs
 from jobctl.store.migrate import migrate
@@ -54,7 +56,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
+class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -68,12 +70,15 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
         self.path = str(path)
         self.clock = clock
         self._rng = rng or random.Random()
-        self._lock_fd = _take_lock(self.path) if lock else None
+        self._lock = DbLock(self.path) if lock else None
         self._fairness = Fairness()  # touched only by the writer thread
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer = Writer(self._open_writer)
+        self._audit = AuditBuffer()  # rides along with the writer's next commit
+        errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
+        self._writer = Writer(self._open_writer, rider=self._audit, errors=errors)
+        self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)
@@ -432,9 +437,9 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:  # after the connections: see jobctl.store.dblock
+            self._lock.release()
+            self._lock = None
 
 
 def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
@@ -447,24 +452,6 @@ def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
             break
         run += 1
     return run
-
-
-def _take_lock(db_path: str) -> int:
-    """Hold an exclusive lock on ``<db>.lock`` for the store's life (freed even by kill -9)."""
-    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(db_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        holder = Path(db_path + ".lock").read_text().strip() or "another process"
-        raise DaemonLocked(
-            f"database {db_path} is in use by {holder}; stop that daemon first",
-            path=db_path,
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"jobctl daemon pid {os.getpid()}\n".encode())
-    return fd
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

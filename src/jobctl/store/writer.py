@@ -7,6 +7,11 @@ neighbours), commits once with ``synchronous=FULL`` and only then resolves the f
 A caller is therefore answered only after its change is on disk, yet N concurrent
 callers share one fsync. It is also the only writer connection: SQLite allows one
 writer at a time, and one thread never fights itself for the lock.
+
+A :class:`Rider` (the audit trail) adds rows to whatever transaction commits next, so
+they cost no fsync of their own while there is traffic. When it has rows waiting it
+nudges the writer (:meth:`Writer.nudge`), which then commits them alone only if no other
+write comes within ``ride_wait`` seconds.
 """
 
 from __future__ import annotations
@@ -17,19 +22,54 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from jobctl.logfmt import logval
+from jobctl.lograte import RateLimitedLog
 
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
+#: Queued by :meth:`Writer.nudge`: a rider has rows; commit them soon even if idle.
+_RIDE = object()
+#: How long rows of a rider wait for another write to share its commit.
+RIDE_WAIT = 0.1
+
+
+class Rider(Protocol):
+    """Rows that ride along with the next commit (see the module docstring)."""
+
+    def pending(self) -> bool:
+        """Whether rows wait for a commit."""
+        ...
+
+    def ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
+        """Write the waiting rows in the open transaction (never raising); return what to
+        call after the commit with whether it succeeded, or None if nothing was written."""
+        ...
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
 
 
 class Writer:
-    def __init__(self, connect: Callable[[], sqlite3.Connection], batch_max: int = 1024) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        batch_max: int = 1024,
+        rider: Rider | None = None,
+        ride_wait: float = RIDE_WAIT,
+        errors: RateLimitedLog | None = None,
+    ) -> None:
         self._connect = connect
+        #: A failing disk fails every commit: one line a minute, with a count, not each.
+        self._errors = errors
         self._batch_max = batch_max
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._rider = rider
+        self._ride_wait = ride_wait
+        self._queue: queue.SimpleQueue[_Op | object | None] = queue.SimpleQueue()
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="jobctl-writer", daemon=True)
@@ -53,8 +93,15 @@ class Writer:
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self.submit(fn).result()
 
+    def nudge(self) -> None:
+        """The rider has rows: commit them within ``ride_wait`` seconds, with other writes
+        if any come, else alone."""
+        self._queue.put(_RIDE)
+
     def close(self) -> None:
         if self._thread.is_alive():
+            if self._rider is not None and self._rider.pending():
+                self.call(_nothing)  # what rides must not be lost on a clean stop
             self._queue.put(None)
             self._thread.join()
 
@@ -78,9 +125,14 @@ class Writer:
 
     def _next_batch(self) -> list[_Op] | None:
         first = self._queue.get()
+        while first is _RIDE:  # wait a little for a write the rider's rows can join
+            try:
+                first = self._queue.get(timeout=self._ride_wait)
+            except queue.Empty:
+                first = (_nothing, Future(), False)
         if first is None:
             return None
-        batch = [first]
+        batch: list[_Op] = [first]  # type: ignore[list-item]
         while len(batch) < self._batch_max:
             try:
                 item = self._queue.get_nowait()
@@ -89,28 +141,45 @@ class Writer:
             if item is None:
                 self._queue.put(None)  # close after this batch
                 break
-            batch.append(item)
+            if item is not _RIDE:  # this batch commits anyway: the rider joins it
+                batch.append(item)  # type: ignore[arg-type]
         return batch
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         outcomes: list[tuple[bool, Any]] = []
+        landed: Callable[[bool], None] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, _, _ in batch:
                 outcomes.append(_run_in_savepoint(conn, fn))
+            if self._rider is not None:
+                landed = self._rider.ride(conn)
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
-            log.error("group commit of %d writes failed: %s", len(batch), exc)
+            self._failed(len(batch), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if landed is not None:
+                landed(False)
             for _, fut, _ in batch:
                 fut.set_exception(exc)
             return
+        if landed is not None:
+            landed(True)
+        if self._errors is not None:
+            self._errors.recovered("event=group_commit_recovered")
         for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+    def _failed(self, writes: int, exc: BaseException) -> None:
+        msg = "event=group_commit_failed writes=%d error=%s"
+        if self._errors is None:
+            log.error(msg, writes, logval(exc))
+        else:
+            self._errors.error(str(exc), msg, writes, logval(exc))
 
 
 def _resolve(

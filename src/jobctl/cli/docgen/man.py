@@ -170,6 +170,10 @@ def _exit_status_lines(
                 what = _own_doc(cls) or described.get(cls.__name__) or "see the message"
                 text = f"{_bold(cls.__name__)}: {_roff_text(what.rstrip('.'))}."
             entries.setdefault(code, []).append(text)
+    entries.setdefault(1, []).append(
+        "An internal error (a bug in jobctl: please report it); JOBCTL_DEBUG=1 prints its "
+        "traceback."
+    )
     entries.setdefault(130, []).append("Interrupted (SIGINT) or aborted.")
     lines = []
     for code in sorted(entries):
@@ -210,9 +214,13 @@ _EXTRA_ENV = [
         "win over the file. jobctl config show says where each value came from.",
     ),
     (
+        "JOBCTL_DEBUG",
+        "When set, an internal error (a bug) prints its Python traceback after the one-line error.",
+    ),
+    (
         "TZ",
-        "Time zone of local times given on the command line (as to jobctl add --at); "
-        "the system's zone when unset.",
+        "Time zone of local times given on the command line (as to jobctl add --at "
+        "without --tz); the system's zone when unset.",
     ),
 ]
 

@@ -15,7 +15,13 @@ INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
 ON CONFLICT (queue, owner_uid, bucket) DO UPDATE SET n = n + excluded.n;
 
 -- name: max_job_id
-SELECT coalesce(max(id), 0) FROM jobs;
+-- The highest id ever given (migration 0010), which deleting the newest jobs does not
+-- lower; max(id) too, so that even a row inserted without raising the mark is never reused.
+SELECT max((SELECT seq FROM job_id_high), coalesce((SELECT max(id) FROM jobs), 0));
+
+-- name: raise_job_id_high
+-- Once per batch, with its highest id, in the transaction that inserts it.
+UPDATE job_id_high SET seq = max(seq, :id);
 
 -- name: jobs_by_keys
 -- Keys are unique per owner (migration 0009): one owner's keys through jobs_owner_key.
@@ -191,13 +197,16 @@ INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
 SELECT * FROM schedules WHERE id = :ref;
 
 -- name: schedule_by_name
--- Names are unique per owner (migration 0009): a name means the caller's schedule.
-SELECT * FROM schedules WHERE name = :ref AND owner_uid = :owner AND deleted_at IS NULL;
+-- Names are unique per owner (migration 0009) and only live schedules have one: a
+-- deleted one has given its name up (migration 0011). A name means the caller's schedule.
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = :ref AND owner_uid = :owner);
 
 -- name: schedule_by_name_any
 -- For in-process callers that name no owner: the live schedule of that name with the
 -- lowest owner uid (through the same index).
-SELECT * FROM schedules WHERE name = :ref AND deleted_at IS NULL ORDER BY owner_uid LIMIT 1;
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = :ref ORDER BY owner_uid LIMIT 1);
 
 -- name: list_schedules
 -- The first page, oldest first (index schedules_created).
@@ -234,6 +243,10 @@ WHERE id = :id;
 -- name: delete_schedule
 UPDATE schedule_cursors SET deleted_at = :now, waiting = NULL
 WHERE id = :id AND deleted_at IS NULL;
+
+-- name: release_schedule_name
+-- With delete_schedule: the name is free for a new schedule; the view still shows it.
+UPDATE schedule_defs SET deleted_name = name, name = NULL WHERE id = :id AND name IS NOT NULL;
 
 -- name: set_last_job
 UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
@@ -414,3 +427,31 @@ INSERT INTO attempts (job_id, number, generation, lease_owner, started_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        :owner, :now
 FROM json_each(:items);
+
+-- Audit trail ----------------------------------------------------------------------------
+-- Used by jobctl.store.audit.
+
+-- name: insert_audit
+INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
+VALUES (:at, :request_id, :uid, :gid, :pid, :action, :target, :status, :error, :denied);
+
+-- name: list_audit
+-- Newest first, before id :before; :action matches itself or any action under it
+-- ("schedules" matches "schedules.pause").
+SELECT * FROM audit
+WHERE id < :before AND at >= :since
+  AND (:uid IS NULL OR uid = :uid)
+  AND (:action IS NULL OR action = :action OR substr(action, 1, length(:action) + 1) = :action || '.')
+ORDER BY id DESC LIMIT :limit;
+
+-- name: list_audit_by_uid
+SELECT * FROM audit INDEXED BY audit_uid
+WHERE uid = :uid AND id < :before AND at >= :since
+  AND (:action IS NULL OR action = :action OR substr(action, 1, length(:action) + 1) = :action || '.')
+ORDER BY id DESC LIMIT :limit;
+
+-- name: prune_audit
+-- The oldest records kept before :before, a batch at a time.
+DELETE FROM audit WHERE id IN (
+    SELECT id FROM audit INDEXED BY audit_at WHERE at < :before ORDER BY at LIMIT :limit
+);

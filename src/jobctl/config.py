@@ -192,6 +192,18 @@ def _path(raw: object, where: _Where) -> Path:
     return where.base / text  # an absolute path stays itself
 
 
+def _umask(raw: object, where: _Where) -> str:
+    """Octal digits, as a string (``"027"``) or a TOML octal integer (``0o027``)."""
+    value: int | None = None
+    if isinstance(raw, str) and re.fullmatch(r"\s*(0o)?[0-7]{1,4}\s*", raw):
+        value = int(raw.strip().removeprefix("0o"), 8)
+    elif type(raw) is int:
+        value = raw
+    if value is None or not 0 <= value <= 0o777:
+        raise ValueError(f'must be an octal umask from "000" to "777", got {show_value(raw)}')
+    return f"{value:03o}"
+
+
 def _group(raw: object, where: _Where) -> str:
     if isinstance(raw, str) and re.fullmatch(r"[^\s:]+", raw):
         return raw
@@ -312,6 +324,26 @@ class Settings:
     metrics_listen: str | None = field(metadata=_spec(
         "metrics_listen", '"HOST:PORT"', _listen,
         "Address of the metrics listener; unset: no listener"))  # fmt: skip
+    job_umask: str = field(metadata=_spec(
+        "job_umask", 'octal string, "000" to "777"', _umask,
+        "File mode mask the commands start with", default="077"))  # fmt: skip
+    max_connections: int = field(metadata=_spec(
+        "max_connections", "integer from 1 to 1000000", _integer(1, 1_000_000),
+        "API connections open at once, all users together (admins' are not held to it)",
+        default=512))  # fmt: skip
+    max_connections_per_uid: int = field(metadata=_spec(
+        "max_connections_per_uid", "integer from 1 to 1000000", _integer(1, 1_000_000),
+        "API connections one user may hold open at once", default=64))  # fmt: skip
+    max_header_bytes: int = field(metadata=_spec(
+        "max_header_bytes", "integer from 1024 to 16777216", _integer(1024, 16 << 20),
+        "Largest request head (request line and headers) the API reads",
+        default=64 * 1024))  # fmt: skip
+    header_timeout: float = field(metadata=_spec(
+        "header_timeout", "duration from 100ms to 10m", _duration(0.1, 600),
+        "Time a client has to send a request's headers", default=10.0))  # fmt: skip
+    idle_timeout: float = field(metadata=_spec(
+        "idle_timeout", "duration from 1s to 1h", _duration(1, 3600),
+        "Silence after which a kept-alive API connection is closed", default=5.0))  # fmt: skip
     retry_max_attempts: int = field(metadata=_spec(
         "retry.max_attempts", "integer from 1 to 1000", _integer(1, 1000),
         "Attempts a job gets when it does not say (failures allowed before dead)",
@@ -495,11 +527,19 @@ def _flag_source(spec: Spec) -> Source:
 
 def _cross_checks(values: Mapping[str, Any], sources: Mapping[str, Source]) -> list[str]:
     """Rules between settings, checked on the merged values (each may come from a layer)."""
+    problems = []
+    total, per_uid = values["max_connections"], values["max_connections_per_uid"]
+    if per_uid > total:
+        problems.append(
+            f"max_connections_per_uid = {per_uid} ({sources['max_connections_per_uid']}) is "
+            f"more than max_connections = {total} ({sources['max_connections']}): one user "
+            "could take every connection"
+        )
     base, cap = values["retry_backoff_base"], values["retry_backoff_cap"]
     if cap < base:
-        return [
+        problems.append(
             f"retry.backoff_cap = {format_seconds(cap)} ({sources['retry_backoff_cap']}) is "
             f"less than retry.backoff_base = {format_seconds(base)} "
             f"({sources['retry_backoff_base']}): the cap must be at least the base"
-        ]
-    return []
+        )
+    return problems

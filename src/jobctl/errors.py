@@ -7,7 +7,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
 
     JobctlError
     ├── InvalidInput            the caller sent something malformed (bad time, field, size)
-    │   └── InvalidSchedule     a cron expression, duration or time zone is not valid
+    │   ├── InvalidSchedule     a cron expression, duration or time zone is not valid
+    │   └── HeaderTooLarge      the request's headers are over the daemon's limit
     ├── NotFound                no job / attempt / schedule with that id
     │   └── NotVisible          it exists but is another user's (answered as NotFound)
     ├── Forbidden               the caller may not do this at all (403)
@@ -16,8 +17,10 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     │   ├── IllegalTransition   the state machine does not allow that move
     │   └── LeaseLost           a heartbeat or completion carried a stale generation
     ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
+    │   └── TooManyConnections  the daemon refused a connection over its limits
     ├── DaemonLocked            another daemon already owns the database
     └── StoreError              the store failed (I/O, corruption, schema too new)
+        └── UnsafePath          a file or directory of the daemon is a symlink or not ours
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ class InvalidInput(JobctlError):
 
 class InvalidSchedule(InvalidInput):
     code = "invalid_schedule"
+
+
+class HeaderTooLarge(InvalidInput):
+    code = "header_too_large"
 
 
 class NotFound(JobctlError):
@@ -80,9 +87,19 @@ class DaemonUnavailable(JobctlError):
     code = "daemon_unavailable"
 
 
+class TooManyConnections(DaemonUnavailable):
+    """Sent by the daemon's connection limits (``max_connections*``), with ``Retry-After``."""
+
+    code = "too_many_connections"
+
+
 class DaemonLocked(JobctlError):
     code = "daemon_locked"
 
 
 class StoreError(JobctlError):
     code = "store_error"
+
+
+class UnsafePath(StoreError):
+    code = "unsafe_path"

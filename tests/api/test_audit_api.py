@@ -95,7 +95,8 @@ async def test_every_kind_of_write_is_recorded(app: Any, app_store: SqliteStore)
 async def test_bad_enqueue_is_recorded_with_its_error(app: Any, app_store: SqliteStore) -> None:
     async with client(app) as c:
         assert (await c.post("/v1/jobs", json={"command": []})).status_code == 422
-        assert (await c.post("/v1/jobs", content=b"{")).status_code == 422
+        bad = await c.post("/v1/jobs", content=b"{", headers={"content-type": "application/json"})
+        assert bad.status_code == 422
     got = [(r.action, r.target, r.status, r.error) for r in rows(app_store)]
     assert got == [("jobs.enqueue", "", 422, "invalid_input")] * 2
 

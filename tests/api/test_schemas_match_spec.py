@@ -29,11 +29,27 @@ GOOD: dict[str, Any] = {"command": ["echo", "hi"]}
         ("queue", "q" * 101),
         ("key", ""),
         ("key", "k" * 513),
+        ("key", "k\0"),
+        ("command", [""]),
+        ("command", ["echo", "a\0b"]),
+        ("timeout", 1e-9),
+        ("timeout", 0.0004),
+        ("timeout", 86400 * 366),
+        ("queue", "q\0"),
+        ("priority", 1001),
+        ("max_attempts", 1001),
+        ("cwd", "relative"),
+        ("cwd", "/a\0b"),
+        ("env", {"A=B": "x"}),
+        ("env", {"A": "x\0"}),
+        ("env", {"JOBCTL_JOB_ID": "1"}),
     ],
 )
 def test_what_jobspec_refuses_the_wire_model_refuses(field: str, value: Any) -> None:
-    spec_field = "command" if field == "command" else field
+    spec_field = field
     spec_value = tuple(value) if field == "command" else value
+    if field == "env":
+        spec_value = tuple(sorted(value.items()))
     with pytest.raises(InvalidInput):
         JobSpec(**{"command": ("echo",), "run_at": NOW, "owner_uid": 1, spec_field: spec_value})
     with pytest.raises(ValidationError):

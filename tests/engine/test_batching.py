@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from jobctl.domain.clock import FakeClock
-from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord
+from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord, trusted_spec
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.errors import KeyConflict, LeaseLost
+from jobctl.errors import InvalidInput, KeyConflict, LeaseLost
 from jobctl.store import aio
 from jobctl.store.aio import LINGER_TURNS, AsyncStore, Batcher
 from jobctl.store.sqlite import SqliteStore
@@ -113,6 +113,29 @@ async def test_a_refused_enqueue_fails_alone_in_its_batch(
     assert x[0].created and z[0].created and z[0].job.id == x[0].job.id + 1
     commands = {j.spec.command for j in astore.store.list_jobs(None, None, 10, None)}
     assert commands == {("old",), ("x",), ("z",)}  # nothing of the refused request stayed
+
+
+def _poison(clock: FakeClock) -> JobSpec:
+    """A job the store's CHECK constraint refuses (timeout_ms > 0), built past every
+    check, as if validation had missed it: issue 11's ``timeout=1e-9``."""
+    ok = _job(clock, "poison")
+    return trusted_spec(
+        **{f: getattr(ok, f) for f in JobSpec.__dataclass_fields__} | {"timeout": 1e-9}
+    )
+
+
+async def test_a_job_the_store_refuses_fails_alone_among_concurrent_enqueues(
+    astore: AsyncStore, clock: FakeClock
+) -> None:
+    calls = [astore.insert([_job(clock, f"ok{i}")]) for i in range(20)]
+    calls.insert(7, astore.insert([_job(clock, "mate"), _poison(clock)]))
+    out = await asyncio.gather(*calls, return_exceptions=True)
+    assert astore.inserts.batches == 1  # all of them shared one writer op
+    refused = out.pop(7)
+    assert isinstance(refused, InvalidInput) and "refused" in refused.message
+    assert not any(isinstance(r, BaseException) for r in out)
+    stored = {j.spec.command for j in astore.store.list_jobs(None, None, 100, None)}
+    assert stored == {(f"ok{i}",) for i in range(20)}  # all valid ones, none of the refused
 
 
 async def test_a_failing_op_fails_its_whole_batch_and_the_next_one_runs() -> None:

@@ -29,9 +29,12 @@ class DaemonProc:
         self.log: list[str] = []
         self._used: set[int] = set()
         self._client: Client | None = None
+        #: Words before the daemon's command, e.g. ``prlimit --nofile=256:256 --``.
+        self.prefix: list[str] = []
 
     def start(self, *extra: str, wait: bool = True) -> DaemonProc:
         cmd = [
+            *self.prefix,
             sys.executable,
             "-m",
             "jobctl",

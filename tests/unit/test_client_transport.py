@@ -152,3 +152,40 @@ def test_a_broken_answer_is_an_oserror(tmp_path: Path, response: bytes) -> None:
         transport.request("POST", "/x", b"{}", {})
     transport.close()
     thread.join(5)
+
+
+def test_an_answer_sent_before_the_request_was_read_is_still_read(tmp_path: Path) -> None:
+    """A daemon over its connection limits answers 503 and closes without reading: the
+    client's write then fails (EPIPE), but the answer is in the socket to be read."""
+    from jobctl import errors
+    from jobctl.client import Client
+
+    path = tmp_path / "s.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+    body = b'{"error": {"code": "too_many_connections", "message": "too many connections"}}'
+    answer = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+    answered = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.sendall(answer)
+        conn.close()
+        answered.set()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    client = Client(path)
+    try:
+        client._transport._connect()  # type: ignore[attr-defined]
+        answered.wait(5)
+        with pytest.raises(errors.TooManyConnections, match="too many connections"):
+            client.enqueue_many([{"command": ["x" * 1000], "cwd": "/"}] * 1000)
+    finally:
+        client.close()
+        thread.join()
+        listener.close()

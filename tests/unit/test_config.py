@@ -142,6 +142,12 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_LOG_LEVEL": "DEBUG",
         "JOBCTL_LOG_FORMAT": "json",
         "JOBCTL_METRICS_LISTEN": "127.0.0.1:9464",
+        "JOBCTL_JOB_UMASK": "027",
+        "JOBCTL_MAX_CONNECTIONS": "100",
+        "JOBCTL_MAX_CONNECTIONS_PER_UID": "10",
+        "JOBCTL_MAX_HEADER_BYTES": "4096",
+        "JOBCTL_HEADER_TIMEOUT": "2s",
+        "JOBCTL_IDLE_TIMEOUT": "1m",
         "JOBCTL_RETRY_MAX_ATTEMPTS": "5",
         "JOBCTL_RETRY_BACKOFF_BASE": "1s",
         "JOBCTL_RETRY_BACKOFF_CAP": "1m",
@@ -166,6 +172,12 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         log_level="debug",
         log_format="json",
         metrics_listen="127.0.0.1:9464",
+        job_umask="027",
+        max_connections=100,
+        max_connections_per_uid=10,
+        max_header_bytes=4096,
+        header_timeout=2.0,
+        idle_timeout=60.0,
         retry_max_attempts=5,
         retry_backoff_base=1.0,
         retry_backoff_cap=60.0,
@@ -219,6 +231,12 @@ shutdown_grace = "1m"
 log_level = "warning"
 log_format = "json"
 metrics_listen = "[::1]:9464"
+job_umask = "022"
+max_connections = 1000
+max_connections_per_uid = 100
+max_header_bytes = 8192
+header_timeout = "3s"
+idle_timeout = "30s"
 
 [retry]
 max_attempts = 10
@@ -319,6 +337,11 @@ _LISTEN = 'must be "HOST:PORT" with a port from 1 to 65535, such as "127.0.0.1:9
         ('metrics_listen = "9464"', f'{_LISTEN}, got "9464"'),
         ('metrics_listen = "h:70000"', f'{_LISTEN}, got "h:70000"'),
         ('metrics_listen = ":9464"', f'{_LISTEN}, got ":9464"'),
+        ('job_umask = "089"', 'must be an octal umask from "000" to "777", got "089"'),
+        ("job_umask = 0o1777", 'must be an octal umask from "000" to "777", got 1023'),
+        ("max_connections = 0", "must be an integer from 1 to 1000000, got 0"),
+        ("max_header_bytes = 10", "must be an integer from 1024 to 16777216, got 10"),
+        ("idle_timeout = 0.5", 'must be from 1s to 1h, got 0.5'),
     ],
 )  # fmt: skip
 def test_type_errors(tmp_path: Path, line: str, problem: str) -> None:
@@ -419,6 +442,25 @@ def test_every_problem_is_counted_and_the_first_named(tmp_path: Path) -> None:
     problems = info.value.details["problems"]
     assert len(problems) == 3 and info.value.message == problems[0] + " (and 2 more)"
     assert problems[2].startswith("environment variable JOBCTL_LOG_LEVEL: ")
+
+
+@pytest.mark.parametrize(
+    ("value", "umask"), [('"027"', "027"), ('"0o22"', "022"), ("0o077", "077"), ('"0"', "000")]
+)
+def test_job_umask_is_octal_text_or_a_toml_octal(tmp_path: Path, value: str, umask: str) -> None:
+    path = write(tmp_path, f"job_umask = {value}\n")
+    assert load(path, {}, {}, host=USER)[0].job_umask == umask
+
+
+def test_connection_defaults_leave_room_for_other_users(tmp_path: Path) -> None:
+    settings = load(None, {}, {}, host=USER)[0]
+    assert settings.max_connections_per_uid < settings.max_connections
+    assert (settings.job_umask, settings.max_header_bytes) == ("077", 65536)
+    path = write(tmp_path, "max_connections = 10\nmax_connections_per_uid = 11\n")
+    assert error_of(path) == (
+        f"max_connections_per_uid = 11 (file {path}) is more than max_connections = 10 "
+        f"(file {path}): one user could take every connection"
+    )
 
 
 def test_backoff_cap_below_base_names_both_sources(tmp_path: Path) -> None:

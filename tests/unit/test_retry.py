@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobctl.domain.limits import MAX_BACKOFF
 from jobctl.domain.models import Backoff, Job, JobSpec
 from jobctl.domain.retry import next_step
 from jobctl.domain.states import JobStatus, Outcome
@@ -36,7 +37,9 @@ def job(failures: int = 0, max_attempts: int = 3, backoff: Backoff | None = None
 def test_backoff_ceiling_doubles_then_caps() -> None:
     b = Backoff(10, 60)
     assert [b.ceiling(n) for n in range(1, 6)] == [10, 20, 40, 60, 60]
-    assert Backoff(1, 10**9).ceiling(10_000) == 10**9  # no overflow
+    assert Backoff(1, MAX_BACKOFF).ceiling(10_000) == MAX_BACKOFF  # no overflow
+    with pytest.raises(InvalidInput):
+        Backoff(1, MAX_BACKOFF + 1)  # the limit of jobctl.domain.limits
     with pytest.raises(InvalidInput):
         Backoff(10, 5)
 

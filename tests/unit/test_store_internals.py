@@ -131,9 +131,13 @@ def test_migration_8_keeps_every_schedule_column(tmp_path: Path) -> None:
     before = [tuple(r) for r in conn.execute("SELECT * FROM schedules ORDER BY id")]
     columns = [d[0] for d in conn.execute("SELECT * FROM schedules").description]
     assert migrate(conn) == len(migrations())
-    after = [tuple(r) for r in conn.execute("SELECT * FROM schedules ORDER BY id")]
+    listed = ", ".join(columns)  # later migrations add columns (0013: broken_at, …)
+    after = [tuple(r) for r in conn.execute(f"SELECT {listed} FROM schedules ORDER BY id")]
     assert after == before
-    assert [d[0] for d in conn.execute("SELECT * FROM schedules").description] == columns
+    now = [d[0] for d in conn.execute("SELECT * FROM schedules").description]
+    assert now[: len(columns)] == columns
+    broken = conn.execute("SELECT broken_at, broken_reason FROM schedules").fetchall()
+    assert [tuple(r) for r in broken] == [(None, None)] * 2  # 0013: nothing starts broken
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     [fk] = conn.execute("PRAGMA foreign_key_list(schedule_skips)").fetchall()
     assert fk["table"] == "schedule_defs"

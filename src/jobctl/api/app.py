@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -26,7 +27,8 @@ from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, policy
 from jobctl.api.middleware import AuditMiddleware
-from jobctl.api.schemas import JobIn, job_out, queue_out
+from jobctl.api.schemas import EnqueueBody, job_out, queue_out
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -101,6 +103,9 @@ Who = Annotated[policy.Caller, Depends(_caller)]
 AllUsers = Annotated[
     bool, Query(description="Everyone's, not only the caller's (admins only; else 403)")
 ]
+#: A job id in a path: ids are signed 64-bit, so a larger one is a 422, not a 500.
+JobIdPath = Annotated[int, PathParam(ge=1, le=limits.MAX_ID)]
+ListLimit = Annotated[int, Query(ge=1, le=limits.MAX_LIST)]
 router = APIRouter(prefix="/v1")
 
 
@@ -116,8 +121,13 @@ async def visible_job(ctx: Context, who: policy.Caller, job_id: int) -> Job:
     return job
 
 
-@router.post("/jobs", status_code=201, summary="Enqueue one job, or a list atomically")
-async def enqueue(body: JobIn | list[JobIn], request: Request, ctx: Ctx) -> JSONResponse:
+@router.post(
+    "/jobs",
+    status_code=201,
+    summary="Enqueue one job, or a list atomically",
+    responses={200: {"description": "Every job already existed (same key, same body)"}},
+)
+async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse:
     # Served by jobctl.api.fast in the daemon; this route documents it in the OpenAPI
     # document and answers the same way when the FastAPI app is used on its own.
     status, out = await fast.enqueue_body(ctx, body, owner_uid(request))
@@ -130,8 +140,8 @@ async def list_jobs(
     who: Who,
     status: JobStatus | None = None,
     queue: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    limit: ListLimit = 100,
+    before: Annotated[int | None, Query(ge=1, le=limits.MAX_ID)] = None,
     all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
     owner = who.owner_filter(all_users)
@@ -140,7 +150,7 @@ async def list_jobs(
 
 
 @router.get("/jobs/{job_id}", summary="One job with its attempts")
-async def get_job(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+async def get_job(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
@@ -149,7 +159,12 @@ async def get_job(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
     response_class=PlainTextResponse,
     summary="Captured output of one attempt",
 )
-async def attempt_log(job_id: int, number: int, ctx: Ctx, who: Who) -> PlainTextResponse:
+async def attempt_log(
+    job_id: JobIdPath,
+    number: Annotated[int, PathParam(ge=1, le=limits.MAX_ATTEMPTS)],
+    ctx: Ctx,
+    who: Who,
+) -> PlainTextResponse:
     job = await visible_job(ctx, who, job_id)
     found = [a for a in job.attempts if a.number == number]
     if not found:
@@ -161,7 +176,7 @@ async def attempt_log(job_id: int, number: int, ctx: Ctx, who: Who) -> PlainText
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
-async def cancel(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
@@ -219,7 +234,7 @@ def create_app(
     app.add_exception_handler(errors.JobctlError, api_errors.jobctl_error)
     app.add_exception_handler(RequestValidationError, api_errors.validation_error)
     app.add_exception_handler(HTTPException, api_errors.http_error)
-    app.include_router(router)
+    app.include_router(router, responses=api_errors.ERROR_RESPONSES)
     from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api
 
@@ -231,7 +246,7 @@ def create_app(
         retention.router,
         metrics_api.router,
     ):
-        app.include_router(extra)
+        app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
 from jobctl.api.app import Ctx, owner_uid
+from jobctl.api.schemas import TIME_SCHEMA, since_time
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import iso
-from jobctl.errors import Forbidden, InvalidInput
+from jobctl.errors import Forbidden
 
 router = APIRouter(prefix="/v1")
 
@@ -40,16 +40,21 @@ async def list_audit(
         str | None,
         Query(max_length=200, description="This action, or every action under it (schedules)"),
     ] = None,
-    since: Annotated[datetime | None, Query(description="At or after this time")] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            description="At or after this time (ISO-8601 with an offset)",
+            json_schema_extra=TIME_SCHEMA,
+        ),
+    ] = None,
     before: Annotated[int | None, Query(ge=1, le=2**62, description="Ids below this")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[dict[str, Any]]:
     # the gate refuses non-admins already (ROUTES: audit); checked here too, in depth
     if not ctx.hooks.access.is_admin(owner_uid(request)):
         request.state.denied = True
-        raise Forbidden("only an admin may read the audit trail")
-    if since is not None and since.tzinfo is None:
-        raise InvalidInput("since needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+        raise Forbidden("only admins may read the audit trail")
+    when = since_time(since)
     await ctx.store.run(ctx.st.flush_audit)  # what was just done is in the answer
-    found = await ctx.store.run(ctx.st.list_audit, uid, action, since, before, limit)
+    found = await ctx.store.run(ctx.st.list_audit, uid, action, when, before, limit)
     return [record_out(r) for r in found]

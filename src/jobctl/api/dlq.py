@@ -4,37 +4,39 @@ from __future__ import annotations
 
 import contextlib
 import os
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from jobctl.api.app import AllUsers, Ctx, Who, visible_job
-from jobctl.api.schemas import DeadReason, ReplayIn, job_out
-from jobctl.errors import InvalidInput
+from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, visible_job
+from jobctl.api.schemas import TIME_SCHEMA, DeadReason, ReplayIn, job_out, since_time
+from jobctl.domain import limits
 
 router = APIRouter(prefix="/v1/dlq")
+_TIME = TIME_SCHEMA
 
 
 @router.get("", summary="Dead jobs, most recent deaths first")
 async def list_dead(
     ctx: Ctx,
     who: Who,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    limit: ListLimit = 100,
     queue: str | None = None,
     reason: DeadReason | None = None,
-    since: datetime | None = None,
+    since: Annotated[
+        str | None, Query(description="ISO-8601 with an offset", json_schema_extra=_TIME)
+    ] = None,
     all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
-    if since is not None and since.tzinfo is None:
-        raise InvalidInput("since needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    when = since_time(since)
     owner = who.owner_filter(all_users, "dead jobs")
-    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, since, limit, owner)
+    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, when, limit, owner)
     return [job_out(j) for j in jobs]
 
 
 @router.get("/{job_id}", summary="One dead job with its attempts")
-async def show_dead(job_id: int, ctx: Ctx, who: Who) -> dict[str, Any]:
+async def show_dead(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
@@ -62,8 +64,8 @@ async def replay(body: ReplayIn, ctx: Ctx, who: Who) -> dict[str, Any]:
 async def purge(
     ctx: Ctx,
     who: Who,
-    older_than: Annotated[float, Query(ge=0)],
-    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+    older_than: Annotated[float, Query(ge=0, le=limits.MAX_AGE, allow_inf_nan=False)],
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_PURGE)] = 100_000,
     all_users: AllUsers = False,
 ) -> dict[str, Any]:
     owner = who.owner_filter(all_users, "dead jobs")

@@ -11,22 +11,60 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from jobctl import errors
+from jobctl.domain.limits import MAX_BATCH, PATTERN_HELP
 
 #: Most specific first; the first class an error is an instance of wins.
 HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
+    (errors.HeaderTooLarge, 431),
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
     (errors.Forbidden, 403),
     (errors.LeaseLost, 409),
     (errors.Conflict, 409),
     (errors.DaemonLocked, 503),
+    (errors.TooManyConnections, 503),
     (errors.DaemonUnavailable, 503),
     (errors.StoreError, 500),
     (errors.JobctlError, 500),
 ]
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # and the ids it concerns
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+def _documented(description: str) -> dict[str, Any]:
+    # JSON whatever the route's own answers are (an attempt's log is text/plain)
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    return {
+        "model": ErrorOut,
+        "description": description,
+        "content": {"application/json": {"schema": ref}},
+    }
+
+
+#: The error answers every route may give, in the OpenAPI document (422 replaces FastAPI's
+#: own shape: jobctl answers ``{"error": ...}`` there too).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _documented("The body is not valid JSON"),
+    404: _documented("No such job, attempt, schedule or route"),
+    405: _documented("Method not allowed; the Allow header lists those that are"),
+    409: _documented("The request contradicts the stored state (a key, a lease, a name)"),
+    415: _documented("A JSON body sent without Content-Type: application/json"),
+    422: _documented("Invalid input; the message names each bad field"),
+}
 
 
 def status_for(exc: errors.JobctlError) -> int:
@@ -51,18 +89,32 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def validation_message(errs: Any, body: object) -> str:
     """One line naming each bad field of a job body (or list of them)."""
+    if isinstance(body, list) and not 1 <= len(body) <= MAX_BATCH:
+        return f"a batch holds 1 to {MAX_BATCH} jobs"
     problems = []
     for err in _one_union_branch(errs, body):
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))
-        problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
+        msg = _readable(err)
+        problems.append(f"{where}: {msg}" if where else msg)
     if isinstance(body, (str, int, float, bool)):
         return "the body must be a job object or a list of job objects"
     return "; ".join(problems) or "invalid request"
 
 
+def _readable(err: dict[str, Any]) -> str:
+    """pydantic's message, or what a pattern means when the value did not match it."""
+    if err.get("type") == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern")
+        if pattern in PATTERN_HELP:
+            return PATTERN_HELP[pattern]
+    if err.get("type") == "value_error":  # our validators' own words, without the prefix
+        return str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return str(err.get("msg", "invalid"))
+
+
 def _is_tag(part: object) -> bool:
     """Union branch names pydantic puts in error locations (``JobIn``, ``list[JobIn]``)."""
-    return isinstance(part, str) and part[:1].isupper()
+    return isinstance(part, str) and (part[:1].isupper() or part.startswith("list["))
 
 
 def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:
@@ -81,7 +133,13 @@ def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:
     return kept or list(errs)
 
 
-async def http_error(_: Request, exc: Exception) -> JSONResponse:
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
+    headers = dict(exc.headers or {})
+    routes = getattr(request.app.state, "routes", None)
+    if exc.status_code == 405 and routes is not None:
+        # Starlette names the methods of the first route matching the path only; a path
+        # served by several routes (GET and POST /v1/jobs) takes all of theirs.
+        headers["Allow"] = ", ".join(sorted(routes.allowed(request.url.path)))
+    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=headers)

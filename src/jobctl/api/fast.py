@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -27,7 +28,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from jobctl import errors
 from jobctl.api.errors import error_body, status_for, validation_message
-from jobctl.api.schemas import JobIn, job_out
+from jobctl.api.schemas import EnqueueBody, JobIn, job_out
+from jobctl.domain import limits
 from jobctl.domain.audit import jobs_target
 from jobctl.domain.schedule import is_occurrence_key
 from jobctl.store.base import Inserted
@@ -38,11 +40,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-MAX_BATCH = 10_000
-#: Bounds the memory one request can take while its body is buffered; a full batch of
-#: ordinary jobs is a few MB, a batch of near-64-KiB commands must be split.
-MAX_BODY = 256 * 1024 * 1024
-_BODY = TypeAdapter(JobIn | list[JobIn])
+#: MAX_BODY bounds the memory one request can take while its body is buffered; a full
+#: batch of ordinary jobs is a few MB, a batch of near-64-KiB commands must be split.
+MAX_BATCH, MAX_BODY = limits.MAX_BATCH, limits.MAX_BODY
+_BODY: TypeAdapter[EnqueueBody] = TypeAdapter(EnqueueBody)
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 log = logging.getLogger("jobctl.api")
 
@@ -59,10 +60,16 @@ FAST_ROUTE = FastRoute()
 
 
 class EnqueueFront:
-    """The ASGI app the server runs: the enqueue fast path, else the FastAPI app."""
+    """The ASGI app the server runs: the enqueue fast path, else the FastAPI app.
+
+    Every route that takes a JSON body (this one and FastAPI's) refuses any other content
+    type with 415 here, in one place: FastAPI alone would read ``text/plain`` as no body.
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.route_table = RouteTable(app.openapi())
+        app.state.routes = self.route_table  # the 405 handler's Allow comes from it too
 
     def __getattr__(self, name: str) -> Any:  # state, openapi(), routes… are the app's
         return getattr(self.app, name)
@@ -74,6 +81,9 @@ class EnqueueFront:
             and scope["path"].rstrip("/") == "/v1/jobs"
         ):
             scope["route"] = FAST_ROUTE
+            if not _json_content(scope):
+                await _respond(send, 415, _NOT_JSON)
+                return
             status, body = await self._enqueue(scope, receive)
             if status < 300:  # the audit trail's target: the jobs it answered with
                 items = body if isinstance(body, list) else [body]
@@ -81,6 +91,19 @@ class EnqueueFront:
                     [i["id"] for i in items]
                 )
             await _respond(send, status, body)
+            return
+        if scope["type"] == "http" and self._not_allowed(scope):
+            allow = ", ".join(sorted(self.route_table.allowed(scope["path"])))
+            body = error_body("method_not_allowed", "Method Not Allowed")
+            await _respond(send, 405, body, [(b"allow", allow.encode())])
+            return
+        if (
+            scope["type"] == "http"
+            and scope["method"] in _BODY_METHODS
+            and not _json_content(scope)
+            and self.route_table.takes_json(scope["method"], scope["path"])
+        ):
+            await _respond(send, 415, _NOT_JSON)
             return
         await self.app(scope, receive, send)
 
@@ -91,6 +114,63 @@ class EnqueueFront:
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
             return status_for(exc), error_body(exc.code, exc.message, **details)
+
+    def _not_allowed(self, scope: Scope) -> bool:
+        """A documented path asked with a method it does not take: 405, whatever other
+        route the path would also match (GET /v1/dlq/replay is not a dead job's id)."""
+        allowed = self.route_table.allowed(scope["path"])
+        return bool(allowed) and scope["method"] not in allowed
+
+
+class RouteTable:
+    """Which methods each path takes, and which of them take a JSON body, read from the
+    OpenAPI document (the contract clients see, so the two cannot disagree)."""
+
+    def __init__(self, openapi: dict[str, Any]) -> None:
+        # Fixed paths first: /v1/dlq/replay is that path, not /v1/dlq/{job_id}.
+        self._paths: list[tuple[bool, re.Pattern[str], set[str], set[str]]] = []
+        for template, ops in openapi.get("paths", {}).items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            methods = {m.upper() for m in ops}
+            with_body = {m.upper() for m, op in ops.items() if "requestBody" in op}
+            fixed = "{" not in template
+            self._paths.append((fixed, re.compile(f"^{pattern}/?$"), methods, with_body))
+
+    def _route(self, path: str) -> tuple[set[str], set[str]]:
+        """The methods of the path's documented operations, and those with a body."""
+        for want_fixed in (True, False):
+            found = [
+                (m, b)
+                for fixed, regex, m, b in self._paths
+                if fixed == want_fixed and regex.match(path)
+            ]
+            if found:
+                return set().union(*(m for m, _ in found)), set().union(*(b for _, b in found))
+        return set(), set()
+
+    def allowed(self, path: str) -> set[str]:
+        """Every method the path takes (the ``Allow`` of a 405)."""
+        return self._route(path)[0]
+
+    def takes_json(self, method: str, path: str) -> bool:
+        return method in self._route(path)[1]
+
+
+_BODY_METHODS = frozenset(("POST", "PUT", "PATCH"))
+_NOT_JSON = error_body(
+    "unsupported_media_type", "the body must be JSON: send Content-Type: application/json"
+)
+
+
+def _json_content(scope: Scope) -> bool:
+    """Whether the request says its body is JSON (``application/json`` or ``…+json``)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            media: bytes = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or (
+                media.startswith(b"application/") and media.endswith(b"+json")
+            )
+    return False
 
 
 async def enqueue(ctx: Any, raw: bytes, uid: int) -> tuple[int, Any]:
@@ -159,11 +239,13 @@ def peer_uid(scope: Scope) -> int:
     return os.geteuid() if uid is None else int(uid)
 
 
-async def _respond(send: Send, status: int, body: Any) -> None:
+async def _respond(
+    send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     # orjson: rendering a 500-job answer with json.dumps took ~2 ms, a tenth of the
     # request's whole cost; orjson takes ~0.15 ms. Same JSON: compact, UTF-8, and the
     # bodies hold no NaN (the wire models refuse it), which json would reject.
     data = orjson.dumps(body)
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 
 from jobctl.api.app import Ctx
 from jobctl.api.schemas import QueueIn, queue_out
+from jobctl.domain import limits
 from jobctl.domain.dispatch import QueuePolicy
 
 router = APIRouter(prefix="/v1/queues")
+#: A queue name in a path, with the limits of a job's ``queue``.
+QueuePath = Annotated[
+    str,
+    Path(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN),
+]
 
 
 def _limits(policy: QueuePolicy, tokens: float | None) -> dict[str, Any]:
@@ -51,7 +57,7 @@ async def list_queues(ctx: Ctx) -> list[dict[str, Any]]:
 
 
 @router.patch("/{name}", summary="Set limits (fields left out keep their value)")
-async def set_queue(name: str, body: QueueIn, ctx: Ctx) -> dict[str, Any]:
+async def set_queue(name: QueuePath, body: QueueIn, ctx: Ctx) -> dict[str, Any]:
     current = await ctx.store.run(ctx.st.queue_policy, name)
     given = body.model_dump(exclude_unset=True)
     policy = QueuePolicy(
@@ -67,7 +73,7 @@ async def set_queue(name: str, body: QueueIn, ctx: Ctx) -> dict[str, Any]:
     return {"queue": name} | _limits(saved, None)
 
 
-async def _pause(name: str, paused: bool, ctx: Ctx) -> dict[str, Any]:
+async def _pause(name: QueuePath, paused: bool, ctx: Ctx) -> dict[str, Any]:
     current = await ctx.store.run(ctx.st.queue_policy, name)
     saved = await ctx.store.run(
         ctx.st.set_queue,
@@ -78,10 +84,10 @@ async def _pause(name: str, paused: bool, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.post("/{name}/pause", summary="Stop dispatching this queue (it still accepts jobs)")
-async def pause(name: str, ctx: Ctx) -> dict[str, Any]:
+async def pause(name: QueuePath, ctx: Ctx) -> dict[str, Any]:
     return await _pause(name, True, ctx)
 
 
 @router.post("/{name}/resume", summary="Dispatch this queue again")
-async def resume(name: str, ctx: Ctx) -> dict[str, Any]:
+async def resume(name: QueuePath, ctx: Ctx) -> dict[str, Any]:
     return await _pause(name, False, ctx)

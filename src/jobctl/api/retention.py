@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 from jobctl.api.app import Ctx
 from jobctl.engine.reaper import Reaper, cutoffs
@@ -14,8 +14,8 @@ router = APIRouter(prefix="/v1")
 
 
 class PruneIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    dry_run: bool = False
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    dry_run: StrictBool = False
 
 
 @router.post("/prune", summary="Delete finished jobs older than the retention ages")

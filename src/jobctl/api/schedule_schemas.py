@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, StrictFloat, field_validator
 
-from jobctl.api.schemas import JobTemplateIn, job_out, require_offset
+from jobctl.api.schemas import (
+    NUMBER,
+    STRICT,
+    TIME_SCHEMA,
+    JobTemplateIn,
+    job_out,
+    require_offset,
+    time_text,
+)
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
-from jobctl.domain.cron import describe, parse_cron
+from jobctl.domain.cron import describe, load_zone, parse_cron
 from jobctl.domain.durations import format_duration
 from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -22,23 +33,90 @@ from jobctl.domain.schedule import (
     SkipRecord,
     Timing,
 )
+from jobctl.errors import InvalidSchedule
+
+
+def _loads(zone: str) -> bool:
+    try:
+        load_zone(zone)
+    except InvalidSchedule:
+        return False
+    return True
+
+
+@functools.cache
+def zones() -> list[str]:
+    """The zones a schedule may name: the OpenAPI document lists them (read when the
+    document is built, not at import: loading every zone takes a while)."""
+    return sorted(z for z in zoneinfo.available_timezones() if _loads(z))
+
+
+def _zone_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = zones()
+
+
+def _one_timing(schema: dict[str, Any]) -> None:
+    """In the OpenAPI document: exactly one of ``cron`` and ``every``."""
+    schema["oneOf"] = [
+        {
+            "required": ["cron"],
+            "properties": {"cron": {"type": "string"}, "every": {"type": "null"}},
+        },
+        {
+            "required": ["every"],
+            "properties": {"every": {"type": "number"}, "cron": {"type": "null"}},
+        },
+    ]
 
 
 class ScheduleIn(BaseModel):
     """A schedule: ``cron`` (5 fields, in ``tz``) or ``every`` seconds from ``at``."""
 
-    model_config = ConfigDict(extra="forbid")
-    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    every: Annotated[float, Field(ge=1, le=86400 * 366)] | None = None
-    at: datetime | None = None
-    tz: Annotated[str, Field(min_length=1, max_length=100)] | None = None
-    name: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    model_config = STRICT | {"json_schema_extra": _one_timing}
+    cron: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_CRON,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+                json_schema_extra={"pattern": limits.CRON_SCHEMA_PATTERN},
+            ),
+        ]
+        | None
+    ) = None
+    every: Annotated[StrictFloat, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)] | None = None
+    at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
+    tz: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_TZ,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+                json_schema_extra=_zone_enum,
+            ),
+        ]
+        | None
+    ) = None
+    name: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_SCHEDULE_NAME,
+                pattern=limits.SCHEDULE_NAME_PATTERN,
+            ),
+        ]
+        | None
+    ) = None
     misfire: Misfire = Misfire.ONCE
-    catch_up_limit: Annotated[int, Field(ge=1, le=100_000)] = 100
+    catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP), NUMBER] = 100
     overlap: Overlap = Overlap.SKIP
-    jitter: Annotated[float, Field(ge=0, le=86400 * 7)] = 0.0
+    jitter: Annotated[StrictFloat, Field(ge=0, le=limits.MAX_JITTER)] = 0.0
     job: JobTemplateIn
 
+    _text = field_validator("at", mode="before")(time_text)
     _aware = field_validator("at")(require_offset)
 
     def to_spec(
@@ -51,13 +129,18 @@ class ScheduleIn(BaseModel):
         anchor = (self.at or now.replace(microsecond=0)) if self.every is not None else None
         timing = Timing(self.tz or default_tz, cron=self.cron, every=self.every, anchor=anchor)
         policy = Policy(self.misfire, self.catch_up_limit, self.overlap, self.jitter)
-        return ScheduleSpec(timing, policy, self.job.to_template(defaults), owner_uid, self.name)
+        template = self.job.to_template(defaults)
+        template.check(owner_uid)  # what the wire model cannot see: the 64 KiB payload
+        return ScheduleSpec(timing, policy, template, owner_uid, self.name)
 
 
 def description(s: Schedule) -> str:
     t = s.spec.timing
     if t.cron is not None:
-        return describe(parse_cron(t.cron))
+        try:
+            return describe(parse_cron(t.cron))
+        except InvalidSchedule as exc:  # stored by a version that read it differently
+            return f"invalid: {exc.message}"
     assert t.every is not None
     return f"every {format_duration(t.every)} from {iso(t.anchor)}"
 
@@ -85,6 +168,9 @@ def schedule_out(s: Schedule) -> dict[str, Any]:
         "jitter": p.jitter,
         "paused": s.paused,
         "deleted": s.deleted_at is not None,
+        "broken": s.broken_at is not None,
+        "broken_at": iso(s.broken_at),
+        "broken_reason": s.broken_reason,
         "next_run_at": iso(s.next_run_at),
         "waiting": iso(s.waiting),
         "created_at": iso(s.created_at),

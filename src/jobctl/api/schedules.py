@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from jobctl.api.app import AllUsers, Context, Ctx, Who, owner_uid
+from jobctl.api.app import AllUsers, Context, Ctx, ListLimit, Who, owner_uid
 from jobctl.api.policy import Caller
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
 from jobctl.domain.schedule import Schedule
-from jobctl.errors import NotVisible
+from jobctl.errors import InvalidSchedule, NotVisible
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
@@ -44,7 +44,7 @@ async def list_schedules(
     ctx: Ctx,
     who: Who,
     deleted: bool = False,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: ListLimit = 1000,
     after: Annotated[str | None, Query(description="id of the last schedule seen")] = None,
     all_users: AllUsers = False,
 ) -> list[dict[str, Any]]:
@@ -54,16 +54,21 @@ async def list_schedules(
 
 
 @router.get("/{ref}", summary="One schedule (id or name) with next fires and history")
-async def show(ref: str, ctx: Ctx, who: Who, history: int = 10) -> dict[str, Any]:
+async def show(
+    ref: str, ctx: Ctx, who: Who, history: Annotated[int, Query(ge=1, le=500)] = 10
+) -> dict[str, Any]:
     sched = await visible(ctx, who, ref)
-    jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, max(1, min(history, 500)))
+    jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, history)
     if jobs:
         jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
-    fires = (
-        []
-        if sched.deleted_at
-        else sched.spec.timing.fires(max(sched.next_run_at, ctx.store.clock.now()) - _TICK, 5)
-    )
+    fires: list[datetime] = []
+    if not (sched.deleted_at or sched.broken_at):
+        try:
+            fires = sched.spec.timing.fires(
+                max(sched.next_run_at, ctx.store.clock.now()) - _TICK, 5
+            )
+        except InvalidSchedule:  # its zone left tzdata: shown, and broken when due
+            fires = []
     return detail_out(sched, fires, jobs, skips)
 
 

@@ -9,8 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    field_validator,
+)
 
+from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import (
     Attempt,
@@ -19,57 +28,141 @@ from jobctl.domain.models import (
     JobSpec,
     JobTemplate,
     QueueStats,
+    check_env_name,
     check_payload,
     trusted_spec,
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
+from jobctl.errors import InvalidInput
+
+
+def since_time(text: str | None) -> datetime | None:
+    """A ``since`` query parameter: an ISO-8601 time with an offset (a bare number is not
+    one), as :data:`TIME_SCHEMA` documents it."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        require_offset(when)
+    except ValueError as exc:
+        raise InvalidInput(f"since: {exc}") from None
+    return when
 
 
 def require_offset(v: datetime | None) -> datetime | None:
-    """Times on the wire are absolute: a naive one would mean the daemon's zone, silently."""
-    if v is not None and v.tzinfo is None:
+    """Times on the wire are absolute (a naive one would mean the daemon's zone, silently)
+    and inside the calendar the store and the schedules can compute with."""
+    if v is None:
+        return v
+    if v.tzinfo is None:
         raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
+    if not limits.MIN_TIME.year <= v.year < limits.MAX_TIME.year:  # as written (TIME_PATTERN)
+        raise ValueError(f"must be from {limits.MIN_TIME.year} to before {limits.MAX_TIME.year}")
+    return v
+
+
+def json_number(v: object) -> object:
+    """A number on the wire is a JSON number, as the OpenAPI document says (pydantic would
+    also take ``true`` or ``"5"``); an integral float such as 170.0 is an integer there."""
+    if isinstance(v, bool | str):
+        raise ValueError("must be a number")
+    return v
+
+
+def time_text(v: object) -> object:
+    """A time on the wire is an ISO-8601 string, as the OpenAPI document says (pydantic
+    would also take a number of seconds since the epoch)."""
+    if v is not None and not isinstance(v, str | datetime):
+        raise ValueError("must be an ISO-8601 time string, e.g. 2027-03-14T06:00:00Z")
     return v
 
 
 DeadReason = Literal[
     "max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"
 ]
+#: A time in the OpenAPI document: RFC 3339 with a year the API accepts.
+TIME_SCHEMA: dict[str, Any] = {"format": "date-time", "pattern": limits.TIME_PATTERN}
+#: Wire types with the limits of :mod:`jobctl.domain.limits` (also in the OpenAPI document).
+Text = Annotated[str, Field(pattern=limits.TEXT_PATTERN)]
+QueueName = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN)
+]
+#: After an integer's Field: the constraints stay in the OpenAPI document (before it they
+#: would be lost to the validator). Floats are ``StrictFloat`` (a JSON number, ints too):
+#: cheaper than a Python validator, and ``StrictInt`` would refuse 170.0, an integer to
+#: JSON Schema.
+NUMBER = BeforeValidator(json_number)
+JobId = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
+Seconds = Annotated[StrictFloat, Field(ge=0, le=limits.MAX_BACKOFF)]
+ExitCode = Annotated[int, Field(ge=0, le=255), NUMBER]
+Timeout = Annotated[StrictFloat, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIMEOUT)]
+#: Every wire model: unknown fields are a 422, and so are NaN and infinities.
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _env_schema(schema: dict[str, Any]) -> None:
+    """``env`` in the OpenAPI document: names and values as :func:`check_env_name` wants."""
+    schema.pop("patternProperties", None)
+    schema["propertyNames"] = {
+        "pattern": limits.ENV_NAME_PATTERN,
+        "not": {"pattern": f"^{limits.RESERVED_ENV_PREFIX}"},
+    }
+    schema["additionalProperties"] = {"type": "string", "pattern": limits.TEXT_PATTERN}
+
+
+def _command_schema(schema: dict[str, Any]) -> None:
+    """``command`` in the OpenAPI document: the program (the first item) is not empty."""
+    item = {"type": "string", "pattern": limits.NONEMPTY_TEXT_PATTERN}
+    schema["prefixItems"] = [item]
+
+
+def _valid_env_name(name: str) -> bool:
+    try:
+        check_env_name(name)
+    except InvalidInput:
+        return False
+    return True
 
 
 class BackoffIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    base: Annotated[float, Field(ge=0, le=86400 * 30)] = 10.0
-    cap: Annotated[float, Field(ge=0, le=86400 * 30)] = 3600.0
+    model_config = STRICT
+    base: Seconds = 10.0
+    cap: Seconds = 3600.0
 
 
 class JobTemplateIn(BaseModel):
     """What a job runs and how: the body of a job, or the template of a schedule."""
 
-    model_config = ConfigDict(extra="forbid")
-    command: Annotated[list[str], Field(min_length=1)]
-    queue: Annotated[str, Field(min_length=1, max_length=100)] = "default"
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None  # None: daemon default
-    timeout: Annotated[float, Field(gt=0, le=86400 * 365)] | None = None
+    model_config = STRICT
+    command: Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)]
+    queue: QueueName = "default"
+    priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
+        None  # None: daemon default
+    )
+    timeout: Timeout | None = None
     backoff: BackoffIn | None = None  # None: the daemon's default
-    env: dict[str, str] = Field(default_factory=dict)  # a factory: no deepcopy per job
-    cwd: Annotated[str, Field(min_length=1, max_length=4096)] = "/"
-    retry_on: list[Annotated[int, Field(ge=0, le=255)]] | None = None
-    no_retry_on: list[Annotated[int, Field(ge=0, le=255)]] = Field(default_factory=list)
+    env: Annotated[dict[str, Text], Field(json_schema_extra=_env_schema)] = Field(
+        default_factory=dict
+    )  # a factory: no deepcopy per job
+    cwd: Annotated[
+        str, Field(min_length=1, max_length=limits.MAX_CWD, pattern=limits.PATH_PATTERN)
+    ] = "/"
+    retry_on: list[ExitCode] | None = None
+    no_retry_on: list[ExitCode] = Field(default_factory=list)
 
-    @field_validator("cwd")
+    @field_validator("command")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must be an absolute path")
+    def _program(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("the program (the first item) must not be empty")
         return v
 
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not name or "=" in name or "\0" in name or name.startswith("JOBCTL_"):
+            if not _valid_env_name(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return v
 
@@ -99,9 +192,16 @@ class JobTemplateIn(BaseModel):
 class JobIn(JobTemplateIn):
     """A job to enqueue. ``run_at`` defaults to now; times need an offset (or ``Z``)."""
 
-    run_at: datetime | None = None
-    key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    run_at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
+    key: (
+        Annotated[
+            str,
+            Field(min_length=1, max_length=limits.MAX_KEY, pattern=limits.NONEMPTY_TEXT_PATTERN),
+        ]
+        | None
+    ) = None
 
+    _text = field_validator("run_at", mode="before")(time_text)
     _aware = field_validator("run_at")(require_offset)
 
     def to_spec(
@@ -122,27 +222,31 @@ class JobIn(JobTemplateIn):
         )
 
 
+#: The body of ``POST /v1/jobs``: one job, or a batch of 1 to ``MAX_BATCH``.
+EnqueueBody = JobIn | Annotated[list[JobIn], Field(min_length=1, max_length=limits.MAX_BATCH)]
+
+
 class ReplayIn(BaseModel):
     """Which dead jobs to replay, and how fast to release them (jobs per second)."""
 
-    model_config = ConfigDict(extra="forbid")
-    limit: Annotated[int, Field(ge=1, le=100_000)] = 10
-    ids: list[int] | None = None
-    queue: str | None = None
+    model_config = STRICT
+    limit: Annotated[int, Field(ge=1, le=limits.MAX_REPLAY), NUMBER] = 10
+    ids: Annotated[list[JobId], Field(max_length=limits.MAX_REPLAY)] | None = None
+    queue: QueueName | None = None
     reason: DeadReason | None = None
-    rate: Annotated[float, Field(gt=0, le=100_000)] | None = 1.0
+    rate: Annotated[StrictFloat, Field(ge=limits.MIN_RATE, le=limits.MAX_REPLAY_RATE)] | None = 1.0
     #: Without ids: everyone's dead jobs, not only the caller's (admins only).
-    all_users: bool = False
+    all_users: StrictBool = False
 
 
 class QueueIn(BaseModel):
     """Queue limits to change; a field left out keeps its value, null removes the limit."""
 
-    model_config = ConfigDict(extra="forbid")
-    concurrency: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
-    rate: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
-    burst: Annotated[int, Field(ge=1, le=1_000_000)] = 1
-    weight: Annotated[int, Field(ge=1, le=1000)] = 1
+    model_config = STRICT
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_CONCURRENCY), NUMBER] | None = None
+    rate: Annotated[StrictFloat, Field(ge=limits.MIN_RATE, le=limits.MAX_QUEUE_RATE)] | None = None
+    burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST), NUMBER] = 1
+    weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT), NUMBER] = 1
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:

@@ -4,26 +4,105 @@ The socket file is created with mode 0600 (0660 and the configured group when th
 daemon runs as root), so the file system decides who may talk to the daemon. Each
 connection's peer credentials (``SO_PEERCRED``) are read once and handed to every
 request on it, which is how a job's owner is known without trusting the request body.
+
+Connections are bounded (:class:`ConnectionLimits`, enforced by :class:`Gate` and the
+protocol): per peer uid and in total (admins: root, the daemon's own user and the admin
+group, are held to their per-uid bound only, so one user's hog cannot lock an
+administrator out), a request's
+headers in size and in time, and a kept-alive connection's silence (uvicorn's
+``timeout_keep_alive``). A connection over a bound is answered at once with a JSON error
+and closed; it never waits in the daemon holding a descriptor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import grp
+import json
+import logging
 import os
+import resource
 import socket
 import struct
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from jobctl.errors import DaemonLocked
 
 _PEERCRED = struct.Struct("3i")
+log = logging.getLogger("jobctl.api")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Bounds on API connections (settings ``max_connections``, ``max_connections_per_uid``,
+    ``max_header_bytes``, ``header_timeout``, ``idle_timeout``; docs/security.md)."""
+
+    total: int = 512
+    per_uid: int = 64
+    header_bytes: int = 64 * 1024
+    header_timeout: float = 10.0
+    idle_timeout: float = 5.0
+
+
+class Gate:
+    """Counts open connections per peer uid and in total; admits or refuses new ones.
+
+    The total is also held to half the open-file limit, so connections can never take
+    the descriptors that running commands and the store need.
+    """
+
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        nofile: int | None = None,
+        is_admin: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.limits = limits
+        if nofile is None:
+            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.total_cap = max(1, min(limits.total, nofile // 2))
+        self.total = 0
+        self.by_uid: dict[int, int] = {}
+        privileged = {0, os.geteuid()}
+        #: Admins (root, the daemon's user, the admin group) pass the total; asked only
+        #: when the total is reached.
+        self._is_admin = is_admin or privileged.__contains__
+        self._logged: dict[int, float] = {}
+
+    def admit(self, uid: int) -> str | None:
+        """Count a new connection of ``uid``; or the reason it is refused (not counted)."""
+        mine = self.by_uid.get(uid, 0)
+        if mine >= self.limits.per_uid:
+            return self._refused(uid, f"uid {uid} has {mine} connections open (limit per uid)")
+        if self.total >= self.total_cap and not self._is_admin(uid):
+            return self._refused(uid, f"{self.total} connections open (limit in total)")
+        self.by_uid[uid] = mine + 1
+        self.total += 1
+        return None
+
+    def release(self, uid: int) -> None:
+        left = self.by_uid.get(uid, 0) - 1
+        if left > 0:
+            self.by_uid[uid] = left
+        else:
+            self.by_uid.pop(uid, None)
+        self.total -= 1
+
+    def _refused(self, uid: int, reason: str) -> str:
+        now = time.monotonic()  # one log line per uid per 10 s: refusals come in floods
+        if now - self._logged.get(uid, -1e9) >= 10:
+            self._logged[uid] = now
+            log.warning("event=connection_refused uid=%d reason=%s", uid, json.dumps(reason))
+        return f"too many connections: {reason}; try again shortly"
 
 
 class GilFreeWrites:
@@ -59,9 +138,19 @@ class GilFreeWrites:
 
 
 class PeerCredProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, plus the peer's credentials at accept in
-    ``request.state`` (``peer_uid``, ``peer_gid``, ``peer_pid``) and writes that leave the
-    GIL to other threads (:class:`GilFreeWrites`)."""
+    """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
+    in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, writes that leave the GIL
+    to other threads (:class:`GilFreeWrites`) and the connection bounds of a
+    :class:`Gate`: count per uid, header size and header time."""
+
+    def __init__(self, *args: Any, gate: Gate | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gate = gate
+        self._counted: int | None = None  # the uid this connection counts against
+        self._header_bytes = 0  # of the request whose headers are being read
+        self._in_headers = True
+        self._boundary = False  # a request ended in the chunk being read
+        self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -72,6 +161,77 @@ class PeerCredProtocol(HttpToolsProtocol):
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
         pid, uid, gid = _PEERCRED.unpack(raw)
         self.app_state = {**self.app_state, "peer_uid": uid, "peer_gid": gid, "peer_pid": pid}
+        if self._gate is None:
+            return
+        refused = self._gate.admit(uid)
+        if refused is not None:
+            self._answer(503, "too_many_connections", refused, b"retry-after: 1\r\n")
+            return
+        self._counted = uid
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        if self._gate is not None and self._counted is not None:
+            self._gate.release(self._counted)
+            self._counted = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._boundary = False
+        super().data_received(data)
+        if self._gate is None or not self._in_headers or self.transport.is_closing():
+            return
+        if self._boundary:  # a request ended in this chunk: its tail is no header
+            return
+        # Still inside a request's headers after this chunk: httptools keeps a partial
+        # header in memory, so an endless one is cut off here.
+        self._header_bytes += len(data)
+        limit = self._gate.limits.header_bytes
+        if self._header_bytes > limit:
+            message = f"the request headers are over {limit} bytes"
+            self._answer(431, "header_too_large", message)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._header_timer is None:  # the first request's runs from the connect
+            self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._header_bytes = 0
+        self._disarm_header_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_headers = True
+        self._header_bytes = 0
+        self._boundary = True
+
+    def _arm_header_timer(self) -> None:
+        if self._gate is not None:
+            self._header_timer = self.loop.call_later(
+                self._gate.limits.header_timeout, self._header_timed_out
+            )
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timed_out(self) -> None:
+        self._header_timer = None
+        if self._in_headers and not self.transport.is_closing():
+            self._answer(408, "header_timeout", "the request headers took too long")
+
+    def _answer(self, status: int, code: str, message: str, extra: bytes = b"") -> None:
+        """Answer with a JSON error and close, whatever state the request is in."""
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        head = b"content-type: application/json\r\nconnection: close\r\n" + extra
+        length = b"content-length: %d\r\n\r\n" % len(body)
+        self.transport.write(b"".join([STATUS_LINE[status], head, length, body]))
+        self.transport.close()
 
 
 class Server(uvicorn.Server):
@@ -94,8 +254,14 @@ class Server(uvicorn.Server):
 
 
 def bind_socket(path: Path, group: str | None = None) -> socket.socket:
-    """Create the listening socket; refuse if a live daemon already answers on it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o755 if os.geteuid() == 0 else 0o700)
+    """Create the listening socket; refuse if a live daemon already answers on it.
+
+    Its directory is made 0700, or 0755 for root (so the socket's group can reach the
+    socket, as systemd's ``RuntimeDirectoryMode=0755`` does), whatever the umask.
+    """
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o755 if os.geteuid() == 0 else 0o700)
     if path.exists() or path.is_symlink():
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -120,14 +286,28 @@ def bind_socket(path: Path, group: str | None = None) -> socket.socket:
     return sock
 
 
-def make_server(app: Any) -> Server:
+def make_server(
+    app: Any,
+    limits: ConnectionLimits | None = None,
+    is_admin: Callable[[int], bool] | None = None,
+) -> Server:
+    limits = limits or ConnectionLimits()
+    gate = Gate(limits, is_admin=is_admin)
+    if gate.total_cap < limits.total:
+        log.warning(
+            "event=max_connections_lowered max_connections=%d to=%d reason=%s",
+            limits.total,
+            gate.total_cap,
+            json.dumps("half the open-file limit"),
+        )
     config = uvicorn.Config(
         app,
-        http=PeerCredProtocol,
+        http=functools.partial(PeerCredProtocol, gate=gate),  # type: ignore[arg-type]
         lifespan="off",
         access_log=False,
         log_config=None,
         timeout_graceful_shutdown=5,
+        timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
         loop="none",
     )
     return Server(config)

@@ -128,6 +128,7 @@ def _group_exists(name: str) -> bool:
 def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> DaemonConfig:
     """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones);
     ``view`` is what GET /v1/config serves (see :func:`served_view`)."""
+    from jobctl.api.server import ConnectionLimits
     from jobctl.domain.models import Backoff
     from jobctl.domain.retry import RetryDefaults
     from jobctl.engine.daemon import DaemonConfig
@@ -144,6 +145,14 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         shutdown_grace=settings.shutdown_grace,
         socket_group=settings.socket_group,
         metrics_listen=settings.metrics_listen,
+        job_umask=int(settings.job_umask, 8),
+        limits=ConnectionLimits(
+            total=settings.max_connections,
+            per_uid=settings.max_connections_per_uid,
+            header_bytes=settings.max_header_bytes,
+            header_timeout=settings.header_timeout,
+            idle_timeout=settings.idle_timeout,
+        ),
         retry=RetryDefaults(
             settings.retry_max_attempts,
             Backoff(settings.retry_backoff_base, settings.retry_backoff_cap),

@@ -166,8 +166,9 @@ def status_view(s: dict[str, Any]) -> None:
     sch = s.get("schedules")
     if sch and sch["total"]:
         lag = f", materializer lag {format_duration(sch['lag'])}" if sch["lag"] else ""
+        broken = f", [red]{sch['broken']} broken[/]" if sch.get("broken") else ""
         console.print(
-            f"schedules: {sch['total']} ({sch['paused']} paused); skipped occurrences: "
+            f"schedules: {sch['total']} ({sch['paused']} paused{broken}); skipped occurrences: "
             f"{sch['misfire_skips']} misfire, {sch['overlap_skips']} overlap, "
             f"{sch['pause_skips']} while paused{lag}"
         )
@@ -194,8 +195,21 @@ def in_zone(text: str | None, tz: str) -> str:
         return "-"
     from zoneinfo import ZoneInfo
 
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(ZoneInfo(tz))
-    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    try:
+        zone = ZoneInfo(tz)
+    except (KeyError, ValueError, OSError):  # a zone this host does not know (tzdata)
+        return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def schedule_state(s: dict[str, Any]) -> str:
+    """deleted, paused, broken (an occurrence could not be materialized) or active."""
+    if s["deleted"]:
+        return "deleted"
+    if s["paused"]:
+        return "paused"
+    return "broken" if s.get("broken") else "active"
 
 
 def _timing(s: dict[str, Any]) -> str:
@@ -208,7 +222,7 @@ def schedules_table(schedules: list[dict[str, Any]]) -> Table:
         table.add_column(col, no_wrap=col != "NAME")
     for s in schedules:
         skips = s["misfire_skips"] + s["overlap_skips"] + s["pause_skips"]
-        state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+        state = schedule_state(s)
         table.add_row(
             s["id"],
             s["name"] or "",
@@ -217,19 +231,30 @@ def schedules_table(schedules: list[dict[str, Any]]) -> Table:
             "-" if s["deleted"] else in_zone(s["next_run_at"], s["tz"]),
             f"{s['misfire']}/{s['overlap']}",
             str(skips),
-            state,
+            f"[red]{state}[/]" if state == "broken" else state,
         )
     return table
 
 
+def _broken_fields(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Why a schedule is broken, and how to try it again."""
+    if not s.get("broken") or s["deleted"]:
+        return []
+    return [
+        ("broken", f"since {s['broken_at']}: {esc(s['broken_reason'] or '')}"),
+        ("", "fix the cause, then 'jobctl schedules resume' tries the occurrence again"),
+    ]
+
+
 def schedule_detail(s: dict[str, Any]) -> None:
     tz = s["tz"]
-    state = "deleted" if s["deleted"] else "paused" if s["paused"] else "active"
+    state = schedule_state(s)
     skip = s["last_skip"]
     fields = [
         ("id", s["id"]),
         ("name", s["name"] or "-"),
         ("state", state),
+        *_broken_fields(s),
         ("when", f"{_timing(s)}  ({s['description']})"),
         ("time zone", tz),
         ("misfire", f"{s['misfire']} (catch-up limit {s['catch_up_limit']})"),

@@ -124,7 +124,11 @@ def pause(ref: Ref, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
 
 @app.command("resume")
 def resume(ref: Ref, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
-    """Continue from the next occurrence; those that passed while paused are recorded."""
+    """Continue from the next occurrence; those that passed while paused are recorded.
+
+    A broken schedule (one whose occurrence could not be materialized) is tried again
+    from the occurrence that failed.
+    """
     out = _action(ref, "resume", json_, socket)
     if not json_:
         skipped = out.get("skipped_while_paused", 0)

@@ -24,6 +24,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
     for cls in (
         errors.InvalidInput,
         errors.InvalidSchedule,
+        errors.HeaderTooLarge,
         errors.NotFound,
         errors.Forbidden,
         errors.Conflict,
@@ -31,7 +32,9 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.IllegalTransition,
         errors.LeaseLost,
         errors.DaemonLocked,
+        errors.TooManyConnections,
         errors.StoreError,
+        errors.UnsafePath,
     )
 }
 

@@ -89,7 +89,7 @@ class UnixTransport:
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(data)}")
         try:
-            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+            self._write(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
             status, ctype, payload, keep = self._response(method, reused)
         except BaseException:
             self.close()
@@ -98,6 +98,20 @@ class UnixTransport:
             self.close()
         self._last_used = self._monotonic()
         return status, ctype, payload
+
+    def _write(self, sock: _socket.socket, data: bytes) -> None:
+        """Send ``data``. A daemon over its connection limits answers (503) and closes
+        without reading the request, so the write fails (EPIPE) with that answer waiting
+        to be read: the failure is raised only when there is no answer."""
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            try:
+                got = self._recv()
+            except OSError:
+                got = False
+            if not got:
+                raise exc from None
 
     def _response(self, method: str, reused: bool) -> tuple[int, str, bytes, bool]:
         """Read one response: (status, content type, body, connection still usable)."""

@@ -11,13 +11,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
+from jobctl.domain import limits
+from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import InvalidInput
 
-#: Command plus environment above this many bytes is refused: a job row is not a blob store.
-MAX_PAYLOAD_BYTES = 64 * 1024
 DEFAULT_QUEUE = "default"
 
 
@@ -29,8 +29,8 @@ class Backoff:
     cap: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.base < 0 or self.cap < self.base:
-            raise InvalidInput("backoff needs 0 <= base <= cap")
+        if not 0 <= self.base <= self.cap <= limits.MAX_BACKOFF:
+            raise InvalidInput(f"backoff needs 0 <= base <= cap <= {limits.MAX_BACKOFF:.0f}s")
 
     def ceiling(self, failures: int) -> float:
         """Upper bound of the wait before the retry that follows ``failures`` failures."""
@@ -50,6 +50,70 @@ def check_payload(command: tuple[str, ...], env: tuple[tuple[str, str], ...]) ->
             f"command plus env is {size} bytes, over the {MAX_PAYLOAD_BYTES}-byte limit",
             limit=MAX_PAYLOAD_BYTES,
         )
+
+
+class _JobFields(Protocol):
+    """What a job and a template share (:func:`check_job_fields` checks them)."""
+
+    @property
+    def command(self) -> tuple[str, ...]: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def cwd(self) -> str: ...
+
+
+def check_job_fields(job: _JobFields) -> None:
+    """Refuse what the store could not keep or the executor could not start, with the
+    limits of :mod:`jobctl.domain.limits` (the API's wire models apply the same ones)."""
+    _check_command(job.command)
+    if not 1 <= job.max_attempts <= limits.MAX_ATTEMPTS:
+        raise InvalidInput(f"max_attempts must be 1-{limits.MAX_ATTEMPTS}")
+    if not limits.MIN_PRIORITY <= job.priority <= limits.MAX_PRIORITY:
+        raise InvalidInput(f"priority must be {limits.MIN_PRIORITY} to {limits.MAX_PRIORITY}")
+    t = job.timeout
+    if t is not None and not limits.MIN_TIMEOUT <= t <= limits.MAX_TIMEOUT:
+        raise InvalidInput(
+            f"timeout must be {limits.MIN_TIMEOUT:g} to {limits.MAX_TIMEOUT:.0f} seconds",
+            limit=limits.MIN_TIMEOUT,
+        )
+    if not (0 < len(job.queue) <= limits.MAX_QUEUE_NAME and clean_text(job.queue)):
+        raise InvalidInput(f"queue must be 1-{limits.MAX_QUEUE_NAME} characters, without NUL")
+    if not (job.cwd.startswith("/") and len(job.cwd) <= limits.MAX_CWD and clean_text(job.cwd)):
+        raise InvalidInput(f"cwd must be an absolute path of 1-{limits.MAX_CWD} characters")
+    for name, value in job.env:
+        check_env_name(name)
+        if not clean_text(value):
+            raise InvalidInput(f"environment variable {name!r}: the value holds a NUL byte")
+    check_payload(job.command, job.env)
+
+
+def _check_command(command: tuple[str, ...]) -> None:
+    if not command or not all(isinstance(a, str) for a in command):
+        raise InvalidInput("command must be a non-empty list of strings")
+    if not command[0]:
+        raise InvalidInput("command[0] (the program) must not be empty")
+    if not all(map(clean_text, command)):
+        raise InvalidInput("command: an argument holds a NUL byte")
+
+
+def check_env_name(name: str) -> None:
+    """An environment variable name a job may set (the ``JOBCTL_`` names are the daemon's)."""
+    if (
+        not name
+        or "=" in name
+        or not clean_text(name)
+        or name.startswith(limits.RESERVED_ENV_PREFIX)
+    ):
+        raise InvalidInput(f"invalid environment variable name {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +137,11 @@ class JobSpec:
     no_retry_on: tuple[int, ...] = ()  # these exit codes are not retried
 
     def __post_init__(self) -> None:
-        if not self.command or not all(isinstance(a, str) for a in self.command):
-            raise InvalidInput("command must be a non-empty list of strings")
-        if self.max_attempts < 1:
-            raise InvalidInput("max_attempts must be >= 1")
-        if self.timeout is not None and self.timeout <= 0:
-            raise InvalidInput("timeout must be > 0 seconds")
-        if not self.queue or len(self.queue) > 100:
-            raise InvalidInput("queue must be 1-100 characters")
-        if self.key is not None and not 0 < len(self.key) <= 512:
-            raise InvalidInput("key must be 1-512 characters")
-        check_payload(self.command, self.env)
+        check_job_fields(self)
+        if self.key is not None and not (
+            0 < len(self.key) <= limits.MAX_KEY and clean_text(self.key)
+        ):
+            raise InvalidInput(f"key must be 1-{limits.MAX_KEY} characters, without NUL")
 
     def fingerprint(self) -> str:
         """Identity of the body for idempotent enqueue.
@@ -170,6 +228,11 @@ class JobTemplate:
     cwd: str = "/"
     retry_on: tuple[int, ...] | None = None
     no_retry_on: tuple[int, ...] = ()
+
+    def check(self, owner_uid: int) -> None:
+        """Refuse a template whose jobs the store would refuse (checked when a schedule is
+        created, not when it is read: a stored one that fails is marked broken instead)."""
+        self.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
 
     def to_spec(
         self,
@@ -292,6 +355,9 @@ class AttemptResult:
     #: A failure no retry can mend (its owner may no longer run jobs): the job is dead
     #: with this reason whatever budget it has left.
     dead_reason: str | None = None
+    #: The command could not be started for want of a resource (descriptors, memory,
+    #: disk): retried with backoff and without using the budget (domain/retry.py).
+    transient: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
 #: This many attempts in a row ending with a lost lease make a job poison: it most likely
 #: kills or hangs whatever runs it, so it is not offered to a worker again.
 POISON_LEASE_EXPIRIES = 3
+#: A start that failed for want of a resource waits at least this long before the next.
+TRANSIENT_MIN_DELAY = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +57,16 @@ def next_step(
     rng: random.Random,
     lease_expiries: int = 0,
     dead_reason: str | None = None,
+    transient: bool = False,
 ) -> Step:
     """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
 
     ``lease_expiries``: attempts in a row, this one included, that ended with a lost lease.
     ``dead_reason``: a failure that must not be retried (:class:`AttemptResult`'s).
+    ``transient``: a failure to start for want of a resource (see :func:`transient_step`).
     """
+    if outcome is Outcome.FAILED and transient:
+        return transient_step(job, now, rng)
     failures = job.failures + (1 if outcome.uses_budget else 0)
     if outcome is Outcome.SUCCEEDED:
         return Step(JobStatus.SUCCEEDED, failures)
@@ -79,3 +85,15 @@ def next_step(
         return Step(JobStatus.DEAD, failures, dead_reason=reason.get(outcome, "max_attempts"))
     delay = rng.uniform(0.0, job.spec.backoff.ceiling(failures))
     return Step(JobStatus.SCHEDULED, failures, run_at=now + timedelta(seconds=delay))
+
+
+def transient_step(job: Job, now: datetime, rng: random.Random) -> Step:
+    """The host ran out of descriptors, memory or disk when the command was to start: not
+    the job's fault, so it costs no attempt of the budget and is never a reason to die.
+    It waits with the job's backoff, counted over the attempts that used no budget, with
+    "equal jitter" (between half the ceiling and the ceiling) and at least
+    :data:`TRANSIENT_MIN_DELAY`, so a host out of descriptors is not hammered."""
+    free = max(1, job.attempt - job.failures)
+    ceiling = max(TRANSIENT_MIN_DELAY, job.spec.backoff.ceiling(free))
+    delay = rng.uniform(ceiling / 2, ceiling)
+    return Step(JobStatus.SCHEDULED, job.failures, run_at=now + timedelta(seconds=delay))

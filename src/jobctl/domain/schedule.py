@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobctl.domain.cron import load_zone, next_fire, parse_cron
+from jobctl.domain.limits import MAX_EVERY, MIN_EVERY
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput, InvalidSchedule
@@ -44,13 +45,26 @@ class Timing:
         if (self.cron is None) == (self.every is None):
             raise InvalidSchedule("a schedule needs exactly one of cron or every")
         if self.every is not None:
-            if self.every < 1:
-                raise InvalidSchedule("every must be at least 1s")
+            if not MIN_EVERY <= self.every <= MAX_EVERY:
+                raise InvalidSchedule(
+                    f"every must be at least {MIN_EVERY:.0f}s and at most {MAX_EVERY:.0f}s"
+                )
             if self.anchor is None:
                 raise InvalidSchedule("an interval schedule needs an anchor time")
         else:
             parse_cron(self.cron or "")
         _zone(self.tz)
+
+    @classmethod
+    def unchecked(
+        cls, tz: str, cron: str | None, every: float | None, anchor: datetime | None
+    ) -> Timing:
+        """A stored timing that no longer validates (its zone left tzdata), for showing
+        it: the schedule is listed, and the materializer marks it broken."""
+        timing = object.__new__(cls)
+        for name, value in (("tz", tz), ("cron", cron), ("every", every), ("anchor", anchor)):
+            object.__setattr__(timing, name, value)
+        return timing
 
     def next_after(self, after: datetime) -> datetime:
         """The first nominal fire time strictly after ``after`` (UTC)."""
@@ -252,6 +266,10 @@ class Schedule:
     last_skip_at: datetime | None
     last_skip_reason: str | None
     last_skip_nominal: datetime | None
+    #: Set when an occurrence could not be built or stored: the materializer skips the
+    #: schedule (everything else goes on) until ``resume`` tries that occurrence again.
+    broken_at: datetime | None = None
+    broken_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,11 +282,12 @@ class SkipRecord:
 
 @dataclass(frozen=True, slots=True)
 class Materialized:
-    """What one materializer pass did: jobs created and skips recorded."""
+    """What one materializer pass did: jobs created, skips recorded, schedules broken."""
 
-    schedules: int
+    schedules: int  # how many were handled (broken ones included)
     created: tuple[tuple[str, int, datetime], ...]  # (schedule id, job id, nominal)
     skipped: tuple[SkipRecord, ...]
+    broken: tuple[tuple[str, str], ...] = ()  # (schedule id, reason)
 
 
 __all__ = [

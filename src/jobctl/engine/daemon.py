@@ -19,18 +19,18 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobctl import __version__
+from jobctl import __version__, files
 from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.app import Hooks, create_app
-from jobctl.api.server import Server, bind_socket, make_server
+from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.engine import systemd
+from jobctl.engine import process, systemd
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
@@ -66,6 +66,13 @@ class DaemonConfig:
     #: Seconds an audit record is kept.
     audit_retention: float = DEFAULT_AUDIT_RETENTION
     retry: RetryDefaults = DEFAULT_RETRY
+    #: The commands' umask (``job_umask``).
+    job_umask: int = 0o077
+    #: The open-file soft limit commands get back (the daemon's own at start, before
+    #: :func:`run_daemon` raised it); None: leave theirs as inherited.
+    child_nofile: int | None = None
+    #: Bounds on API connections (api/server.py).
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     clock: Clock = field(default_factory=SystemClock)
     #: Every setting and its source, as ``jobctl config show --json`` prints them; served
     #: to admins at GET /v1/config so ``config show`` describes the running daemon.
@@ -93,6 +100,7 @@ class Daemon:
 
     async def run(self, on_ready: Callable[[], None] = lambda: None) -> None:
         cfg = self.config
+        files.prepare_state(cfg.db, log_dir(cfg))
         store = SqliteStore(cfg.db, cfg.clock)
         astore = AsyncStore(store)
         try:
@@ -113,7 +121,8 @@ class Daemon:
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
-        server = make_server(create_app(astore, self._hooks(parts), parts.metrics))
+        app = create_app(astore, self._hooks(parts), parts.metrics)
+        server = make_server(app, cfg.limits, parts.access.is_admin)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -186,10 +195,11 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         if claim.job.spec.schedule_id is not None:
             materializer.wake()  # a queued occurrence may wait for this job
 
+    launch = process.Launch(cfg.job_umask, cfg.child_nofile)
     executor = Executor(
         astore,
         cfg.clock,
-        ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, cfg.db.parent / "logs"),
+        ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, log_dir(cfg), launch),
         owner,
         on_finish=finished,
         metrics=metrics,
@@ -199,6 +209,11 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     return Parts(executor, timer, materializer, reaper, metrics, access)
+
+
+def log_dir(cfg: DaemonConfig) -> Path:
+    """Attempt logs live beside the database."""
+    return cfg.db.parent / "logs"
 
 
 async def _until_serving(server: Server, server_task: asyncio.Task[None]) -> None:
@@ -279,8 +294,19 @@ def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
     root.propagate = False
 
 
+def harden_process(config: DaemonConfig) -> DaemonConfig:
+    """What the daemon process sets on itself at start: umask 077 (whatever it creates is
+    private) and the open-file soft limit raised to the hard one (idle connections and
+    running commands hold descriptors). Commands get the old limit back."""
+    os.umask(files.DAEMON_UMASK)
+    old, new = process.raise_nofile()
+    log.debug("event=nofile_limit soft_was=%d soft=%d for_commands=%d", old, new, old)
+    return replace(config, child_nofile=old if new != old else None)
+
+
 def run_daemon(config: DaemonConfig) -> None:
     """Run in the foreground until SIGTERM/SIGINT (what ``jobctl daemon`` calls)."""
+    config = harden_process(config)
     try:
         import uvloop
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,6 +40,8 @@ class ExecutorConfig:
     lease_ttl: float = 30.0
     kill_grace: float = 10.0
     log_dir: Path = Path("logs")
+    #: How commands start: their umask and open-file limit (engine/process.py).
+    launch: process.Launch = field(default_factory=process.Launch)
 
     @property
     def heartbeat_every(self) -> float:
@@ -114,11 +116,15 @@ class Executor:
         try:
             # Creating the log file costs kernel time; on a thread it overlaps the loop.
             fd = await process.open_log_off_loop(path)
-            run = process.spawn(claim, path, self.owner, loop, fd)
+            run = process.spawn(claim, path, self.owner, loop, fd, self.config.launch)
         except OSError as exc:
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}"))
+            await self._finish(claim, _not_started(exc))
+            return
+        except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
+            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
+            error = f"cannot start: {type(exc).__name__}: {exc}"
+            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
         if log.isEnabledFor(logging.INFO):
@@ -296,6 +302,16 @@ class Executor:
             await asyncio.gather(self._heartbeats, return_exceptions=True)
 
 
+def _not_started(exc: OSError) -> AttemptResult:
+    """A command that could not be started: for want of a resource, retried for free
+    later; else as a shell says it (127 not found, 126 cannot execute), not retried."""
+    if process.is_transient(exc):
+        error = f"cannot start for now (retried later, no attempt used): {exc}"
+        return AttemptResult(Outcome.FAILED, None, error, transient=True)
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}")
+
+
 def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
     reason = run.stop_reason
     timeout = run.claim.job.spec.timeout
@@ -307,6 +323,9 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
         return AttemptResult(Outcome.CANCELLED, code, reason, tail)
     if code == 0:
         return AttemptResult(Outcome.SUCCEEDED, 0, None, tail)
+    cwd = process.cwd_failure(code, tail, run.claim)
+    if cwd is not None:
+        return AttemptResult(Outcome.FAILED, cwd[0], cwd[1], tail)
     if code < 0:
         return AttemptResult(Outcome.FAILED, code, f"killed by signal {-code}", tail)
     return AttemptResult(Outcome.FAILED, code, f"exit code {code}", tail)

@@ -4,7 +4,8 @@ Each pass asks the store to materialize a batch of schedules — create the occu
 jobs, record skips, advance each schedule's cursor, all in one transaction — until no
 schedule is due, then sleeps until the earliest ``next_run_at``. Creating, resuming or
 triggering a schedule, and the end of a job that a queued occurrence waits for, wake
-it early. Every skip is logged here as well as recorded in the store.
+it early. Every skip is logged here as well as recorded in the store, and so is every
+schedule the store marked broken (it could not be materialized; the others go on).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.schedule import Materialized, nominal_text
 from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
+from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.materializer")
@@ -51,6 +53,9 @@ class Materializer(Service):
         return await self._store.run(self._store.store.schedule_wakeup)
 
     def _report(self, done: Materialized) -> None:
+        for sid, reason in done.broken:
+            # Once per schedule: a broken one is left out of later passes until resumed.
+            log.error("event=schedule_broken schedule=%s reason=%s", sid, logval(reason))
         for sid, job_id, nominal in done.created:
             log.info(
                 "event=enqueued schedule=%s job=%s scheduled_for=%s",

@@ -274,8 +274,10 @@ class StoreGauges:
         for name in sorted({q.queue for q in snap.stats} | set(snap.paused)):
             fam["paused"].add_metric([name], float(snap.paused.get(name, False)))
         total, paused = snap.schedules.get("total", 0), snap.schedules.get("paused", 0)
-        fam["schedules"].add_metric(["active"], total - paused)
+        broken = snap.schedules.get("broken", 0)
+        fam["schedules"].add_metric(["active"], total - paused - broken)
         fam["schedules"].add_metric(["paused"], paused)
+        fam["schedules"].add_metric(["broken"], broken)
         fam["materializer"].add_metric([], _age(snap.now, snap.schedules.get("next_run_at")))
         return fam.values()
 

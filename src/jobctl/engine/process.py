@@ -5,14 +5,23 @@ Each attempt runs as the leader of a new session (so of a new process group): st
 copies output through itself). The exit is watched through a pidfd on the event loop,
 so thousands of running commands need no threads. Stopping a job means signalling its
 whole group: SIGTERM, then SIGKILL after a grace period.
+
+A root daemon runs each command as its owner: the child drops privileges (group, the
+owner's supplementary groups, then uid) and only then enters the job's directory, as
+the owner, through a tiny ``/bin/sh`` trampoline (:data:`TRAMPOLINE`): Popen itself
+would ``chdir`` *before* dropping privileges, so a directory the owner cannot enter
+would be entered anyway. The trampoline also gives the command back the open-file
+limit the daemon started with (the daemon raises its own, see :class:`Launch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import pwd
+import resource
 import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from jobctl import files
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
 
@@ -42,13 +52,77 @@ class Running:
     stopping: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
-@cache
+#: Errors that say the host (or the owner) is out of a resource for now, not that the
+#: command is broken: an attempt that meets one at start is retried later, for free.
+TRANSIENT_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM, errno.ENOSPC, errno.EDQUOT}
+)
+
+#: Run by ``/bin/sh -c`` *after* the privilege drop: ``$1`` the open-file soft limit to
+#: give back (empty: leave it), ``$2`` the working directory, ``$3``/``$4`` ``=VALUE`` of
+#: the job's own ``OLDPWD``/``PWD`` or empty (the shell sets both on ``cd``; they are put
+#: back as the job gave them, so the command's environment is exactly the job's), then
+#: the command. A directory the owner cannot enter ends it with :data:`CWD_FAILED`.
+TRAMPOLINE = (
+    '[ -z "$1" ] || ulimit -S -n "$1" 2>/dev/null; '
+    'cd -P -- "$2" 2>/dev/null || { echo "jobctl: cannot enter the working directory" >&2; '
+    "exit 125; }; "
+    "case $3 in =*) OLDPWD=${3#=} ;; *) unset OLDPWD ;; esac; "
+    "case $4 in =*) PWD=${4#=} ;; *) unset PWD ;; esac; "
+    'shift 4; exec "$@"'
+)
+#: What the trampoline leaves in the log (and its exit status) when ``cd`` failed.
+CWD_FAILED = (125, b"jobctl: cannot enter the working directory\n")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How commands are started, the same for every attempt of this daemon.
+
+    ``umask``: the commands' file mode mask (``job_umask``). ``nofile``: the open-file
+    soft limit commands get back when the daemon raised its own (:func:`raise_nofile`);
+    None when it did not.
+    """
+
+    umask: int = 0o077
+    nofile: int | None = None
+
+
+def raise_nofile() -> tuple[int, int]:
+    """Raise this process's open-file soft limit to its hard limit (idle connections and
+    running commands hold descriptors; a daemon at 1,024 runs out). Returns the old and
+    the new soft limit; commands get the old one back (:class:`Launch`)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= soft:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        return soft, soft
+    return soft, hard
+
+
+def is_transient(exc: OSError) -> bool:
+    """Whether starting failed only for want of a resource (descriptors, memory, disk)."""
+    return exc.errno in TRANSIENT_ERRNOS
+
+
 def _account(uid: int) -> tuple[str, str, str, int]:
+    """The owner's name, home, shell and group; a failed lookup is not remembered (it may
+    have failed for want of descriptors), a found one is."""
+    found = _ACCOUNTS.get(uid)
+    if found is not None:
+        return found
     try:
         pw = pwd.getpwuid(uid)
     except KeyError:
         return (str(uid), "/", "/bin/sh", uid)
-    return (pw.pw_name, pw.pw_dir or "/", pw.pw_shell or "/bin/sh", pw.pw_gid)
+    found = (pw.pw_name, pw.pw_dir or "/", pw.pw_shell or "/bin/sh", pw.pw_gid)
+    _ACCOUNTS[uid] = found
+    return found
+
+
+_ACCOUNTS: dict[int, tuple[str, str, str, int]] = {}
 
 
 def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
@@ -91,13 +165,14 @@ def spawn(
     lease_owner: str,
     loop: asyncio.AbstractEventLoop,
     log_fd: int,
+    launch: Launch | None = None,
 ) -> Running:
     """Start the claim's command; raises OSError when it cannot be started at all.
 
     ``log_fd``: the log opened with :func:`open_log` (closed here in any case).
     """
     try:
-        proc = _popen(claim, lease_owner, log_fd)
+        proc = _popen(claim, lease_owner, log_fd, launch or Launch())
     finally:
         os.close(log_fd)
     exited: asyncio.Future[int] = loop.create_future()
@@ -105,29 +180,70 @@ def spawn(
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
     # watcher does not reap the child before it is read, so the pid cannot be reused.
     start = asyncio.wrap_future(_START_READER.submit(process_start_time, proc.pid), loop=loop)
-    _watch_exit(proc, exited, loop, start)
+    try:
+        _watch_exit(proc, exited, loop, start)
+    except OSError:  # no descriptor for the pidfd: stop it now, it is retried later
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     return Running(claim, proc, exited, log_path, start)
 
 
-def _popen(claim: Claim, lease_owner: str, out: int) -> subprocess.Popen[bytes]:
+def _popen(claim: Claim, lease_owner: str, out: int, launch: Launch) -> subprocess.Popen[bytes]:
     spec = claim.job.spec
     creds: dict[str, object] = {}
     if os.geteuid() == 0 and spec.owner_uid != 0:
-        # A root daemon runs each command as the user who submitted it, never as root.
+        # A root daemon runs each command as the user who submitted it, never as root:
+        # Popen sets the groups (exactly the owner's: gh-94632), then the group, then uid.
         name, _, _, gid = _account(spec.owner_uid)
         creds = {"user": spec.owner_uid, "group": gid, "extra_groups": os.getgrouplist(name, gid)}
+    env = command_env(claim, lease_owner)
+    argv = list(spec.command)
+    cwd: str | None = spec.cwd
+    if creds or launch.nofile is not None:
+        # Enter the directory after the drop (Popen's cwd= would enter it as root).
+        argv = [*trampoline(spec.cwd, env, launch.nofile), *argv]
+        cwd = None
     proc: subprocess.Popen[bytes] = subprocess.Popen(
-        list(spec.command),
+        argv,
         stdin=_devnull(),
         stdout=out,
         stderr=subprocess.STDOUT,
-        cwd=spec.cwd,
-        env=command_env(claim, lease_owner),
+        cwd=cwd,
+        env=env,
         start_new_session=True,
         close_fds=True,
+        umask=launch.umask,
         **creds,  # type: ignore[call-overload]
     )
     return proc
+
+
+def trampoline(cwd: str, env: dict[str, str], nofile: int | None) -> list[str]:
+    """The argv prefix that runs a command through :data:`TRAMPOLINE`."""
+
+    def given(name: str) -> str:
+        return "=" + env[name] if name in env else ""
+
+    limit = "" if nofile is None else str(nofile)
+    return ["/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD")]
+
+
+def cwd_failure(code: int, tail: str, claim: Claim) -> tuple[int, str] | None:
+    """(exit code, error) if the trampoline could not enter the job's directory: it
+    exited 125 and the log holds its one line only (the command never ran)."""
+    if code != CWD_FAILED[0] or tail.encode() != CWD_FAILED[1]:
+        return None
+    cwd, uid = claim.job.spec.cwd, claim.job.spec.owner_uid
+    try:
+        is_dir = Path(cwd).is_dir()
+        why = "permission denied" if is_dir else "not a directory"
+    except OSError:
+        is_dir, why = False, "cannot be read"
+    if not is_dir and not os.path.lexists(cwd):
+        return 127, f"cannot start: no such working directory {cwd}"
+    who = f"uid {uid} ({_account(uid)[0]})"
+    return 126, f"cannot start: {who} cannot enter the working directory {cwd}: {why}"
 
 
 async def open_log_off_loop(path: Path) -> int:
@@ -157,26 +273,26 @@ def _devnull() -> int:
 
 
 _made_dirs: set[Path] = set()
-_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND
 
 
 def open_log(path: Path) -> int:
-    """Open (create) the attempt's log for appending; returns the descriptor.
+    """Open (create, 0600) the attempt's log for appending; returns the descriptor.
 
-    Its directory is created once per daemon (and again if it was removed meanwhile),
-    not with one ``mkdir`` per job. Creating the file is the expensive part (a few
-    hundred µs of kernel time on some filesystems), so the executor calls this on a
-    thread, off the event loop.
+    Its directory is created (0700, never through a symlink) once per daemon, and again
+    if it was removed meanwhile, not with one ``mkdir`` per job. Creating the file is
+    the expensive part (a few hundred µs of kernel time on some filesystems), so the
+    executor calls this on a thread, off the event loop.
     """
     parent = path.parent
     if parent not in _made_dirs:
-        parent.mkdir(parents=True, exist_ok=True)
+        files.ensure_dir(parent)
         _made_dirs.add(parent)
     try:
-        return os.open(path, _LOG_FLAGS, 0o666)
+        return files.open_private(path, _LOG_FLAGS)
     except FileNotFoundError:
-        parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, _LOG_FLAGS, 0o666)
+        files.ensure_dir(parent)
+        return files.open_private(path, _LOG_FLAGS)
 
 
 def _watch_exit(

@@ -54,7 +54,7 @@ class DbLock:
 
 
 def _lock_file(lock_path: str, shown: str) -> int:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -66,7 +66,7 @@ def _lock_file(lock_path: str, shown: str) -> int:
 
 def _lock_database(real: str, shown: str) -> int:
     # Created here when missing: SQLite takes an empty file for an empty database.
-    fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)  # private (files.py)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

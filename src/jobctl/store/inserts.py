@@ -34,13 +34,29 @@ from typing import NamedTuple
 from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import Job, JobSpec, stored_spec
 from jobctl.domain.states import JobStatus
-from jobctl.errors import KeyConflict
+from jobctl.errors import InvalidInput, KeyConflict
 from jobctl.store.queries import q
 from jobctl.store.rows import opt_ms, to_ms, whole_ms
 
 #: SQLite's default limit on host parameters per statement is 32766; stay well below.
 _LOOKUP_CHUNK = 500
 _KEY_BITS = random.Random(os.urandom(32))
+
+
+#: Errors that one row brings on itself (a CHECK constraint, a number SQLite cannot hold,
+#: text that is not UTF-8), as opposed to the store failing (I/O, a full disk, a lock).
+#: A batch that meets one is redone item by item, so the item fails alone.
+ITEM_ERRORS: tuple[type[Exception], ...] = (
+    sqlite3.IntegrityError,
+    sqlite3.DataError,
+    OverflowError,
+    ValueError,
+)
+
+
+def refused_by_store(exc: Exception) -> InvalidInput:
+    """What the caller of an item the store refused is told (a 422, never a 500)."""
+    return InvalidInput(f"the store refused this job: {exc}")
 
 
 class NewJob(NamedTuple):

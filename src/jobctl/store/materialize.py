@@ -8,11 +8,17 @@ cursor with one ``executemany`` compare-and-set; and records the skips with one 
 All of it runs in the caller's transaction: the jobs exist exactly when the cursors
 have moved past their occurrences. A cursor that another materializer moved first
 fails the whole batch with :class:`Conflict` (nothing of it is kept).
+
+A schedule whose occurrence cannot be built (any exception: a template the domain
+refuses, a zone gone from tzdata) or stored (a row the store refuses) is marked broken
+with the reason, its cursor left where it is, and the rest of the batch goes on: one
+user's bad schedule never stops anyone else's (issue 11). ``resume`` clears the mark.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sqlite3
 from datetime import datetime
@@ -32,8 +38,8 @@ from jobctl.domain.schedule import (
     occurrence_key,
     plan,
 )
-from jobctl.errors import Conflict, InvalidSchedule
-from jobctl.store.inserts import Prepared, insert_fresh, row_tail
+from jobctl.errors import Conflict, InvalidSchedule, JobctlError
+from jobctl.store.inserts import ITEM_ERRORS, NewJob, Prepared, insert_fresh, row_tail
 from jobctl.store.queries import q
 from jobctl.store.rows import from_ms, ms_to_dt, opt_ms, to_ms
 
@@ -49,6 +55,10 @@ Row = tuple[
 _Cursor = tuple[str, Plan, int, int | None]
 #: Per job to create: schedule id, nominal time, prepared row.
 _Occurrence = tuple[str, datetime, Prepared]
+#: Per job created: schedule id, job id, nominal time.
+_Created = tuple[str, int, datetime]
+#: How much of an exception's text a broken schedule keeps as its reason.
+REASON_CHARS = 500
 
 
 def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Materialized:
@@ -81,10 +91,29 @@ class _Batch:
         self.occurrences: list[_Occurrence] = []
         self.cursors: list[_Cursor] = []
         self.skipped: list[SkipRecord] = []
+        self.rows = 0
+        #: Per broken schedule: id, reason, and the cursor it was read with.
+        self.broken: list[tuple[str, str, int, int | None]] = []
 
     def add(self, row: Row) -> None:
+        """Plan one schedule; one that cannot be planned or built is broken, alone."""
+        self.rows += 1
+        sid = row[0]
+        try:
+            p, occurrences = self._build(row)
+        except Exception as exc:  # anything at all: the rest of the batch goes on
+            self.broken.append((sid, broken_reason(exc), row[11], row[12]))
+            return
+        self.occurrences += occurrences
+        self.cursors.append((sid, p, row[11], row[12]))
+        for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
+            if skips.count:
+                self.skipped.append(SkipRecord(sid, reason, skips, self.now))
+
+    def _build(self, row: Row) -> tuple[Plan, list[_Occurrence]]:
         sid, owner, template, jitter_ms = row[0], row[6], row[5], row[10]
         p = self._plan(row)
+        out: list[_Occurrence] = []
         if p.create:
             maker = row_maker(template, owner)
             offset = jitter_offset(sid, jitter_ms / 1000) if jitter_ms else None
@@ -92,11 +121,8 @@ class _Batch:
             for nominal in p.create:
                 run_at = nominal if offset is None else nominal + offset
                 item = maker.item(sid, fingerprint, nominal, run_at, self.now_ms)
-                self.occurrences.append((sid, nominal, item))
-        self.cursors.append((sid, p, row[11], row[12]))
-        for reason, skips in (("misfire", p.misfire_skips), ("overlap", p.overlap_skips)):
-            if skips.count:
-                self.skipped.append(SkipRecord(sid, reason, skips, self.now))
+                out.append((sid, nominal, item))
+        return p, out
 
     def _plan(self, row: Row) -> Plan:
         """The schedule's plan; a pure function of the key, so computed once per batch."""
@@ -115,12 +141,55 @@ class _Batch:
         # In schedule id order (stable: a schedule's occurrences stay oldest first), so
         # the key index entries go in ascending order: fewer page visits.
         occ = sorted(self.occurrences, key=itemgetter(0))
-        new = insert_fresh(conn, [o[2] for o in occ], self.now_ms) if occ else []
-        created = tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
+        created = self._insert(conn, occ)
         self._advance(conn, {sid: job_id for sid, job_id, _ in created})
         if self.skipped:
             conn.executemany(q("materialize_skips"), [_skip_params(r) for r in self.skipped])
-        return Materialized(len(self.cursors), created, tuple(self.skipped))
+        if self.broken:
+            params = [(self.now_ms, why, sid, nxt, wait) for sid, why, nxt, wait in self.broken]
+            conn.executemany(q("materialize_broken"), params)
+        broken = tuple((sid, why) for sid, why, _, _ in self.broken)
+        return Materialized(self.rows, created, tuple(self.skipped), broken)
+
+    def _insert(self, conn: sqlite3.Connection, occ: list[_Occurrence]) -> tuple[_Created, ...]:
+        """Insert every occurrence's job at once; should the store refuse a row, again
+        schedule by schedule, each in its own savepoint, and break the ones refused."""
+        if not occ:
+            return ()
+        conn.execute("SAVEPOINT occurrences")
+        try:
+            new = insert_fresh(conn, [o[2] for o in occ], self.now_ms)
+        except ITEM_ERRORS:
+            conn.execute("ROLLBACK TO occurrences")
+            conn.execute("RELEASE occurrences")
+            return self._insert_each(conn, occ)
+        conn.execute("RELEASE occurrences")
+        return tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
+
+    def _insert_each(
+        self, conn: sqlite3.Connection, occ: list[_Occurrence]
+    ) -> tuple[_Created, ...]:
+        created: list[_Created] = []
+        for sid, group in itertools.groupby(occ, key=itemgetter(0)):
+            mine = list(group)
+            conn.execute("SAVEPOINT occurrence")
+            try:
+                new: list[NewJob] = insert_fresh(conn, [o[2] for o in mine], self.now_ms)
+            except ITEM_ERRORS as exc:
+                conn.execute("ROLLBACK TO occurrence")
+                conn.execute("RELEASE occurrence")
+                self._break(sid, broken_reason(exc))
+                continue
+            conn.execute("RELEASE occurrence")
+            created += [(o[0], n[0], o[1]) for o, n in zip(mine, new, strict=True)]
+        return tuple(created)
+
+    def _break(self, sid: str, reason: str) -> None:
+        """Move a planned schedule to the broken ones (its cursor and skips are dropped)."""
+        cursor = next(c for c in self.cursors if c[0] == sid)
+        self.cursors.remove(cursor)
+        self.skipped = [r for r in self.skipped if r.schedule_id != sid]
+        self.broken.append((sid, reason, cursor[2], cursor[3]))
 
     def _advance(self, conn: sqlite3.Connection, last_job: dict[str, int]) -> None:
         """Move every cursor (compare-and-set), in id order, the cursor table's own order:
@@ -146,6 +215,12 @@ class _Batch:
             raise Conflict(f"{n - changed} of {n} schedules were advanced concurrently")
         if counts:
             conn.executemany(q("materialize_skip_counts"), counts)
+
+
+def broken_reason(exc: BaseException) -> str:
+    """The reason a broken schedule shows: the error's class and message, cut short."""
+    message = exc.message if isinstance(exc, JobctlError) else str(exc)
+    return f"{type(exc).__name__}: {message}"[:REASON_CHARS]
 
 
 def _skip_count_params(sid: str, p: Plan, now_ms: int) -> tuple[object, ...]:

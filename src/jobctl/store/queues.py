@@ -241,11 +241,17 @@ def _spend_tokens(
             conn.execute(q("spend_tokens"), {"name": name, "tokens": have - n, "now": now_ms})
 
 
+#: The timer looks at a rate-limited queue again at least this often: a tiny rate (stored
+#: before its limit existed) must not put the next token past the end of the calendar.
+MAX_TOKEN_WAIT = 86400.0
+
+
 def next_token_at(policy: QueuePolicy, tokens: float, now: datetime) -> datetime | None:
-    """When a rate-limited queue has a whole token again."""
+    """When a rate-limited queue has a whole token again (at most a day away)."""
     if policy.rate is None or tokens >= 1:
         return None
-    return now + timedelta(seconds=(1 - tokens) / policy.rate)
+    wait = (1 - tokens) / policy.rate
+    return now + timedelta(seconds=min(wait, MAX_TOKEN_WAIT))
 
 
 __all__ = ["PROMOTE_BATCH", "QueueOps", "next_token_at"]

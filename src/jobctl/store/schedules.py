@@ -56,6 +56,8 @@ class ScheduleOps:
     # -- definitions --------------------------------------------------------------------
 
     def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
+        spec.template.check(spec.owner_uid)  # a template the store could not run is refused
+
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.clock.now()
             named = {"ref": spec.name, "owner": spec.owner_uid}
@@ -103,6 +105,8 @@ class ScheduleOps:
             sched = schedule_from_row(row)
             now = self.clock.now()
             passed, nxt = _passed(sched.spec.timing, sched.next_run_at, now)
+            if sched.broken_at is not None:  # resume retries the occurrence that failed
+                conn.execute(q("clear_broken"), {"id": sched.id})
             if sched.paused:
                 params = {
                     "id": sched.id,
@@ -258,8 +262,9 @@ def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict
 def schedule_from_row(row: sqlite3.Row) -> Schedule:
     try:
         timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"])
-    except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
-        raise InvalidSchedule(f"schedule {row['id']}: {exc.message}") from exc
+    except InvalidSchedule:  # e.g. a zone removed from tzdata since creation: still listed
+        every = None if row["every_ms"] is None else row["every_ms"] / 1000
+        timing = Timing.unchecked(row["tz"], row["cron"], every, rows.from_ms(row["anchor"]))
     policy = Policy(
         Misfire(row["misfire"]),
         row["catch_up_limit"],
@@ -288,6 +293,8 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
         last_skip_at=rows.from_ms(row["last_skip_at"]),
         last_skip_reason=row["last_skip_reason"],
         last_skip_nominal=rows.from_ms(row["last_skip_nominal"]),
+        broken_at=rows.from_ms(row["broken_at"]),
+        broken_reason=row["broken_reason"],
     )
 
 

@@ -28,7 +28,7 @@ from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
-from jobctl.store.inserts import created_job, insert_jobs
+from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
 from jobctl.store.queues import QueueOps, claimable
@@ -133,7 +133,8 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
                     out.append(flat[start : start + len(group)])
                     start += len(group)
                 return out
-            # one group is refused (a key conflict): take them one by one
+            # one group is refused (a key conflict, a row the store refuses): take them one
+            # by one, so that it fails alone and its neighbours commit
         return [self._insert_in_savepoint(conn, group) for group in groups]
 
     def _insert_in_savepoint(
@@ -147,6 +148,10 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
             conn.execute("ROLLBACK TO insert_group")
             conn.execute("RELEASE insert_group")
             return exc
+        except ITEM_ERRORS as exc:  # a row the store refuses (CHECK): this group alone
+            conn.execute("ROLLBACK TO insert_group")
+            conn.execute("RELEASE insert_group")
+            return refused_by_store(exc)
         conn.execute("RELEASE insert_group")
         return done
 
@@ -199,7 +204,14 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         now = self.clock.now()
         expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
         step = next_step(
-            job, result.outcome, result.exit_code, now, self._rng, expiries, result.dead_reason
+            job,
+            result.outcome,
+            result.exit_code,
+            now,
+            self._rng,
+            expiries,
+            result.dead_reason,
+            result.transient,
         )
         check_transition(job_id, job.status, step.status, op)
         now_ms = rows.to_ms(now)

@@ -232,6 +232,11 @@ UPDATE schedule_cursors SET paused = 1 WHERE id = :id AND deleted_at IS NULL AND
 UPDATE schedule_cursors SET paused = 0, next_run_at = :next_run_at
 WHERE id = :id AND deleted_at IS NULL AND paused = 1;
 
+-- name: clear_broken
+-- Resume of a broken schedule: try it again from its cursor (the occurrence that failed).
+UPDATE schedule_cursors SET broken_at = NULL, broken_reason = NULL
+WHERE id = :id AND deleted_at IS NULL AND broken_at IS NOT NULL;
+
 -- name: resume_schedule_skips
 UPDATE schedule_defs
 SET pause_skips = pause_skips + :count,
@@ -263,24 +268,25 @@ SELECT * FROM schedule_skips WHERE schedule_id = :id ORDER BY id DESC LIMIT :lim
 
 -- name: next_schedule_run
 SELECT min(next_run_at) AS t FROM schedule_cursors INDEXED BY schedule_cursors_due
-WHERE paused = 0 AND deleted_at IS NULL;
+WHERE paused = 0 AND deleted_at IS NULL AND broken_at IS NULL;
 
 -- name: any_released
 SELECT 1 FROM schedule_cursors s INDEXED BY schedule_cursors_waiting
 JOIN jobs j ON j.id = s.last_job_id
 WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
-  AND j.status IN ('succeeded', 'dead', 'cancelled')
+  AND s.broken_at IS NULL AND j.status IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1;
 
 -- name: schedule_totals
 -- Not through the view (its join costs a lookup per schedule on every status call):
 -- counts from the narrow cursors, skips summed over all definitions minus the deleted
 -- schedules' (a scan of the cursors, a lookup only for the deleted ones).
-SELECT c.total, c.paused,
+SELECT c.total, c.paused, c.broken,
        d.misfire_skips - x.misfire_skips AS misfire_skips,
        d.overlap_skips - x.overlap_skips AS overlap_skips,
        d.pause_skips - x.pause_skips AS pause_skips
-FROM (SELECT count(*) AS total, coalesce(sum(paused), 0) AS paused
+FROM (SELECT count(*) AS total, coalesce(sum(paused), 0) AS paused,
+             coalesce(sum(paused = 0 AND broken_at IS NOT NULL), 0) AS broken
       FROM schedule_cursors WHERE deleted_at IS NULL) AS c,
      (SELECT coalesce(sum(misfire_skips), 0) AS misfire_skips,
              coalesce(sum(overlap_skips), 0) AS overlap_skips,
@@ -374,7 +380,7 @@ SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misf
 FROM schedule_cursors c INDEXED BY schedule_cursors_due
 JOIN schedule_defs d ON d.id = c.id
 LEFT JOIN jobs j ON j.id = c.last_job_id
-WHERE c.paused = 0 AND c.deleted_at IS NULL AND c.next_run_at <= :now
+WHERE c.paused = 0 AND c.deleted_at IS NULL AND c.broken_at IS NULL AND c.next_run_at <= :now
 ORDER BY c.next_run_at LIMIT :limit;
 
 -- name: materialize_released
@@ -386,7 +392,7 @@ FROM schedule_cursors c INDEXED BY schedule_cursors_waiting
 JOIN schedule_defs d ON d.id = c.id
 JOIN jobs j ON j.id = c.last_job_id
 WHERE c.waiting IS NOT NULL AND c.paused = 0 AND c.deleted_at IS NULL
-  AND j.status IN ('succeeded', 'dead', 'cancelled')
+  AND c.broken_at IS NULL AND j.status IN ('succeeded', 'dead', 'cancelled')
 LIMIT :limit;
 
 -- name: materialize_advance
@@ -402,6 +408,13 @@ WHERE id = ?4 AND next_run_at = ?5 AND waiting IS ?6;
 -- common case). Positional: next_run_at, last_job_id, id, old next_run_at.
 UPDATE schedule_cursors SET next_run_at = ?1, last_job_id = coalesce(?2, last_job_id)
 WHERE id = ?3 AND next_run_at = ?4 AND waiting IS NULL;
+
+-- name: materialize_broken
+-- Positional, for executemany: broken_at, reason, id, old next_run_at, old waiting. A
+-- schedule whose occurrence could not be built or stored; compare-and-set on the cursor
+-- read, which stays where it is (resume tries that occurrence again).
+UPDATE schedule_cursors SET broken_at = ?1, broken_reason = ?2
+WHERE id = ?3 AND next_run_at = ?4 AND waiting IS ?5 AND broken_at IS NULL;
 
 -- name: materialize_skip_counts
 -- Positional, for executemany: misfire_skips, overlap_skips, skip_at, skip_reason,

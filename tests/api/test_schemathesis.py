@@ -1,0 +1,76 @@
+"""schemathesis over the whole API (issue 11): every operation of the OpenAPI document,
+schema-valid and schema-invalid requests, all default checks, against the in-process
+app over a real SQLite file. Bounded: a few thousand requests in total."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from jobctl.api.app import Hooks, create_app
+from jobctl.domain.clock import FakeClock
+from jobctl.store.aio import AsyncStore
+from jobctl.store.sqlite import SqliteStore
+from tests.conftest import T0
+
+#: Examples per operation and phase; about 20 operations.
+EXAMPLES = 60
+
+
+STATS: Counter[str] = Counter()
+
+
+def _app() -> tuple[Any, SqliteStore, AsyncStore, Path]:
+    """The app over a real SQLite file; built at import, as schemathesis reads the
+    schema when it collects the test (its lazy fixture loader does not run on this pytest)."""
+    tmp = Path(tempfile.mkdtemp(prefix="jobctl-schemathesis-"))
+    store = SqliteStore(tmp / "st.db", FakeClock(T0), random.Random(5))
+    astore = AsyncStore(store, threads=2)
+    return create_app(astore, Hooks()), store, astore, tmp
+
+
+APP, STORE, ASTORE, TMP = _app()
+schema = schemathesis.openapi.from_asgi("/v1/openapi.json", APP)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close() -> Iterator[None]:
+    yield
+    ASTORE.close()
+    STORE.close()
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    derandomize=True,
+)
+def test_api(case: Any) -> None:
+    response = case.call()
+    STATS["requests"] += 1
+    STATS[f"{response.status_code // 100}xx"] += 1
+    if response.status_code == 405:
+        STATS["405"] += 1
+        assert response.headers.get("allow"), "a 405 without Allow"
+    case.validate_response(response)  # every default check (not_a_server_error first)
+
+
+def test_the_budget_was_spent_and_nothing_answered_5xx() -> None:
+    """Runs after the operations above (pytest keeps a module's order)."""
+    print(f"\nschemathesis: {dict(STATS)}")  # the figures docs/security.md quotes
+    assert STATS["requests"] >= 1000
+    assert STATS["5xx"] == 0
+    assert STATS["405"] > 0  # the unsupported-method probes ran, and each had Allow

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobctl.domain.durations import parse_duration
+from jobctl.domain.quota import QUOTA_KEYS, DiskFloor, parse_size
 from jobctl.errors import InvalidInput
 
 CONFIG_ENV = "JOBCTL_CONFIG"
@@ -221,6 +222,60 @@ def _listen(raw: object, where: _Where) -> str:
     )
 
 
+def _size(raw: object, where: _Where) -> int:
+    """Bytes from an integer or a size such as "256MiB" or "1G"; 0 means no limit."""
+    if type(raw) is int and raw >= 0:
+        return raw
+    if isinstance(raw, str):
+        try:
+            return parse_size(raw)
+        except ValueError:
+            pass
+    raise ValueError(f'must be a size such as "512MiB" or "1GiB", or bytes, got {show_value(raw)}')
+
+
+def _disk_floor(raw: object, where: _Where) -> DiskFloor:
+    if type(raw) is int and raw >= 0:
+        return DiskFloor(raw or None)
+    if isinstance(raw, str):
+        try:
+            return DiskFloor.parse(raw)
+        except ValueError:
+            pass
+    raise ValueError(
+        'must be a size ("256MiB"), a share of the filesystem ("5%"), both ("256MiB,5%": '
+        f"the smaller applies) or 0 (no floor), got {show_value(raw)}"
+    )
+
+
+_QUOTA_PARSERS: dict[str, Parser] = {}  # filled below, once the parsers exist
+
+
+def _overrides(raw: object, where: _Where) -> dict[str, dict[str, int]]:
+    """``[quota.user.NAME]`` / ``[quota.group.NAME]`` tables: name -> quota key -> value.
+    From the environment, the same as JSON: ``{"alice": {"running": 2}}``."""
+    if where.text and isinstance(raw, str) and raw.lstrip().startswith("{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"must be JSON tables of quotas per name: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be tables of quotas per name, got {show_value(raw)}")
+    out: dict[str, dict[str, int]] = {}
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            raise ValueError(f"{name}: must be a table of quotas, got {show_value(table)}")
+        out[name] = {}
+        for key, value in table.items():
+            if key not in _QUOTA_PARSERS:
+                raise ValueError(f"{name}.{key}: unknown quota (known: {', '.join(QUOTA_KEYS)})")
+            try:
+                out[name][key] = _QUOTA_PARSERS[key](value, where)
+            except ValueError as exc:
+                raise ValueError(f"{name}.{key}: {exc}") from None
+    return out
+
+
 # --------------------------------------------------------------------------- declaration
 
 
@@ -324,6 +379,10 @@ class Settings:
     metrics_listen: str | None = field(metadata=_spec(
         "metrics_listen", '"HOST:PORT"', _listen,
         "Address of the metrics listener; unset: no listener"))  # fmt: skip
+    disk_floor: DiskFloor = field(metadata=_spec(
+        "disk_floor", 'size, "N%", both, or 0', _disk_floor,
+        "Free space (on the database's and the logs' filesystems) below which new work is "
+        "refused", default=DiskFloor(256 * 1024**2, 5.0)))  # fmt: skip
     job_umask: str = field(metadata=_spec(
         "job_umask", 'octal string, "000" to "777"', _umask,
         "File mode mask the commands start with", default="077"))  # fmt: skip
@@ -364,6 +423,33 @@ class Settings:
     retention_audit: float = field(metadata=_spec(
         "retention.audit", "duration >= 1s", _duration(1),
         "How long audit trail records are kept", default=90 * 86400.0))  # fmt: skip
+    quota_queued: int = field(metadata=_spec(
+        "quota.queued", "integer >= 0 (0: none)", _integer(0),
+        "Scheduled jobs one user may hold (waiting or due)", default=10_000_000))  # fmt: skip
+    quota_schedules: int = field(metadata=_spec(
+        "quota.schedules", "integer >= 0 (0: none)", _integer(0),
+        "Live schedules one user may hold", default=100_000))  # fmt: skip
+    quota_running: int = field(metadata=_spec(
+        "quota.running", "integer >= 0 (0: none)", _integer(0),
+        "Jobs of one user running at once (others wait)", default=0))  # fmt: skip
+    quota_enqueue_rate: int = field(metadata=_spec(
+        "quota.enqueue_rate", "integer >= 0 (0: none)", _integer(0),
+        "Jobs per second one user may enqueue", default=100_000))  # fmt: skip
+    quota_enqueue_burst: int = field(metadata=_spec(
+        "quota.enqueue_burst", "integer >= 0 (0: max(rate, 10000))", _integer(0),
+        "Jobs one user may enqueue at once before the rate applies",
+        default=1_000_000))  # fmt: skip
+    quota_log_bytes: int = field(metadata=_spec(
+        "quota.log_bytes", "size (0: none)", _size,
+        "Output one attempt may write (RLIMIT_FSIZE: also any one file the command writes)",
+        default=1024**3))  # fmt: skip
+    quota_user: dict[str, dict[str, int]] | None = field(metadata=_spec(
+        "quota.user", "tables", _overrides,
+        "Per-user overrides: [quota.user.NAME] with any quota key"))  # fmt: skip
+    quota_group: dict[str, dict[str, int]] | None = field(metadata=_spec(
+        "quota.group", "tables", _overrides,
+        "Per-group overrides: [quota.group.NAME]; a user's own override wins, then the "
+        "most generous of the user's groups"))  # fmt: skip
 
     @property
     def heartbeat(self) -> float:
@@ -373,6 +459,7 @@ class Settings:
 
 #: Field name -> its declaration, in field (and TOML) order.
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Settings)}
+_QUOTA_PARSERS.update({key: SPECS[f"quota_{key}"].parse for key in QUOTA_KEYS})
 _BY_KEY = {spec.key: name for name, spec in SPECS.items()}
 _TABLES = sorted({key.partition(".")[0] for key in _BY_KEY if "." in key})
 

@@ -16,6 +16,10 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     │   ├── KeyConflict         same job key, different body
     │   ├── IllegalTransition   the state machine does not allow that move
     │   └── LeaseLost           a heartbeat or completion carried a stale generation
+    ├── Unavailable             the daemon refuses new work for now (answer: 503 + Retry-After)
+    │   ├── DiskLow             free space is below the configured floor
+    │   └── StorageFull         a write met a full disk or an I/O error (nothing was written)
+    ├── QuotaExceeded           the caller is over one of their quotas (429 + Retry-After)
     ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
     │   └── TooManyConnections  the daemon refused a connection over its limits
     ├── DaemonLocked            another daemon already owns the database
@@ -81,6 +85,26 @@ class IllegalTransition(Conflict):
 
 class LeaseLost(Conflict):
     code = "lease_lost"
+
+
+class Unavailable(JobctlError):
+    """the daemon refuses new work for now (disk space below its floor, or a write met a full disk); try again later."""  # noqa: E501
+
+    code = "unavailable"
+
+
+class DiskLow(Unavailable):
+    code = "disk_low"
+
+
+class StorageFull(Unavailable):
+    code = "storage_full"
+
+
+class QuotaExceeded(JobctlError):
+    """you are over one of your quotas (queued jobs, schedules, enqueue rate); try again later."""
+
+    code = "quota_exceeded"
 
 
 class DaemonUnavailable(JobctlError):

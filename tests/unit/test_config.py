@@ -26,6 +26,7 @@ from jobctl.config import (
     locate,
 )
 from jobctl.domain.durations import parse_duration
+from jobctl.domain.quota import DiskFloor
 from jobctl.logfmt import LOGFMT, JsonFormatter, make_formatter, parse_logfmt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,6 +154,15 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_RETRY_BACKOFF_CAP": "1m",
         "JOBCTL_RETENTION_SUCCEEDED": "1d",
         "JOBCTL_RETENTION_DEAD": "2w",
+        "JOBCTL_DISK_FLOOR": "1GiB,2%",
+        "JOBCTL_QUOTA_QUEUED": "100",
+        "JOBCTL_QUOTA_SCHEDULES": "10",
+        "JOBCTL_QUOTA_RUNNING": "4",
+        "JOBCTL_QUOTA_ENQUEUE_RATE": "50",
+        "JOBCTL_QUOTA_ENQUEUE_BURST": "500",
+        "JOBCTL_QUOTA_LOG_BYTES": "1MiB",
+        "JOBCTL_QUOTA_USER": '{"alice": {"running": 2}}',
+        "JOBCTL_QUOTA_GROUP": '{"devs": {"queued": 0}}',
         "JOBCTL_RETENTION_AUDIT": "365d",
     }
     assert set(env) == {spec.env for spec in SPECS.values()}
@@ -183,6 +193,15 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         retry_backoff_cap=60.0,
         retention_succeeded=86400.0,
         retention_dead=14 * 86400.0,
+        disk_floor=DiskFloor(1024**3, 2.0),
+        quota_queued=100,
+        quota_schedules=10,
+        quota_running=4,
+        quota_enqueue_rate=50,
+        quota_enqueue_burst=500,
+        quota_log_bytes=1024**2,
+        quota_user={"alice": {"running": 2}},
+        quota_group={"devs": {"queued": 0}},
         retention_audit=365 * 86400.0,
     )
 
@@ -231,6 +250,7 @@ shutdown_grace = "1m"
 log_level = "warning"
 log_format = "json"
 metrics_listen = "[::1]:9464"
+disk_floor = "5%"
 job_umask = "022"
 max_connections = 1000
 max_connections_per_uid = 100
@@ -247,14 +267,43 @@ backoff_cap = "30m"
 succeeded = "1d12h"
 dead = "90d"
 audit = "180d"
+
+[quota]
+queued = 1000
+schedules = 50
+running = 3
+enqueue_rate = 100
+enqueue_burst = 0
+log_bytes = "64MiB"
+
+[quota.user.alice]
+running = 1
+log_bytes = 0
+
+[quota.group.devs]
+schedules = 5
 """,
     )
     settings, sources = load(path, {}, {}, host=USER)
     assert all(s == Source("file", str(path)) for s in sources.values())
+    assert settings.disk_floor == DiskFloor(None, 5.0) and settings.quota_log_bytes == 64 << 20
+    assert settings.quota_user == {"alice": {"running": 1, "log_bytes": 0}}
+    assert settings.quota_group == {"devs": {"schedules": 5}}
     assert settings.lease_ttl == 45.0 and settings.heartbeat == 15.0
     assert settings.retry_backoff_base == 0.25 and settings.retry_backoff_cap == 1800.0
     assert settings.retention_succeeded == 1.5 * 86400 and settings.metrics_listen == "[::1]:9464"
     assert settings.retention_audit == 180 * 86400
+
+
+def test_quota_overrides_name_a_bad_key_and_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "[quota.user.alice]\nrunnig = 2\n")
+    assert error_of(path).startswith(f"{path}: quota.user: alice.runnig: unknown quota")
+    path = write(tmp_path, '[quota.group.devs]\nrunning = "many"\n')
+    assert error_of(path) == (
+        f'{path}: quota.group: devs.running: must be an integer >= 0, got "many"'
+    )
+    path = write(tmp_path, 'disk_floor = "lots"\n')
+    assert error_of(path).startswith(f'{path}: disk_floor: must be a size ("256MiB")')
 
 
 # --------------------------------------------------------------------------- file errors

@@ -34,6 +34,7 @@ from jobctl.domain.models import Job
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
+from jobctl.engine.quotas import Admission
 from jobctl.engine.reaper import DEFAULT_RETENTION
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
@@ -60,6 +61,8 @@ class Hooks:
     #: The settings the daemon started with, as ``jobctl config show --json`` prints them
     #: (empty: not recorded, e.g. an in-process app); served at GET /v1/config.
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: The disk floor and per-owner quotas new work must pass (default: none).
+    admission: Admission = field(default_factory=Admission)
 
 
 @dataclass
@@ -188,8 +191,10 @@ async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
 
 
 @router.get("/status", summary="Daemon, counts and per-queue health")
-async def status(ctx: Ctx) -> dict[str, Any]:
+async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     stats = await ctx.store.run(ctx.st.stats)
+    usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
+    adm = ctx.hooks.admission
     totals = await ctx.store.run(ctx.st.schedule_totals)
     now = ctx.store.clock.now()
     nxt = totals.pop("next_run_at")
@@ -208,6 +213,8 @@ async def status(ctx: Ctx) -> dict[str, Any]:
         "counts": counts,
         "queues": [queue_out(q, now) for q in stats],
         "schedules": totals,
+        "disk": adm.disk.info() if adm.disk is not None else None,
+        "quota": adm.usage(owner_uid(request), usage),
         **ctx.hooks.info(),
     }
 

@@ -51,6 +51,10 @@ async def replay(body: ReplayIn, ctx: Ctx, who: Who) -> dict[str, Any]:
         owner = None
     else:
         owner = who.owner_filter(body.all_users, "dead jobs")
+    most = len(body.ids[: body.limit]) if body.ids else body.limit
+    ctx.hooks.admission.admit_jobs(who.uid, most)  # disk floor (503), enqueue rate (429)
+    usage = await ctx.store.run(ctx.st.owner_usage, who.uid)
+    ctx.hooks.admission.admit_queued(who.uid, usage["queued"], most)
     jobs = await ctx.store.run(
         ctx.st.replay, body.ids, body.limit, body.queue, body.reason, body.rate, owner
     )

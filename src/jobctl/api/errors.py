@@ -6,6 +6,7 @@ got wrong is a 4xx; a 500 means a bug or a failing disk, never bad input.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import Request
@@ -24,6 +25,8 @@ HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.NotFound, 404),
     (errors.Forbidden, 403),
     (errors.LeaseLost, 409),
+    (errors.QuotaExceeded, 429),
+    (errors.Unavailable, 503),
     (errors.Conflict, 409),
     (errors.DaemonLocked, 503),
     (errors.TooManyConnections, 503),
@@ -75,10 +78,20 @@ def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **details}}
 
 
+def retry_after(exc: errors.JobctlError) -> dict[str, str]:
+    """The ``Retry-After`` header of a refusal that is only for now (503 and 429)."""
+    seconds = exc.details.get("retry_after")
+    if not isinstance(exc, (errors.Unavailable, errors.QuotaExceeded)):
+        return {}
+    wait = seconds if isinstance(seconds, int | float) and seconds > 0 else 1
+    return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
 async def jobctl_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.JobctlError)
     details = {k: v for k, v in exc.details.items() if isinstance(v, (str, int, float, bool))}
-    return JSONResponse(error_body(exc.code, exc.message, **details), status_for(exc))
+    body = error_body(exc.code, exc.message, **details)
+    return JSONResponse(body, status_for(exc), headers=retry_after(exc))
 
 
 async def validation_error(_: Request, exc: Exception) -> JSONResponse:

@@ -27,7 +27,7 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from jobctl import errors
-from jobctl.api.errors import error_body, status_for, validation_message
+from jobctl.api.errors import error_body, retry_after, status_for, validation_message
 from jobctl.api.schemas import EnqueueBody, JobIn, job_out
 from jobctl.domain import limits
 from jobctl.domain.audit import jobs_target
@@ -84,13 +84,15 @@ class EnqueueFront:
             if not _json_content(scope):
                 await _respond(send, 415, _NOT_JSON)
                 return
-            status, body = await self._enqueue(scope, receive)
+            status, body, headers = await self._enqueue(scope, receive)
             if status < 300:  # the audit trail's target: the jobs it answered with
                 items = body if isinstance(body, list) else [body]
                 scope.setdefault("state", {})["audit_target"] = jobs_target(
                     [i["id"] for i in items]
                 )
-            await _respond(send, status, body)
+            await _respond(
+                send, status, body, [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+            )
             return
         if scope["type"] == "http" and self._not_allowed(scope):
             allow = ", ".join(sorted(self.route_table.allowed(scope["path"])))
@@ -107,13 +109,14 @@ class EnqueueFront:
             return
         await self.app(scope, receive, send)
 
-    async def _enqueue(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
+    async def _enqueue(self, scope: Scope, receive: Receive) -> tuple[int, Any, dict[str, str]]:
         try:
             raw = await _read_body(receive)
-            return await enqueue(self.app.state.ctx, raw, peer_uid(scope))
+            status, body = await enqueue(self.app.state.ctx, raw, peer_uid(scope))
+            return status, body, {}
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
-            return status_for(exc), error_body(exc.code, exc.message, **details)
+            return status_for(exc), error_body(exc.code, exc.message, **details), retry_after(exc)
 
     def _not_allowed(self, scope: Scope) -> bool:
         """A documented path asked with a method it does not take: 405, whatever other
@@ -196,6 +199,7 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
             )
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
+    ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     ctx.enqueued([i.job for i in inserted if i.created])
     created = any(i.created for i in inserted)

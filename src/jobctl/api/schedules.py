@@ -34,6 +34,8 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
         owner_uid(request), ctx.store.clock.now(), local_zone_name(), ctx.hooks.retry
     )
     spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
+    usage = await ctx.store.run(ctx.st.owner_usage, spec.owner_uid)
+    ctx.hooks.admission.admit_schedule(spec.owner_uid, usage["schedules"])  # 503 / 429
     sched = await ctx.store.run(ctx.st.create_schedule, spec)
     ctx.hooks.schedules_changed()
     return JSONResponse(schedule_out(sched), 201)
@@ -89,6 +91,10 @@ async def resume(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 @router.post("/{ref}/trigger", status_code=201, summary="Run now as a manual occurrence")
 async def trigger(ref: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     sched = await visible(ctx, who, ref)
+    ctx.hooks.admission.admit_jobs(who.uid, 1)  # disk floor (503), enqueue rate (429)
+    owner = sched.spec.owner_uid  # the occurrence is the schedule owner's job
+    usage = await ctx.store.run(ctx.st.owner_usage, owner)
+    ctx.hooks.admission.admit_queued(owner, usage["queued"], 1)
     job = await ctx.store.run(ctx.st.trigger_schedule, sched.id)
     ctx.hooks.wake()
     return job_out(job)

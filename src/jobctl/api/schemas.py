@@ -259,6 +259,7 @@ def attempt_out(a: Attempt) -> dict[str, Any]:
         "exit_code": a.exit_code,
         "error": a.error,
         "output_tail": a.output_tail,
+        "output_cut": "[jobctl: output cut at " in a.output_tail,  # engine.process.CUT_MARK
         "pid": a.pid,
         "lease_owner": a.lease_owner,
     }

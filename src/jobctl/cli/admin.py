@@ -130,8 +130,22 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
     ``view`` is what GET /v1/config serves (see :func:`served_view`)."""
     from jobctl.api.server import ConnectionLimits
     from jobctl.domain.models import Backoff
+    from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
     from jobctl.domain.retry import RetryDefaults
     from jobctl.engine.daemon import DaemonConfig
+
+    default = Limits(
+        **limits_from(
+            {
+                "queued": settings.quota_queued,
+                "schedules": settings.quota_schedules,
+                "running": settings.quota_running,
+                "enqueue_rate": settings.quota_enqueue_rate,
+                "enqueue_burst": settings.quota_enqueue_burst,
+                "log_bytes": settings.quota_log_bytes,
+            }
+        )
+    )
 
     return DaemonConfig(
         db=settings.db,
@@ -162,6 +176,8 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
             "cancelled": settings.retention_succeeded,
             "dead": settings.retention_dead,
         },
+        disk_floor=settings.disk_floor,
+        quota=QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {}),
         audit_retention=settings.retention_audit,
         settings_view=view,
     )

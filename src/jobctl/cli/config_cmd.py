@@ -182,6 +182,9 @@ def _toml_value(value: object) -> str:
         return json.dumps(format_seconds(value))
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, dict):  # quota overrides: an inline table of inline tables
+        items = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     return json.dumps(str(value))
 
 
@@ -190,7 +193,9 @@ def as_json(settings: Settings, sources: dict[str, Source], where: ConfigFile) -
     from jobctl.config import SPECS
 
     def plain(value: object) -> object:
-        return str(value) if isinstance(value, Path) else value
+        if isinstance(value, Path | dict | int | float | str | None):
+            return str(value) if isinstance(value, Path) else value
+        return str(value)  # the disk floor: as written
 
     return {
         "config_file": {

@@ -21,6 +21,8 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
     (errors.StoreError, 7),
+    (errors.Unavailable, 9),
+    (errors.QuotaExceeded, 10),
     (errors.JobctlError, 1),
 ]
 

@@ -151,9 +151,16 @@ def attempts_table(attempts: list[dict[str, Any]]) -> Table:
             duration,
             a["outcome"] or "[yellow]running[/]",
             "" if a["exit_code"] is None else str(a["exit_code"]),
-            esc(a["error"] or ""),
+            esc(a["error"] or "") + _cut(a),
         )
     return table
+
+
+def _cut(attempt: dict[str, Any]) -> str:
+    """A note on an attempt whose output reached the ``log_bytes`` quota."""
+    if not attempt.get("output_cut") or "output cut" in (attempt["error"] or ""):
+        return ""
+    return ("; " if attempt["error"] else "") + "output cut (log_bytes quota)"
 
 
 def status_view(s: dict[str, Any]) -> None:
@@ -174,6 +181,8 @@ def status_view(s: dict[str, Any]) -> None:
             f"{sch['misfire_skips']} misfire, {sch['overlap_skips']} overlap, "
             f"{sch['pause_skips']} while paused{lag}"
         )
+    _disk_lines(s.get("disk"))
+    _quota_line(s.get("quota"))
     table = Table(box=None, header_style="bold")
     for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
         table.add_column(col, justify="right" if col != "QUEUE" else "left")
@@ -189,6 +198,52 @@ def status_view(s: dict[str, Any]) -> None:
         )
     if s["queues"]:
         console.print(table)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _disk_lines(disk: dict[str, Any] | None) -> None:
+    """Free space per filesystem against the floor; loud when new work is refused."""
+    if not disk or not disk.get("filesystems"):
+        return
+    for fs in disk["filesystems"]:
+        note = "  [bold red]below the floor[/]" if fs["low"] else ""
+        console.print(
+            f"disk: {_size(fs['free_bytes'])} free of {_size(fs['total_bytes'])} "
+            f"({fs['path']}), floor {_size(fs['floor_bytes'])}{note}",
+            highlight=False,
+        )
+    if disk["refusing"]:
+        console.print(
+            "[bold red]refusing new work[/] (enqueue, schedules, replay, trigger) until "
+            "space is freed; running jobs go on and no queued job starts"
+        )
+
+
+def _quota_line(quota: dict[str, Any] | None) -> None:
+    """The caller's usage against their quota (``-``: no limit)."""
+    if not quota:
+        return
+
+    def of(key: str) -> str:
+        q = quota[key]
+        return f"{key} {q['used']}/{'-' if q['limit'] is None else q['limit']}"
+
+    rate = quota["enqueue_rate"]["limit"]
+    cap = quota["log_bytes"]["limit"]
+    console.print(
+        f"your quota (uid {quota['uid']}): {of('queued')}, {of('running')}, "
+        f"{of('schedules')}, enqueue rate {'-' if rate is None else f'{rate}/s'}, "
+        f"log {'-' if cap is None else _size(cap)} per attempt",
+        highlight=False,
+    )
 
 
 def in_zone(text: str | None, tz: str) -> str:

@@ -35,6 +35,10 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.TooManyConnections,
         errors.StoreError,
         errors.UnsafePath,
+        errors.Unavailable,
+        errors.DiskLow,
+        errors.StorageFull,
+        errors.QuotaExceeded,
     )
 }
 

@@ -81,17 +81,21 @@ def plan_claims(
     allowances: Mapping[str, int],
     weights: Mapping[str, int],
     state: Fairness,
+    owner_room: Mapping[int, int] | None = None,
 ) -> dict[tuple[str, int], int]:
     """Split ``free`` slots over lanes ``{(queue, owner): due}``; update ``state``.
 
     Slot by slot, the least-served queue gives its turn to its least-served owner. When
     one lane is all that is left to serve, the rest of its share is handed out in one step
     (the same plan and state as slot by slot, without a thousand passes over the lanes).
+    ``owner_room``: owners with a ``running`` quota and how many more of their jobs may
+    start, across queues (owners not in it: no limit); an owner out of room waits.
     """
-    left = dict(lanes)
+    owners_left = dict(owner_room or {})
+    left = {lane: (0 if owners_left.get(lane[1], 1) <= 0 else n) for lane, n in lanes.items()}
     room = {q: allowances.get(q, 0) for q in {q for q, _ in lanes}}
     queue_left: dict[str, int] = {}
-    for (q, _), n in lanes.items():
+    for (q, _), n in left.items():
         queue_left[q] = queue_left.get(q, 0) + n
     # A queue new to the state starts level with the least-served one, not at zero, so a
     # newcomer cannot monopolise the executor to "catch up" on history it never had.
@@ -112,9 +116,14 @@ def plan_claims(
             if len(ready) == 1 and left[lane] == queue_left[q]
             else 1
         )
+        if owner in owners_left:
+            k = min(k, owners_left[owner])
+            owners_left[owner] -= k
         plan[lane] = plan.get(lane, 0) + k
         left[lane] -= k
         queue_left[q] -= k
+        if owners_left.get(owner, 1) <= 0:
+            _close_owner(owner, left, queue_left)
         room[q] -= k
         budget -= k
         share = 1.0 / max(1, weights.get(q, 1))
@@ -122,6 +131,14 @@ def plan_claims(
             state.queues[q] += share
         state.owners[lane] = state.owners.get(lane, 0) + k
     return plan
+
+
+def _close_owner(owner: int, left: dict[tuple[str, int], int], queue_left: dict[str, int]) -> None:
+    """The owner reached its running quota: none of its lanes gets another slot."""
+    for (q, o), n in left.items():
+        if o == owner and n:
+            queue_left[q] -= n
+            left[(q, o)] = 0
 
 
 def _next_owner(queue: str, left: Mapping[tuple[str, int], int], state: Fairness) -> int:

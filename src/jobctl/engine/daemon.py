@@ -29,11 +29,14 @@ from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.engine import process, systemd
+from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.metrics import Metrics, start_listener, stop_listener
+from jobctl.engine.quotas import Admission, Quotas
 from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
@@ -73,6 +76,10 @@ class DaemonConfig:
     child_nofile: int | None = None
     #: Bounds on API connections (api/server.py).
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: Free space below which new work is refused (default here: none; the config's
+    #: default is 256MiB or 5%, whichever is less).
+    disk_floor: DiskFloor = field(default_factory=DiskFloor)
+    quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
     #: Every setting and its source, as ``jobctl config show --json`` prints them; served
     #: to admins at GET /v1/config so ``config show`` describes the running daemon.
@@ -153,6 +160,8 @@ class Daemon:
             await _stop_serving(server, server_task, None if inherited else cfg.socket)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            if parts.admission.disk is not None:
+                parts.admission.disk.close()
         log.info("event=stopped")
 
     def _hooks(self, parts: Parts) -> Hooks:
@@ -167,6 +176,7 @@ class Daemon:
             due=parts.timer.wake,
             access=parts.access,
             settings=self.config.settings_view or {},
+            admission=parts.admission,
         )
 
 
@@ -180,6 +190,7 @@ class Parts:
     reaper: Reaper
     metrics: Metrics
     access: Access
+    admission: Admission = field(default_factory=Admission)
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -189,6 +200,12 @@ class Parts:
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
     access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
+    reserve = cfg.db.with_name(cfg.db.name + ".reserve")
+    disk = DiskGuard([cfg.db.parent, log_dir(cfg)], cfg.disk_floor, cfg.clock, reserve=reserve)
+    disk.states()  # measure now: the reserve file is made at start when there is room
+    quotas = Quotas(cfg.quota, cfg.clock)
+    if isinstance(astore.store, SqliteStore):
+        astore.store.quota = quotas.limits_for
     materializer = Materializer(astore, cfg.clock, metrics=metrics)
 
     def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
@@ -199,16 +216,24 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     executor = Executor(
         astore,
         cfg.clock,
-        ExecutorConfig(cfg.concurrency, cfg.lease_ttl, cfg.kill_grace, log_dir(cfg), launch),
+        ExecutorConfig(
+            cfg.concurrency,
+            cfg.lease_ttl,
+            cfg.kill_grace,
+            log_dir(cfg),
+            launch,
+            lambda uid: quotas.limits_for(uid).log_bytes,
+        ),
         owner,
         on_finish=finished,
         metrics=metrics,
         access=access,
     )
-    timer = Timer(astore, cfg.clock, executor, metrics)
+    executor.on_store_full = disk.release_reserve
+    timer = Timer(astore, cfg.clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
-    return Parts(executor, timer, materializer, reaper, metrics, access)
+    return Parts(executor, timer, materializer, reaper, metrics, access, Admission(disk, quotas))
 
 
 def log_dir(cfg: DaemonConfig) -> Path:

@@ -11,6 +11,7 @@ lease it finds lost has its process group stopped at once.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import signal
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
-from jobctl.errors import JobctlError, LeaseLost, NotFound
+from jobctl.errors import JobctlError, LeaseLost, NotFound, Unavailable
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 from jobctl.store.aio import AsyncStore
@@ -32,6 +33,8 @@ from jobctl.store.aio import AsyncStore
 log = logging.getLogger("jobctl.executor")
 #: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
 OWNER_DENIED = "denied"
+#: Seconds between tries of a finish the store could not write; the last one repeats.
+FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class ExecutorConfig:
     log_dir: Path = Path("logs")
     #: How commands start: their umask and open-file limit (engine/process.py).
     launch: process.Launch = field(default_factory=process.Launch)
+    #: Bytes of output an attempt of this owner may write (the ``log_bytes`` quota).
+    log_bytes: Callable[[int], int | None] = field(default=lambda uid: None)
 
     @property
     def heartbeat_every(self) -> float:
@@ -71,6 +76,11 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
         self._hb_wake = asyncio.Event()
+        self._closing = False  # stopping: a finish the store cannot write is given up
+        self._closed = asyncio.Event()  # cuts a finish retry's wait short at shutdown
+        #: Called when a finish or heartbeat meets a full disk: frees the disk reserve
+        #: (True: something was freed, so try again at once).
+        self.on_store_full: Callable[[], bool] = lambda: False
         self._hb_errors = RateLimitedLog(log, clock)  # a failing disk: not a line a second
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
@@ -116,7 +126,8 @@ class Executor:
         try:
             # Creating the log file costs kernel time; on a thread it overlaps the loop.
             fd = await process.open_log_off_loop(path)
-            run = process.spawn(claim, path, self.owner, loop, fd, self.config.launch)
+            cap = self.config.log_bytes(job.spec.owner_uid)
+            run = process.spawn(claim, path, self.owner, loop, fd, self.config.launch, cap)
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, _not_started(exc))
@@ -175,6 +186,13 @@ class Executor:
         if run.stopping is not None:
             await run.stopping
         tail = process.read_tail(run.log_path)
+        if run.log_cap is not None and process.output_cut(run):
+            tail = process.cut_note(run.log_cap) + tail  # first: output may hold NULs
+            result = _result(run, code, tail)
+            if result.error:  # a failure says it too, in the attempt's error
+                cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
+                result = replace(result, error=result.error + cut)
+            return result
         return _result(run, code, tail)
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
@@ -185,28 +203,52 @@ class Executor:
 
     async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
         """Hand the result to the store (batched with other finishes); returns only after
-        the commit. None when it was fenced or could not be stored."""
+        the commit. None when it was fenced or refused for good.
+
+        A store that cannot write (a full disk, an I/O error) is waited out: the result is
+        kept and sent again with backoff until it lands, never dropped, so the job does
+        not stay ``running`` once the disk has room again. Only a daemon that is stopping
+        gives up (the job is then reclaimed at the next start, like after a crash).
+        """
         job_id = claim.job.id
-        for delay in (0.1, 0.5, 2.0, 5.0, None):
+        released = False  # the disk reserve was given up for this finish (once at most)
+        for attempt in itertools.count():
             try:
                 done = await self._store.finish(job_id, claim.generation, result)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
                 return None
+            except Unavailable as exc:  # the disk: keep the result, try again
+                if not released and self.on_store_full():
+                    released = True
+                    continue  # the reserve was given up for this: try again at once
+                if not await self._retry_finish(job_id, attempt, exc):
+                    return None
+                continue
             except JobctlError as exc:  # a logic refusal: trying again cannot help
                 log.error("event=finish_refused job=%s error=%s", job_id, logval(exc))
                 return None
             except Exception as exc:  # the store is failing: keep the result, try again
-                if delay is None:
-                    log.error("event=finish_failed job=%s error=%s", job_id, logval(exc))
+                if not await self._retry_finish(job_id, attempt, exc):
                     return None
-                log.warning("event=finish_retry job=%s error=%s", job_id, logval(exc))
-                await asyncio.sleep(delay)
                 continue
             job = _after(claim, result, done)
             _log_finished(job, claim, result)
             return job
-        return None
+        return None  # pragma: no cover - the loop only ends by returning
+
+    async def _retry_finish(self, job_id: int, attempt: int, exc: Exception) -> bool:
+        """Wait before sending a finish again; False when the daemon is stopping."""
+        if self._closing:
+            log.error("event=finish_abandoned job=%s error=%s", job_id, logval(exc))
+            return False
+        delay = FINISH_BACKOFF[min(attempt, len(FINISH_BACKOFF) - 1)]
+        level = logging.WARNING if attempt < len(FINISH_BACKOFF) else logging.DEBUG
+        log.log(level, "event=finish_retry job=%s attempt=%s error=%s", job_id, attempt + 1,
+                logval(exc))  # fmt: skip
+        # On the injected clock, like every wait of the engine (tests move it).
+        await self._clock.sleep_until(self._clock.now() + timedelta(seconds=delay), self._closed)
+        return True
 
     def _lease_lost(self, op: str, job_id: int, gen: int, reason: str) -> None:
         """The store refused a heartbeat or pid record: the command is stopped next; the
@@ -267,34 +309,44 @@ class Executor:
             self.stop(job_id, reason)
 
     async def _heartbeat_loop(self) -> None:
+        every = self.config.heartbeat_every
         while True:
             await self._clock.sleep_until(
-                self._clock.now() + timedelta(seconds=self.config.heartbeat_every), self._hb_wake
+                self._clock.now() + timedelta(seconds=every), self._hb_wake
             )
             self._hb_wake.clear()
-            await self.heartbeat_once()
+            # A heartbeat the store could not write is tried again within a second, not
+            # a third of the lease later: the lease must not run out over a full disk.
+            ok = await self.heartbeat_once()
+            every = self.config.heartbeat_every if ok else min(1.0, self.config.heartbeat_every)
 
-    async def heartbeat_once(self) -> None:
+    async def heartbeat_once(self) -> bool:
+        """Extend every live lease; False if the store could not write (tried again soon)."""
         leases = [(r.claim.job.id, r.claim.generation) for r in self._live.values()]
         if not leases:
-            return
+            return True
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except Exception as exc:
             text = logval(exc)
             self._hb_errors.error(text, "event=heartbeat_failed error=%s", text)
-            return
+            if isinstance(exc, Unavailable):
+                self.on_store_full()
+            return False
         self._hb_errors.recovered("event=heartbeat_recovered")
         gens = dict(leases)
         for job_id in lost:
             self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")
             self.stop(job_id, "lease lost")
+        return True
 
     async def shutdown(self, grace: float) -> None:
         """Let live attempts finish within ``grace``, then stop them as interrupted."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         self.stop_all("shutdown")
+        self._closing = True
+        self._closed.set()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         if self._heartbeats is not None:

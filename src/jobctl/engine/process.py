@@ -50,6 +50,8 @@ class Running:
     start_time: asyncio.Future[int | None] = field(repr=False)
     stop_reason: str | None = None
     stopping: asyncio.Task[None] | None = field(default=None, repr=False)
+    #: The output cap in bytes (the ``log_bytes`` quota, rounded up to 512), or None.
+    log_cap: int | None = None
 
 
 #: Errors that say the host (or the owner) is out of a resource for now, not that the
@@ -62,14 +64,18 @@ TRANSIENT_ERRNOS = frozenset(
 #: give back (empty: leave it), ``$2`` the working directory, ``$3``/``$4`` ``=VALUE`` of
 #: the job's own ``OLDPWD``/``PWD`` or empty (the shell sets both on ``cd``; they are put
 #: back as the job gave them, so the command's environment is exactly the job's), then
-#: the command. A directory the owner cannot enter ends it with :data:`CWD_FAILED`.
+#: ``$5`` the output cap in 512-byte blocks or empty (``RLIMIT_FSIZE``, with SIGXFSZ
+#: ignored so a write past it fails with EFBIG instead of killing the command: the
+#: ``log_bytes`` quota), then the command. A directory the owner cannot enter ends it with
+#: :data:`CWD_FAILED`.
 TRAMPOLINE = (
     '[ -z "$1" ] || ulimit -S -n "$1" 2>/dev/null; '
     'cd -P -- "$2" 2>/dev/null || { echo "jobctl: cannot enter the working directory" >&2; '
     "exit 125; }; "
     "case $3 in =*) OLDPWD=${3#=} ;; *) unset OLDPWD ;; esac; "
     "case $4 in =*) PWD=${4#=} ;; *) unset PWD ;; esac; "
-    'shift 4; exec "$@"'
+    '[ -z "$5" ] || { ulimit -f "$5" 2>/dev/null; trap "" XFSZ; }; '
+    'shift 5; exec "$@"'
 )
 #: What the trampoline leaves in the log (and its exit status) when ``cd`` failed.
 CWD_FAILED = (125, b"jobctl: cannot enter the working directory\n")
@@ -159,6 +165,24 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
     return env
 
 
+#: Appended to an attempt's output tail when its log reached the cap; ``show`` looks for it.
+CUT_MARK = "[jobctl: output cut at "
+
+
+def cut_note(cap: int) -> str:
+    return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
+
+
+def output_cut(run: Running) -> bool:
+    """Whether the attempt's log reached its cap (later writes failed: output was cut)."""
+    if run.log_cap is None:
+        return False
+    try:
+        return os.stat(run.log_path).st_size >= run.log_cap
+    except OSError:
+        return False
+
+
 def spawn(
     claim: Claim,
     log_path: Path,
@@ -166,13 +190,16 @@ def spawn(
     loop: asyncio.AbstractEventLoop,
     log_fd: int,
     launch: Launch | None = None,
+    log_cap: int | None = None,
 ) -> Running:
     """Start the claim's command; raises OSError when it cannot be started at all.
 
     ``log_fd``: the log opened with :func:`open_log` (closed here in any case).
+    ``log_cap``: bytes of output the command may write (the ``log_bytes`` quota).
     """
+    blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     try:
-        proc = _popen(claim, lease_owner, log_fd, launch or Launch())
+        proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks)
     finally:
         os.close(log_fd)
     exited: asyncio.Future[int] = loop.create_future()
@@ -186,10 +213,13 @@ def spawn(
         signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
-    return Running(claim, proc, exited, log_path, start)
+    cap = None if blocks is None else blocks * 512
+    return Running(claim, proc, exited, log_path, start, log_cap=cap)
 
 
-def _popen(claim: Claim, lease_owner: str, out: int, launch: Launch) -> subprocess.Popen[bytes]:
+def _popen(
+    claim: Claim, lease_owner: str, out: int, launch: Launch, blocks: int | None
+) -> subprocess.Popen[bytes]:
     spec = claim.job.spec
     creds: dict[str, object] = {}
     if os.geteuid() == 0 and spec.owner_uid != 0:
@@ -200,9 +230,9 @@ def _popen(claim: Claim, lease_owner: str, out: int, launch: Launch) -> subproce
     env = command_env(claim, lease_owner)
     argv = list(spec.command)
     cwd: str | None = spec.cwd
-    if creds or launch.nofile is not None:
+    if creds or launch.nofile is not None or blocks is not None:
         # Enter the directory after the drop (Popen's cwd= would enter it as root).
-        argv = [*trampoline(spec.cwd, env, launch.nofile), *argv]
+        argv = [*trampoline(spec.cwd, env, launch.nofile, blocks), *argv]
         cwd = None
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         argv,
@@ -219,14 +249,19 @@ def _popen(claim: Claim, lease_owner: str, out: int, launch: Launch) -> subproce
     return proc
 
 
-def trampoline(cwd: str, env: dict[str, str], nofile: int | None) -> list[str]:
+def trampoline(
+    cwd: str, env: dict[str, str], nofile: int | None, blocks: int | None = None
+) -> list[str]:
     """The argv prefix that runs a command through :data:`TRAMPOLINE`."""
 
     def given(name: str) -> str:
         return "=" + env[name] if name in env else ""
 
     limit = "" if nofile is None else str(nofile)
-    return ["/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD")]
+    fsize = "" if blocks is None else str(blocks)
+    return [
+        "/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD"), fsize
+    ]  # fmt: skip
 
 
 def cwd_failure(code: int, tail: str, claim: Claim) -> tuple[int, str] | None:

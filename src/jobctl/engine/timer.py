@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
+from jobctl.engine.diskguard import CACHE_SECONDS, DiskGuard
 from jobctl.engine.executor import Executor
 from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
@@ -34,10 +35,12 @@ class Timer(Service):
         clock: Clock,
         executor: Executor,
         metrics: Metrics | None = None,
+        disk: DiskGuard | None = None,
     ) -> None:
         super().__init__(clock)
         self._store = store
         self._executor = executor
+        self._disk = disk
         self.last_tick: datetime | None = None
         self.ticks = 0
         self._metrics = metrics or Metrics()
@@ -56,6 +59,11 @@ class Timer(Service):
         if w.next_lease_expiry is not None and w.next_lease_expiry <= now:
             await self._reclaim()
             w = await self._store.run(store.wakeups, owner)
+        if self._disk is not None and self._disk.low() is not None:
+            # Below the disk floor no queued job starts (running ones go on): look again
+            # when the measurement is renewed, so dispatch resumes once space is back.
+            held = now + timedelta(seconds=CACHE_SECONDS)
+            return min(t for t in (held, w.next_lease_expiry) if t is not None)
         if w.due_now and self._executor.free_slots > 0 and not self._stopping:
             await self._claim()
             # Read again only with slots left: with none free, only other owners' lease

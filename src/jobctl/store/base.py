@@ -170,6 +170,11 @@ class Store(Protocol):
 
     def stats(self) -> list[QueueStats]: ...
 
+    def owner_usage(self, uid: int) -> dict[str, int]:
+        """One owner's ``queued`` (scheduled: waiting or due) and ``running`` jobs and live
+        ``schedules``, read from counters and indexes (the quotas are checked against it)."""
+        ...
+
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         """What the timer waits for: due work now, the next run_at, the next lease expiry
         (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""

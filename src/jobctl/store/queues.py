@@ -22,7 +22,9 @@ from jobctl.domain.dispatch import (
     allowance,
     plan_claims,
 )
-from jobctl.domain.models import Claim, Job
+from jobctl.domain.models import Claim, Job, JobSpec
+from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
+from jobctl.errors import JobctlError, QuotaExceeded
 from jobctl.store import rows
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.queries import q
@@ -38,6 +40,7 @@ class _Host(Protocol):
     clock: Clock
     _writer: Writer
     _fairness: Fairness
+    quota: Callable[[int], Limits] | None
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
@@ -175,9 +178,82 @@ def _allowances(
     return allow, weights, tokens, policies
 
 
-def claimable(conn: sqlite3.Connection, now: datetime) -> tuple[bool, datetime | None]:
-    """Whether some due job may start now, else when a rate-limited queue next may."""
-    queues = {r["queue"] for r in conn.execute(q("due_lanes"))}
+def owner_room(
+    conn: sqlite3.Connection, quota: Callable[[int], Limits] | None, owners: set[int]
+) -> dict[int, int]:
+    """How many more jobs each owner with a ``running`` quota may start (others: absent)."""
+    if quota is None:
+        return {}
+    limits = {uid: quota(uid).running for uid in owners}
+    if all(v is None for v in limits.values()):
+        return {}
+    running = {r["owner_uid"]: r["n"] for r in conn.execute(q("running_by_owner"))}
+    return {
+        uid: max(0, limit - running.get(uid, 0))
+        for uid, limit in limits.items()
+        if limit is not None
+    }
+
+
+def over_queued_quota(
+    conn: sqlite3.Connection,
+    quota: Callable[[int], Limits] | None,
+    groups: Sequence[Sequence[JobSpec]],
+) -> dict[int, JobctlError]:
+    """Insert groups (by index) that would take their owner past the ``queued`` quota.
+
+    Counted from ``job_counts`` inside the inserting transaction, once per owner of the
+    batch; groups are admitted in order, so of one owner's groups the first ones fit.
+    """
+    if quota is None:
+        return {}
+    wanted: dict[int, int | None] = {}
+    for group in groups:
+        for spec in group:
+            if spec.owner_uid not in wanted:
+                wanted[spec.owner_uid] = quota(spec.owner_uid).queued
+    limited = {uid: n for uid, n in wanted.items() if n is not None}
+    if not limited:
+        return {}
+    have = {uid: _queued(conn, uid) for uid in limited}
+    refused: dict[int, JobctlError] = {}
+    for i, group in enumerate(groups):
+        adding: dict[int, int] = {}
+        for spec in group:
+            if spec.owner_uid in limited:
+                adding[spec.owner_uid] = adding.get(spec.owner_uid, 0) + 1
+        over = [uid for uid, n in adding.items() if have[uid] + n > limited[uid]]
+        if over:
+            uid = over[0]
+            refused[i] = QuotaExceeded(
+                f"queued quota: you have {have[uid]} scheduled jobs of at most "
+                f"{limited[uid]}; {adding[uid]} more would pass it",
+                quota="queued",
+                limit=limited[uid],
+                used=have[uid],
+                retry_after=COUNT_RETRY_AFTER,
+            )
+            continue
+        for uid, n in adding.items():
+            have[uid] += n
+    return refused
+
+
+def _queued(conn: sqlite3.Connection, uid: int) -> int:
+    counts = {r["bucket"]: r["n"] for r in conn.execute(q("owner_counts"), {"uid": uid})}
+    return int(counts.get("scheduled", 0) + counts.get("due", 0))
+
+
+def claimable(
+    conn: sqlite3.Connection, now: datetime, quota: Callable[[int], Limits] | None = None
+) -> tuple[bool, datetime | None]:
+    """Whether some due job may start now, else when a rate-limited queue next may.
+
+    Lanes of owners at their ``running`` quota do not count: they wait for a finish,
+    which wakes the timer."""
+    lanes = [(r["queue"], r["owner_uid"]) for r in conn.execute(q("due_lanes"))]
+    room = owner_room(conn, quota, {o for _, o in lanes})
+    queues = {queue for queue, o in lanes if room.get(o, 1) > 0}
     if not queues:
         return False, None
     allow, _, tokens, policies = _allowances(conn, queues, now)
@@ -205,7 +281,8 @@ def _claim_tx(
     if not lanes:
         return []
     allow, weights, tokens, _ = _allowances(conn, {queue for queue, _ in lanes}, now)
-    plan = plan_claims(limit, lanes, allow, weights, host._fairness)
+    room = owner_room(conn, host.quota, {o for _, o in lanes})
+    plan = plan_claims(limit, lanes, allow, weights, host._fairness, room)
     lease_until = now_ms + int(lease_ttl * 1000)
     found: list[sqlite3.Row] = []
     for (queue, owner_uid), n in plan.items():

@@ -19,6 +19,7 @@ from typing import TypeVar
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
+from jobctl.domain.quota import Limits
 from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
@@ -31,7 +32,7 @@ from jobctl.store.finishing import FinishOps, stale
 from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
-from jobctl.store.queues import QueueOps, claimable
+from jobctl.store.queues import QueueOps, claimable, over_queued_quota
 from jobctl.store.retention import RetentionOps
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.writer import Writer
@@ -72,6 +73,8 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         self._rng = rng or random.Random()
         self._lock = DbLock(self.path) if lock else None
         self._fairness = Fairness()  # touched only by the writer thread
+        #: Per-owner quotas (the daemon sets it); None: nobody has a quota.
+        self.quota: Callable[[int], Limits] | None = None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -124,6 +127,12 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     def _insert_groups_tx(
         self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
     ) -> list[list[Inserted] | JobctlError]:
+        refused = over_queued_quota(conn, self.quota, groups)
+        if refused:
+            return [
+                refused.get(i) or self._insert_in_savepoint(conn, group)
+                for i, group in enumerate(groups)
+            ]
         if len(groups) > 1:
             flat = self._insert_in_savepoint(conn, [spec for group in groups for spec in group])
             if not isinstance(flat, JobctlError):
@@ -416,6 +425,18 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
             )
         return out
 
+    def owner_usage(self, uid: int) -> dict[str, int]:
+        """One owner's queued (scheduled, waiting or due) and running jobs, and live
+        schedules: from the per-lane counters and the owner index, never a scan of jobs."""
+
+        def read(conn: sqlite3.Connection) -> dict[str, int]:
+            b = {r["bucket"]: r["n"] for r in conn.execute(q("owner_counts"), {"uid": uid})}
+            scheds = conn.execute(q("owner_schedules"), {"uid": uid}).fetchone()["n"]
+            queued = b.get("scheduled", 0) + b.get("due", 0)
+            return {"queued": queued, "running": b.get("running", 0), "schedules": scheds}
+
+        return self._read(read)
+
     def running(self) -> list[Orphan]:
         return self._read(
             lambda conn: [
@@ -429,7 +450,7 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
             now = self.clock.now()
             now_ms = rows.to_ms(now)
             nxt = conn.execute(q("next_future")).fetchone()["t"]
-            due, token_at = claimable(conn, now)
+            due, token_at = claimable(conn, now, self.quota)
             unpromoted = nxt is not None and nxt <= now_ms
             due = due or unpromoted
             lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]

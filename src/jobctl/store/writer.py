@@ -16,6 +16,7 @@ write comes within ``ride_wait`` seconds.
 
 from __future__ import annotations
 
+import errno
 import logging
 import queue
 import sqlite3
@@ -24,11 +25,38 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
+from jobctl.errors import StorageFull
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
+
+#: SQLite primary result codes that mean the disk, not the request: SQLITE_IOERR, SQLITE_FULL.
+_DISK_CODES = {10, 13}
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}
+#: Seconds a caller refused by a full disk is told to wait (``Retry-After``).
+DISK_RETRY_AFTER = 5
+
+
+def disk_error(exc: BaseException) -> StorageFull | None:
+    """The refusal to answer for a write that met a full disk or an I/O error, else None.
+
+    Such a write changed nothing (its transaction is rolled back); it is refused for now,
+    not for good, so the API answers 503 with ``Retry-After`` and the executor retries.
+    """
+    if isinstance(exc, StorageFull):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _DISK_CODES:
+            return None
+    elif not (isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS):
+        return None
+    return StorageFull(
+        f"the store cannot write: {exc}; nothing was written, try again later",
+        retry_after=DISK_RETRY_AFTER,
+    )
+
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
 #: Queued by :meth:`Writer.nudge`: a rider has rows; commit them soon even if idle.
@@ -157,12 +185,12 @@ class Writer:
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
             self._failed(len(batch), exc)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             if landed is not None:
                 landed(False)
+            failure = disk_error(exc) or exc
             for _, fut, _ in batch:
-                fut.set_exception(exc)
+                fut.set_exception(failure)
             return
         if landed is not None:
             landed(True)
@@ -182,13 +210,22 @@ class Writer:
             self._errors.error(str(exc), msg, writes, logval(exc))
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is left of a failed transaction (SQLite may have rolled it back)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.error("rollback failed: %s", exc)
+
+
 def _resolve(
     fut: Future[Any], fn: Callable[[sqlite3.Connection], Any], conn: sqlite3.Connection
 ) -> None:
     try:
         fut.set_result(fn(conn))
     except Exception as exc:
-        fut.set_exception(exc)
+        fut.set_exception(disk_error(exc) or exc)
 
 
 def _run_in_savepoint(
@@ -198,6 +235,8 @@ def _run_in_savepoint(
     try:
         value = fn(conn)
     except Exception as exc:
+        if disk_error(exc) is not None:
+            raise  # the disk, not this op: SQLite may have ended the transaction already
         conn.execute("ROLLBACK TO op")
         conn.execute("RELEASE op")
         return False, exc

@@ -468,3 +468,18 @@ ORDER BY id DESC LIMIT :limit;
 DELETE FROM audit WHERE id IN (
     SELECT id FROM audit INDEXED BY audit_at WHERE at < :before ORDER BY at LIMIT :limit
 );
+
+-- Quotas ------------------------------------------------------------------------------
+
+-- name: owner_counts
+-- One owner's scheduled (waiting or due) and running jobs, from the per-lane counters.
+SELECT bucket, sum(n) AS n FROM job_counts
+WHERE owner_uid = :uid AND bucket IN ('scheduled', 'due', 'running') GROUP BY bucket;
+
+-- name: owner_schedules
+SELECT count(*) AS n FROM schedule_defs d INDEXED BY schedule_defs_owner
+JOIN schedule_cursors c ON c.id = d.id
+WHERE d.owner_uid = :uid AND c.deleted_at IS NULL;
+
+-- name: running_by_owner
+SELECT owner_uid, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY owner_uid;

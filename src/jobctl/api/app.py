@@ -58,6 +58,9 @@ class Hooks:
     due: Callable[[datetime], None] = lambda at: None
     #: Who may use jobctl and who is an admin (allow/deny files, admin group).
     access: Access = field(default_factory=Access)
+    #: The settings the daemon started with, as ``jobctl config show --json`` prints them
+    #: (empty: not recorded, e.g. an in-process app); served at GET /v1/config.
+    settings: Mapping[str, Any] = field(default_factory=dict)
     #: The disk floor and per-owner quotas new work must pass (default: none).
     admission: Admission = field(default_factory=Admission)
 
@@ -214,6 +217,13 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "quota": adm.usage(owner_uid(request), usage),
         **ctx.hooks.info(),
     }
+
+
+@router.get("/config", summary="The daemon's effective settings and their sources (admins)")
+async def config(ctx: Ctx) -> dict[str, Any]:
+    view = dict(ctx.hooks.settings) or {"config_file": None, "settings": {}, "derived": {}}
+    daemon = {"version": __version__, "pid": os.getpid(), "started_at": iso(ctx.started)}
+    return {"daemon": daemon, **view}
 
 
 def create_app(

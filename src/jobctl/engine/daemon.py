@@ -18,7 +18,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,9 @@ class DaemonConfig:
     disk_floor: DiskFloor = field(default_factory=DiskFloor)
     quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
+    #: Every setting and its source, as ``jobctl config show --json`` prints them; served
+    #: to admins at GET /v1/config so ``config show`` describes the running daemon.
+    settings_view: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def make_owner() -> str:
@@ -172,6 +175,7 @@ class Daemon:
             retry=self.config.retry,
             due=parts.timer.wake,
             access=parts.access,
+            settings=self.config.settings_view or {},
             admission=parts.admission,
         )
 

@@ -192,6 +192,42 @@ def jobctl_enqueue_client(sock: str, body: bytes, per_request: int, warmup: int,
         out.put({"error": repr(exc)})
 
 
+def jobctl_client_enqueue_client(sock: str, job: dict[str, Any], warmup: int, duration: float,
+                                 barrier: Any, out: Any) -> None:
+    """Enqueue ``job`` through the shipped client (``jobctl.client.Client.enqueue``), one job
+    per call, until ``duration`` is over: what a Python producer program pays."""
+    try:
+        from pathlib import Path
+
+        from jobctl.client import Client
+
+        c = Client(Path(sock))
+        for _ in range(warmup):
+            c.enqueue(job)
+        barrier.wait()
+        t0 = time.time()
+        end = t0 + duration
+        n = errs = 0
+        lat = []
+        cpu0 = time.process_time()
+        while True:
+            s = time.time()
+            if s >= end:
+                break
+            try:
+                c.enqueue(job)
+                n += 1
+            except Exception:
+                errs += 1
+            lat.append(time.time() - s)
+        cpu = time.process_time() - cpu0
+        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
+                 "warm_jobs": warmup, "client_cpu_us": 1e6 * cpu / max(1, n + errs)})
+        c.close()
+    except BaseException as exc:  # reported to the parent, which raises
+        out.put({"error": repr(exc)})
+
+
 def huey_enqueue_client(db: str, warmup: int, duration: float, barrier: Any, out: Any) -> None:
     """Enqueue huey tasks (eta far in the future), one ``schedule()`` call per job."""
     try:

@@ -6,7 +6,8 @@ Run ``python bench/bench_core.py`` (full: 3 runs each, medians; about 25 min on 
 subprocess on fresh temp paths and talks to it over its Unix socket. Workloads:
 
 1. durable enqueue throughput, 8 concurrent client processes: (a) one job per request,
-   (b) 500 jobs per request (batch form). Jobs are due in 2099 so nothing runs.
+   (b) 500 jobs per request (batch form), (c) one job per call through the shipped Python
+   client (``jobctl.client``). Jobs are due in 2099 so nothing runs.
 2. end-to-end: N jobs running ``true``, all due at one instant (enqueued in batches just
    before), ``--concurrency 32``; jobs/s from the first attempt start to the last finish.
 3. dispatch lag: jobs due at spread times over a few seconds; attempt start − run_at.
@@ -307,7 +308,8 @@ def _summarise_clients(res: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> dict[str, Any]:
-    per = 1 if mode == "single" else sz.batch
+    """``single``/``batch``: the bench's raw client; ``client``: the shipped jobctl.client."""
+    per = sz.batch if mode == "batch" else 1
     job = {"command": ["true"], "run_at": FAR}
     body = json.dumps(job if per == 1 else [job] * per).encode()
     warmup = 20 if per == 1 else 2
@@ -316,11 +318,18 @@ def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> dict[str, Any]:
         d = Daemon(tmp / f"w1-{mode}-{r}", sz.concurrency)
         try:
             sampler = CpuSampler(d.pid)
-            res = C.run_clients(C.jobctl_enqueue_client,
-                                [(str(d.sock), body, per, warmup, sz.enqueue_seconds)]
-                                * sz.clients)
+            if mode == "client":
+                res = C.run_clients(C.jobctl_client_enqueue_client,
+                                    [(str(d.sock), job, warmup, sz.enqueue_seconds)]
+                                    * sz.clients)
+            else:
+                res = C.run_clients(C.jobctl_enqueue_client,
+                                    [(str(d.sock), body, per, warmup, sz.enqueue_seconds)]
+                                    * sz.clients)
             sampler.stop()
             s = _summarise_clients(res)
+            if mode == "client":
+                s["client_cpu_us"] = C.median([x["client_cpu_us"] for x in res])
             s["daemon_cores"] = sampler.cores(s["t0"], s["t1"])
             http = d.http()
             stored = http.json("GET", "/v1/status")["counts"]["scheduled"]
@@ -334,7 +343,8 @@ def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> dict[str, Any]:
         finally:
             d.stop()
             shutil.rmtree(d.dir, ignore_errors=True)
-    return _agg(runs, "rate", extra=("daemon_cores", "req_p50_ms", "req_p99_ms"))
+    extra = ("daemon_cores", "req_p50_ms", "req_p99_ms")
+    return _agg(runs, "rate", extra=(*extra, "client_cpu_us") if mode == "client" else extra)
 
 
 def _agg(runs: list[dict[str, Any]], key: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -987,6 +997,9 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
     row("1a", "durable enqueue, 1 job/request, 8 clients (jobs/s)", val(j, "single", "rate"),
         val(h, "enqueue", "rate"), val(a, "enqueue", "rate"), "≥ 5,000",
         lambda v: v >= TARGETS["single"])
+    row("1c", "durable enqueue through the shipped `jobctl.client`, 1 job/call, 8 clients "
+        "(jobs/s; huey: its own client, as in 1a)", val(j, "client", "rate"),
+        val(h, "enqueue", "rate"), "", "", None)
     row("1b", f"durable enqueue, {sz.batch} jobs/request, 8 clients (jobs/s)",
         val(j, "batch", "rate"), "n/a (no batch API)", "n/a (no batch API)", "≥ 30,000",
         lambda v: v >= TARGETS["batch"])
@@ -1061,7 +1074,10 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
         "to the daemon's Unix socket, sending pre-encoded `POST /v1/jobs` bodies back to back "
         "(a minimal client, so the 2 cores go to the daemon; `daemon cores` below is its CPU "
         "use). A 201 means the job is committed (WAL, `synchronous=FULL`, group commit). "
-        "Checked: `GET /v1/status` counts equal the acknowledged jobs.",
+        "Checked: `GET /v1/status` counts equal the acknowledged jobs. Row 1c is the same "
+        "load through the shipped Python client (`jobctl.client.Client.enqueue`, one call "
+        "per job: JSON encoding and decoding included), what a producer program pays; "
+        "`client_cpu_us` below is each client process's CPU per call.",
         f"* **huey enqueue**: 8 client processes, each `task.schedule(eta=2099)` on its own "
         f"`SqliteHuey` (one `BEGIN EXCLUSIVE` INSERT + COMMIT per call), with the consumer "
         f"running ({sz.concurrency} thread workers), which moves each delayed task from the "
@@ -1126,6 +1142,8 @@ def _aps_add_minutes(a: dict[str, Any], sz: Sizes) -> float | None:
 _DETAIL_KEYS = {
     "single": ("rate", "daemon_cores", "req_p50_ms", "req_p99_ms", "other_cores", "verified"),
     "batch": ("rate", "daemon_cores", "req_p50_ms", "req_p99_ms", "other_cores", "verified"),
+    "client": ("rate", "client_cpu_us", "daemon_cores", "req_p50_ms", "req_p99_ms",
+               "other_cores", "verified"),
     "enqueue": ("rate", "req_p50_ms", "req_p99_ms", "errors", "stored", "other_cores",
                 "verified"),
     "e2e": ("rate", "wall", "daemon_cores", "enqueue_s", "add_seconds", "due_to_last",
@@ -1240,6 +1258,7 @@ def main() -> int:
         if "1" in only:
             run("jobctl", "single", w1_jobctl, tmp, sz, "single")
             run("jobctl", "batch", w1_jobctl, tmp, sz, "batch")
+            run("jobctl", "client", w1_jobctl, tmp, sz, "client")
             if peers:
                 run("huey", "enqueue", w1_huey, tmp, sz)
                 run("aps", "enqueue", w1_aps, tmp, sz)

@@ -57,7 +57,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --socket --help) ;;
@@ -89,7 +89,7 @@ _jobctl_options() {
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
         'schedules delete') _jobctl_r=(--json --socket --help) ;;
         config) _jobctl_r=(--help) ;;
-        'config show') _jobctl_r=(--config --json --help) ;;
+        'config show') _jobctl_r=(--config --json --local --socket --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -101,8 +101,8 @@ _jobctl_nvalues() {
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
         'add --retry-on'|'add --no-retry-on'|'add --cron'|'add --every'|'add --tz'|\
         'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
-        'add --jitter'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
-        'list --socket'|'show --socket'|'logs --attempt'|'logs --socket'|\
+        'add --jitter'|'add --batch'|'add --socket'|'list --status'|'list --queue'|\
+        'list --limit'|'list --socket'|'show --socket'|'logs --attempt'|'logs --socket'|\
         'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
         'daemon --concurrency'|'daemon --lease-ttl'|'daemon --kill-grace'|\
         'daemon --shutdown-grace'|'daemon --socket-group'|'daemon --log-level'|\
@@ -119,7 +119,8 @@ _jobctl_nvalues() {
         'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
         'queues resume --socket'|'schedules list --limit'|'schedules list --socket'|\
         'schedules show --socket'|'schedules pause --socket'|'schedules resume --socket'|\
-        'schedules trigger --socket'|'schedules delete --socket'|'config show --config') _jobctl_r=(1) ;;
+        'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
+        'config show --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -160,7 +161,7 @@ _jobctl_value() {
         'schedules show #1'|'schedules pause --socket'|'schedules pause #1'|\
         'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
         'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config') _jobctl_files ;;
+        'config show --config'|'config show --socket') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

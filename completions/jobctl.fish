@@ -77,13 +77,13 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
             'add --retry-on' 'add --no-retry-on' 'add --cron' 'add --every' 'add --tz' \
             'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
-            'add --jitter' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
-            'list --socket' 'show --socket' 'logs --attempt' 'logs --socket' \
-            'cancel --socket' 'status --socket' 'daemon --db' 'daemon --socket' \
-            'daemon --concurrency' 'daemon --lease-ttl' 'daemon --kill-grace' \
-            'daemon --shutdown-grace' 'daemon --socket-group' 'daemon --log-level' \
-            'daemon --config' 'next --tz' 'next --after' 'next --count' \
-            'import-crontab --tz' 'import-crontab --misfire' \
+            'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
+            'list --limit' 'list --socket' 'show --socket' 'logs --attempt' \
+            'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
+            'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
+            'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
+            'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
+            'next --count' 'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
             'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
             'audit --uid' 'audit --action' 'audit --since' 'audit --before' \
@@ -97,7 +97,7 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'queues resume --socket' 'schedules list --limit' 'schedules list --socket' \
             'schedules show --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
-            'schedules delete --socket' 'config show --config'
+            'schedules delete --socket' 'config show --config' 'config show --socket'
             echo 1
         case '*'
             echo 0
@@ -159,6 +159,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip onc
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'overlap' -x -a 'skip queue allow' -d 'While the previous run is unfinished'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'jitter' -x -d 'Spread start by a stable offset below this'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'batch' -x -d 'Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -390,4 +391,6 @@ complete -c jobctl -n '__jobctl_at \'config\' \'opt\'' -l 'help' -d 'Show this m
 # jobctl config show
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
+complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'help' -d 'Show this message and exit.'

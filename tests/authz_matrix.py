@@ -136,6 +136,7 @@ async def _shared_and_admin(call: Call) -> None:
     for action in ("pause", "resume"):
         await expect(call, "POST", f"/v1/queues/shared/{action}", None, each(403, 403, 200))
     await expect(call, "POST", "/v1/prune", {"dry_run": True}, each(403, 403, 200))
+    await expect(call, "GET", "/v1/config", None, each(403, 403, 200))
     await expect(call, "GET", "/v1/audit", None, each(403, 403, 200))
     _, refused = await call(OTHER, "POST", "/v1/queues/shared/pause", None)
     assert refused["error"]["code"] == "forbidden" and "admins" in refused["error"]["message"]

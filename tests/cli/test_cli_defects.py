@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from jobctl.cli import jobs
+from jobctl.cli import job_actions
 from jobctl.cli.jobs import job_body
 from jobctl.cli.main import app, run
 from jobctl.cli.schedules import schedule_body
@@ -131,7 +131,8 @@ def test_a_bug_is_one_line_and_exit_1(
     def broken(*args: object, **kw: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(jobs, "_refuse_misplaced", broken)
+    # add_job: what both the Typer command and the fast path (jobctl.cli.fast) run
+    monkeypatch.setattr(job_actions, "add_job", broken)
     monkeypatch.delenv("JOBCTL_DEBUG", raising=False)
     code, out, err = run_cli(capsys, "add", "--", "true")
     assert code == 1 and out == ""
@@ -151,7 +152,7 @@ def test_run_guards_every_exception_itself(monkeypatch: pytest.MonkeyPatch) -> N
         raise RuntimeError("x")
 
     monkeypatch.setattr(main, "_run_typer", boom)
-    assert run(["status"]) == 1
+    assert run(["logs", "1"]) == 1  # (not a command line jobctl.cli.fast serves)
 
 
 def test_help_says_how_a_naive_at_is_read(tmp_path: Path) -> None:

@@ -98,6 +98,62 @@ def test_a_write_meeting_a_closed_connection_is_not_resent(
     transport.close()
 
 
+def serve_once(path: Path, response: bytes) -> threading.Thread:
+    """Answer one request on one connection with ``response``, then close."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(response)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    ("response", "body"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ncontent-type: text/plain\r\n\r\n"
+            b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\n",
+            b"hello, world",
+        ),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end", b"until the end"),
+        (b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n", b""),
+    ],
+    ids=["chunked", "until-close", "no-content"],
+)
+def test_response_framings(tmp_path: Path, response: bytes, body: bytes) -> None:
+    path = tmp_path / "s.sock"
+    thread = serve_once(path, response)
+    transport = UnixTransport(path, timeout=5)
+    assert transport.request("GET", "/x", None, {})[2] == body
+    transport.close()
+    thread.join(5)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", b""],
+    ids=["bad-status-line", "cut-short", "nothing"],
+)
+def test_a_broken_answer_is_an_oserror(tmp_path: Path, response: bytes) -> None:
+    path = tmp_path / "s.sock"
+    thread = serve_once(path, response)
+    transport = UnixTransport(path, timeout=5)
+    with pytest.raises(OSError):
+        transport.request("POST", "/x", b"{}", {})
+    transport.close()
+    thread.join(5)
+
+
 def test_an_answer_sent_before_the_request_was_read_is_still_read(tmp_path: Path) -> None:
     """A daemon over its connection limits answers 503 and closes without reading: the
     client's write then fails (EPIPE), but the answer is in the socket to be read."""
@@ -125,7 +181,7 @@ def test_an_answer_sent_before_the_request_was_read_is_still_read(tmp_path: Path
     thread.start()
     client = Client(path)
     try:
-        client._transport._conn.connect()  # type: ignore[attr-defined]
+        client._transport._connect()  # type: ignore[attr-defined]
         answered.wait(5)
         with pytest.raises(errors.TooManyConnections, match="too many connections"):
             client.enqueue_many([{"command": ["x" * 1000], "cwd": "/"}] * 1000)

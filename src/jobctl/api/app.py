@@ -58,6 +58,9 @@ class Hooks:
     due: Callable[[datetime], None] = lambda at: None
     #: Who may use jobctl and who is an admin (allow/deny files, admin group).
     access: Access = field(default_factory=Access)
+    #: The settings the daemon started with, as ``jobctl config show --json`` prints them
+    #: (empty: not recorded, e.g. an in-process app); served at GET /v1/config.
+    settings: Mapping[str, Any] = field(default_factory=dict)
     #: The disk floor and per-owner quotas new work must pass (default: none).
     admission: Admission = field(default_factory=Admission)
 
@@ -226,6 +229,13 @@ def _schedule_totals(totals: dict[str, Any], now: datetime) -> dict[str, Any]:
     totals["next_run_at"] = iso(nxt)
     totals["lag"] = max(0.0, (now - nxt).total_seconds()) if nxt else 0.0
     return totals
+
+
+@router.get("/config", summary="The daemon's effective settings and their sources (admins)")
+async def config(ctx: Ctx) -> dict[str, Any]:
+    view = dict(ctx.hooks.settings) or {"config_file": None, "settings": {}, "derived": {}}
+    daemon = {"version": __version__, "pid": os.getpid(), "started_at": iso(ctx.started)}
+    return {"daemon": daemon, **view}
 
 
 def create_app(

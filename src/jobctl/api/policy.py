@@ -58,6 +58,7 @@ class Action(StrEnum):
     READ_SHARED = "read_shared"
     QUEUE_ADMIN = "queue_admin"
     PRUNE = "prune"
+    READ_CONFIG = "read_config"
     AUDIT = "audit"
 
     @property
@@ -73,6 +74,7 @@ REACH: dict[Action, Reach] = {
     Action.READ_SHARED: Reach.EVERYONE,
     Action.QUEUE_ADMIN: Reach.ADMIN,
     Action.PRUNE: Reach.ADMIN,
+    Action.READ_CONFIG: Reach.ADMIN,
     Action.AUDIT: Reach.ADMIN,
 }
 
@@ -85,6 +87,7 @@ MEANING: dict[Action, str] = {
     Action.READ_SHARED: "aggregate state, the same for every user",
     Action.QUEUE_ADMIN: "change a shared queue's limits, pause or resume it",
     Action.PRUNE: "delete finished jobs past retention, everyone's",
+    Action.READ_CONFIG: "read the daemon's effective settings (paths, groups, limits)",
     Action.AUDIT: "read the audit trail",
 }
 
@@ -114,6 +117,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/prune"): Action.PRUNE,
     ("GET", "/v1/metrics"): Action.READ_SHARED,
     ("GET", "/v1/openapi.json"): Action.READ_SHARED,
+    ("GET", "/v1/config"): Action.READ_CONFIG,
     ("GET", "/v1/audit"): Action.AUDIT,
 }
 

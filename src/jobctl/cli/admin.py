@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from jobctl.cli.config_cmd import ConfigOpt, from_command_line
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.config_cmd import ConfigOpt, from_command_line, served_view
+from jobctl.cli.options import JsonOpt, SocketOpt
 
 if TYPE_CHECKING:
-    from jobctl.config import Settings
+    from jobctl.config import Settings, Source
     from jobctl.engine.daemon import DaemonConfig
 
 
@@ -73,12 +73,14 @@ def daemon(
         "log_level": log_level,
     }
     flags = {name: value for name, value in given.items() if from_command_line(ctx, name)}
-    settings = daemon_settings(config if from_command_line(ctx, "config") else None, flags)
+    path = config if from_command_line(ctx, "config") else None
+    settings, sources = checked_settings(path, flags)
+    view = served_view(settings, sources, path)
 
     from jobctl.engine.daemon import run_daemon, setup_logging
 
     setup_logging(settings.log_level, settings.log_format)
-    run_daemon(daemon_config(settings))
+    run_daemon(daemon_config(settings, view))
 
 
 def daemon_settings(
@@ -93,6 +95,16 @@ def daemon_settings(
     must exist (otherwise it would fail only at bind time, after the database was locked,
     migrated and recovered).
     """
+    return checked_settings(config_path, flags, env, group_exists)[0]
+
+
+def checked_settings(
+    config_path: Path | None,
+    flags: Mapping[str, object],
+    env: Mapping[str, str] | None = None,
+    group_exists: Callable[[str], bool] | None = None,
+) -> tuple[Settings, dict[str, Source]]:
+    """:func:`daemon_settings`, and where each value came from."""
     from jobctl.config import ConfigError, load
 
     settings, sources = load(config_path, os.environ if env is None else env, flags)
@@ -100,7 +112,7 @@ def daemon_settings(
     if group is not None and not (group_exists or _group_exists)(group):
         where = sources["socket_group"].blame("socket_group")
         raise ConfigError(f'{where}: no such group "{group}"')
-    return settings
+    return settings, sources
 
 
 def _group_exists(name: str) -> bool:
@@ -113,8 +125,9 @@ def _group_exists(name: str) -> bool:
     return True
 
 
-def daemon_config(settings: Settings) -> DaemonConfig:
-    """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones)."""
+def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> DaemonConfig:
+    """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones);
+    ``view`` is what GET /v1/config serves (see :func:`served_view`)."""
     from jobctl.api.server import ConnectionLimits
     from jobctl.domain.models import Backoff
     from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
@@ -166,16 +179,12 @@ def daemon_config(settings: Settings) -> DaemonConfig:
         disk_floor=settings.disk_floor,
         quota=QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {}),
         audit_retention=settings.retention_audit,
+        settings_view=view,
     )
 
 
 def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     """Daemon version and uptime, job counts, and per-queue health."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+    from jobctl.cli.job_actions import show_status
 
-    with client(socket) as c:
-        s = c.status()
-    if json_:
-        print_json(s)
-    else:
-        render.status_view(s)
+    show_status(json_, socket)

@@ -2,8 +2,11 @@
 
 It answers "why is the daemon using X?" without reading the code: the value, and whether it
 is the default, from the file (which one), from an environment variable (which one) or
-from a flag. It loads exactly as ``jobctl daemon`` does, so it doubles as a check of a
-config file before a restart: a bad file is the same one-line error, exit 2.
+from a flag. When a daemon answers on the socket it describes that daemon: the daemon
+keeps what it loaded at start (:func:`served_view`) and serves it to admins at
+GET /v1/config. Otherwise, or with ``--local``/``--config``, it loads exactly as
+``jobctl daemon`` would here, so it doubles as a check of a config file before a
+restart: a bad file is the same one-line error, exit 2.
 
 Nothing heavy is imported at module level: every ``jobctl`` command loads this module.
 """
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, command_group, print_json
+from jobctl.cli.options import JsonOpt, SocketOpt, command_group, print_json
 
 if TYPE_CHECKING:
     from jobctl.config import ConfigFile, Settings, Source
@@ -49,50 +52,125 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
+LocalOpt = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Do not ask the daemon: show what jobctl daemon would load here (checks the file)",
+    ),
+]
+#: Settings whose key names one of these hold a secret: the daemon serves them hidden.
+SECRET_WORDS = ("password", "secret", "token", "credential")
+HIDDEN = "(hidden)"
+
+
 @app.command("show")
-def show(ctx: typer.Context, config: ConfigOpt = None, json_: JsonOpt = False) -> None:
+def show(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    json_: JsonOpt = False,
+    local: LocalOpt = False,
+    socket: SocketOpt = None,
+) -> None:
     """Print every effective daemon setting and where it came from.
 
-    Sources, strongest first: flag, environment variable (JOBCTL_<KEY>), config file, default. The output is valid TOML, each line commented with its source. A bad config file is an error (exit 2), so this also checks a file before a restart.
+    When a daemon answers on the socket, these are its settings as it loaded them at start (admins only; anyone else gets this machine's view with a note). Otherwise, and with --local or --config, they are what jobctl daemon would load here. Sources, strongest first: flag, environment variable (JOBCTL_<KEY>), config file, default. The output is valid TOML, each line commented with its source. A bad config file is an error (exit 2), so --local also checks a file before a restart.
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    path = config if from_command_line(ctx, "config") else None
+    view, note = (None, "") if local or path is not None else daemon_view(socket)
+    if view is None:
+        view = local_view(path)
+    view = {**view, "from": "local" if "daemon" not in view else "daemon", "note": note or None}
+    if json_:
+        print_json(view)
+    else:
+        sys.stdout.write(as_toml(view))
+
+
+def local_view(path: Path | None) -> dict[str, Any]:
+    """What ``jobctl daemon`` would load here, in the form of :func:`as_json`."""
     from jobctl.config import Host, load, locate
 
     host = Host.current()
-    path = config if from_command_line(ctx, "config") else None
     settings, sources = load(path, os.environ, {}, host=host)
-    where = locate(path, os.environ, host)
-    if json_:
-        print_json(as_json(settings, sources, where))
+    return as_json(settings, sources, locate(path, os.environ, host))
+
+
+def daemon_view(socket: Path | None) -> tuple[dict[str, Any] | None, str]:
+    """The running daemon's settings (GET /v1/config), or None and why not."""
+    from jobctl.cli.job_actions import client
+    from jobctl.errors import DaemonUnavailable, Forbidden, NotFound
+    from jobctl.paths import default_socket
+
+    where = socket or default_socket()
+    fallback = "showing what jobctl daemon would load here"
+    try:
+        with client(socket) as c:
+            view: dict[str, Any] = c.config()
+    except DaemonUnavailable:
+        return None, f"no daemon answered on {where}; {fallback}"
+    except Forbidden:
+        return None, f"the daemon on {where} shows its settings to admins only; {fallback}"
+    except NotFound:
+        return None, f"the daemon on {where} does not serve its settings (older); {fallback}"
+    if not view.get("settings"):
+        return None, f"the daemon on {where} did not record its settings; {fallback}"
+    return view, ""
+
+
+def served_view(
+    settings: Settings, sources: dict[str, Source], path: Path | None
+) -> dict[str, Any]:
+    """What the daemon serves at GET /v1/config: :func:`as_json` of what it loaded, with
+    the value of any setting whose key names a secret (:data:`SECRET_WORDS`) hidden."""
+    from jobctl.config import Host, locate
+
+    view = as_json(settings, sources, locate(path, os.environ, Host.current()))
+    for key, entry in view["settings"].items():
+        if entry["value"] is not None and any(word in key for word in SECRET_WORDS):
+            entry["value"] = HIDDEN
+    return view
+
+
+def _file_note(where: dict[str, Any]) -> str:
+    source = " ".join(filter(None, (where["source"], where["origin"])))
+    origin = "default location" if where["source"] == "default" else f"from {source}"
+    present = "" if where["loaded"] else "; not present, so defaults apply"
+    return f"# config file: {where['path']} ({origin}{present})"
+
+
+def _head(view: dict[str, Any]) -> list[str]:
+    daemon = view.get("daemon")
+    if daemon:
+        head = [
+            f"# the running daemon's settings (jobctl {daemon['version']}, pid {daemon['pid']}, "
+            f"started {daemon['started_at']})"
+        ]
     else:
-        sys.stdout.write(as_toml(settings, sources, where))
+        head = [f"# {view['note']}"] if view.get("note") else []
+    return [*head, _file_note(view["config_file"])]
 
 
-def _file_note(where: ConfigFile) -> str:
-    origin = "default location" if where.source.kind == "default" else f"from {where.source}"
-    present = "" if where.path.is_file() else "; not present, so defaults apply"
-    return f"# config file: {where.path} ({origin}{present})"
-
-
-def as_toml(settings: Settings, sources: dict[str, Source], where: ConfigFile) -> str:
-    """The settings as a config file, each line commented with the value's source."""
-    from jobctl.config import SPECS
-
+def as_toml(view: dict[str, Any]) -> str:
+    """The settings of :func:`as_json`'s form as a config file, each line commented with
+    the value's source."""
     rows: list[tuple[str, str]] = []
     table = ""
-    for name, spec in SPECS.items():
-        section, _, key = spec.key.rpartition(".")
+    for full_key, entry in view["settings"].items():
+        section, _, key = full_key.rpartition(".")
         if section != table:
             rows.append(("", ""))
             rows.append((f"[{section}]", ""))
             table = section
-        value = getattr(settings, name)
+        value = entry["value"]
         line = f"# {key} is not set" if value is None else f"{key} = {_toml_value(value)}"
-        note = str(sources[name])
-        if name == "lease_ttl":
-            note += f"; heartbeat every {_toml_value(settings.heartbeat)[1:-1]} (lease_ttl / 3)"
+        note = " ".join(filter(None, (entry["source"], entry["origin"])))
+        if full_key == "lease_ttl":
+            beat = _toml_value(float(view["derived"]["heartbeat"]))[1:-1]
+            note += f"; heartbeat every {beat} (lease_ttl / 3)"
         rows.append((line, note))
     width = max(len(line) for line, note in rows if note)
-    out = [_file_note(where), "# precedence: flag > environment > file > default"]
+    out = [*_head(view), "# precedence: flag > environment > file > default"]
     out += [f"{line:<{width}}  # {note}" if note else line for line, note in rows]
     return "\n".join(out) + "\n"
 

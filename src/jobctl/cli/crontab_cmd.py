@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.cli.schedules import schedule_body
 from jobctl.domain.schedule import Misfire, Overlap

@@ -2,114 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, print_json
+from jobctl.cli import job_actions
+from jobctl.cli.bodies import job_body
+from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client
 from jobctl.cli.schedules import schedule_body, user_zone
-from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput
-
-
-def job_body(
-    command: list[str],
-    *,
-    at: str | None = None,
-    in_: str | None = None,
-    key: str | None = None,
-    queue: str = "default",
-    priority: int = 0,
-    max_attempts: int | None = None,
-    timeout: str | None = None,
-    backoff: str | None = None,
-    cwd: str | Path | None = None,
-    env: list[str] | None = None,
-    shell: bool = False,
-    retry_on: str | None = None,
-    no_retry_on: str | None = None,
-    tz: str | None = None,
-) -> dict[str, Any]:
-    """Turn ``jobctl add`` options into the API's job object (also used by schedules).
-
-    A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
-    """
-    if at and in_:
-        raise InvalidInput("give either --at or --in, not both")
-    if not command:
-        raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
-    if shell:
-        if len(command) != 1:
-            raise InvalidInput("--shell takes the whole command as one quoted string")
-        command = ["/bin/sh", "-c", command[0]]
-    body: dict[str, Any] = {
-        "command": command,
-        "queue": queue,
-        "priority": priority,
-        "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _env(env or []),
-    }
-    optional = {
-        "run_at": _run_at(at, in_, tz),
-        "key": key or None,
-        "max_attempts": max_attempts,
-        "timeout": parse_duration(timeout) if timeout else None,
-        "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
-        "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
-        "backoff": _backoff(backoff) if backoff else None,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
-    return body
-
-
-def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
-    if at:
-        return parse_when(at, user_zone(tz)).isoformat()
-    if in_:
-        delay = parse_duration(in_)
-        try:
-            return (datetime.now(UTC) + timedelta(seconds=delay)).isoformat()
-        except OverflowError:
-            raise InvalidInput(f"--in {in_}: too far ahead (the calendar ends in 9999)") from None
-    return None
-
-
-def _backoff(text: str) -> dict[str, float]:
-    """``BASE[:CAP]``; without a cap, 64 times the base but at least an hour."""
-    base, _, cap = text.partition(":")
-    b = parse_duration(base)
-    return {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
-
-
-def parse_codes(text: str, option: str) -> list[int]:
-    """Exit codes as ``1,2,75`` or ranges ``64-78``."""
-    codes: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        try:
-            first, last = int(lo), int(hi or lo)
-        except ValueError:
-            raise InvalidInput(f"{option} takes exit codes like 1,2,64-78, got {text!r}") from None
-        if not 0 <= first <= last <= 255:
-            raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
-        codes.update(range(first, last + 1))
-    return sorted(codes)
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise InvalidInput(f"--env takes NAME=VALUE, got {pair!r}")
-        out[name] = value
-    return out
 
 
 def add(
@@ -160,6 +66,13 @@ def add(
     catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
     overlap: Annotated[Overlap, _sched("While the previous run is unfinished")] = Overlap.SKIP,
     jitter: Annotated[str | None, _sched("Spread start by a stable offset below this")] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE|-",
+            help="Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each",
+        ),
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -167,6 +80,18 @@ def add(
 
     The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    if batch is not None:
+        params = ctx.command.params
+        typed = [p.opts[0] for p in params if p.name in _BATCH_ALONE and _typed(ctx, p.name)]
+        if command or typed:
+            raise InvalidInput(
+                f"--batch takes every job from its lines; drop {', '.join(typed) or 'the command'}"
+                " (only --json and --socket go with it)"
+            )
+        from jobctl.cli.batch import add_batch
+
+        add_batch(batch, json_, socket)
+        return
     repeat = cron is not None or every is not None
     _refuse_misplaced(ctx, repeat, at is not None)
     body = job_body(
@@ -186,20 +111,18 @@ def add(
         no_retry_on=no_retry_on,
         tz=tz,
     )
+    if not repeat:
+        job = job_actions.add_job(body, json_, socket)
+        if at is not None and not json_:
+            _say_when(job, user_zone(tz))
+        return
+    sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
     with client(socket) as c:
-        if repeat:
-            sched = schedule_body(
-                body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter
-            )
-            out = c.create_schedule(sched)
-        else:
-            out = c.enqueue(body)
+        out = c.create_schedule(sched)
     if json_:
-        print_json(out)
+        job_actions.print_json(out)
     else:
         print(out["id"])
-        if at is not None and not repeat:
-            _say_when(out, user_zone(tz))
 
 
 #: Options of ``add`` that mean something for one kind of job only (parameter names).
@@ -238,6 +161,14 @@ def _say_when(job: dict[str, Any], zone: tzinfo) -> None:
     )
 
 
+#: Everything of ``add`` but --batch, --json and --socket: --batch refuses these.
+_BATCH_ALONE = frozenset(
+    {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
+    | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
+    | {"catch_up_limit", "overlap", "jitter"}
+)
+
+
 def _sched(help_: str, **kw: Any) -> Any:
     """An option of the schedule group of ``jobctl add``."""
     return typer.Option(help=help_, rich_help_panel="Schedule (repeat the job)", **kw)
@@ -252,16 +183,7 @@ def list_(
     socket: SocketOpt = None,
 ) -> None:
     """List your jobs, newest first (admins: --all-users for everyone's)."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    with client(socket) as c:
-        jobs = c.list_jobs(status.value if status else None, queue, limit, all_users=all_users)
-    if json_:
-        print_json(jobs)
-    elif jobs:
-        render.console.print(render.jobs_table(jobs))
-    else:
-        render.console.print("no jobs")
+    job_actions.list_jobs(status.value if status else None, queue, limit, all_users, json_, socket)
 
 
 def show(
@@ -270,14 +192,7 @@ def show(
     socket: SocketOpt = None,
 ) -> None:
     """Show one job with every attempt."""
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
-    with client(socket) as c:
-        job = c.get(job_id)
-    if json_:
-        print_json(job)
-    else:
-        render.job_detail(job)
+    job_actions.show_job(job_id, json_, socket)
 
 
 def logs(
@@ -306,6 +221,6 @@ def cancel(
     with client(socket) as c:
         job = c.cancel(job_id)
     if json_:
-        print_json(job)
+        job_actions.print_json(job)
     else:
         print(f"job {job['id']} {job['status']}")

@@ -9,8 +9,10 @@ subcommand (``jobctl``, ``jobctl schedules``) prints its help and exits 0.
 Start-up: importing Typer (and pydantic through it) and every command module costs
 ~0.4 s, so importing this module imports neither.  ``jobctl next`` (a local preview
 that should answer at once) is served by :mod:`jobctl.cli.next_fast` without Typer when
-its arguments are well formed; every other command line goes to the Typer app, which
-is built on first use (``app``, for the docs generator too).
+its arguments are well formed, and the common command lines of ``add``, ``status``,
+``list`` and ``show`` (what scripts run in loops) by :mod:`jobctl.cli.fast`; every other
+command line goes to the Typer app, which is built on first use (``app``, for the docs
+generator too).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 
 #: Set by Click's shell completion protocol; such runs always go through Typer.
 _COMPLETE_VAR = "_JOBCTL_COMPLETE"
+#: Commands whose common command lines :mod:`jobctl.cli.fast` serves without Typer.
+_FAST = frozenset({"add", "status", "list", "show"})
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -100,6 +104,11 @@ def run(argv: list[str] | None = None) -> int:
             request = parse_argv(args[1:])
             if request is not None:
                 show_next(*request)
+                return 0
+        elif args[:1] and args[0] in _FAST and _COMPLETE_VAR not in os.environ:
+            from jobctl.cli import fast
+
+            if fast.serve(args):
                 return 0
         return _run_typer(args)
     except JobctlError as exc:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from jobctl.paths import default_socket
+from jobctl.cli.job_actions import client, print_json
 
-if TYPE_CHECKING:
-    from jobctl.client import Client
+__all__ = [
+    "AllUsersOpt",
+    "JsonOpt",
+    "SocketOpt",
+    "client",
+    "command_group",
+    "help_without_subcommand",
+    "print_json",
+    "root",
+]
 
 SocketOpt = Annotated[
     Path | None,
@@ -29,16 +35,6 @@ AllUsersOpt = Annotated[
     bool,
     typer.Option("--all-users", help="Everyone's, not only yours (admins only)"),
 ]
-
-
-def client(socket: Path | None) -> Client:
-    from jobctl.client import Client  # imported on use: commands like `next` need no client
-
-    return Client(socket or default_socket())
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
 def command_group(help_: str) -> typer.Typer:

@@ -1,24 +1,23 @@
 """A small typed client over the daemon's Unix socket.
 
 Policy (paths, error mapping, JSON) lives in :class:`Client`; I/O lives in a
-:class:`Transport`: :class:`UnixTransport` speaks HTTP/1.1 over the socket with the
-standard library (the CLI starts fast because it imports no HTTP framework), and tests
-may pass any other transport. Error bodies become the same :mod:`jobctl.errors` classes
-the daemon raised.
+:class:`Transport`: :class:`~jobctl.client.transport.UnixTransport` speaks HTTP/1.1 over
+the socket with the socket module alone (no HTTP library: the CLI starts fast and a
+request costs little CPU), and tests may pass any other transport. Error bodies become
+the same :mod:`jobctl.errors` classes the daemon raised.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket as _socket
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 from jobctl import errors
+from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
+
+__all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport"]
 
 _BY_CODE: dict[str, type[errors.JobctlError]] = {
     cls.code: cls
@@ -53,79 +52,6 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-#: The daemon (uvicorn) closes a kept-alive connection after 5 s of silence; a request sent
-#: on it just then would fail. A connection idle for longer than this is replaced first.
-IDLE_RECONNECT = 4.0
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
-
-
-class UnixTransport:
-    """HTTP/1.1 over a Unix socket, one kept-alive connection.
-
-    A long-lived client (a library user's) goes quiet for minutes; it then reconnects
-    rather than sending on a connection the daemon has closed. A read-only request that
-    still meets a closed connection (the daemon restarted) is retried once on a new one;
-    a write is not, since the daemon may have acted on it.
-    """
-
-    def __init__(
-        self, path: Path, timeout: float = 30.0, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._conn = _UnixConnection(str(path), timeout)
-        self._monotonic = monotonic
-        self._last_used = monotonic()
-
-    def request(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, str, bytes]:
-        if self._monotonic() - self._last_used > IDLE_RECONNECT:
-            self._conn.close()
-        try:
-            return self._send(method, path, body, headers)
-        except _STALE:
-            self._conn.close()
-            if method not in ("GET", "HEAD"):
-                raise
-            return self._send(method, path, body, headers)
-
-    def _send(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, str, bytes]:
-        try:
-            self._conn.request(method, path, body=body, headers=headers)
-        except BrokenPipeError as exc:
-            # The daemon may have answered and closed before reading the request (a
-            # connection over its limits): that answer is still there to read.
-            try:
-                response = self._conn.getresponse()
-            except (OSError, http.client.HTTPException):
-                raise exc from None
-        else:
-            response = self._conn.getresponse()
-        data = response.read()
-        self._last_used = self._monotonic()
-        return response.status, response.getheader("content-type", ""), data
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 class Client:
@@ -166,7 +92,7 @@ class Client:
                 f"'jobctl daemon' or 'systemctl --user start jobctl'",
                 socket=str(self.socket),
             ) from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             raise errors.DaemonUnavailable(
                 f"lost the connection to the daemon on {self.socket}: {exc}"
             ) from exc
@@ -268,6 +194,11 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/v1/status")
+        return result
+
+    def config(self) -> dict[str, Any]:
+        """The daemon's effective settings and their sources (admins only: Forbidden)."""
+        result: dict[str, Any] = self.request("GET", "/v1/config")
         return result
 
     def audit(

@@ -18,7 +18,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,9 @@ class DaemonConfig:
     disk_floor: DiskFloor = field(default_factory=DiskFloor)
     quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
+    #: Every setting and its source, as ``jobctl config show --json`` prints them; served
+    #: to admins at GET /v1/config so ``config show`` describes the running daemon.
+    settings_view: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def make_owner() -> str:
@@ -189,6 +192,7 @@ class Daemon:
             retry=self.config.retry,
             due=parts.timer.wake,
             access=parts.access,
+            settings=self.config.settings_view or {},
             admission=parts.admission,
         )
 

@@ -1,0 +1,111 @@
+"""The API job object of ``jobctl add`` (and of schedules and crontab import).
+
+Kept free of Typer, pydantic and rich: the lean path of :mod:`jobctl.cli.fast` builds a
+job with exactly the code the Typer command uses.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.errors import InvalidInput
+
+
+def job_body(
+    command: list[str],
+    *,
+    at: str | None = None,
+    in_: str | None = None,
+    key: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int | None = None,
+    timeout: str | None = None,
+    backoff: str | None = None,
+    cwd: str | Path | None = None,
+    env: list[str] | None = None,
+    shell: bool = False,
+    retry_on: str | None = None,
+    no_retry_on: str | None = None,
+    tz: str | None = None,
+) -> dict[str, Any]:
+    """Turn ``jobctl add`` options into the API's job object (also used by schedules).
+
+    A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
+    """
+    if at and in_:
+        raise InvalidInput("give either --at or --in, not both")
+    if not command:
+        raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
+    if shell:
+        if len(command) != 1:
+            raise InvalidInput("--shell takes the whole command as one quoted string")
+        command = ["/bin/sh", "-c", command[0]]
+    body: dict[str, Any] = {
+        "command": command,
+        "queue": queue,
+        "priority": priority,
+        "cwd": os.path.abspath(cwd or os.getcwd()),
+        "env": _env(env or []),
+    }
+    optional = {
+        "run_at": _run_at(at, in_, tz),
+        "key": key or None,
+        "max_attempts": max_attempts,
+        "timeout": parse_duration(timeout) if timeout else None,
+        "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
+        "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
+        "backoff": _backoff(backoff) if backoff else None,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
+    if at:
+        from jobctl.cli.schedules import user_zone  # (and Typer): never on the fast path
+
+        return parse_when(at, user_zone(tz)).isoformat()
+    if in_:
+        delay = parse_duration(in_)
+        try:
+            return (datetime.now(UTC) + timedelta(seconds=delay)).isoformat()
+        except OverflowError:
+            raise InvalidInput(f"--in {in_}: too far ahead (the calendar ends in 9999)") from None
+    return None
+
+
+def _backoff(text: str) -> dict[str, float]:
+    """``BASE[:CAP]``; without a cap, 64 times the base but at least an hour."""
+    base, _, cap = text.partition(":")
+    b = parse_duration(base)
+    return {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
+
+
+def parse_codes(text: str, option: str) -> list[int]:
+    """Exit codes as ``1,2,75`` or ranges ``64-78``."""
+    codes: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise InvalidInput(f"{option} takes exit codes like 1,2,64-78, got {text!r}") from None
+        if not 0 <= first <= last <= 255:
+            raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
+        codes.update(range(first, last + 1))
+    return sorted(codes)
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInput(f"--env takes NAME=VALUE, got {pair!r}")
+        out[name] = value
+    return out

@@ -1,0 +1,191 @@
+"""``add``, ``status``, ``list`` and ``show`` without Typer: a lean reader of their arguments.
+
+Scripts call ``jobctl add`` in loops, and importing Typer (with Click, pydantic's
+helpers and every command module) costs most of a command's run time, so
+:func:`jobctl.cli.main.run` offers each command line to :func:`serve` first.  It reads
+only well-formed command lines of the common options, exactly as Click would read them,
+and hands the values to :mod:`jobctl.cli.job_actions`, the code the Typer commands run
+too, so both paths print the same bytes.  Anything else (``--help``, an option not
+listed in :data:`SPECS`, a malformed or missing value, a number Click would coerce
+differently) is left to Typer, so usage errors keep Click's own messages.
+
+Options served (the rest of each command's options go through Typer):
+
+* ``add [--queue Q] [--priority N] [--key K] [--in DELAY] [--max-attempts N]
+  [--timeout D] [--env N=V]... [--shell|--no-shell] [--json] [--socket P] [--] CMD...``
+* ``status [--json] [--socket P]``
+* ``list [--status S] [--queue Q] [--limit N] [--all-users] [--json] [--socket P]``
+* ``show ID [--json] [--socket P]``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Spec(NamedTuple):
+    """What a command line of one command may hold to be read here."""
+
+    values: frozenset[str]  # options taking one value (the last one given wins)
+    flags: frozenset[str]  # options without a value
+    multi: frozenset[str] = frozenset()  # repeatable options taking a value each
+    rest: bool = False  # the first argument ends the options (``add``: COMMAND...)
+    arguments: int = 0  # how many arguments otherwise
+
+
+_OUT = frozenset({"--json"})
+SPECS: dict[str, Spec] = {
+    "add": Spec(
+        frozenset(
+            {"--queue", "--priority", "--key", "--in", "--max-attempts", "--timeout", "--socket"}
+        ),
+        _OUT | {"--shell", "--no-shell"},
+        multi=frozenset({"--env"}),
+        rest=True,
+    ),
+    "status": Spec(frozenset({"--socket"}), _OUT),
+    "list": Spec(frozenset({"--status", "--queue", "--limit", "--socket"}), _OUT | {"--all-users"}),
+    "show": Spec(frozenset({"--socket"}), _OUT, arguments=1),
+}
+
+
+class Parsed(NamedTuple):
+    values: dict[str, str]
+    flags: list[str]  # in the order given (``--shell --no-shell``: the last wins)
+    multi: dict[str, list[str]]
+    arguments: list[str]
+
+
+def parse(spec: Spec, args: list[str]) -> Parsed | None:
+    """Read ``args`` as Click reads them; None when Click should read them instead.
+
+    Options and arguments may come in any order (except after the first argument of a
+    ``rest`` command), ``--`` ends the options, ``--opt=value`` and ``--opt value`` are
+    the same, and the value after an option is taken whatever it looks like.
+    """
+    parsed = Parsed({}, [], {}, [])
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            parsed.arguments.extend(rest)
+            break
+        if arg[:1] != "-" or len(arg) == 1:
+            parsed.arguments.append(arg)
+            if spec.rest:
+                parsed.arguments.extend(rest)
+                break
+            continue
+        name, equals, explicit = arg.partition("=")
+        if name in spec.values or name in spec.multi:
+            value = explicit if equals else next(rest, None)
+            if value is None:
+                return None  # "requires an argument"
+            if name in spec.multi:
+                parsed.multi.setdefault(name, []).append(value)
+            else:
+                parsed.values[name] = value
+        elif name in spec.flags and not equals:
+            parsed.flags.append(name)
+        else:
+            return None  # --help, an option not served here, a flag given a value
+    if spec.rest:
+        return parsed if parsed.arguments else None
+    return parsed if len(parsed.arguments) == spec.arguments else None
+
+
+def _int(text: str, low: int | None = None) -> int:
+    """A plain decimal integer; ValueError for anything Click should judge."""
+    digits = text[1:] if text[:1] == "-" else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(text)
+    value = int(text)
+    if low is not None and value < low:
+        raise ValueError(text)
+    return value
+
+
+def _socket(parsed: Parsed) -> Path | None:
+    text = parsed.values.get("--socket")
+    if text == "":
+        raise ValueError(text)
+    return None if text is None else Path(text)
+
+
+def serve(args: list[str]) -> bool:
+    """Run ``jobctl *args`` here if it is a command line this module reads; else False.
+
+    Errors of the command itself (:class:`jobctl.errors.JobctlError`) propagate to
+    :func:`jobctl.cli.main.run`, which reports them as for the Typer commands.
+    """
+    spec = SPECS.get(args[0]) if args else None
+    parsed = parse(spec, args[1:]) if spec is not None else None
+    if parsed is None:
+        return False
+    try:
+        action = _PREPARE[args[0]](parsed)  # reads the values; ValueError: Click's job
+    except ValueError:
+        return False
+    action()
+    return True
+
+
+def _add(p: Parsed) -> Callable[[], object]:
+    from jobctl.cli import job_actions
+    from jobctl.cli.bodies import job_body
+
+    v = p.values
+    shell = next((f == "--shell" for f in reversed(p.flags) if f.endswith("shell")), False)
+    priority = _int(v["--priority"]) if "--priority" in v else 0
+    max_attempts = _int(v["--max-attempts"], low=1) if "--max-attempts" in v else None
+    socket = _socket(p)
+    body = job_body(
+        p.arguments,
+        in_=v.get("--in"),
+        key=v.get("--key"),
+        queue=v.get("--queue", "default"),
+        priority=priority,
+        max_attempts=max_attempts,
+        timeout=v.get("--timeout"),
+        env=p.multi.get("--env"),
+        shell=shell,
+    )
+    return partial(job_actions.add_job, body, "--json" in p.flags, socket)
+
+
+def _status(p: Parsed) -> Callable[[], object]:
+    from jobctl.cli import job_actions
+
+    return partial(job_actions.show_status, "--json" in p.flags, _socket(p))
+
+
+def _list(p: Parsed) -> Callable[[], object]:
+    from jobctl.cli import job_actions
+    from jobctl.domain.states import JobStatus
+
+    status = p.values.get("--status")
+    if status is not None and status not in {s.value for s in JobStatus}:
+        raise ValueError(status)  # Click words the choice error
+    limit = _int(p.values["--limit"]) if "--limit" in p.values else 50
+    queue = p.values.get("--queue")
+    all_users = "--all-users" in p.flags
+    return partial(
+        job_actions.list_jobs, status, queue, limit, all_users, "--json" in p.flags, _socket(p)
+    )
+
+
+def _show(p: Parsed) -> Callable[[], object]:
+    from jobctl.cli import job_actions
+
+    job_id = _int(p.arguments[0])
+    return partial(job_actions.show_job, job_id, "--json" in p.flags, _socket(p))
+
+
+_PREPARE: dict[str, Callable[[Parsed], Callable[[], object]]] = {
+    "add": _add,
+    "status": _status,
+    "list": _list,
+    "show": _show,
+}

@@ -25,6 +25,7 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     │   └── TooManyConnections  the daemon refused a connection over its limits
     ├── DaemonLocked            another daemon already owns the database
     └── StoreError              the store failed (I/O, corruption, schema too new)
+        ├── StoreCorrupt        the database file is damaged: refused at start, 503 at run time
         └── UnsafePath          a file or directory of the daemon is a symlink or not ours
 """
 
@@ -131,6 +132,13 @@ class DaemonLocked(JobctlError):
 
 class StoreError(JobctlError):
     code = "store_error"
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged or is no database: the daemon does not start on it,
+    or, found while running, the degraded daemon refuses the write (docs/operations.md)."""
+
+    code = "store_corrupt"
 
 
 class UnsafePath(StoreError):

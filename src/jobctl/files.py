@@ -88,7 +88,7 @@ def tighten(path: Path, mode: int) -> bool:
 def own_names(db: Path) -> set[str]:
     """The names the daemon keeps beside its database."""
     name = db.name
-    return {name, *(name + s for s in ("-wal", "-shm", "-journal", ".lock")), "logs"}
+    return {name, *(name + s for s in ("-wal", "-shm", "-journal", ".lock", ".witness")), "logs"}
 
 
 def prepare_state(db: Path, log_dir: Path) -> None:
@@ -103,8 +103,10 @@ def prepare_state(db: Path, log_dir: Path) -> None:
     _tighten_state_dir(state, own_names(db))
     with contextlib.suppress(FileExistsError):  # 0600 before SQLite first opens it
         os.close(open_private(db, os.O_RDWR | os.O_EXCL))
-    for name in own_names(db) - {"logs"}:
+    witness = db.name + ".witness"  # the crash witness's directory (engine/witness.py)
+    for name in own_names(db) - {"logs", witness}:
         tighten(state / name, FILE_MODE)
+    tighten(state / witness, DIR_MODE)
     ensure_dir(log_dir)
     tighten(log_dir, DIR_MODE)
     with os.scandir(log_dir) as entries:  # one directory per 1,000 jobs; files stay

@@ -109,14 +109,81 @@ def test_retry_on_and_no_retry_on(store: Store, clock: FakeClock) -> None:
     assert jc.status is JobStatus.SCHEDULED
 
 
-def test_repeated_lost_leases_make_a_job_poison(store: Store, clock: FakeClock) -> None:
-    job = store.insert([spec(clock, max_attempts=10, backoff=Backoff(0, 0))])[0].job
-    for _ in range(3):
+def test_lost_leases_without_crash_evidence_use_the_budget_and_are_never_poison(
+    store: Store, clock: FakeClock
+) -> None:
+    """Issue 13: three lost leases in a row used to make a job poison whatever its budget."""
+    job = store.insert([spec(clock, max_attempts=5, backoff=Backoff(0, 0))])[0].job
+    for n in range(1, 6):
         store.claim_due(W, 1, 5)
         clock.advance(6)
         [j] = store.reclaim_expired(10)
-    assert (j.status, j.dead_reason, j.failures) == (JobStatus.DEAD, "poison", 3)
+        assert j.status is (JobStatus.DEAD if n == 5 else JobStatus.SCHEDULED), n
+    assert (j.dead_reason, j.failures) == ("lease_expired", 5)
     assert store.get(job.id).attempts[-1].outcome is Outcome.LEASE_EXPIRED
+
+
+def _crash(store: Store, clock: FakeClock, n: int, suspects: dict[int, bool]) -> dict[int, str]:
+    """Daemon ``n`` claims every due job and dies; recovery marks ``suspects`` and reclaims."""
+    owner = f"w:{100 + n}:crash"
+    claims = store.claim_due(owner, 100, 30)
+    gens = {c.job.id: c.generation for c in claims}
+    store.mark_crash_evidence([(i, gens[i], suspects.get(i, False)) for i in gens])
+    clock.advance(1)
+    return {
+        i: (j.status.value if j.dead_reason is None else j.dead_reason)
+        for i in gens
+        for j in [store.reclaim(i, gens[i], "daemon died")]
+    }
+
+
+def test_a_job_alone_at_three_crashes_in_a_row_is_poison_within_its_budget(
+    store: Store, clock: FakeClock
+) -> None:
+    [ins] = store.insert([spec(clock, max_attempts=5, backoff=Backoff(0, 0))])
+    job = ins.job.id
+    assert _crash(store, clock, 1, {job: True}) == {job: "scheduled"}
+    assert _crash(store, clock, 2, {job: True}) == {job: "scheduled"}
+    assert _crash(store, clock, 3, {job: True}) == {job: "poison"}
+    assert store.get(job).failures == 3
+
+
+def test_crashes_that_do_not_single_a_job_out_never_make_it_poison(
+    store: Store, clock: FakeClock
+) -> None:
+    ids = [
+        i.job.id
+        for i in store.insert(
+            [spec(clock, key=f"k{n}", max_attempts=4, backoff=Backoff(0, 0)) for n in range(4)]
+        )
+    ]
+    a, b, c, d = ids
+    # a and b are suspects together each time; c outlived every crash; d is a suspect once
+    evidence = [{a: True, b: True, d: True}, {a: True, b: True}, {a: True, b: True}]
+    seen = [_crash(store, clock, n, marks) for n, marks in enumerate(evidence)]
+    assert all(r == "scheduled" for crash in seen for r in crash.values()), seen
+    last = _crash(store, clock, 9, {a: True, b: True})
+    assert last == {a: "lease_expired", b: "lease_expired", c: "lease_expired", d: "lease_expired"}
+
+
+def test_a_crash_between_two_alone_breaks_the_streak(store: Store, clock: FakeClock) -> None:
+    [ins] = store.insert([spec(clock, max_attempts=9, backoff=Backoff(0, 0))])
+    job = ins.job.id
+    for n, suspect in enumerate([True, True, False, True, True]):
+        assert _crash(store, clock, n, {job: suspect}) == {job: "scheduled"}, n
+    assert _crash(store, clock, 7, {job: True}) == {job: "poison"}
+
+
+def test_the_first_mark_of_an_attempt_stays(store: Store, clock: FakeClock) -> None:
+    """A second recovery (after a crash during the first) finds the survivors already
+    stopped: it must not turn them into suspects."""
+    [ins] = store.insert([spec(clock, max_attempts=9, backoff=Backoff(0, 0))])
+    job = ins.job.id
+    for n in range(3):
+        [c] = store.claim_due(f"w:{n}:d", 1, 30)
+        store.mark_crash_evidence([(job, c.generation, False)])
+        store.mark_crash_evidence([(job, c.generation, True)])
+        assert store.reclaim(job, c.generation, "died").status is JobStatus.SCHEDULED
 
 
 def test_dlq_filters_replay_rate_and_purge(store: Store, clock: FakeClock) -> None:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from jobctl.domain.models import Backoff
 from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine import witness
 from jobctl.engine.process import process_start_time
 from jobctl.engine.recovery import recover
 from tests.engine.conftest import Engine
 
 DEAD = "testhost:999:dead00"
+NOW = Backoff(0, 0)  # a reclaimed job is due again at once: every crash finds it running
 
 
 @pytest.fixture
@@ -38,6 +44,13 @@ def _spawn(procs: list[subprocess.Popen[bytes]], env: dict[str, str]) -> subproc
         ["sleep", "30"], env={"PATH": os.environ["PATH"], **env}, start_new_session=True
     )
     procs.append(p)
+    # until exec, /proc shows the test's own environment: wait for it, as a real survivor
+    # of a dead daemon is long past its exec
+    cmdline = Path(f"/proc/{p.pid}/cmdline")
+    for _ in range(500):
+        if cmdline.read_bytes().startswith(b"sleep"):
+            break
+        time.sleep(0.01)
     return p
 
 
@@ -78,3 +91,86 @@ async def test_other_hosts_leases_are_left_to_expire(engine: Engine) -> None:
     engine.store.claim_due("otherhost:5:abc", 1, 30)
     assert await recover(engine.astore, engine.executor.owner, grace=1) == 0
     assert engine.store.get(job.id).status is JobStatus.RUNNING
+
+
+def _crash(engine: Engine, n: int, procs: list[subprocess.Popen[bytes]], alive: set[int]) -> str:
+    """Daemon ``n`` of this host claims every due job and is killed: the commands of the
+    jobs in ``alive`` outlive it (as a ``kill -9`` leaves them), the others had exited."""
+    owner = f"testhost:{1000 + n}:dead{n:02d}"
+    for claim in engine.store.claim_due(owner, 100, 30):
+        if claim.job.id in alive:
+            env = {"JOBCTL_JOB_ID": str(claim.job.id), "JOBCTL_LEASE_OWNER": owner}
+            _spawn(procs, env)
+    engine.clock.advance(5)
+    return owner
+
+
+async def test_unrelated_crashes_never_make_healthy_jobs_poison(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 13: long jobs running at every kill -9 of the daemon ended ``poison`` at the
+    third, whatever their --max-attempts; those commands had outlived each crash."""
+    engine.timer.stop()
+    long = [
+        engine.add("sleep 30", key=f"long{i}", max_attempts=5, backoff=NOW).id for i in range(3)
+    ]
+    short = [engine.add("true", key=f"short{i}", max_attempts=5, backoff=NOW).id for i in range(2)]
+    for n in range(4):
+        _crash(engine, n, procs, alive=set(long))
+        assert await recover(engine.astore, engine.executor.owner, grace=2) == 5
+        jobs = [engine.store.get(i) for i in long + short]
+        assert all(j.status is JobStatus.SCHEDULED for j in jobs), [j.dead_reason for j in jobs]
+    # the budget still holds: the fifth crash is the fifth attempt lost
+    _crash(engine, 4, procs, alive=set(long))
+    await recover(engine.astore, engine.executor.owner, grace=2)
+    reasons = {engine.store.get(i).dead_reason for i in long + short}
+    assert reasons == {"lease_expired"}
+
+
+async def test_a_job_alone_at_every_crash_is_poison_before_its_budget_is_spent(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    engine.timer.stop()
+    bystander = engine.add("sleep 30", key="bystander", max_attempts=9, backoff=NOW)
+    culprit = engine.add("true", key="culprit", max_attempts=5, backoff=NOW)
+    for n in range(3):
+        _crash(engine, n, procs, alive={bystander.id})
+        assert await recover(engine.astore, engine.executor.owner, grace=2) == 2
+    job = engine.store.get(culprit.id)
+    assert (job.status, job.dead_reason, job.failures) == (JobStatus.DEAD, "poison", 3)
+    assert engine.store.get(bystander.id).status is JobStatus.SCHEDULED
+
+
+async def test_a_command_the_witness_saw_alive_at_the_death_is_no_suspect(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Gone at restart but alive when the daemon died: it finished meanwhile, innocently."""
+    engine.timer.stop()
+    db = engine.tmp / "w.db"
+    folder = witness.witness_dir(db)
+    folder.mkdir()
+    job = engine.add("true", key="finished-meanwhile", max_attempts=5, backoff=NOW)
+    for n in range(4):
+        owner = _crash(engine, n, procs, alive=set())
+        (folder / f"{owner}.json").write_text(json.dumps({"owner": owner, "alive": [job.id]}))
+        assert await recover(engine.astore, engine.executor.owner, grace=2, db=db) == 1
+        assert not any(folder.glob("*.json"))
+        assert engine.store.get(job.id).status is JobStatus.SCHEDULED
+
+
+def test_the_witness_lists_the_commands_alive_when_its_daemon_dies(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    db, owner = tmp_path / "j.db", "testhost:4242:w1"
+    first = witness.Witness(db, owner)
+    first.stop()  # a clean stop leaves no evidence
+    assert not any(witness.witness_dir(db).glob("*.json"))
+    _spawn(procs, {"JOBCTL_JOB_ID": "7", "JOBCTL_LEASE_OWNER": owner})
+    w = witness.Witness(db, owner)
+    for _ in range(500):  # a real witness is long past its exec when its daemon dies
+        if witness._witness_running(owner):
+            break
+        time.sleep(0.01)
+    os.close(w._write)  # what the kernel does when the daemon dies
+    assert witness.witnessed(db, owner, wait=10) == {7}
+    w._proc.wait(5)

@@ -169,7 +169,8 @@ def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path:
     attempts = [tuple(r) for r in conn.execute("SELECT * FROM attempts")]
     assert migrate(conn) == len(migrations())
     assert [tuple(r) for r in conn.execute("SELECT * FROM jobs")] == jobs
-    assert [tuple(r) for r in conn.execute("SELECT * FROM attempts")] == attempts
+    width = len(attempts[0])  # later migrations may add columns
+    assert [tuple(r)[:width] for r in conn.execute("SELECT * FROM attempts")] == attempts
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     [fk] = conn.execute("PRAGMA foreign_key_list(attempts)").fetchall()

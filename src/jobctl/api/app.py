@@ -192,31 +192,43 @@ async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
 
 @router.get("/status", summary="Daemon, counts and per-queue health")
 async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
-    stats = await ctx.store.run(ctx.st.stats)
-    usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
-    adm = ctx.hooks.admission
-    totals = await ctx.store.run(ctx.st.schedule_totals)
+    """``state`` is ``ok``, or ``degraded`` with the reason in ``degraded`` (a corrupt
+    store: writes answer 503); what cannot be read then is left empty, never a 500."""
     now = ctx.store.clock.now()
-    nxt = totals.pop("next_run_at")
-    totals["next_run_at"] = iso(nxt)
-    totals["lag"] = max(0.0, (now - nxt).total_seconds()) if nxt else 0.0
+    adm = ctx.hooks.admission
+    try:
+        stats = await ctx.store.run(ctx.st.stats)
+        usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
+        totals = await ctx.store.run(ctx.st.schedule_totals)
+    except errors.StoreCorrupt:
+        stats, usage, totals = [], None, None
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
             counts[name] += getattr(q, name)
+    degraded = ctx.st.degraded()
     return {
         "version": __version__,
         "pid": os.getpid(),
+        "state": "ok" if degraded is None else "degraded",
+        "degraded": degraded,
         "started_at": iso(ctx.started),
         "uptime": (now - ctx.started).total_seconds(),
         "now": iso(now),
         "counts": counts,
         "queues": [queue_out(q, now) for q in stats],
-        "schedules": totals,
+        "schedules": None if totals is None else _schedule_totals(totals, now),
         "disk": adm.disk.info() if adm.disk is not None else None,
-        "quota": adm.usage(owner_uid(request), usage),
+        "quota": None if usage is None else adm.usage(owner_uid(request), usage),
         **ctx.hooks.info(),
     }
+
+
+def _schedule_totals(totals: dict[str, Any], now: datetime) -> dict[str, Any]:
+    nxt = totals.pop("next_run_at")
+    totals["next_run_at"] = iso(nxt)
+    totals["lag"] = max(0.0, (now - nxt).total_seconds()) if nxt else 0.0
+    return totals
 
 
 @router.get("/config", summary="The daemon's effective settings and their sources (admins)")

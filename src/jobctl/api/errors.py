@@ -32,6 +32,7 @@ HTTP_STATUS: list[tuple[type[errors.JobctlError], int]] = [
     (errors.DaemonLocked, 503),
     (errors.TooManyConnections, 503),
     (errors.DaemonUnavailable, 503),
+    (errors.StoreCorrupt, 503),
     (errors.StoreError, 500),
     (errors.JobctlError, 500),
 ]

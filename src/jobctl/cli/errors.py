@@ -20,6 +20,7 @@ EXIT_CODES: list[tuple[type[errors.JobctlError], int]] = [
     (errors.Conflict, 4),
     (errors.DaemonUnavailable, 5),
     (errors.DaemonLocked, 6),
+    (errors.StoreCorrupt, 11),
     (errors.StoreError, 7),
     (errors.Unavailable, 9),
     (errors.QuotaExceeded, 10),

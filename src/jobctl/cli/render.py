@@ -171,6 +171,8 @@ def status_view(s: dict[str, Any]) -> None:
         f"{format_duration(s['uptime'])}  running {ex.get('running', '?')}/"
         f"{ex.get('concurrency', '?')}"
     )
+    if s.get("state") == "degraded":
+        console.print(f"[bold red]DEGRADED[/]: {esc(s.get('degraded') or '')}")
     console.print(f"jobs: {counts}")
     sch = s.get("schedules")
     if sch and sch["total"]:

@@ -34,6 +34,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.DaemonLocked,
         errors.TooManyConnections,
         errors.StoreError,
+        errors.StoreCorrupt,
         errors.UnsafePath,
         errors.Unavailable,
         errors.DiskLow,

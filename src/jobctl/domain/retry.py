@@ -7,6 +7,7 @@ records the attempt, so a decision and its effect can never come apart.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,9 +16,10 @@ from jobctl.domain.states import JobStatus, Outcome
 
 #: Exit codes a shell uses for "cannot execute" and "not found": retrying cannot help.
 NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
-#: This many attempts in a row ending with a lost lease make a job poison: it most likely
-#: kills or hangs whatever runs it, so it is not offered to a worker again.
-POISON_LEASE_EXPIRIES = 3
+#: This many daemon crashes in a row that each point at a job make it poison: it most
+#: likely takes down whatever runs it, so it is not offered to a worker again. What points
+#: at a job is :func:`crash_poison`'s rule (docs/guarantees.md#crashes-and-poison-jobs).
+POISON_CRASHES = 3
 #: A start that failed for want of a resource waits at least this long before the next.
 TRANSIENT_MIN_DELAY = 1.0
 
@@ -55,13 +57,13 @@ def next_step(
     exit_code: int | None,
     now: datetime,
     rng: random.Random,
-    lease_expiries: int = 0,
+    poison: bool = False,
     dead_reason: str | None = None,
     transient: bool = False,
 ) -> Step:
     """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
 
-    ``lease_expiries``: attempts in a row, this one included, that ended with a lost lease.
+    ``poison``: the evidence of :func:`crash_poison` points at the job (a lost lease only).
     ``dead_reason``: a failure that must not be retried (:class:`AttemptResult`'s).
     ``transient``: a failure to start for want of a resource (see :func:`transient_step`).
     """
@@ -78,13 +80,30 @@ def next_step(
         return Step(JobStatus.SCHEDULED, failures, run_at=now)
     if outcome is Outcome.FAILED and not retryable(job, exit_code):
         return Step(JobStatus.DEAD, failures, dead_reason="non_retryable")
-    if outcome is Outcome.LEASE_EXPIRED and lease_expiries >= POISON_LEASE_EXPIRIES:
+    if outcome is Outcome.LEASE_EXPIRED and poison:
         return Step(JobStatus.DEAD, failures, dead_reason="poison")
     if failures >= job.spec.max_attempts:
         reason = {Outcome.TIMEOUT: "timeout", Outcome.LEASE_EXPIRED: "lease_expired"}
         return Step(JobStatus.DEAD, failures, dead_reason=reason.get(outcome, "max_attempts"))
     delay = rng.uniform(0.0, job.spec.backoff.ceiling(failures))
     return Step(JobStatus.SCHEDULED, failures, run_at=now + timedelta(seconds=delay))
+
+
+def crash_poison(job_id: int, crashes: Sequence[set[int]]) -> bool:
+    """Whether the daemon crashes that ended the job's last attempts point at the job.
+
+    ``crashes``: for each of the job's most recent attempts in a row (newest first) that
+    ended in a daemon crash with the job as a *suspect* (its command had already gone when
+    the next daemon started: a command still running had outlived the crash, so the crash
+    was not its doing), the set of every suspect of that crash. Poison needs
+    :data:`POISON_CRASHES` such crashes in a row and this job as the only suspect common to
+    all of them: unrelated crashes (a ``kill -9``, an OOM kill of the daemon, a power cut)
+    hit whatever happened to be running, a job that takes the daemon down is there every time.
+    """
+    if len(crashes) < POISON_CRASHES:
+        return False
+    common = set.intersection(*crashes[:POISON_CRASHES])
+    return common == {job_id}
 
 
 def transient_step(job: Job, now: datetime, rng: random.Random) -> Step:

@@ -41,6 +41,7 @@ from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Rea
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.timer import Timer
+from jobctl.engine.witness import Witness
 from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
@@ -123,8 +124,24 @@ class Daemon:
         parts = build(cfg, astore, self.owner)
         self._executor = parts.executor
         notifier.status("starting: recovering jobs of a previous run")
-        reclaimed = await recover(astore, self.owner, cfg.kill_grace)
+        reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db)
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
+        crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
+        try:
+            await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)
+        finally:
+            crash_witness.stop()
+
+    async def _serve_recovered(
+        self,
+        astore: AsyncStore,
+        parts: Parts,
+        notifier: systemd.Notifier,
+        inherited: socket.socket | None,
+        reclaimed: int,
+        on_ready: Callable[[], None],
+    ) -> None:
+        cfg = self.config
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
@@ -272,10 +289,14 @@ def _watchdog(
 ) -> Coroutine[Any, Any, None]:
     """Watchdog pings that also prove the timer and the materializer complete passes."""
     timer, materializer = parts.timer, parts.materializer
-    healthy = systemd.StallCheck(
+    stalls = systemd.StallCheck(
         timer=(lambda: timer.ticks, timer.wake),
         materializer=(lambda: materializer.last_run, materializer.wake),
     )
+
+    def healthy() -> bool:  # degraded (a corrupt store) parks the loops on purpose
+        return astore.store.degraded() is not None or stalls()
+
     return systemd.run_watchdog(notifier, systemd.daemon_status(astore, parts.executor), healthy)
 
 

@@ -25,7 +25,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
 from jobctl.engine.metrics import Metrics
-from jobctl.errors import JobctlError, LeaseLost, NotFound, Unavailable
+from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 from jobctl.store.aio import AsyncStore
@@ -168,6 +168,8 @@ class Executor:
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
         try:
             alive = await self._store.record_process(record)
+        except StoreCorrupt:  # logged once by the store; recovery can still find it by env
+            return
         except Exception as exc:  # the store failed: recovery can still find it by env
             log.error("event=record_failed job=%s error=%s", c.job.id, logval(exc))
             return
@@ -217,6 +219,8 @@ class Executor:
                 done = await self._store.finish(job_id, claim.generation, result)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
+                return None
+            except StoreCorrupt:  # logged once by the store; the job runs again after repair
                 return None
             except Unavailable as exc:  # the disk: keep the result, try again
                 if not released and self.on_store_full():
@@ -327,6 +331,8 @@ class Executor:
             return True
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
+        except StoreCorrupt:  # logged once by the store; its leases run out after repair
+            return True  # no sooner retry: nothing but a restart clears it
         except Exception as exc:
             text = logval(exc)
             self._hb_errors.error(text, "event=heartbeat_failed error=%s", text)

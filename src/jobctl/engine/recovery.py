@@ -16,12 +16,21 @@ import asyncio
 import logging
 import os
 import signal
+from pathlib import Path
 
 from jobctl.domain.models import Orphan
-from jobctl.engine import process
+from jobctl.engine import process, witness
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.recovery")
+
+
+def _suspect(orphan: Orphan, found: dict[int, set[int]], seen: dict[str, set[int] | None]) -> bool:
+    """Gone now, and (if a witness saw the death) gone then: it may have caused the crash."""
+    alive_at_death = seen.get(orphan.lease_owner)
+    return not found[orphan.job_id] and (
+        alive_at_death is None or orphan.job_id not in alive_at_death
+    )
 
 
 def owner_host(owner: str) -> str:
@@ -46,7 +55,8 @@ def survivors(orphan: Orphan) -> set[int]:
         )
     )
     pids.discard(os.getpid())
-    return pids
+    # a zombie has exited (init may be slow to reap it, or not reap at all in a container)
+    return {p for p in pids if _alive(p)}
 
 
 async def stop_pids(pids: set[int], grace: float) -> None:
@@ -72,25 +82,48 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def recover(store: AsyncStore, owner: str, grace: float) -> int:
-    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count."""
+async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None = None) -> int:
+    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count.
+
+    What was found is kept before anything is stopped (a crash during recovery must not
+    turn a survivor into a suspect). An orphan is a *suspect* of the crash only when its
+    command is gone now and, where the dead daemon's witness (``db``'s, see
+    :mod:`jobctl.engine.witness`) saw it, was gone at the instant of death too; one whose
+    command outlived the daemon is not (the poison rule, docs/guarantees.md).
+    """
     host = owner_host(owner)
-    count = 0
-    for orphan in await store.run(store.store.running):
-        if owner_host(orphan.lease_owner) != host or orphan.lease_owner == owner:
-            continue  # another host's lease: it expires and is reclaimed by the timer
-        pids = survivors(orphan)
+    orphans = [
+        o
+        for o in await store.run(store.store.running)
+        if owner_host(o.lease_owner) == host and o.lease_owner != owner
+    ]  # another host's lease expires and is reclaimed by the timer
+    found = {o.job_id: survivors(o) for o in orphans}
+    seen: dict[str, set[int] | None] = {}
+    for o in orphans:
+        if db is not None and o.lease_owner not in seen:
+            seen[o.lease_owner] = await asyncio.to_thread(witness.witnessed, db, o.lease_owner)
+    marks = [(o.job_id, o.generation, _suspect(o, found, seen)) for o in orphans]
+    if marks:
+        await store.run(store.store.mark_crash_evidence, marks)
+    if db is not None:
+        witness.forget(db)
+    for orphan in orphans:
+        pids = found[orphan.job_id]
         if pids:
             log.warning("event=stopping_survivor job=%s pids=%s", orphan.job_id, sorted(pids))
             await stop_pids(pids, grace)
-        await store.run(
+        job = await store.run(
             store.store.reclaim,
             orphan.job_id,
             orphan.generation,
             f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up",
         )
         log.warning(
-            "event=reclaimed job=%s gen=%s reason=daemon_restart", orphan.job_id, orphan.generation
+            "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
+            orphan.job_id,
+            orphan.generation,
+            "yes" if pids else "no",
+            job.status.value,
+            f" dead_reason={job.dead_reason}" if job.dead_reason else "",
         )
-        count += 1
-    return count
+    return len(orphans)

@@ -6,7 +6,9 @@ the loop. A failing pass is logged and retried after a second: a broken disk mus
 silently kill the timer or the materializer. The log is rate-limited
 (:class:`jobctl.lograte.RateLimitedLog`): the first failure at once, the same failure
 again at most once a minute with how many were suppressed, and one line when a pass
-succeeds again.
+succeeds again. A corrupt database is different: retrying cannot help, so a pass that
+finds the store corrupt parks the service (quietly: the store logged the corruption
+once) until the daemon stops.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from jobctl.domain.clock import Clock
+from jobctl.errors import StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 
@@ -32,6 +35,8 @@ class Service(ABC):
         self._stopping = False
         self._asleep = False
         self._deadline: datetime | None = None
+        #: The store was found corrupt: no more passes (the daemon is degraded).
+        self.parked = False
 
     def wake(self, at: datetime | None = None) -> None:
         """Run a pass now; with ``at``, only if that is before the pass already planned.
@@ -58,6 +63,10 @@ class Service(ABC):
             self._wake.clear()
             try:
                 deadline = await self.run_once()
+            except StoreCorrupt:
+                self.parked = True
+                await self._until_stopped()
+                continue
             except Exception as exc:
                 text = logval(exc)
                 errors.error(text, "event=%s_failed error=%s", self.name, text)
@@ -70,6 +79,11 @@ class Service(ABC):
                     await self._clock.sleep_until(deadline, self._wake)
                 finally:
                     self._asleep = False
+
+    async def _until_stopped(self) -> None:
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
 
     @abstractmethod
     async def run_once(self) -> datetime | None:

@@ -263,6 +263,9 @@ def daemon_status(astore: AsyncStore, executor: Executor) -> Callable[[], Awaita
 
     async def status() -> str:
         store = astore.store
+        degraded = store.degraded()
+        if degraded is not None:  # no store reads: they fail, and each would log
+            return f"degraded: {degraded}"
         stats = await astore.run(store.stats)
         totals = await astore.run(store.schedule_totals)
         now = astore.clock.now()

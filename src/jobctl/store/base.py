@@ -128,12 +128,27 @@ class Store(Protocol):
         """
         ...
 
+    def degraded(self) -> str | None:
+        """Why the store refuses writes (its file was found corrupt while running), else
+        None. Nothing clears it but a restart on a repaired file."""
+        ...
+
     def running(self) -> list[Orphan]:
         """Every running job with the process recorded for its current attempt."""
         ...
 
+    def mark_crash_evidence(self, marks: Sequence[tuple[int, int, bool]]) -> None:
+        """Keep what start-up recovery found of each orphan ``(job id, generation, suspect)``:
+        ``suspect`` when its command had already gone. The first mark of an attempt stays."""
+        ...
+
     def reclaim(self, job_id: int, generation: int, error: str) -> Job:
-        """End a running attempt as ``lease_expired`` now, before its lease runs out."""
+        """End a running attempt as ``lease_expired`` now, before its lease runs out.
+
+        The job is dead as ``poison`` when the crashes that ended its latest attempts point
+        at it (:func:`jobctl.domain.retry.crash_poison`, over the marks kept by
+        :meth:`mark_crash_evidence`); otherwise the attempt uses budget like any lost lease.
+        """
         ...
 
     def cancel(self, job_id: int, reason: str) -> Cancelled: ...

@@ -20,15 +20,17 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.quota import Limits
-from jobctl.domain.retry import POISON_LEASE_EXPIRIES, next_step
+from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
 from jobctl.store.audit import AuditBuffer, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.crashes import CrashOps, crash_streak
 from jobctl.store.dblock import DbLock
 from jobctl.store.finishing import FinishOps, stale
+from jobctl.store.health import Health, check_at_start, is_corruption, refused_at_start
 from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import q
@@ -57,7 +59,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
+class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -80,13 +82,36 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         self._readers_lock = threading.Lock()
         self._audit = AuditBuffer()  # rides along with the writer's next commit
         errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
-        self._writer = Writer(self._open_writer, rider=self._audit, errors=errors)
+        self.health = Health(self.path)
+        try:
+            self._writer = Writer(
+                self._open_writer,
+                rider=self._audit,
+                errors=errors,
+                translate=self.health.translate,
+                refusal=self.health.refusal,
+            )
+        except BaseException as exc:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+            if is_corruption(exc):
+                raise refused_at_start(self.path, exc) from None
+            raise
         self._audit.nudge = self._writer.nudge
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = connect(self.path)
-        migrate(conn)
+        try:
+            check_at_start(conn, self.path)
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def degraded(self) -> str | None:
+        return self.health.degraded
 
     def _now_ms(self) -> int:
         return rows.to_ms(self.clock.now())
@@ -98,11 +123,17 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
-        conn.execute("BEGIN")
         try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            error = self.health.translate(exc)
+            if error is exc:
+                raise
+            raise error from None
 
     # -- writes -----------------------------------------------------------------------
 
@@ -211,14 +242,16 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
-        expiries = _lease_expiries(conn, job_id) if result.outcome is Outcome.LEASE_EXPIRED else 0
+        poison = result.outcome is Outcome.LEASE_EXPIRED and crash_poison(
+            job_id, crash_streak(conn, job_id)
+        )
         step = next_step(
             job,
             result.outcome,
             result.exit_code,
             now,
             self._rng,
-            expiries,
+            poison,
             result.dead_reason,
             result.transient,
         )
@@ -473,18 +506,6 @@ class SqliteStore(FinishOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
         if self._lock is not None:  # after the connections: see jobctl.store.dblock
             self._lock.release()
             self._lock = None
-
-
-def _lease_expiries(conn: sqlite3.Connection, job_id: int) -> int:
-    """Attempts in a row ending with a lost lease, counting the one ending now."""
-    params = {"job_id": job_id, "limit": POISON_LEASE_EXPIRIES}
-    recent = [r["outcome"] for r in conn.execute(q("recent_outcomes"), params)][1:]
-    run = 1
-    for outcome in recent:
-        if outcome != Outcome.LEASE_EXPIRED.value:
-            break
-        run += 1
-    return run
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

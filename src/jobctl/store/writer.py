@@ -25,12 +25,21 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from jobctl.errors import OutOfResources, StorageFull
+from jobctl.errors import OutOfResources, StorageFull, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
+
+
+def _same(exc: BaseException) -> BaseException:
+    return exc
+
+
+def _never() -> BaseException | None:
+    return None
+
 
 #: SQLite primary result codes that mean the disk, not the request: SQLITE_IOERR, SQLITE_FULL.
 _DISK_CODES = {10, 13}
@@ -116,11 +125,18 @@ class Writer:
         rider: Rider | None = None,
         ride_wait: float = RIDE_WAIT,
         errors: RateLimitedLog | None = None,
+        translate: Callable[[BaseException], BaseException] = _same,
+        refusal: Callable[[], BaseException | None] = _never,
     ) -> None:
+        """``translate`` turns a failure into the error callers get (a corrupt file into
+        ``StoreCorrupt``); while ``refusal()`` returns an error, every write fails with it
+        at once, without touching the file (see :mod:`jobctl.store.health`)."""
         self._connect = connect
         #: A failing disk fails every commit: one line a minute, with a count, not each.
         self._errors = errors
         self._batch_max = batch_max
+        self._translate = translate
+        self._refusal = refusal
         self._rider = rider
         self._ride_wait = ride_wait
         self._queue: queue.SimpleQueue[_Op | object | None] = queue.SimpleQueue()
@@ -136,6 +152,10 @@ class Writer:
         fut: Future[T] = Future()
         if not self._thread.is_alive():
             fut.set_exception(RuntimeError("store writer is closed"))
+            return fut
+        refused = self._refusal()
+        if refused is not None:
+            fut.set_exception(refused)
             return fut
         self._queue.put((fn, fut, bare))
         return fut
@@ -171,9 +191,9 @@ class Writer:
             while (batch := self._next_batch()) is not None:
                 bare = [op for op in batch if op[2]]
                 if len(bare) < len(batch):
-                    self._commit(conn, [op for op in batch if not op[2]])
+                    self._commit_unless_refused(conn, [op for op in batch if not op[2]])
                 for fn, fut, _ in bare:
-                    _resolve(fut, fn, conn)
+                    _resolve(fut, fn, conn, self._translate)
         finally:
             conn.close()
 
@@ -199,6 +219,16 @@ class Writer:
                 batch.append(item)  # type: ignore[arg-type]
         return batch
 
+    def _commit_unless_refused(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        """Commit ``batch``; writes queued before the store was found corrupt are refused
+        there and then, without touching the file (riders' rows wait, bounded)."""
+        refused = self._refusal()
+        if refused is None:
+            self._commit(conn, batch)
+            return
+        for _, fut, _ in batch:
+            fut.set_exception(refused)
+
     def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         landed: Callable[[bool], None] | None = None
@@ -210,11 +240,12 @@ class Writer:
                 landed = self._rider.ride(conn)
             conn.execute("COMMIT")
         except BaseException as exc:  # the whole transaction failed: nobody is durable
-            self._failed(len(batch), exc)
+            failure = _caller_error(self._translate, exc)
+            if not isinstance(failure, StoreCorrupt):  # that is logged once, by translate
+                self._failed(len(batch), exc)
             _rollback(conn)
             if landed is not None:
                 landed(False)
-            failure = disk_error(exc) or exc
             for _, fut, _ in batch:
                 fut.set_exception(failure)
             return
@@ -226,7 +257,7 @@ class Writer:
             if ok:
                 fut.set_result(value)
             else:
-                fut.set_exception(value)
+                fut.set_exception(self._translate(value))
 
     def _failed(self, writes: int, exc: BaseException) -> None:
         msg = "event=group_commit_failed writes=%d error=%s"
@@ -246,12 +277,24 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _resolve(
-    fut: Future[Any], fn: Callable[[sqlite3.Connection], Any], conn: sqlite3.Connection
+    fut: Future[Any],
+    fn: Callable[[sqlite3.Connection], Any],
+    conn: sqlite3.Connection,
+    translate: Callable[[BaseException], BaseException],
 ) -> None:
     try:
         fut.set_result(fn(conn))
     except Exception as exc:
-        fut.set_exception(disk_error(exc) or exc)
+        fut.set_exception(_caller_error(translate, exc))
+
+
+def _caller_error(
+    translate: Callable[[BaseException], BaseException], exc: BaseException
+) -> BaseException:
+    """What a caller gets for ``exc``: a corrupt file (``translate``), else a full disk or
+    an I/O error (:func:`disk_error`), else ``exc`` itself."""
+    error = translate(exc)
+    return error if error is not exc else (disk_error(exc) or exc)
 
 
 def _run_in_savepoint(

@@ -441,6 +441,20 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
        :owner, :now
 FROM json_each(:items);
 
+-- name: mark_crash_evidence
+-- The first recovery to see an orphan keeps what it saw: a later one (after a crash during
+-- recovery, when the survivors were already stopped) must not turn a survivor into a suspect.
+UPDATE attempts SET crash_suspect = :suspect
+WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL
+  AND crash_suspect IS NULL;
+
+-- name: recent_crash_marks
+SELECT lease_owner, crash_suspect FROM attempts WHERE job_id = :job_id
+ORDER BY number DESC LIMIT :limit;
+
+-- name: crash_suspects
+SELECT job_id FROM attempts INDEXED BY attempts_crash_suspects
+WHERE lease_owner = :owner AND crash_suspect = 1;
 -- Audit trail ----------------------------------------------------------------------------
 -- Used by jobctl.store.audit.
 

@@ -60,9 +60,7 @@ def test_edit_template_only_keeps_the_cursor(store: Store, clock: FakeClock) -> 
     assert store.get(job_id).spec.command == ("echo", "hi")
 
 
-def test_due_occurrence_is_settled_under_the_old_definition(
-    store: Store, clock: FakeClock
-) -> None:
+def test_due_occurrence_is_settled_under_the_old_definition(store: Store, clock: FakeClock) -> None:
     """An occurrence due in the same second as the edit (not materialized yet) runs with
     the old definition, once; the new timing starts after it."""
     s = store.create_schedule(every_minute())

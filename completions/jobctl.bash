@@ -47,7 +47,7 @@ _jobctl_subcommands() {
         '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup prune metrics audit dlq queues schedules config) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
-        schedules) _jobctl_r=(list show pause resume trigger delete) ;;
+        schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show) ;;
         *) _jobctl_r=() ;;
     esac
@@ -84,6 +84,7 @@ _jobctl_options() {
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
+        'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
@@ -118,7 +119,14 @@ _jobctl_nvalues() {
         'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
         'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
         'queues resume --socket'|'schedules list --limit'|'schedules list --socket'|\
-        'schedules show --socket'|'schedules pause --socket'|'schedules resume --socket'|\
+        'schedules show --socket'|'schedules edit --cron'|'schedules edit --every'|\
+        'schedules edit --at'|'schedules edit --tz'|'schedules edit --jitter'|\
+        'schedules edit --name'|'schedules edit --misfire'|\
+        'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
+        'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
+        'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
+        'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
+        'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
         'config show --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
@@ -132,6 +140,7 @@ _jobctl_positionals() {
         show|logs|cancel|next|import-crontab|backup|'dlq show'|'queues set'|\
         'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
         'schedules resume'|'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
+        'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
 }
@@ -147,9 +156,9 @@ _jobctl_interspersed() {
 # COMPREPLY: the value of an option ("path --opt") or argument ("path #N", "path #*").
 _jobctl_value() {
     case $1 in
-        'add --cwd') _jobctl_files dir ;;
-        'add --misfire'|'import-crontab --misfire') _jobctl_words skip once all ;;
-        'add --overlap') _jobctl_words skip queue allow ;;
+        'add --cwd'|'schedules edit --cwd') _jobctl_files dir ;;
+        'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
+        'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
         'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
         'daemon --config'|'next #1'|'import-crontab --socket'|'import-crontab #1'|\
@@ -158,7 +167,8 @@ _jobctl_value() {
         'dlq purge --socket'|'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
         'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\
-        'schedules show #1'|'schedules pause --socket'|'schedules pause #1'|\
+        'schedules show #1'|'schedules edit --socket'|'schedules edit #1'|\
+        'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
         'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
         'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
         'config show --config'|'config show --socket') _jobctl_files ;;

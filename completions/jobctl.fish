@@ -65,7 +65,7 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
         case 'queues'
             printf '%s\n' 'list' 'set' 'pause' 'resume'
         case 'schedules'
-            printf '%s\n' 'list' 'show' 'pause' 'resume' 'trigger' 'delete'
+            printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
             printf '%s\n' 'show'
     end
@@ -95,7 +95,15 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
             'queues set --weight' 'queues set --socket' 'queues pause --socket' \
             'queues resume --socket' 'schedules list --limit' 'schedules list --socket' \
-            'schedules show --socket' 'schedules pause --socket' \
+            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
+            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
+            'schedules edit --name' 'schedules edit --misfire' \
+            'schedules edit --catch-up-limit' 'schedules edit --overlap' \
+            'schedules edit --queue' 'schedules edit --priority' \
+            'schedules edit --timeout' 'schedules edit --max-attempts' \
+            'schedules edit --backoff' 'schedules edit --env' 'schedules edit --cwd' \
+            'schedules edit --retry-on' 'schedules edit --no-retry-on' \
+            'schedules edit --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
             'schedules delete --socket' 'config show --config' 'config show --socket'
             echo 1
@@ -132,7 +140,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daem
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'audit' -d 'Show who did what: every change and every refused request, newest first...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, pause, resume, trigger, delete.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, edit, pause, resume, trigger, delete.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'config' -d 'The daemon\'s configuration.'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the version and exit'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -340,6 +348,7 @@ complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
 # jobctl schedules
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'show' -d 'Expression, zone, policies, next fires, last run, skips and recent occurrences.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'edit' -d 'Change a schedule in place: only the options given change, the rest is kept.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'pause' -d 'Stop creating occurrences until resumed.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'resume' -d 'Continue from the next occurrence; those that passed while paused are recorded.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'trigger' -d 'Run the schedule\'s job now as a manual occurrence; prints the job id.'
@@ -359,6 +368,33 @@ complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'json' -d 'Pri
 complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'schedules show\' \'#1\'' -F -d 'Schedule id or name'
+
+# jobctl schedules edit
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cron' -x -d 'New cron expression (5 fields)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'every' -x -d 'New interval, e.g. 15m'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'at' -x -d 'Anchor of --every (wall time in --tz)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'tz' -x -d 'New IANA zone of the timing'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'jitter' -x -d 'Spread start by an offset below this'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'name' -x -d 'Rename (unique among yours)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-name' -d 'Remove the name'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'misfire' -x -a 'skip once all' -d 'Missed occurrences'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all cap'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'overlap' -x -a 'skip queue allow' -d 'While a run is unfinished'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'queue' -x -d 'Queue name'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'priority' -x -d 'Higher runs first (-1000..1000)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'timeout' -x -d 'Kill after this long, e.g. 10m'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'max-attempts' -x -d 'Failures allowed'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP]'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'env' -x -d 'NAME=VALUE (replaces the whole env)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'#1\'' -F -d 'Schedule id or name'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'#2+\'' -F -d 'A new command and arguments, after --'
 
 # jobctl schedules pause
 complete -c jobctl -n '__jobctl_at \'schedules pause\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'

@@ -114,6 +114,10 @@ async def _schedules(call: Call, sid: str) -> None:
     await expect(call, "POST", "/v1/schedules", body, each(201, 201, 201))
     for action in ("pause", "resume"):
         await expect(call, "POST", f"/v1/schedules/{sid}/{action}", None, others_first(200, 200))
+    edit = {"cron": "0 7 * * *", "job": {"priority": 3}}
+    await expect(call, "PATCH", f"/v1/schedules/{sid}", edit, others_first(200, 200))
+    _, shown = await call(OWNER, "GET", f"/v1/schedules/{sid}", None)
+    assert shown["cron"] == "0 7 * * *" and shown["job"]["priority"] == 3
     trigger = f"/v1/schedules/{sid}/trigger"
     await expect(call, "POST", trigger, None, others_first(201, 201))
     await expect(call, "DELETE", f"/v1/schedules/{sid}", None, others_first(200, 200))

@@ -102,6 +102,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/schedules"): Action.WRITE_OWN,
     ("GET", "/v1/schedules"): Action.READ_OWN,
     ("GET", "/v1/schedules/{ref}"): Action.READ_OWN,
+    ("PATCH", "/v1/schedules/{ref}"): Action.WRITE_OWN,
     ("POST", "/v1/schedules/{ref}/pause"): Action.WRITE_OWN,
     ("POST", "/v1/schedules/{ref}/resume"): Action.WRITE_OWN,
     ("POST", "/v1/schedules/{ref}/trigger"): Action.WRITE_OWN,

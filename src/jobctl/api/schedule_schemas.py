@@ -69,51 +69,53 @@ def _one_timing(schema: dict[str, Any]) -> None:
     ]
 
 
+#: The field types of a schedule: shared by create (ScheduleIn) and edit (SchedulePatch),
+#: so both apply the same input limits.
+CronText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=limits.MAX_CRON,
+        pattern=limits.NONEMPTY_TEXT_PATTERN,
+        json_schema_extra={"pattern": limits.CRON_SCHEMA_PATTERN},
+    ),
+]
+EverySeconds = Annotated[StrictFloat, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)]
+AnchorTime = Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)]
+ZoneText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=limits.MAX_TZ,
+        pattern=limits.NONEMPTY_TEXT_PATTERN,
+        json_schema_extra=_zone_enum,
+    ),
+]
+ScheduleName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=limits.MAX_SCHEDULE_NAME,
+        pattern=limits.SCHEDULE_NAME_PATTERN,
+    ),
+]
+CatchUpLimit = Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP), NUMBER]
+JitterSeconds = Annotated[StrictFloat, Field(ge=0, le=limits.MAX_JITTER)]
+
+
 class ScheduleIn(BaseModel):
     """A schedule: ``cron`` (5 fields, in ``tz``) or ``every`` seconds from ``at``."""
 
     model_config = STRICT | {"json_schema_extra": _one_timing}
-    cron: (
-        Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.MAX_CRON,
-                pattern=limits.NONEMPTY_TEXT_PATTERN,
-                json_schema_extra={"pattern": limits.CRON_SCHEMA_PATTERN},
-            ),
-        ]
-        | None
-    ) = None
-    every: Annotated[StrictFloat, Field(ge=limits.MIN_EVERY, le=limits.MAX_EVERY)] | None = None
-    at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
-    tz: (
-        Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.MAX_TZ,
-                pattern=limits.NONEMPTY_TEXT_PATTERN,
-                json_schema_extra=_zone_enum,
-            ),
-        ]
-        | None
-    ) = None
-    name: (
-        Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.MAX_SCHEDULE_NAME,
-                pattern=limits.SCHEDULE_NAME_PATTERN,
-            ),
-        ]
-        | None
-    ) = None
+    cron: CronText | None = None
+    every: EverySeconds | None = None
+    at: AnchorTime | None = None
+    tz: ZoneText | None = None
+    name: ScheduleName | None = None
     misfire: Misfire = Misfire.ONCE
-    catch_up_limit: Annotated[int, Field(ge=1, le=limits.MAX_CATCH_UP), NUMBER] = 100
+    catch_up_limit: CatchUpLimit = 100
     overlap: Overlap = Overlap.SKIP
-    jitter: Annotated[StrictFloat, Field(ge=0, le=limits.MAX_JITTER)] = 0.0
+    jitter: JitterSeconds = 0.0
     job: JobTemplateIn
 
     _text = field_validator("at", mode="before")(time_text)

@@ -1,4 +1,5 @@
-"""Schedule routes (``/v1/schedules``): create, list, show, pause, resume, trigger, delete."""
+"""Schedule routes (``/v1/schedules``): create, list, show, edit, pause, resume, trigger,
+delete."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ from fastapi.responses import JSONResponse
 
 from jobctl.api.app import AllUsers, Context, Ctx, ListLimit, Who, owner_uid
 from jobctl.api.policy import Caller
+from jobctl.api.schedule_edit import SchedulePatch, edit_out
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
 from jobctl.domain.schedule import Schedule
-from jobctl.errors import InvalidSchedule, NotVisible
+from jobctl.errors import InvalidSchedule, NotFound, NotVisible
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
 _TICK = timedelta(milliseconds=1)  # fires() is exclusive: include next_run_at itself
+#: How many of its latest edits a schedule's detail shows.
+EDITS_SHOWN = 5
 
 
 async def visible(ctx: Context, who: Caller, ref: str) -> Schedule:
@@ -71,7 +75,24 @@ async def show(
             )
         except InvalidSchedule:  # its zone left tzdata: shown, and broken when due
             fires = []
-    return detail_out(sched, fires, jobs, skips)
+    edits = await ctx.store.run(ctx.st.schedule_edits, sched.id, EDITS_SHOWN)
+    return detail_out(sched, fires, jobs, skips) | {"edits": [edit_out(e) for e in edits]}
+
+
+@router.patch("/{ref}", summary="Edit: the fields given change, the rest is kept")
+async def edit(ref: str, body: SchedulePatch, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """One transaction: occurrences already due run under the old definition, the
+    cursor is recomputed from now when the timing changed, ``broken`` is cleared and the
+    edit is recorded (see docs/schedules.md, "Editing a schedule")."""
+    sched = await visible(ctx, who, ref)
+    if sched.deleted_at is not None:
+        raise NotFound(f"schedule {sched.id} is deleted: it cannot be edited", schedule=ref)
+    now = ctx.store.clock.now()
+    spec = body.apply(sched.spec, now, ctx.hooks.retry)
+    spec.timing.next_after(now)  # refuses one that can never fire
+    new, change = await ctx.store.run(ctx.st.edit_schedule, sched.id, spec, sched.spec, who.uid)
+    ctx.hooks.schedules_changed()
+    return schedule_out(new) | {"edit": edit_out(change)}
 
 
 @router.post("/{ref}/pause", summary="Stop materializing occurrences")

@@ -305,6 +305,32 @@ def _broken_fields(s: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def edit_summary(changes: dict[str, Any]) -> str:
+    """``cron '* * * * *' -> '*/5 * * * *'; job.queue 'a' -> 'b'`` (jobs field by field)."""
+    parts = []
+    for field, ch in changes.items():
+        old, new = ch["from"], ch["to"]
+        if field == "job" and isinstance(old, dict) and isinstance(new, dict):
+            parts += [
+                f"job.{k} {old.get(k)!r} -> {new.get(k)!r}"
+                for k in sorted(old.keys() | new.keys())
+                if old.get(k) != new.get(k)
+            ]
+        else:
+            parts.append(f"{field} {old!r} -> {new!r}")
+    return "; ".join(parts) or "no change"
+
+
+def _edits(edits: list[dict[str, Any]], tz: str) -> None:
+    """The latest edits, newest first: when, by whom, what changed."""
+    if not edits:
+        return
+    console.print("\n[bold]recent edits[/]")
+    for e in edits:
+        what = edit_summary(e["changes"]) + ("; cleared broken" if e["cleared_broken"] else "")
+        console.print(f"  {in_zone(e['edited_at'], tz)} by uid {e['by_uid']}: {esc(what)}")
+
+
 def schedule_detail(s: dict[str, Any]) -> None:
     tz = s["tz"]
     state = schedule_state(s)
@@ -346,6 +372,7 @@ def schedule_detail(s: dict[str, Any]) -> None:
         console.print("\n[bold]next fires[/]")
         for t in s["next_fires"]:
             console.print(f"  {t}  {in_zone(t, tz)}")
+    _edits(s.get("edits") or [], tz)
     if s.get("occurrences"):
         table = Table(
             box=None, header_style="bold", title="recent occurrences", title_justify="left"

@@ -1,4 +1,4 @@
-"""Schedule commands: ``jobctl schedules list|show|pause|resume|delete|trigger``.
+"""Schedule commands: ``jobctl schedules list|show|edit|pause|resume|delete|trigger``.
 
 Creating one is ``jobctl add --cron/--every`` (see :mod:`jobctl.cli.jobs`), which builds
 its body with :func:`schedule_body`.
@@ -65,7 +65,9 @@ def user_zone(tz: str | None) -> tzinfo:
     return load_zone(tz)
 
 
-app = command_group("Cron and interval schedules: list, show, pause, resume, trigger, delete.")
+app = command_group(
+    "Cron and interval schedules: list, show, edit, pause, resume, trigger, delete."
+)
 Ref = Annotated[str, typer.Argument(metavar="ID|NAME", help="Schedule id or name")]
 
 
@@ -112,6 +114,15 @@ def _action(ref: str, action: str, json_: bool, socket: Any) -> dict[str, Any]:
     if json_:
         print_json(out)
     return out
+
+
+def _register_edit() -> None:
+    from jobctl.cli.schedule_edit_cmd import edit
+
+    app.command("edit")(edit)
+
+
+_register_edit()
 
 
 @app.command("pause")

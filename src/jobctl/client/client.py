@@ -251,6 +251,14 @@ class Client:
         result: dict[str, Any] = self.request("POST", f"/v1/schedules/{_quote(ref)}/{action}")
         return result
 
+    def edit_schedule(self, ref: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change the fields in ``patch`` (a JSON merge); the answer has the edit under
+        ``edit``."""
+        result: dict[str, Any] = self.request(
+            "PATCH", f"/v1/schedules/{_quote(ref)}", json_body=patch
+        )
+        return result
+
     def delete_schedule(self, ref: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/v1/schedules/{_quote(ref)}")
         return result

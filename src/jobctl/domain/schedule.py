@@ -310,3 +310,29 @@ __all__ = [
     "occurrence_key",
     "plan",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEdit:
+    """One recorded edit of a schedule: who (peer uid), when, and what changed.
+
+    ``changes`` maps each changed field (``cron``, ``every``, ``at``, ``tz``, ``name``,
+    ``misfire``, ``catch_up_limit``, ``overlap``, ``jitter``, ``job``) to its value before
+    and after; ``next_before``/``next_after`` are the cursor before and after the edit
+    (equal unless the timing changed or the edit settled a due occurrence)."""
+
+    schedule_id: str
+    edited_at: datetime
+    editor_uid: int
+    changes: dict[str, tuple[object, object]]
+    next_before: datetime
+    next_after: datetime
+    cleared_broken: bool = False
+
+    @property
+    def timing_changed(self) -> bool:
+        return bool(TIMING_FIELDS & self.changes.keys())
+
+
+#: The fields of an edit that change when a schedule fires (the cursor is recomputed).
+TIMING_FIELDS = frozenset(("cron", "every", "at", "tz", "jitter"))

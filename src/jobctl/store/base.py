@@ -31,7 +31,14 @@ from jobctl.domain.models import (
     ProcessRecord,
     QueueStats,
 )
-from jobctl.domain.schedule import Materialized, Schedule, ScheduleSpec, SkipRecord, Skips
+from jobctl.domain.schedule import (
+    Materialized,
+    Schedule,
+    ScheduleEdit,
+    ScheduleSpec,
+    SkipRecord,
+    Skips,
+)
 from jobctl.domain.states import JobStatus
 from jobctl.errors import JobctlError
 from jobctl.store.retention import Pruned
@@ -293,6 +300,19 @@ class Store(Protocol):
 
     def delete_schedule(self, ref: str) -> Schedule:
         """Stop it for good; its jobs and history stay."""
+        ...
+
+    def edit_schedule(
+        self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
+    ) -> tuple[Schedule, ScheduleEdit]:
+        """Replace the definition ``base`` (as the caller read it; a different one is a
+        Conflict) with ``spec`` in one transaction: due occurrences are settled under the
+        old definition first, the cursor is recomputed from now when the timing changed,
+        ``broken`` is cleared and the edit recorded. A deleted schedule is NotFound."""
+        ...
+
+    def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
+        """Recorded edits, newest first."""
         ...
 
     def trigger_schedule(self, ref: str) -> Job:

@@ -70,6 +70,17 @@ def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Mater
     return batch.apply(conn)
 
 
+def materialize_one_tx(conn: sqlite3.Connection, now: datetime, schedule_id: str) -> Materialized:
+    """Handle schedule ``schedule_id`` if it is due (not paused, broken or deleted), in
+    ``conn``'s open transaction: an edit settles what was due under the old definition."""
+    batch = _Batch(now)
+    cur = conn.cursor()
+    cur.row_factory = None
+    for row in cur.execute(q("materialize_one"), {"id": schedule_id, "now": batch.now_ms}):
+        batch.add(row)
+    return batch.apply(conn)
+
+
 def due_rows(conn: sqlite3.Connection, now_ms: int, limit: int) -> list[Row]:
     """Due schedules, oldest cursor first, then released ones not already among them."""
     cur = conn.cursor()

@@ -23,6 +23,7 @@ from jobctl.domain.schedule import (
     Overlap,
     Policy,
     Schedule,
+    ScheduleEdit,
     ScheduleSpec,
     SkipRecord,
     Skips,
@@ -34,6 +35,7 @@ from jobctl.store import rows
 from jobctl.store.base import Inserted
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.queries import q
+from jobctl.store.schedule_edit import edit_from_row, edit_tx
 from jobctl.store.writer import Writer
 
 T = TypeVar("T")
@@ -133,6 +135,29 @@ class ScheduleOps:
             return schedule_from_row(_find(conn, row["id"]))
 
         return self._writer.call(tx)
+
+    def edit_schedule(
+        self: _Host, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
+    ) -> tuple[Schedule, ScheduleEdit]:
+        """Replace the definition ``base`` (as the caller read it) with ``spec``, in one
+        transaction; see :mod:`jobctl.store.schedule_edit` for what happens to the cursor."""
+        spec.template.check(spec.owner_uid)  # as create_schedule: a template it could run
+
+        def tx(conn: sqlite3.Connection) -> tuple[Schedule, ScheduleEdit]:
+            row = _find(conn, ref)
+            edit = edit_tx(conn, self.clock.now(), row, spec, base, editor_uid)
+            return schedule_from_row(_find(conn, row["id"])), edit
+
+        return self._writer.call(tx)
+
+    def schedule_edits(self: _Host, ref: str, limit: int) -> list[ScheduleEdit]:
+        """The schedule's recorded edits, newest first."""
+
+        def read(conn: sqlite3.Connection) -> list[ScheduleEdit]:
+            params = {"id": _find(conn, ref)["id"], "limit": limit}
+            return [edit_from_row(r) for r in conn.execute(q("schedule_edits"), params)]
+
+        return self._read(read)
 
     def trigger_schedule(self: _Host, ref: str) -> Job:
         """Run the schedule now as a manual occurrence with its own key."""
@@ -303,3 +328,7 @@ def _skip_from_row(row: sqlite3.Row) -> SkipRecord:
         row["count"], rows.from_ms(row["first_nominal"]), rows.from_ms(row["last_nominal"])
     )
     return SkipRecord(row["schedule_id"], row["reason"], skips, rows.ms_to_dt(row["recorded_at"]))
+
+
+#: For :mod:`jobctl.store.schedule_edit`, which runs inside this module's transactions.
+find, passed, record_skip = _find, _passed, _record_skip

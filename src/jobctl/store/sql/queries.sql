@@ -253,6 +253,32 @@ WHERE id = :id AND deleted_at IS NULL;
 -- With delete_schedule: the name is free for a new schedule; the view still shows it.
 UPDATE schedule_defs SET deleted_name = name, name = NULL WHERE id = :id AND name IS NOT NULL;
 
+-- name: edit_schedule_def
+-- Edit (compare-and-set on the whole definition as read in the same transaction: a
+-- definition changed in between changes no row, and the edit is refused as a conflict).
+UPDATE schedule_defs
+SET name = :name, cron = :cron, every_ms = :every_ms, anchor = :anchor, tz = :tz,
+    template = :template, misfire = :misfire, catch_up_limit = :catch_up_limit,
+    overlap = :overlap, jitter_ms = :jitter_ms
+WHERE id = :id AND name IS :old_name AND cron IS :old_cron AND every_ms IS :old_every_ms
+  AND anchor IS :old_anchor AND tz = :old_tz AND template = :old_template
+  AND misfire = :old_misfire AND catch_up_limit = :old_catch_up_limit
+  AND overlap = :old_overlap AND jitter_ms = :old_jitter_ms;
+
+-- name: edit_schedule_cursor
+-- With edit_schedule_def: the cursor's compare-and-set (a materializer that moved it
+-- first changes it from under the edit: no row, a conflict). An edit clears `broken`.
+UPDATE schedule_cursors SET next_run_at = :next_run_at, broken_at = NULL, broken_reason = NULL
+WHERE id = :id AND deleted_at IS NULL AND next_run_at = :old_next AND waiting IS :old_waiting;
+
+-- name: insert_schedule_edit
+INSERT INTO schedule_edits (schedule_id, edited_at, editor_uid, changes, next_before,
+                            next_after, cleared_broken)
+VALUES (:id, :now, :editor_uid, :changes, :next_before, :next_after, :cleared_broken);
+
+-- name: schedule_edits
+SELECT * FROM schedule_edits WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
+
 -- name: set_last_job
 UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
 
@@ -382,6 +408,17 @@ JOIN schedule_defs d ON d.id = c.id
 LEFT JOIN jobs j ON j.id = c.last_job_id
 WHERE c.paused = 0 AND c.deleted_at IS NULL AND c.broken_at IS NULL AND c.next_run_at <= :now
 ORDER BY c.next_run_at LIMIT :limit;
+
+-- name: materialize_one
+-- One schedule, when due: an edit settles the occurrences due under the old definition.
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c
+JOIN schedule_defs d ON d.id = c.id
+LEFT JOIN jobs j ON j.id = c.last_job_id
+WHERE c.id = :id AND c.paused = 0 AND c.deleted_at IS NULL AND c.broken_at IS NULL
+  AND c.next_run_at <= :now;
 
 -- name: materialize_released
 -- Schedules whose waiting occurrence was released (the job it waited for has finished).

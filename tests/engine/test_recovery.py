@@ -18,7 +18,8 @@ from jobctl.engine.process import process_start_time
 from jobctl.engine.recovery import recover
 from tests.engine.conftest import Engine
 
-DEAD = "testhost:999:dead00"
+# unique per test process: concurrent runs on one host must not find each other's survivors
+DEAD = f"testhost:999:dead{os.getpid():x}"
 NOW = Backoff(0, 0)  # a reclaimed job is due again at once: every crash finds it running
 
 

@@ -157,3 +157,15 @@ def test_ctrl_c_ends_follow_without_a_traceback(daemon: DaemonProc, tmp_path: Pa
     with open(fifo, "w"):
         pass
     daemon.wait_for_line(f"event=succeeded job={job} ")
+
+
+def test_log_bytes_are_accounted_in_status_and_metrics(daemon: DaemonProc) -> None:
+    before = daemon.client().status()["logs"]
+    job = add(daemon, "head -c 12345 /dev/zero")
+    daemon.wait_for_line(f"event=succeeded job={job} ")
+    logs = daemon.client().status()["logs"]
+    assert logs["bytes"] - before["bytes"] == 12345
+    assert logs["owner_bytes"] - before["owner_bytes"] == 12345
+    metrics = cli(daemon, "metrics").stdout
+    assert f"jobctl_log_bytes {float(logs['bytes'])}" in metrics
+    assert "logs: " in cli(daemon, "status").stdout

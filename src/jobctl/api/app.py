@@ -234,6 +234,10 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
     adm = ctx.hooks.admission
     totals = await ctx.store.run(ctx.st.schedule_totals)
+    logs = {
+        "bytes": await ctx.store.run(ctx.st.log_bytes, None),
+        "owner_bytes": await ctx.store.run(ctx.st.log_bytes, owner_uid(request)),
+    }
     now = ctx.store.clock.now()
     nxt = totals.pop("next_run_at")
     totals["next_run_at"] = iso(nxt)
@@ -253,6 +257,7 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "schedules": totals,
         "disk": adm.disk.info() if adm.disk is not None else None,
         "quota": adm.usage(owner_uid(request), usage),
+        "logs": logs,
         **ctx.hooks.info(),
     }
 

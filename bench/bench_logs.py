@@ -12,6 +12,7 @@ PYTHONPATH=that/src to compare before and after.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,16 +31,22 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(name: str, cmd: list[str], pid: int, sock: Path, timeout: float) -> None:
+def measure(
+    name: str, cmd: list[str], pid: int, sock: Path, timeout: float, env: dict[str, str]
+) -> None:
     before = rss_mib(pid)
     peak = [before]
     lat: list[float] = []
     done = threading.Event()
 
+    def sample() -> None:  # its own thread: a status call blocked by the read must not
+        while not done.is_set():  # stop the sampling
+            peak[0] = max(peak[0], rss_mib(pid))
+            done.wait(0.01)
+
     def other() -> None:
         with Client(sock) as c:
             while not done.is_set():
-                peak[0] = max(peak[0], rss_mib(pid))
                 t0 = time.perf_counter()
                 c.status()
                 lat.append(time.perf_counter() - t0)
@@ -47,15 +54,18 @@ def measure(name: str, cmd: list[str], pid: int, sock: Path, timeout: float) -> 
 
     t = threading.Thread(target=other)
     t.start()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     t0 = time.perf_counter()
     try:
         with open(os.devnull, "wb") as null:  # noqa: PTH123
-            rc = subprocess.run(cmd, stdout=null, timeout=timeout, check=False).returncode
+            rc = subprocess.run(cmd, stdout=null, timeout=timeout, env=env, check=False).returncode
         took = f"{time.perf_counter() - t0:.2f} s (rc {rc})"
     except subprocess.TimeoutExpired:
         took = f"> {timeout:.0f} s (killed)"
     done.set()
     t.join()
+    sampler.join()
     lat.sort()
     print(
         f"{name}: {took}; daemon RSS {before:.0f} MiB before, peak {peak[0]:.0f} MiB "
@@ -83,15 +93,23 @@ def main() -> None:
             job = c.enqueue({"command": ["sh", "-c", script]})["id"]
             while c.get(job)["status"] != "succeeded":
                 time.sleep(0.2)
-        print(f"log of {size} MiB; daemon pid {daemon.pid}")
+        size_out = (tmp / "logs" / "000000" / f"{job}.1.log").stat().st_size
+        print(f"log of {size_out} bytes; daemon pid {daemon.pid}")
         jobctl = [sys.executable, "-m", "jobctl", "logs", str(job)]
         url = f"http://jobctl/v1/jobs/{job}/attempts/1/log"
-        measure("curl", ["curl", "-s", "--unix-socket", str(sock), url], daemon.pid, sock, 300)
-        measure("jobctl logs", jobctl, daemon.pid, sock, 300)
-        measure("jobctl logs --tail 10", [*jobctl, "--tail", "10"], daemon.pid, sock, 300)
+        limit = float(os.environ.get("BENCH_TIMEOUT", "300"))
+        measure(
+            "curl", ["curl", "-s", "--unix-socket", str(sock), url], daemon.pid, sock, limit, env
+        )
+        measure("jobctl logs", jobctl, daemon.pid, sock, limit, env)
+        if os.environ.get("BENCH_TAIL", "1") == "1":
+            measure(
+                "jobctl logs --tail 10", [*jobctl, "--tail", "10"], daemon.pid, sock, limit, env
+            )
     finally:
         daemon.terminate()
         daemon.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

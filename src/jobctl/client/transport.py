@@ -182,9 +182,16 @@ class UnixTransport:
         return bool(chunk)
 
     def _exactly(self, length: int) -> bytes:
-        while len(self._buf) < length:
-            if not self._recv():
-                raise ProtocolError("the daemon closed the connection mid-answer")
+        if len(self._buf) < length:  # pieces joined once: += per recv was quadratic
+            assert self._sock is not None  # (a 400 MB log took minutes)
+            parts, have = [self._buf], len(self._buf)
+            while have < length:
+                chunk = self._sock.recv(max(1 << 16, min(length - have, 1 << 20)))
+                if not chunk:
+                    raise ProtocolError("the daemon closed the connection mid-answer")
+                parts.append(chunk)
+                have += len(chunk)
+            self._buf = b"".join(parts)
         payload, self._buf = self._buf[:length], self._buf[length:]
         return payload
 

@@ -60,7 +60,7 @@ _jobctl_options() {
         add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
-        logs) _jobctl_r=(--attempt --socket --help) ;;
+        logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
@@ -103,12 +103,12 @@ _jobctl_nvalues() {
         'add --retry-on'|'add --no-retry-on'|'add --cron'|'add --every'|'add --tz'|\
         'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
         'add --jitter'|'add --batch'|'add --socket'|'list --status'|'list --queue'|\
-        'list --limit'|'list --socket'|'show --socket'|'logs --attempt'|'logs --socket'|\
-        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
-        'daemon --concurrency'|'daemon --lease-ttl'|'daemon --kill-grace'|\
-        'daemon --shutdown-grace'|'daemon --socket-group'|'daemon --log-level'|\
-        'daemon --config'|'next --tz'|'next --after'|'next --count'|'import-crontab --tz'|\
-        'import-crontab --misfire'|'import-crontab --max-attempts'|\
+        'list --limit'|'list --socket'|'show --socket'|'logs --attempt'|'logs --tail'|\
+        'logs -n'|'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
+        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
+        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
+        'import-crontab --tz'|'import-crontab --misfire'|'import-crontab --max-attempts'|\
         'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
         'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
         'audit --since'|'audit --before'|'audit --limit'|'audit --socket'|\

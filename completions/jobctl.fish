@@ -78,8 +78,8 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --retry-on' 'add --no-retry-on' 'add --cron' 'add --every' 'add --tz' \
             'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
             'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
-            'list --limit' 'list --socket' 'show --socket' 'logs --attempt' \
-            'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
+            'list --limit' 'list --socket' 'show --socket' 'logs --attempt' 'logs --tail' \
+            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
             'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
@@ -127,7 +127,7 @@ complete -c jobctl -f
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first (admins: --all-users for everyone\'s).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'daemon' -d 'Run the scheduler daemon in the foreground (logs to stderr).'
@@ -190,6 +190,8 @@ complete -c jobctl -n '__jobctl_at \'show\' \'#1\'' -f -a '(__jobctl_job_ids)' -
 
 # jobctl logs
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'attempt' -x -d 'Attempt number'
+complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'tail' -s 'n' -x -d 'Only the last N lines'
+complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'follow' -s 'f' -d 'Keep printing new output while the attempt runs (and the job\'s next attempts, unless --attempt is given); ends when the job is done'
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'logs\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'

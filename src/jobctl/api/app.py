@@ -13,19 +13,19 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from jobctl import __version__, errors
 from jobctl.access import Access
 from jobctl.api import errors as api_errors
-from jobctl.api import fast, policy
+from jobctl.api import fast, logfile, policy
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
@@ -157,25 +157,63 @@ async def get_job(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
 
 
+_LOG_HEADERS = {
+    "X-Log-Start": "Offset in the log file of the first byte sent (resume at start + length)",
+    "X-Log-Size": "Size of the log file when it was opened",
+    "X-Attempt-Running": "1 while the attempt runs (its log may grow), else 0",
+    "X-Job-Status": "The job's status when the log was opened",
+}
+
+
 @router.get(
     "/jobs/{job_id}/attempts/{number}/log",
     response_class=PlainTextResponse,
-    summary="Captured output of one attempt",
+    summary="Captured output of one attempt, streamed",
+    description="The bytes of the attempt's log from `offset`, or its last `tail` lines, "
+    "streamed in chunks. `jobctl logs --follow` polls with `offset` = "
+    "`X-Log-Start` + bytes received while `X-Attempt-Running` is 1.",
+    responses={
+        200: {
+            "content": {"text/plain": {}},
+            "headers": {
+                k: {"description": v, "schema": {"type": "string"}} for k, v in _LOG_HEADERS.items()
+            },
+        }
+    },
 )
 async def attempt_log(
     job_id: JobIdPath,
     number: Annotated[int, PathParam(ge=1, le=limits.MAX_ATTEMPTS)],
     ctx: Ctx,
     who: Who,
-) -> PlainTextResponse:
+    tail: Annotated[
+        int | None, Query(ge=0, le=limits.MAX_ID, description="Only the last N lines")
+    ] = None,
+    offset: Annotated[
+        int, Query(ge=0, le=limits.MAX_ID, description="Start at this byte (resume)")
+    ] = 0,
+) -> Response:
     job = await visible_job(ctx, who, job_id)
     found = [a for a in job.attempts if a.number == number]
     if not found:
         raise errors.NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
-    path = found[0].log_path
-    if path and Path(path).exists():
-        return PlainTextResponse(Path(path).read_bytes().decode(errors="replace"))
-    return PlainTextResponse(found[0].output_tail)
+    attempt = found[0]
+    meta = {
+        "X-Attempt-Running": "0" if attempt.finished_at is not None else "1",
+        "X-Job-Status": job.status.value,
+    }
+    piece = None
+    if attempt.log_path:
+        piece = await anyio.to_thread.run_sync(logfile.open_slice, attempt.log_path, offset, tail)
+    if piece is None:  # no file (pruned, or never written): the stored output tail
+        start, data = logfile.slice_text(attempt.output_tail.encode(), offset, tail)
+        meta |= {"X-Log-Start": str(start), "X-Log-Size": str(start + len(data))}
+        return Response(data, media_type=_TEXT, headers=meta)
+    meta |= {"X-Log-Start": str(piece.start), "X-Log-Size": str(piece.size)}
+    return StreamingResponse(piece.chunks(), media_type=_TEXT, headers=meta)
+
+
+_TEXT = "text/plain; charset=utf-8"
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
@@ -200,8 +238,12 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         stats = await ctx.store.run(ctx.st.stats)
         usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
         totals = await ctx.store.run(ctx.st.schedule_totals)
+        logs: dict[str, int] | None = {
+            "bytes": await ctx.store.run(ctx.st.log_bytes, None),
+            "owner_bytes": await ctx.store.run(ctx.st.log_bytes, owner_uid(request)),
+        }
     except errors.StoreCorrupt:
-        stats, usage, totals = [], None, None
+        stats, usage, totals, logs = [], None, None, None
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
@@ -220,6 +262,7 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "schedules": None if totals is None else _schedule_totals(totals, now),
         "disk": adm.disk.info() if adm.disk is not None else None,
         "quota": None if usage is None else adm.usage(owner_uid(request), usage),
+        "logs": logs,
         **ctx.hooks.info(),
     }
 

@@ -200,16 +200,28 @@ def logs(
     attempt: Annotated[
         int | None, typer.Option(min=1, help="Attempt number", show_default="last")
     ] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", "-n", min=0, help="Only the last N lines")
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing new output while the attempt runs (and the job's next "
+            "attempts, unless --attempt is given); ends when the job is done",
+        ),
+    ] = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Print the captured output of an attempt."""
-    with client(socket) as c:
-        if attempt is None:
-            attempt = c.get(job_id)["attempt"]
-            if not attempt:
-                raise InvalidInput(f"job {job_id} has not run yet")
-        text = c.log(job_id, attempt)
-    typer.echo(text, nl=False)
+    """Print the captured output of an attempt (streamed: any size)."""
+    from jobctl.cli import logs_cmd
+
+    try:
+        with client(socket) as c:
+            logs_cmd.show(c, job_id, attempt, tail=tail, follow=follow)
+    except KeyboardInterrupt:  # Ctrl-C ends --follow: quietly, like tail -f
+        raise typer.Exit(130) from None
 
 
 def cancel(

@@ -185,6 +185,12 @@ def status_view(s: dict[str, Any]) -> None:
         )
     _disk_lines(s.get("disk"))
     _quota_line(s.get("quota"))
+    if s.get("logs"):
+        logs = s["logs"]
+        console.print(
+            f"logs: {_size(logs['bytes'])} on disk, yours {_size(logs['owner_bytes'])}",
+            highlight=False,
+        )
     table = Table(box=None, header_style="bold")
     for col in ("QUEUE", "WAITING", "DUE NOW", "RUNNING", "OLDEST OVERDUE", "DEAD"):
         table.add_column(col, justify="right" if col != "QUEUE" else "left")

@@ -10,6 +10,7 @@ the same :mod:`jobctl.errors` classes the daemon raised.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -135,6 +136,44 @@ class Client:
 
     def log(self, job_id: int, attempt: int) -> str:
         return str(self.request("GET", f"/v1/jobs/{job_id}/attempts/{attempt}/log"))
+
+    def stream_log(
+        self,
+        job_id: int,
+        attempt: int,
+        sink: Callable[[bytes], None],
+        *,
+        tail: int | None = None,
+        offset: int = 0,
+    ) -> dict[str, str]:
+        """Hand the attempt's log (from ``offset``, or its last ``tail`` lines) to ``sink``
+        as it arrives, never holding it whole. Returns the answer's header fields
+        (lower-case): ``x-log-start``, ``x-log-size``, ``x-attempt-running``, ..."""
+        path = f"/v1/jobs/{job_id}/attempts/{attempt}/log"
+        query = {"tail": tail, "offset": offset or None}
+        if any(v is not None for v in query.values()):
+            path += "?" + urlencode([(k, v) for k, v in query.items() if v is not None])
+        stream = getattr(self._transport, "stream", None)
+        if stream is None:  # a test transport: one request, the body whole
+            status, _ctype, data = self._transport.request("GET", path, None, {})
+            fields: dict[str, str] = {}
+        else:
+            try:
+                status, fields, data = stream(path, sink)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                raise errors.DaemonUnavailable(
+                    f"the daemon is not running (no answer on {self.socket})",
+                    socket=str(self.socket),
+                ) from exc
+            except OSError as exc:
+                raise errors.DaemonUnavailable(
+                    f"lost the connection to the daemon on {self.socket}: {exc}"
+                ) from exc
+        if status >= 400:
+            raise _error_from(status, data)
+        if stream is None:
+            sink(data)
+        return fields
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/cancel")

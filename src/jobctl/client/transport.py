@@ -115,6 +115,47 @@ class UnixTransport:
 
     def _response(self, method: str, reused: bool) -> tuple[int, str, bytes, bool]:
         """Read one response: (status, content type, body, connection still usable)."""
+        status, fields = self._head(reused)
+        keep = fields.get("connection", "").lower() != "close"
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            payload = b""
+        elif "chunked" in fields.get("transfer-encoding", "").lower():
+            payload = self._chunked()
+        elif "content-length" in fields:
+            payload = self._exactly(int(fields["content-length"]))
+        else:
+            payload, keep = self._until_close(), False
+        return status, fields.get("content-type", ""), payload, keep
+
+    def stream(self, path: str, sink: Callable[[bytes], None]) -> tuple[int, dict[str, str], bytes]:
+        """GET ``path`` and hand a 2xx body to ``sink`` piece by piece as it arrives (a
+        log of any size in bounded memory). Returns (status, header fields, body of a
+        non-2xx answer). Always on a new connection, closed afterwards."""
+        self.close()
+        sock = self._connect()
+        try:
+            head = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            self._write(sock, head.encode("latin-1"))
+            status, fields = self._head(reused=False)
+            if not 200 <= status < 300:
+                return status, fields, self._until_close()
+            if "chunked" in fields.get("transfer-encoding", "").lower():
+                self._chunked(sink)
+            else:
+                left = int(fields.get("content-length", -1))
+                while left != 0:  # -1: no length, until the daemon closes
+                    if not self._buf and not self._recv():
+                        break
+                    piece = self._buf if left < 0 else self._buf[:left]
+                    self._buf = self._buf[len(piece) :]
+                    if left > 0:
+                        left -= len(piece)
+                    sink(piece)
+            return status, fields, b""
+        finally:
+            self.close()
+
+    def _head(self, reused: bool) -> tuple[int, dict[str, str]]:
         while (end := self._buf.find(b"\r\n\r\n")) < 0:
             if len(self._buf) > _MAX_HEAD:
                 raise ProtocolError("response head too long")
@@ -132,16 +173,7 @@ class UnixTransport:
         for line in lines:
             name, _, value = line.partition(":")
             fields[name.strip().lower()] = value.strip()
-        keep = fields.get("connection", "").lower() != "close"
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            payload = b""
-        elif "chunked" in fields.get("transfer-encoding", "").lower():
-            payload = self._chunked()
-        elif "content-length" in fields:
-            payload = self._exactly(int(fields["content-length"]))
-        else:
-            payload, keep = self._until_close(), False
-        return status, fields.get("content-type", ""), payload, keep
+        return status, fields
 
     def _recv(self) -> bool:
         assert self._sock is not None
@@ -150,9 +182,16 @@ class UnixTransport:
         return bool(chunk)
 
     def _exactly(self, length: int) -> bytes:
-        while len(self._buf) < length:
-            if not self._recv():
-                raise ProtocolError("the daemon closed the connection mid-answer")
+        if len(self._buf) < length:  # pieces joined once: += per recv was quadratic
+            assert self._sock is not None  # (a 400 MB log took minutes)
+            parts, have = [self._buf], len(self._buf)
+            while have < length:
+                chunk = self._sock.recv(max(1 << 16, min(length - have, 1 << 20)))
+                if not chunk:
+                    raise ProtocolError("the daemon closed the connection mid-answer")
+                parts.append(chunk)
+                have += len(chunk)
+            self._buf = b"".join(parts)
         payload, self._buf = self._buf[:length], self._buf[length:]
         return payload
 
@@ -163,7 +202,8 @@ class UnixTransport:
         line, self._buf = self._buf[:end], self._buf[end + 2 :]
         return line
 
-    def _chunked(self) -> bytes:
+    def _chunked(self, sink: Callable[[bytes], None] | None = None) -> bytes:
+        """A chunked body: joined, or handed chunk by chunk to ``sink`` (then b"")."""
         parts: list[bytes] = []
         while True:
             try:
@@ -174,7 +214,11 @@ class UnixTransport:
                 while self._line():  # trailers, up to the empty line
                     pass
                 return b"".join(parts)
-            parts.append(self._exactly(size))
+            piece = self._exactly(size)
+            if sink is None:
+                parts.append(piece)
+            else:
+                sink(piece)
             self._exactly(2)
 
     def _until_close(self) -> bytes:

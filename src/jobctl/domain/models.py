@@ -358,6 +358,8 @@ class AttemptResult:
     #: The command could not be started for want of a resource (descriptors, memory,
     #: disk): retried with backoff and without using the budget (domain/retry.py).
     transient: bool = False
+    #: Size of the attempt's log file when it ended (accounted in ``status``).
+    log_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,14 +188,15 @@ class Executor:
         if run.stopping is not None:
             await run.stopping
         tail = process.read_tail(run.log_path)
+        size = process.log_size(run)
         if run.log_cap is not None and process.output_cut(run):
             tail = process.cut_note(run.log_cap) + tail  # first: output may hold NULs
             result = _result(run, code, tail)
             if result.error:  # a failure says it too, in the attempt's error
                 cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
                 result = replace(result, error=result.error + cut)
-            return result
-        return _result(run, code, tail)
+            return replace(result, log_bytes=size)
+        return replace(_result(run, code, tail), log_bytes=size)
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)

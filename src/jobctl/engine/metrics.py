@@ -184,6 +184,11 @@ class Metrics:
         self.store_up = Gauge(
             "jobctl_store_up", "1 if the last scrape could read the store, else 0", registry=r
         )
+        self.log_bytes = Gauge(
+            "jobctl_log_bytes",
+            "Bytes of attempt logs on disk (sized when each attempt ended)",
+            registry=r,
+        )
         Info("jobctl_build", "The daemon's version", registry=r).info({"version": __version__})
         prometheus_client.ProcessCollector(registry=r)
 
@@ -225,8 +230,11 @@ class Metrics:
         """
         st = store.store
         try:
-            stats, totals, queues = await asyncio.gather(
-                store.run(st.stats), store.run(st.schedule_totals), store.run(st.queues)
+            stats, totals, queues, log_bytes = await asyncio.gather(
+                store.run(st.stats),
+                store.run(st.schedule_totals),
+                store.run(st.queues),
+                store.run(st.log_bytes, None),
             )
         except Exception as exc:
             log.error("event=metrics_store_failed error=%s", logval(str(exc)))
@@ -235,6 +243,7 @@ class Metrics:
         else:
             paused = {policy.name: policy.paused for policy, _ in queues}
             self.store.snapshot = Snapshot(store.clock.now(), stats, totals, paused)
+            self.log_bytes.set(log_bytes)
             self.store_up.set(1)
         return prometheus_client.generate_latest(self.registry)
 

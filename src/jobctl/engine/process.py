@@ -173,6 +173,14 @@ def cut_note(cap: int) -> str:
     return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
 
 
+def log_size(run: Running) -> int:
+    """Bytes in the attempt's log file now (0 if it is gone): what ``status`` accounts."""
+    try:
+        return os.stat(run.log_path).st_size
+    except OSError:
+        return 0
+
+
 def output_cut(run: Running) -> bool:
     """Whether the attempt's log reached its cap (later writes failed: output was cut)."""
     if run.log_cap is None:

@@ -192,6 +192,12 @@ class Store(Protocol):
 
     def stats(self) -> list[QueueStats]: ...
 
+    def log_bytes(self, uid: int | None = None) -> int:
+        """Bytes of attempt logs on disk, accounted when each attempt ended (the size
+        recorded by ``finish_many``) and taken off when its job is deleted; ``uid``:
+        only that owner's."""
+        ...
+
     def owner_usage(self, uid: int) -> dict[str, int]:
         """One owner's ``queued`` (scheduled: waiting or due) and ``running`` jobs and live
         ``schedules``, read from counters and indexes (the quotas are checked against it)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, Protocol
@@ -47,6 +47,8 @@ class _Host(Protocol):
         op: str = "finish",
     ) -> Job: ...
 
+    def _read(self, fn: Callable[[sqlite3.Connection], Any]) -> Any: ...
+
 
 class FinishOps:
     """``finish_many`` and ``record_processes`` of the store contract."""
@@ -59,6 +61,13 @@ class FinishOps:
     ) -> Future[list[Finished | JobctlError]]:
         """:meth:`finish_many` without waiting: the future resolves after the commit."""
         return self._writer.submit(lambda conn: finish_many_tx(self, conn, items))
+
+    def log_bytes(self: _Host, uid: int | None = None) -> int:
+        """Bytes of attempt logs on disk as accounted when attempts ended (``uid``: that
+        owner's), from the running totals in ``log_usage``: no scan, no stat."""
+        if uid is None:
+            return int(self._read(lambda c: c.execute(q("log_bytes_total")).fetchone()["n"]))
+        return int(self._read(lambda c: c.execute(q("log_bytes_of"), {"uid": uid}).fetchone()["n"]))
 
     def record_processes(self: _Host, records: Sequence[ProcessRecord]) -> list[int]:
         return self._writer.call(lambda conn: record_processes_tx(conn, records))
@@ -106,6 +115,9 @@ def finish_many_tx(
             out[i] = Finished(job.id, job.status, job.run_at, job.failures, job.dead_reason)
         except JobctlError as exc:  # raised before this item wrote anything
             out[i] = exc
+    sizes = [[job_id, gen, r.log_bytes] for job_id, gen, r in items if r.log_bytes > 0]
+    if sizes:  # fenced items too: a cancelled attempt's log is on disk all the same
+        conn.execute(q("set_log_bytes"), {"items": json.dumps(sizes)})
     return [r for r in out if r is not None]
 
 

@@ -534,3 +534,21 @@ WHERE d.owner_uid = :uid AND c.deleted_at IS NULL;
 
 -- name: running_by_owner
 SELECT owner_uid, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY owner_uid;
+
+-- logs ---------------------------------------------------------------------------------
+-- name: set_log_bytes
+-- Record each attempt's log size when it ended; :items is a JSON array of
+-- [job_id, generation, bytes]. Not fenced on the outcome: a finish refused because the
+-- job was cancelled or its lease expired still sizes the log its process wrote. The
+-- trigger attempts_log_bytes keeps log_usage in step.
+UPDATE attempts SET log_bytes = b.bytes
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS generation,
+             json_extract(value, '$[2]') AS bytes
+      FROM json_each(:items)) AS b
+WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation;
+
+-- name: log_bytes_total
+SELECT coalesce(sum(bytes), 0) AS n FROM log_usage;
+
+-- name: log_bytes_of
+SELECT coalesce(sum(bytes), 0) AS n FROM log_usage WHERE owner_uid = :uid;

@@ -1,0 +1,91 @@
+"""``jobctl logs``: print an attempt's output, its tail, or follow it while it runs.
+
+The log is streamed (never held whole, in the daemon or here). ``--follow`` polls on the
+client side: print what is there, then ask again for the bytes after the last one
+received (``?offset=``) every :data:`POLL` seconds while the attempt runs. A poll is one
+short request that reads only the new bytes; the daemon holds no connection or task for
+a follower between polls (a long-poll would pin a connection against the daemon's limit
+per follower and need a wake-up path from the executor). When the attempt ends, a job
+that will run again is followed into its next attempt; it stops when the job is done.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import BinaryIO
+
+from jobctl.client.client import Client
+from jobctl.errors import InvalidInput
+
+#: Seconds between two polls of a running attempt (and of a job waiting to run again).
+POLL = 0.25
+_WAITING = ("scheduled", "running")
+
+
+def show(
+    c: Client,
+    job_id: int,
+    attempt: int | None,
+    *,
+    tail: int | None = None,
+    follow: bool = False,
+    out: BinaryIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Write the log of ``attempt`` (default: the latest) to ``out``; see the module doc."""
+    sink = out or sys.stdout.buffer
+    explicit = attempt is not None
+    if attempt is None:
+        attempt = _latest(c, job_id, follow, sleep)
+        if attempt is None:
+            return
+    offset = 0
+    first = True
+    while True:
+        got = 0
+
+        def write(data: bytes) -> None:
+            nonlocal got
+            got += len(data)
+            sink.write(data)
+
+        fields = c.stream_log(job_id, attempt, write, tail=tail if first else None, offset=offset)
+        sink.flush()
+        offset = int(fields.get("x-log-start", offset)) + got
+        first = False
+        if not follow:
+            return
+        if fields.get("x-attempt-running") == "1":
+            sleep(POLL)
+            continue
+        if explicit or fields.get("x-job-status") not in _WAITING:
+            return
+        nxt = _next_attempt(c, job_id, attempt, sleep)
+        if nxt is None:
+            return
+        attempt, offset = nxt, 0
+        print(f"-- jobctl: attempt {attempt} --", file=sys.stderr, flush=True)
+
+
+def _latest(c: Client, job_id: int, follow: bool, sleep: Callable[[float], None]) -> int | None:
+    """The job's latest attempt; one that has not run yet is an error, or with
+    ``--follow`` waited for (None: the job ended without running)."""
+    number = int(c.get(job_id)["attempt"] or 0)
+    if number:
+        return number
+    if not follow:
+        raise InvalidInput(f"job {job_id} has not run yet")
+    return _next_attempt(c, job_id, 0, sleep)
+
+
+def _next_attempt(c: Client, job_id: int, after: int, sleep: Callable[[float], None]) -> int | None:
+    """Wait until the job starts an attempt after ``after``; None if it ends first."""
+    while True:
+        job = c.get(job_id)
+        if int(job["attempt"] or 0) > after:
+            return int(job["attempt"])
+        if job["status"] not in _WAITING:
+            return None
+        sleep(POLL)

@@ -151,3 +151,16 @@ def test_the_gate_holds_the_command_until_the_daemon_lets_it_go(tmp_path: Path) 
         os.write(w, b"not for the command\n")
         os.close(w)
     assert proc.wait(5) == 0 and out.exists()  # stdin is /dev/null after the gate: cat ends
+
+
+def test_sweep_removes_only_the_empty_cgroups_of_daemons_that_are_gone() -> None:
+    cgroups = _cgroups()
+    tag = secrets.token_hex(3)
+    dead = cgroups.create(f"4194305-{tag}.1.1")  # above the largest pid Linux hands out
+    live = cgroups.create(f"{os.getpid()}-{tag}.1.1")
+    try:
+        assert cgroups.sweep() >= 1
+        assert not dead.path.exists() and live.path.exists()
+    finally:
+        dead.remove()
+        live.remove()

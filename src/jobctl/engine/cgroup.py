@@ -57,16 +57,19 @@ class Cgroups:
         path.mkdir(mode=0o755)
         return Cgroup(path, self.kill_file)
 
-    def sweep(self, keep: str) -> int:
-        """Remove the empty attempt cgroups whose names do not start with ``keep`` (what a
-        dead daemon left); a populated one cannot be removed and stays. Returns the count."""
+    def sweep(self) -> int:
+        """Remove the empty attempt cgroups of daemons that are gone (names start with the
+        daemon's pid, see ``process.cgroup_name``); a live daemon's are left alone, and a
+        populated one cannot be removed. Returns how many were removed."""
         removed = 0
         with contextlib.suppress(OSError):
             for entry in self.base.iterdir():
-                if entry.is_dir() and not entry.name.startswith(keep):
-                    with contextlib.suppress(OSError):
-                        entry.rmdir()
-                        removed += 1
+                pid = entry.name.split("-", 1)[0]
+                if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                    continue
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
+                    removed += 1
         return removed
 
 

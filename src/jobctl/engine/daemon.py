@@ -129,7 +129,7 @@ class Daemon:
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
         cgroups = parts.executor.config.cgroups
         if cgroups is not None:  # after recovery: the survivors' cgroups are empty now
-            cgroups.sweep(keep=process.cgroup_prefix(self.owner))
+            cgroups.sweep()
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)

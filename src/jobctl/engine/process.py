@@ -61,7 +61,16 @@ class Running:
     #: The attempt's cgroup (its whole tree), or None: then its tree is found by
     #: :attr:`markers` in ``/proc``.
     cgroup: Cgroup | None = None
+    #: Done when the command is in :attr:`cgroup` (True) or could not be moved (False).
+    entered: asyncio.Future[bool] | None = field(default=None, repr=False)
     markers: dict[str, str] = field(default_factory=dict)
+
+    async def tree_cgroup(self) -> Cgroup | None:
+        """The cgroup that holds the attempt's tree, once the command is in it; None if
+        there is none (the tree is found by :attr:`markers`)."""
+        if self.cgroup is None or self.entered is None:
+            return self.cgroup
+        return self.cgroup if await asyncio.shield(self.entered) else None
 
 
 #: Errors that say the host (or the owner) is out of a resource for now, not that the
@@ -226,15 +235,20 @@ def spawn(
     gate = os.pipe2(os.O_CLOEXEC) if cg is not None else ()
     try:
         proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks, gate)
-        if cg is not None:  # the shell waits at the gate until this is done
-            cg = _enter(cg, proc.pid)
     except BaseException:
         if cg is not None:
             cg.remove()
+        for fd in gate:
+            os.close(fd)
         raise
     finally:
-        for fd in (log_fd, *gate):
-            os.close(fd)
+        os.close(log_fd)
+    moved = None
+    if cg is not None and gate:
+        os.close(gate[0])
+        # Moving a process waits for the kernel (an RCU grace period: ~0.7 ms, little CPU),
+        # so it is done on a thread: the command waits at the gate meanwhile, not the loop.
+        moved = _MOVER.submit(_enter, cg, proc.pid, gate[1])
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
@@ -245,13 +259,17 @@ def spawn(
     except OSError:  # no descriptor for the pidfd: stop it now, it is retried later
         signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-        if cg is not None:
+        if cg is not None and moved is not None and moved.result():
             cg.kill()
             cg.remove()
         raise
     cap = None if blocks is None else blocks * 512
     markers = attempt_markers(claim.job.id, lease_owner, claim.generation)
-    return Running(claim, proc, exited, log_path, start, log_cap=cap, cgroup=cg, markers=markers)
+    entered = None if moved is None else asyncio.wrap_future(moved, loop=loop)
+    return Running(
+        claim, proc, exited, log_path, start, log_cap=cap, cgroup=cg, entered=entered,
+        markers=markers,
+    )  # fmt: skip
 
 
 def cgroup_name(lease_owner: str, job_id: int, generation: int) -> str:
@@ -275,15 +293,22 @@ def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgr
         return None
 
 
-def _enter(cg: Cgroup, pid: int) -> Cgroup | None:
-    """Move the (gated) shell into its cgroup; None if that failed (then /proc it is)."""
+def _enter(cg: Cgroup, pid: int, gate: int) -> bool:
+    """Move the shell into its cgroup, then open its gate; False if the move failed (its
+    tree is then found in /proc). On a thread (:data:`_MOVER`)."""
     try:
         cg.add_pid(pid)
     except OSError as exc:
         _log.warning("event=cgroup_failed pid=%s error=%s", pid, exc)
         cg.remove()
-        return None
-    return cg
+        return False
+    finally:
+        os.close(gate)
+    return True
+
+
+#: Moves commands into their cgroups (see :func:`spawn`).
+_MOVER = ThreadPoolExecutor(2, thread_name_prefix="jobctl-cgroup")
 
 
 def _popen(

@@ -25,6 +25,7 @@ import signal
 from collections.abc import Callable
 
 from jobctl.engine import process
+from jobctl.engine.cgroup import Cgroup
 
 log = logging.getLogger("jobctl.executor")
 _POLL = 0.02  # seconds between looks at a tree that is not our children (no exit event)
@@ -37,19 +38,20 @@ async def stop(run: process.Running, grace: float) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     process.signal_group(run.proc.pid, signal.SIGTERM)
-    await signal_tree(run, signal.SIGTERM)
+    cg = await run.tree_cgroup()
+    await signal_tree(run, cg, signal.SIGTERM)
     try:
-        await asyncio.wait_for(asyncio.shield(run.exited), grace)
+        await asyncio.wait_for(asyncio.shield(run.exited), max(0.0, deadline - loop.time()))
     except TimeoutError:
         process.signal_group(run.proc.pid, signal.SIGKILL)
-    await _wait_tree(run, deadline)
-    await kill_tree(run)
+    await _wait_tree(run, cg, deadline)
+    await kill_tree(run, cg)
     await run.exited
 
 
 async def end(run: process.Running) -> None:
     """The attempt ended: kill what is left in its cgroup, then remove the cgroup."""
-    cg = run.cgroup
+    cg = await run.tree_cgroup()
     if cg is None:
         return
     if cg.populated():
@@ -59,19 +61,19 @@ async def end(run: process.Running) -> None:
         log.warning("event=cgroup_left job=%s path=%s", run.claim.job.id, cg.path)
 
 
-async def signal_tree(run: process.Running, sig: int) -> None:
-    """Send ``sig`` to every process of the attempt's tree."""
-    if run.cgroup is not None:
-        run.cgroup.signal(sig)
+async def signal_tree(run: process.Running, cg: Cgroup | None, sig: int) -> None:
+    """Send ``sig`` to every process of the attempt's tree (``cg``: its cgroup, if any)."""
+    if cg is not None:
+        cg.signal(sig)
         return
     await asyncio.get_running_loop().run_in_executor(None, signal_marked, run.markers, sig)
 
 
-async def kill_tree(run: process.Running) -> None:
+async def kill_tree(run: process.Running, cg: Cgroup | None) -> None:
     """SIGKILL every process of the tree (by the markers: until a scan finds none left,
     so a child forked during a scan is caught by the next one)."""
-    if run.cgroup is not None:
-        run.cgroup.kill()
+    if cg is not None:
+        cg.kill()
         return
     loop = asyncio.get_running_loop()
     for _ in range(5):
@@ -79,9 +81,8 @@ async def kill_tree(run: process.Running) -> None:
             return
 
 
-async def _wait_tree(run: process.Running, deadline: float) -> None:
+async def _wait_tree(run: process.Running, cg: Cgroup | None, deadline: float) -> None:
     """Wait until the tree is empty or ``deadline`` (loop time) passes."""
-    cg = run.cgroup
     if cg is not None:
         await _until(lambda: not cg.populated(), deadline)
         return

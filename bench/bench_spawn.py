@@ -15,17 +15,24 @@ env = {"PATH": "/usr/bin:/bin"}
 nobody = pwd.getpwnam("nobody")
 drop = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=os.getgrouplist("nobody", nobody.pw_gid))
 CG = cgroup.detect("auto")[0]
+from concurrent.futures import ThreadPoolExecutor
+MOVER = ThreadPoolExecutor(2)
 def start(i, argv, cg=False, **kw):
     if not cg:
         return subprocess.Popen(argv, stdin=dn, stdout=dn, stderr=subprocess.STDOUT, env=env, start_new_session=True, close_fds=True, umask=0o77, **kw), None
     group = CG.create(f"bench-{os.getpid()}-{i}")
     r, w = os.pipe2(os.O_CLOEXEC)
     p = subprocess.Popen(argv, stdin=r, stdout=dn, stderr=subprocess.STDOUT, env=env, start_new_session=True, close_fds=True, umask=0o77, **kw)
-    group.add_pid(p.pid); os.close(r); os.close(w)
-    return p, group
-def end(p, group):
+    os.close(r)
+    def move():
+        try: group.add_pid(p.pid)
+        finally: os.close(w)
+    return p, (group, MOVER.submit(move))  # on a thread, as the daemon does
+def end(p, cg):
     p.wait()
-    if group is not None:
+    if cg is not None:
+        group, moved = cg
+        moved.result()
         t0 = time.perf_counter()
         while group.populated(): pass
         group.remove()

@@ -28,7 +28,8 @@ import pwd
 import resource
 import signal
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -232,8 +233,10 @@ def spawn(
     """
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     cg = _make_cgroup(cgroups, claim, lease_owner)
-    gate = os.pipe2(os.O_CLOEXEC) if cg is not None else ()
+    gate: tuple[int, int] | tuple[()] = ()
     try:
+        if cg is not None:
+            gate = os.pipe2(os.O_CLOEXEC)
         proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks, gate)
     except BaseException:
         if cg is not None:
@@ -243,12 +246,17 @@ def spawn(
         raise
     finally:
         os.close(log_fd)
-    moved = None
+    moved: Future[bool] | None = None
     if cg is not None and gate:
         os.close(gate[0])
         # Moving a process waits for the kernel (an RCU grace period: ~0.7 ms, little CPU),
         # so it is done on a thread: the command waits at the gate meanwhile, not the loop.
-        moved = _MOVER.submit(_enter, cg, proc.pid, gate[1])
+        # Each pending move holds its gate's descriptor: past a few, move here and now.
+        if _MOVES.acquire(blocking=False):
+            moved = _MOVER.submit(_enter, cg, proc.pid, gate[1], _MOVES)
+        else:
+            moved = Future()
+            moved.set_result(_enter(cg, proc.pid, gate[1]))
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
@@ -293,9 +301,9 @@ def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgr
         return None
 
 
-def _enter(cg: Cgroup, pid: int, gate: int) -> bool:
+def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = None) -> bool:
     """Move the shell into its cgroup, then open its gate; False if the move failed (its
-    tree is then found in /proc). On a thread (:data:`_MOVER`)."""
+    tree is then found in /proc). Mostly on a thread (:data:`_MOVER`)."""
     try:
         cg.add_pid(pid)
     except OSError as exc:
@@ -304,11 +312,14 @@ def _enter(cg: Cgroup, pid: int, gate: int) -> bool:
         return False
     finally:
         os.close(gate)
+        if slot is not None:
+            slot.release()
     return True
 
 
-#: Moves commands into their cgroups (see :func:`spawn`).
+#: Moves commands into their cgroups (see :func:`spawn`), at most :data:`_MOVES` at once.
 _MOVER = ThreadPoolExecutor(2, thread_name_prefix="jobctl-cgroup")
+_MOVES = threading.Semaphore(4)
 
 
 def _popen(

@@ -318,8 +318,8 @@ def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = N
 
 
 #: Moves commands into their cgroups (see :func:`spawn`), at most :data:`_MOVES` at once.
-_MOVER = ThreadPoolExecutor(2, thread_name_prefix="jobctl-cgroup")
-_MOVES = threading.Semaphore(4)
+_MOVER = ThreadPoolExecutor(4, thread_name_prefix="jobctl-cgroup")
+_MOVES = threading.Semaphore(16)
 
 
 def _popen(

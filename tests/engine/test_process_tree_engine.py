@@ -56,7 +56,7 @@ async def test_lost_lease_stops_helpers_that_left_the_group(engine: Engine, mech
     assert engine.store.get(job.id).attempts[0].outcome is Outcome.LEASE_EXPIRED
     if mechanism == "cgroup":
         assert ex.config.cgroups is not None
-        assert not list(ex.config.cgroups.base.glob(process.cgroup_prefix(ex.owner) + "*"))
+        assert not list(ex.config.cgroups.base.glob(cgroup.owner_prefix(ex.owner) + "*"))
 
 
 @pytest.fixture

@@ -68,7 +68,7 @@ def _run_job(d: DaemonProc, owner: str, **extra: object) -> int:
 def _cgroup_gone(owner: str, job_id: int) -> bool:
     found = cgroup.detect("auto")[0]
     assert found is not None
-    return not any(found.base.glob(f"{process.cgroup_prefix(owner)}{job_id}.*"))
+    return not any(found.base.glob(f"{cgroup.owner_prefix(owner)}{job_id}.*"))
 
 
 def _assert_all_stopped(mechanism: str, owner: str, job_id: int) -> None:

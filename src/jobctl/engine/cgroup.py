@@ -13,6 +13,7 @@ written on the same directory later::
     cgroups = detect("auto")          # Cgroups, or None where none may be made
     cg = cgroups.create(name)         # Cgroup: an empty attempt directory
     cg.add_pid(pid)                   # move a process in (its children follow)
+    enter(cg, pid, gate)              # the same on a thread, then open the spawn's gate
     cg.signal(sig); cg.kill()         # every member; kill() is SIGKILL, race-free
     cg.populated(); cg.remove()       # rmdir, only once empty
 
@@ -32,12 +33,16 @@ forked; before 5.14 the cgroup is frozen, every member gets SIGKILL, then it is 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+_log = logging.getLogger("jobctl.executor")
 #: The directory, under the daemon's own cgroup, that holds the attempts' cgroups.
 SUBDIR = "jobctl"
 MODES = ("auto", "off")
@@ -59,7 +64,7 @@ class Cgroups:
 
     def sweep(self) -> int:
         """Remove the empty attempt cgroups of daemons that are gone (names start with the
-        daemon's pid, see ``process.cgroup_name``); a live daemon's are left alone, and a
+        daemon's pid, see ``cgroup.attempt_name``); a live daemon's are left alone, and a
         populated one cannot be removed. Returns how many were removed."""
         removed = 0
         with contextlib.suppress(OSError):
@@ -140,6 +145,50 @@ class Cgroup:
         except OSError:
             return False
         return True
+
+
+def attempt_name(lease_owner: str, job_id: int, generation: int) -> str:
+    """The attempt's cgroup name: the daemon's pid and tag (of ``host:pid:tag``), the job
+    and the generation; :func:`owner_prefix` is this daemon's part. :meth:`Cgroups.sweep`
+    reads the pid back."""
+    return f"{owner_prefix(lease_owner)}{job_id}.{generation}"
+
+
+def owner_prefix(lease_owner: str) -> str:
+    tail = lease_owner.split(":", 1)[-1]
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in tail) + "."
+
+
+def enter(cg: Cgroup, pid: int, gate: int) -> Future[bool]:
+    """Move ``pid`` (held at its gate) into ``cg``, then close ``gate`` (the write end of
+    the pipe it waits on). Done: True, or False if the move failed (``cg`` is removed).
+
+    A move waits for the kernel (an RCU grace period: ~0.7 ms, little CPU), so it runs on
+    a thread; each pending move holds its gate's descriptor, so past :data:`_MOVES`
+    pending ones it is done here and now."""
+    if _MOVES.acquire(blocking=False):
+        return _MOVER.submit(_enter, cg, pid, gate, _MOVES)
+    done: Future[bool] = Future()
+    done.set_result(_enter(cg, pid, gate))
+    return done
+
+
+def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = None) -> bool:
+    try:
+        cg.add_pid(pid)
+    except OSError as exc:
+        _log.warning("event=cgroup_failed pid=%s error=%s", pid, exc)
+        cg.remove()
+        return False
+    finally:
+        os.close(gate)
+        if slot is not None:
+            slot.release()
+    return True
+
+
+_MOVER = ThreadPoolExecutor(4, thread_name_prefix="jobctl-cgroup")
+_MOVES = threading.Semaphore(16)
 
 
 def _write(path: Path, text: str) -> None:

@@ -28,7 +28,6 @@ import pwd
 import resource
 import signal
 import subprocess
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -37,6 +36,7 @@ from pathlib import Path
 from jobctl import files
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
+from jobctl.engine import cgroup
 from jobctl.engine.cgroup import Cgroup, Cgroups
 
 TAIL_BYTES = 4096
@@ -249,14 +249,8 @@ def spawn(
     moved: Future[bool] | None = None
     if cg is not None and gate:
         os.close(gate[0])
-        # Moving a process waits for the kernel (an RCU grace period: ~0.7 ms, little CPU),
-        # so it is done on a thread: the command waits at the gate meanwhile, not the loop.
-        # Each pending move holds its gate's descriptor: past a few, move here and now.
-        if _MOVES.acquire(blocking=False):
-            moved = _MOVER.submit(_enter, cg, proc.pid, gate[1], _MOVES)
-        else:
-            moved = Future()
-            moved.set_result(_enter(cg, proc.pid, gate[1]))
+        # The command waits at the gate until it is in its cgroup (mostly on a thread).
+        moved = cgroup.enter(cg, proc.pid, gate[1])
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
@@ -280,46 +274,14 @@ def spawn(
     )  # fmt: skip
 
 
-def cgroup_name(lease_owner: str, job_id: int, generation: int) -> str:
-    """The attempt's cgroup name: the daemon's pid and tag (``host:pid:tag``), the job and
-    the generation; :func:`cgroup_prefix` is this daemon's part."""
-    return f"{cgroup_prefix(lease_owner)}{job_id}.{generation}"
-
-
-def cgroup_prefix(lease_owner: str) -> str:
-    tail = lease_owner.split(":", 1)[-1]
-    return "".join(c if c.isalnum() or c in "_-" else "-" for c in tail) + "."
-
-
 def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgroup | None:
     if cgroups is None:
         return None
     try:
-        return cgroups.create(cgroup_name(lease_owner, claim.job.id, claim.generation))
+        return cgroups.create(cgroup.attempt_name(lease_owner, claim.job.id, claim.generation))
     except OSError as exc:  # the /proc scan still finds its tree
         _log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, exc)
         return None
-
-
-def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = None) -> bool:
-    """Move the shell into its cgroup, then open its gate; False if the move failed (its
-    tree is then found in /proc). Mostly on a thread (:data:`_MOVER`)."""
-    try:
-        cg.add_pid(pid)
-    except OSError as exc:
-        _log.warning("event=cgroup_failed pid=%s error=%s", pid, exc)
-        cg.remove()
-        return False
-    finally:
-        os.close(gate)
-        if slot is not None:
-            slot.release()
-    return True
-
-
-#: Moves commands into their cgroups (see :func:`spawn`), at most :data:`_MOVES` at once.
-_MOVER = ThreadPoolExecutor(4, thread_name_prefix="jobctl-cgroup")
-_MOVES = threading.Semaphore(16)
 
 
 def _popen(

@@ -386,6 +386,11 @@ class Settings:
     job_umask: str = field(metadata=_spec(
         "job_umask", 'octal string, "000" to "777"', _umask,
         "File mode mask the commands start with", default="077"))  # fmt: skip
+    job_cgroups: str = field(metadata=_spec(
+        "job_cgroups", '"auto" or "off"', _choice("auto", "off"),
+        "A cgroup per attempt to find and stop a command's whole process tree (auto: where "
+        "the daemon may make one); off: found by its environment in /proc",
+        default="auto"))  # fmt: skip
     max_connections: int = field(metadata=_spec(
         "max_connections", "integer from 1 to 1000000", _integer(1, 1_000_000),
         "API connections open at once, all users together (admins' are not held to it)",

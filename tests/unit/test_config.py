@@ -144,6 +144,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_LOG_FORMAT": "json",
         "JOBCTL_METRICS_LISTEN": "127.0.0.1:9464",
         "JOBCTL_JOB_UMASK": "027",
+        "JOBCTL_JOB_CGROUPS": "off",
         "JOBCTL_MAX_CONNECTIONS": "100",
         "JOBCTL_MAX_CONNECTIONS_PER_UID": "10",
         "JOBCTL_MAX_HEADER_BYTES": "4096",
@@ -183,6 +184,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         log_format="json",
         metrics_listen="127.0.0.1:9464",
         job_umask="027",
+        job_cgroups="off",
         max_connections=100,
         max_connections_per_uid=10,
         max_header_bytes=4096,
@@ -252,6 +254,7 @@ log_format = "json"
 metrics_listen = "[::1]:9464"
 disk_floor = "5%"
 job_umask = "022"
+job_cgroups = "off"
 max_connections = 1000
 max_connections_per_uid = 100
 max_header_bytes = 8192

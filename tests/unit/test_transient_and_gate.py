@@ -94,9 +94,10 @@ def test_the_total_stays_under_half_the_open_file_limit() -> None:
 def test_the_trampoline_carries_the_jobs_own_pwd_and_oldpwd() -> None:
     argv = process.trampoline("/srv/x", {"OLDPWD": "/o"}, 1024)
     assert argv[:3] == ["/bin/sh", "-c", process.TRAMPOLINE]
-    assert argv[3:] == ["jobctl", "1024", "/srv/x", "=/o", "", ""]  # $5: no output cap
+    assert argv[3:] == ["jobctl", "1024", "/srv/x", "=/o", "", "", ""]  # $5: no cap, $6: no gate
     assert process.trampoline("/", {}, None)[4] == ""
-    assert process.trampoline("/", {}, None, 2048)[-1] == "2048"  # the cap, in blocks
+    assert process.trampoline("/", {}, None, 2048)[-2] == "2048"  # the cap, in blocks
+    assert process.trampoline("/", {}, None, None, gate=True)[-1] == "gate"
 
 
 def test_admins_pass_the_total_but_not_their_per_uid_bound() -> None:

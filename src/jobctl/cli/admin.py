@@ -160,6 +160,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         socket_group=settings.socket_group,
         metrics_listen=settings.metrics_listen,
         job_umask=int(settings.job_umask, 8),
+        job_cgroups=settings.job_cgroups,
         limits=ConnectionLimits(
             total=settings.max_connections,
             per_uid=settings.max_connections_per_uid,

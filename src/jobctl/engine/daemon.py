@@ -31,7 +31,7 @@ from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.engine import process, systemd
+from jobctl.engine import cgroup, process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
@@ -72,6 +72,8 @@ class DaemonConfig:
     retry: RetryDefaults = DEFAULT_RETRY
     #: The commands' umask (``job_umask``).
     job_umask: int = 0o077
+    #: ``job_cgroups``: "auto" (a cgroup per attempt where one may be made) or "off".
+    job_cgroups: str = "auto"
     #: The open-file soft limit commands get back (the daemon's own at start, before
     #: :func:`run_daemon` raised it); None: leave theirs as inherited.
     child_nofile: int | None = None
@@ -126,6 +128,9 @@ class Daemon:
         notifier.status("starting: recovering jobs of a previous run")
         reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db)
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
+        cgroups = parts.executor.config.cgroups
+        if cgroups is not None:  # after recovery: the survivors' cgroups are empty now
+            cgroups.sweep()
         crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
         try:
             await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)
@@ -230,6 +235,9 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
             materializer.wake()  # a queued occurrence may wait for this job
 
     launch = process.Launch(cfg.job_umask, cfg.child_nofile)
+    cgroups, where = cgroup.detect(cfg.job_cgroups)
+    log.info("event=process_tracking mechanism=%s where=%s",
+             "cgroup" if cgroups else "proc", logval(where))  # fmt: skip
     executor = Executor(
         astore,
         cfg.clock,
@@ -240,6 +248,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
             log_dir(cfg),
             launch,
             lambda uid: quotas.limits_for(uid).log_bytes,
+            cgroups,
         ),
         owner,
         on_finish=finished,

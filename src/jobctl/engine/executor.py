@@ -5,7 +5,8 @@ command, records its process, waits for it (or its timeout), and reports the res
 to the store with the claim's generation. A stale generation is rejected by the store
 and the result is dropped: that is the fence that keeps a job's effects single even
 when its lease was lost. One heartbeat loop extends all live leases in one write; any
-lease it finds lost has its process group stopped at once.
+lease it finds lost has its command stopped at once. Stopping an attempt stops its whole
+process tree, its group and what left the group (engine/proctree.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.engine import process
+from jobctl.engine import process, proctree
+from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
@@ -47,6 +49,8 @@ class ExecutorConfig:
     launch: process.Launch = field(default_factory=process.Launch)
     #: Bytes of output an attempt of this owner may write (the ``log_bytes`` quota).
     log_bytes: Callable[[int], int | None] = field(default=lambda uid: None)
+    #: Where attempts' cgroups are made (engine/cgroup.py); None: trees found in /proc.
+    cgroups: Cgroups | None = None
 
     @property
     def heartbeat_every(self) -> float:
@@ -127,7 +131,9 @@ class Executor:
             # Creating the log file costs kernel time; on a thread it overlaps the loop.
             fd = await process.open_log_off_loop(path)
             cap = self.config.log_bytes(job.spec.owner_uid)
-            run = process.spawn(claim, path, self.owner, loop, fd, self.config.launch, cap)
+            run = process.spawn(
+                claim, path, self.owner, loop, fd, self.config.launch, cap, self.config.cgroups
+            )
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, _not_started(exc))
@@ -160,6 +166,7 @@ class Executor:
                 recorded.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
+            await proctree.end(run)  # and of its cgroup; the cgroup is removed
         await self._finish(claim, result)
 
     async def _record(self, run: process.Running) -> None:
@@ -183,7 +190,7 @@ class Executor:
             code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
         except TimeoutError:
             run.stop_reason = run.stop_reason or "timeout"
-            await process.stop_group(run, self.config.kill_grace)
+            await proctree.stop(run, self.config.kill_grace)
             code = run.exited.result()
         if run.stopping is not None:
             await run.stopping
@@ -305,7 +312,7 @@ class Executor:
             run.stop_reason = reason
         if run.stopping is None:
             run.stopping = asyncio.get_running_loop().create_task(
-                process.stop_group(run, self.config.kill_grace)
+                proctree.stop(run, self.config.kill_grace)
             )
         return True
 

@@ -4,7 +4,11 @@ Each attempt runs as the leader of a new session (so of a new process group): st
 ``/dev/null``, stdout and stderr go straight to the attempt's log file (the daemon never
 copies output through itself). The exit is watched through a pidfd on the event loop,
 so thousands of running commands need no threads. Stopping a job means signalling its
-whole group: SIGTERM, then SIGKILL after a grace period.
+whole group: SIGTERM, then SIGKILL after a grace period; and its whole tree, processes
+that left the group too (``setsid``, a double fork): through the attempt's cgroup where
+the daemon may make one (engine/cgroup.py; the command is held at a gate, reading its
+stdin, until it is in it), else by the ``JOBCTL_*`` markers in their environment
+(:func:`find_by_env`, the evidence crash recovery uses too).
 
 A root daemon runs each command as its owner: the child drops privileges (group, the
 owner's supplementary groups, then uid) and only then enters the job's directory, as
@@ -17,14 +21,14 @@ limit the daemon started with (the daemon raises its own, see :class:`Launch`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
+import logging
 import os
 import pwd
 import resource
 import signal
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -32,8 +36,11 @@ from pathlib import Path
 from jobctl import files
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
+from jobctl.engine import cgroup
+from jobctl.engine.cgroup import Cgroup, Cgroups
 
 TAIL_BYTES = 4096
+_log = logging.getLogger("jobctl.executor")
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -52,6 +59,19 @@ class Running:
     stopping: asyncio.Task[None] | None = field(default=None, repr=False)
     #: The output cap in bytes (the ``log_bytes`` quota, rounded up to 512), or None.
     log_cap: int | None = None
+    #: The attempt's cgroup (its whole tree), or None: then its tree is found by
+    #: :attr:`markers` in ``/proc``.
+    cgroup: Cgroup | None = None
+    #: Done when the command is in :attr:`cgroup` (True) or could not be moved (False).
+    entered: asyncio.Future[bool] | None = field(default=None, repr=False)
+    markers: dict[str, str] = field(default_factory=dict)
+
+    async def tree_cgroup(self) -> Cgroup | None:
+        """The cgroup that holds the attempt's tree, once the command is in it; None if
+        there is none (the tree is found by :attr:`markers`)."""
+        if self.cgroup is None or self.entered is None:
+            return self.cgroup
+        return self.cgroup if await asyncio.shield(self.entered) else None
 
 
 #: Errors that say the host (or the owner) is out of a resource for now, not that the
@@ -60,7 +80,9 @@ TRANSIENT_ERRNOS = frozenset(
     {errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM, errno.ENOSPC, errno.EDQUOT}
 )
 
-#: Run by ``/bin/sh -c`` *after* the privilege drop: ``$1`` the open-file soft limit to
+#: Run by ``/bin/sh -c`` *after* the privilege drop: ``$6`` non-empty: first wait for the
+#: daemon to close the gate (stdin, a pipe) once the shell is in its cgroup, and take
+#: ``/dev/null`` as stdin; ``$1`` the open-file soft limit to
 #: give back (empty: leave it), ``$2`` the working directory, ``$3``/``$4`` ``=VALUE`` of
 #: the job's own ``OLDPWD``/``PWD`` or empty (the shell sets both on ``cd``; they are put
 #: back as the job gave them, so the command's environment is exactly the job's), then
@@ -69,13 +91,14 @@ TRANSIENT_ERRNOS = frozenset(
 #: ``log_bytes`` quota), then the command. A directory the owner cannot enter ends it with
 #: :data:`CWD_FAILED`.
 TRAMPOLINE = (
+    '[ -z "$6" ] || { read -r _ ; exec </dev/null; }; '
     '[ -z "$1" ] || ulimit -S -n "$1" 2>/dev/null; '
     'cd -P -- "$2" 2>/dev/null || { echo "jobctl: cannot enter the working directory" >&2; '
     "exit 125; }; "
     "case $3 in =*) OLDPWD=${3#=} ;; *) unset OLDPWD ;; esac; "
     "case $4 in =*) PWD=${4#=} ;; *) unset PWD ;; esac; "
     '[ -z "$5" ] || { ulimit -f "$5" 2>/dev/null; trap "" XFSZ; }; '
-    'shift 5; exec "$@"'
+    'shift 6; exec "$@"'
 )
 #: What the trampoline leaves in the log (and its exit status) when ``cd`` failed.
 CWD_FAILED = (125, b"jobctl: cannot enter the working directory\n")
@@ -129,6 +152,15 @@ def _account(uid: int) -> tuple[str, str, str, int]:
 
 
 _ACCOUNTS: dict[int, tuple[str, str, str, int]] = {}
+
+
+def attempt_markers(job_id: int, lease_owner: str, generation: int | None = None) -> dict[str, str]:
+    """The environment entries that mark a process as the attempt's (the job's, of that
+    daemon, at that generation when given), wherever it went: see :func:`find_by_env`."""
+    markers = {"JOBCTL_JOB_ID": str(job_id), "JOBCTL_LEASE_OWNER": lease_owner}
+    if generation is not None:
+        markers["JOBCTL_GENERATION"] = str(generation)
+    return markers
 
 
 def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
@@ -199,17 +231,34 @@ def spawn(
     log_fd: int,
     launch: Launch | None = None,
     log_cap: int | None = None,
+    cgroups: Cgroups | None = None,
 ) -> Running:
     """Start the claim's command; raises OSError when it cannot be started at all.
 
     ``log_fd``: the log opened with :func:`open_log` (closed here in any case).
     ``log_cap``: bytes of output the command may write (the ``log_bytes`` quota).
+    ``cgroups``: where to make the attempt's cgroup; None: its tree is found in /proc.
     """
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
+    cg = _make_cgroup(cgroups, claim, lease_owner)
+    gate: tuple[int, int] | tuple[()] = ()
     try:
-        proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks)
+        if cg is not None:
+            gate = os.pipe2(os.O_CLOEXEC)
+        proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks, gate)
+    except BaseException:
+        if cg is not None:
+            cg.remove()
+        for fd in gate:
+            os.close(fd)
+        raise
     finally:
         os.close(log_fd)
+    moved: Future[bool] | None = None
+    if cg is not None and gate:
+        os.close(gate[0])
+        # The command waits at the gate until it is in its cgroup (mostly on a thread).
+        moved = cgroup.enter(cg, proc.pid, gate[1])
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
@@ -220,13 +269,36 @@ def spawn(
     except OSError:  # no descriptor for the pidfd: stop it now, it is retried later
         signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
+        if cg is not None and moved is not None and moved.result():
+            cg.kill()
+            cg.remove()
         raise
     cap = None if blocks is None else blocks * 512
-    return Running(claim, proc, exited, log_path, start, log_cap=cap)
+    markers = attempt_markers(claim.job.id, lease_owner, claim.generation)
+    entered = None if moved is None else asyncio.wrap_future(moved, loop=loop)
+    return Running(
+        claim, proc, exited, log_path, start, log_cap=cap, cgroup=cg, entered=entered,
+        markers=markers,
+    )  # fmt: skip
+
+
+def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgroup | None:
+    if cgroups is None:
+        return None
+    try:
+        return cgroups.create(cgroup.attempt_name(lease_owner, claim.job.id, claim.generation))
+    except OSError as exc:  # the /proc scan still finds its tree
+        _log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, exc)
+        return None
 
 
 def _popen(
-    claim: Claim, lease_owner: str, out: int, launch: Launch, blocks: int | None
+    claim: Claim,
+    lease_owner: str,
+    out: int,
+    launch: Launch,
+    blocks: int | None,
+    gate: tuple[int, int] | tuple[()] = (),
 ) -> subprocess.Popen[bytes]:
     spec = claim.job.spec
     creds: dict[str, object] = {}
@@ -238,13 +310,13 @@ def _popen(
     env = command_env(claim, lease_owner)
     argv = list(spec.command)
     cwd: str | None = spec.cwd
-    if creds or launch.nofile is not None or blocks is not None:
+    if creds or launch.nofile is not None or blocks is not None or gate:
         # Enter the directory after the drop (Popen's cwd= would enter it as root).
-        argv = [*trampoline(spec.cwd, env, launch.nofile, blocks), *argv]
+        argv = [*trampoline(spec.cwd, env, launch.nofile, blocks, bool(gate)), *argv]
         cwd = None
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         argv,
-        stdin=_devnull(),
+        stdin=gate[0] if gate else _devnull(),
         stdout=out,
         stderr=subprocess.STDOUT,
         cwd=cwd,
@@ -258,7 +330,7 @@ def _popen(
 
 
 def trampoline(
-    cwd: str, env: dict[str, str], nofile: int | None, blocks: int | None = None
+    cwd: str, env: dict[str, str], nofile: int | None, blocks: int | None = None, gate: bool = False
 ) -> list[str]:
     """The argv prefix that runs a command through :data:`TRAMPOLINE`."""
 
@@ -268,7 +340,8 @@ def trampoline(
     limit = "" if nofile is None else str(nofile)
     fsize = "" if blocks is None else str(blocks)
     return [
-        "/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD"), fsize
+        "/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD"), fsize,
+        "gate" if gate else "",
     ]  # fmt: skip
 
 
@@ -373,16 +446,6 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-async def stop_group(run: Running, grace: float) -> None:
-    """SIGTERM the attempt's group, SIGKILL it if the leader outlives ``grace``."""
-    signal_group(run.proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(asyncio.shield(run.exited), grace)
-    except TimeoutError:
-        signal_group(run.proc.pid, signal.SIGKILL)
-        await run.exited
-
-
 def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
     """The last ``size`` bytes of the log (raw descriptor calls: most logs are empty)."""
     try:
@@ -421,16 +484,29 @@ def process_start_time(pid: int) -> int | None:
 def find_by_env(markers: dict[str, str]) -> list[int]:
     """Pids of processes whose start-up environment holds all ``markers``.
 
-    Used after a crash to find a command whose pid was never recorded (the daemon died
-    between spawning it and committing the pid), or a child that left its group.
+    The one way jobctl finds a command's processes without a cgroup: after a crash, a
+    command whose pid was never recorded (the daemon died between spawning it and
+    committing the pid) and children that left its group; when a live attempt is
+    stopped, the children that left its group (engine/proctree.py).
     """
     wanted = [f"{k}={v}".encode() for k, v in markers.items()]
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            env = (entry / "environ").read_bytes().split(b"\0")
-            if all(w in env for w in wanted):
-                found.append(int(entry.name))
-    return found
+    own = os.getpid()
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and int(entry.name) != own and _marked(entry.name, wanted)
+    ]
+
+
+def has_markers(pid: int, markers: dict[str, str]) -> bool:
+    """Whether process ``pid`` carries all ``markers`` (see :func:`find_by_env`)."""
+    return _marked(str(pid), [f"{k}={v}".encode() for k, v in markers.items()])
+
+
+def _marked(pid: str, wanted: list[bytes]) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    return all(w in env for w in wanted)

@@ -46,14 +46,8 @@ def survivors(orphan: Orphan) -> set[int]:
         and (process.process_start_time(orphan.pid) == orphan.pid_start)
     ):
         pids.add(orphan.pid)
-    pids.update(
-        process.find_by_env(
-            {
-                "JOBCTL_JOB_ID": str(orphan.job_id),
-                "JOBCTL_LEASE_OWNER": orphan.lease_owner,
-            }
-        )
-    )
+    # Any generation of the dead daemon's: an earlier attempt's helper is a copy too.
+    pids.update(process.find_by_env(process.attempt_markers(orphan.job_id, orphan.lease_owner)))
     pids.discard(os.getpid())
     # a zombie has exited (init may be slow to reap it, or not reap at all in a container)
     return {p for p in pids if _alive(p)}

@@ -1,0 +1,246 @@
+"""One cgroup (v2) per attempt: the whole process tree of a command, found and stopped.
+
+A command may leave its process group (``setsid``, a double fork): its group no longer
+names all of it. A cgroup does: every process a command starts stays in the command's
+cgroup, whatever it does with sessions and groups. The daemon makes one per attempt
+where it may (:func:`detect`), moves the command into it before the command runs
+(engine/process.py holds the command at a gate until then), stops the tree through it
+and removes it when the attempt ends.
+
+Interface, for the stop paths and for resource limits (``memory.max``, ``cpu.max``)
+written on the same directory later::
+
+    cgroups = detect("auto")          # Cgroups, or None where none may be made
+    cg = cgroups.create(name)         # Cgroup: an empty attempt directory
+    cg.add_pid(pid)                   # move a process in (its children follow)
+    enter(cg, pid, gate)              # the same on a thread, then open the spawn's gate
+    cg.signal(sig); cg.kill()         # every member; kill() is SIGKILL, race-free
+    cg.populated(); cg.remove()       # rmdir, only once empty
+
+Where attempts go: ``<cgroup2 mount><the daemon's own cgroup>/jobctl/``. The daemon may
+make them when it can create that directory and write its own cgroup's ``cgroup.procs``
+(moving a process needs write access to the common ancestor): as root anywhere, or as
+any user in a cgroup delegated to it (systemd ``Delegate=yes``, see docs/systemd.md).
+Only the ``cgroup.*`` core files are used, so no controller needs enabling; limits will
+need the controllers enabled in each ``cgroup.subtree_control`` on the way down, and
+therefore the daemon itself moved into a leaf of its own cgroup first (cgroup v2 allows
+no processes in an inner cgroup that distributes controllers).
+
+Killing: ``cgroup.kill`` (Linux 5.14+) kills every member at once, including ones being
+forked; before 5.14 the cgroup is frozen, every member gets SIGKILL, then it is thawed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+_log = logging.getLogger("jobctl.executor")
+#: The directory, under the daemon's own cgroup, that holds the attempts' cgroups.
+SUBDIR = "jobctl"
+MODES = ("auto", "off")
+
+
+@dataclass(frozen=True)
+class Cgroups:
+    """Where this daemon makes its attempts' cgroups."""
+
+    base: Path
+    #: Whether ``cgroup.kill`` exists (False: freeze, signal every member, thaw).
+    kill_file: bool = True
+
+    def create(self, name: str) -> Cgroup:
+        """Make the (empty) cgroup ``name``; raises OSError when it cannot."""
+        path = self.base / name
+        path.mkdir(mode=0o755)
+        return Cgroup(path, self.kill_file)
+
+    def sweep(self) -> int:
+        """Remove the empty attempt cgroups of daemons that are gone (names start with the
+        daemon's pid, see ``cgroup.attempt_name``); a live daemon's are left alone, and a
+        populated one cannot be removed. Returns how many were removed."""
+        removed = 0
+        with contextlib.suppress(OSError):
+            for entry in self.base.iterdir():
+                pid = entry.name.split("-", 1)[0]
+                if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                    continue
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
+                    removed += 1
+        return removed
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """One attempt's cgroup directory."""
+
+    path: Path
+    kill_file: bool = True
+
+    def add_pid(self, pid: int) -> None:
+        """Move ``pid`` in; raises OSError (e.g. it is gone, or no permission)."""
+        _write(self.path / "cgroup.procs", str(pid))
+
+    def pids(self) -> list[int]:
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(word) for word in text.split()]
+
+    def populated(self) -> bool:
+        """Whether any process is left in it (``cgroup.events``)."""
+        try:
+            text = (self.path / "cgroup.events").read_text()
+        except OSError:
+            return False
+        return "populated 1" in text
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to every member (a process forked meanwhile may miss it)."""
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL every member, including ones being forked."""
+        if self.kill_file:
+            with contextlib.suppress(FileNotFoundError):
+                _write(self.path / "cgroup.kill", "1")
+            return
+        self._freeze_and_kill()
+
+    def _freeze_and_kill(self) -> None:
+        freeze = self.path / "cgroup.freeze"
+        try:
+            _write(freeze, "1")
+        except OSError:
+            self.signal(signal.SIGKILL)
+            return
+        try:
+            deadline = time.monotonic() + 1.0
+            while "frozen 1" not in _read(self.path / "cgroup.events"):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.002)
+            self.signal(signal.SIGKILL)  # frozen: nothing forks; SIGKILL ends frozen tasks
+        finally:
+            with contextlib.suppress(OSError):
+                _write(freeze, "0")
+
+    def remove(self) -> bool:
+        """Remove the directory; False while a process is left in it."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+
+
+def attempt_name(lease_owner: str, job_id: int, generation: int) -> str:
+    """The attempt's cgroup name: the daemon's pid and tag (of ``host:pid:tag``), the job
+    and the generation; :func:`owner_prefix` is this daemon's part. :meth:`Cgroups.sweep`
+    reads the pid back."""
+    return f"{owner_prefix(lease_owner)}{job_id}.{generation}"
+
+
+def owner_prefix(lease_owner: str) -> str:
+    tail = lease_owner.split(":", 1)[-1]
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in tail) + "."
+
+
+def enter(cg: Cgroup, pid: int, gate: int) -> Future[bool]:
+    """Move ``pid`` (held at its gate) into ``cg``, then close ``gate`` (the write end of
+    the pipe it waits on). Done: True, or False if the move failed (``cg`` is removed).
+
+    A move waits for the kernel (an RCU grace period: ~0.7 ms, little CPU), so it runs on
+    a thread; each pending move holds its gate's descriptor, so past :data:`_MOVES`
+    pending ones it is done here and now."""
+    if _MOVES.acquire(blocking=False):
+        return _MOVER.submit(_enter, cg, pid, gate, _MOVES)
+    done: Future[bool] = Future()
+    done.set_result(_enter(cg, pid, gate))
+    return done
+
+
+def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = None) -> bool:
+    try:
+        cg.add_pid(pid)
+    except OSError as exc:
+        _log.warning("event=cgroup_failed pid=%s error=%s", pid, exc)
+        cg.remove()
+        return False
+    finally:
+        os.close(gate)
+        if slot is not None:
+            slot.release()
+    return True
+
+
+_MOVER = ThreadPoolExecutor(4, thread_name_prefix="jobctl-cgroup")
+_MOVES = threading.Semaphore(16)
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def mount_point(mountinfo: str | None = None) -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or its ``unified``
+    directory on a hybrid host), from ``/proc/self/mountinfo``."""
+    if mountinfo is None:
+        mountinfo = _read(Path("/proc/self/mountinfo"))
+    for line in mountinfo.splitlines():
+        head, sep, tail = line.partition(" - ")
+        if sep and tail.split(" ", 1)[0] == "cgroup2":
+            return Path(head.split()[4])
+    return None
+
+
+def own_cgroup(text: str | None = None) -> str | None:
+    """This process's cgroup v2 path (the ``0::`` line of ``/proc/self/cgroup``)."""
+    if text is None:
+        text = _read(Path("/proc/self/cgroup"))
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def detect(mode: str = "auto") -> tuple[Cgroups | None, str]:
+    """The daemon's attempt cgroups, or None and why not (``job_cgroups`` setting)."""
+    if mode == "off":
+        return None, "job_cgroups is off"
+    mount, own = mount_point(), own_cgroup()
+    if mount is None or own is None:
+        return None, "no cgroup v2 hierarchy"
+    parent = mount / own.lstrip("/")
+    if not os.access(parent / "cgroup.procs", os.W_OK):
+        return None, f"{parent} is not delegated to this user"
+    base = parent / SUBDIR
+    try:
+        base.mkdir(mode=0o755, exist_ok=True)
+    except OSError as exc:
+        return None, f"cannot create {base}: {exc.strerror}"
+    return Cgroups(base, (base / "cgroup.kill").exists()), str(base)

@@ -9,8 +9,9 @@ the same :mod:`jobctl.errors` classes the daemon raised.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -71,6 +72,22 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Socket errors of one exchange with the daemon, as the errors a user reads."""
+        try:
+            yield
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise errors.DaemonUnavailable(
+                f"the daemon is not running (no answer on {self.socket}); start it with "
+                f"'jobctl daemon' or 'systemctl --user start jobctl'",
+                socket=str(self.socket),
+            ) from exc
+        except OSError as exc:
+            raise errors.DaemonUnavailable(
+                f"lost the connection to the daemon on {self.socket}: {exc}"
+            ) from exc
+
     def request(
         self,
         method: str,
@@ -85,18 +102,8 @@ class Client:
             )
         body = None if json_body is None else json.dumps(json_body).encode()
         headers = {"content-type": "application/json"} if body is not None else {}
-        try:
+        with self._reaching():
             status, ctype, data = self._transport.request(method, path, body, headers)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise errors.DaemonUnavailable(
-                f"the daemon is not running (no answer on {self.socket}); start it with "
-                f"'jobctl daemon' or 'systemctl --user start jobctl'",
-                socket=str(self.socket),
-            ) from exc
-        except OSError as exc:
-            raise errors.DaemonUnavailable(
-                f"lost the connection to the daemon on {self.socket}: {exc}"
-            ) from exc
         if status >= 400:
             raise _error_from(status, data)
         if ctype.startswith("application/json"):
@@ -158,17 +165,8 @@ class Client:
             status, _ctype, data = self._transport.request("GET", path, None, {})
             fields: dict[str, str] = {}
         else:
-            try:
+            with self._reaching():
                 status, fields, data = stream(path, sink)
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
-                raise errors.DaemonUnavailable(
-                    f"the daemon is not running (no answer on {self.socket})",
-                    socket=str(self.socket),
-                ) from exc
-            except OSError as exc:
-                raise errors.DaemonUnavailable(
-                    f"lost the connection to the daemon on {self.socket}: {exc}"
-                ) from exc
         if status >= 400:
             raise _error_from(status, data)
         if stream is None:

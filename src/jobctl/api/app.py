@@ -8,6 +8,7 @@ after its transaction committed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
-from jobctl.domain.models import Job
+from jobctl.domain.models import Job, QueueStats
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
@@ -234,16 +235,12 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     store: writes answer 503); what cannot be read then is left empty, never a 500."""
     now = ctx.store.clock.now()
     adm = ctx.hooks.admission
-    try:
-        stats = await ctx.store.run(ctx.st.stats)
-        usage = await ctx.store.run(ctx.st.owner_usage, owner_uid(request))
-        totals = await ctx.store.run(ctx.st.schedule_totals)
-        logs: dict[str, int] | None = {
-            "bytes": await ctx.store.run(ctx.st.log_bytes, None),
-            "owner_bytes": await ctx.store.run(ctx.st.log_bytes, owner_uid(request)),
-        }
-    except errors.StoreCorrupt:
-        stats, usage, totals, logs = [], None, None, None
+    stats: list[QueueStats] = []
+    usage: dict[str, int] | None = None
+    totals: dict[str, Any] | None = None
+    logs: dict[str, int] | None = None
+    with contextlib.suppress(errors.StoreCorrupt):  # degraded: what cannot be read stays empty
+        stats, usage, totals, logs = await ctx.store.run(_status_reads, ctx.st, owner_uid(request))
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
@@ -265,6 +262,14 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "logs": logs,
         **ctx.hooks.info(),
     }
+
+
+def _status_reads(
+    st: Store, uid: int
+) -> tuple[list[QueueStats], dict[str, int], dict[str, Any], dict[str, int]]:
+    """Every read ``status`` makes, in one trip to the store's thread pool."""
+    logs = {"bytes": st.log_bytes(None), "owner_bytes": st.log_bytes(uid)}
+    return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs
 
 
 def _schedule_totals(totals: dict[str, Any], now: datetime) -> dict[str, Any]:

@@ -5,25 +5,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.old_schema import connect_at
+
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
-from jobctl.store.migrate import migrate, migrations
+from jobctl.store.migrate import migrate
 from jobctl.store.queries import queries
-from jobctl.store.sqlite import SqliteStore, connect
+from jobctl.store.sqlite import SqliteStore
 
 SRC = Path(__file__).parents[2] / "src" / "jobctl"
 
 
 def test_the_mark_starts_at_the_highest_existing_id(tmp_path: Path, clock: FakeClock) -> None:
     db = tmp_path / "j.db"
-    conn = connect(str(db))
-    conn.execute(
-        "CREATE TABLE schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    for m in migrations()[:8]:
-        conn.executescript(m.sql)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (m.version, m.name))
+    conn = connect_at(db, 8)
     conn.execute(
         "INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,"
         " max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status)"

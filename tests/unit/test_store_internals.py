@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.old_schema import connect_at
 
 from jobctl.store.migrate import migrate, migrations
 from jobctl.store.queries import parse_queries, queries
@@ -106,14 +107,7 @@ def test_materializer_reads_due_cursors_through_their_index(tmp_path: Path) -> N
 
 def test_migration_8_keeps_every_schedule_column(tmp_path: Path) -> None:
     """Splitting cursors from definitions (0008) loses nothing a reader saw before."""
-    conn = connect(str(tmp_path / "s.db"))
-    conn.execute(
-        "CREATE TABLE schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    for m in migrations()[:7]:
-        conn.executescript(m.sql)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (m.version, m.name))
+    conn = connect_at(tmp_path / "s.db", 7)
     conn.executescript(
         """
         INSERT INTO schedules (id, name, cron, tz, template, owner_uid, misfire,
@@ -145,14 +139,7 @@ def test_migration_8_keeps_every_schedule_column(tmp_path: Path) -> None:
 
 def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path: Path) -> None:
     """Rebuilding jobs (0009) keeps every row and attempt; a key is unique per owner only."""
-    conn = connect(str(tmp_path / "k.db"))
-    conn.execute(
-        "CREATE TABLE schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    for m in migrations()[:8]:
-        conn.executescript(m.sql)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (m.version, m.name))
+    conn = connect_at(tmp_path / "k.db", 8)
     conn.executescript(
         """
         PRAGMA foreign_keys=ON;

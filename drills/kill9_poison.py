@@ -24,6 +24,10 @@ from pathlib import Path
 
 from jobctl.client import Client
 
+#: A command that kills its daemon (named by the lease owner ``host:pid:tag`` in its
+#: environment: its parent is the spawn helper, not the daemon).
+KILL_DAEMON = 'owner=${JOBCTL_LEASE_OWNER#*:}; kill -9 "${owner%%:*}"'
+
 
 def start(db: Path, sock: Path, log: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(db), "--socket", str(sock)]
@@ -68,7 +72,7 @@ def main() -> int:
         culprit = None
         if not args.no_culprit:
             bad = {
-                "command": ["sh", "-c", "kill -9 $PPID"],
+                "command": ["sh", "-c", KILL_DAEMON],
                 "cwd": "/",
                 "max_attempts": 100,
                 "backoff": {"base": 0, "cap": 0},

@@ -391,6 +391,10 @@ class Settings:
         "A cgroup per attempt to find and stop a command's whole process tree (auto: where "
         "the daemon may make one); off: found by its environment in /proc",
         default="auto"))  # fmt: skip
+    job_spawner: str = field(metadata=_spec(
+        "job_spawner", '"helper" or "inline"', _choice("helper", "inline"),
+        "Who starts commands: a small helper process the daemon talks to (helper), or the "
+        "daemon itself with Popen (inline, slower)", default="helper"))  # fmt: skip
     max_connections: int = field(metadata=_spec(
         "max_connections", "integer from 1 to 1000000", _integer(1, 1_000_000),
         "API connections open at once, all users together (admins' are not held to it)",

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 
+#: A command that kills its daemon (named by the lease owner ``host:pid:tag`` in its
+#: environment: its parent is the spawn helper, not the daemon).
+KILL_DAEMON = 'owner=${JOBCTL_LEASE_OWNER#*:}; kill -9 "${owner%%:*}"'
+
 
 def cli(d: DaemonProc, *args: str) -> str:
     env = daemon_env() | {"JOBCTL_SOCKET": str(d.socket)}
@@ -58,7 +62,7 @@ def test_a_job_that_kills_its_daemon_each_time_is_poison_after_three(
 ) -> None:
     d = make_daemon()
     job_id = int(
-        cli(d, "add", "--max-attempts", "9", "--backoff", "0", "--shell", "--", "kill -9 $PPID")
+        cli(d, "add", "--max-attempts", "9", "--backoff", "0", "--shell", "--", KILL_DAEMON)
     )
     for crash in (1, 2, 3):
         assert d.wait() == -signal.SIGKILL, f"crash {crash}"

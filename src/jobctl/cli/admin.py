@@ -161,6 +161,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         metrics_listen=settings.metrics_listen,
         job_umask=int(settings.job_umask, 8),
         job_cgroups=settings.job_cgroups,
+        job_spawner=settings.job_spawner,
         limits=ConnectionLimits(
             total=settings.max_connections,
             per_uid=settings.max_connections_per_uid,

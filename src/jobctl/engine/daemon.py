@@ -40,6 +40,7 @@ from jobctl.engine.quotas import Admission, Quotas
 from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
+from jobctl.engine.spawnclient import SpawnHelper
 from jobctl.engine.timer import Timer
 from jobctl.engine.witness import Witness
 from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
@@ -74,6 +75,8 @@ class DaemonConfig:
     job_umask: int = 0o077
     #: ``job_cgroups``: "auto" (a cgroup per attempt where one may be made) or "off".
     job_cgroups: str = "auto"
+    #: ``job_spawner``: "helper" (engine/spawner.py starts commands) or "inline" (Popen).
+    job_spawner: str = "helper"
     #: The open-file soft limit commands get back (the daemon's own at start, before
     #: :func:`run_daemon` raised it); None: leave theirs as inherited.
     child_nofile: int | None = None
@@ -125,6 +128,24 @@ class Daemon:
         inherited = systemd.inherited_socket()
         parts = build(cfg, astore, self.owner)
         self._executor = parts.executor
+        helper = parts.executor.config.helper
+        if helper is not None:  # before recovery and the first command
+            helper.start(asyncio.get_running_loop())
+        try:
+            await self._serve_started(astore, parts, notifier, inherited, on_ready)
+        finally:
+            if helper is not None:
+                helper.close()
+
+    async def _serve_started(
+        self,
+        astore: AsyncStore,
+        parts: Parts,
+        notifier: systemd.Notifier,
+        inherited: socket.socket | None,
+        on_ready: Callable[[], None],
+    ) -> None:
+        cfg = self.config
         notifier.status("starting: recovering jobs of a previous run")
         reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db)
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
@@ -249,6 +270,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
             launch,
             lambda uid: quotas.limits_for(uid).log_bytes,
             cgroups,
+            _helper(cfg, launch, owner),
         ),
         owner,
         on_finish=finished,
@@ -260,6 +282,13 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     executor.on_slot_free = materializer.on_created = timer.wake
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     return Parts(executor, timer, materializer, reaper, metrics, access, Admission(disk, quotas))
+
+
+def _helper(cfg: DaemonConfig, launch: process.Launch, owner: str) -> SpawnHelper | None:
+    """The spawn helper (``job_spawner = "helper"``); started by :meth:`Daemon._serve`."""
+    if cfg.job_spawner != "helper":
+        return None
+    return SpawnHelper(launch.umask, launch.nofile, owner)
 
 
 def log_dir(cfg: DaemonConfig) -> Path:

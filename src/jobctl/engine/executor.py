@@ -24,7 +24,7 @@ from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome
-from jobctl.engine import process, proctree
+from jobctl.engine import process, proctree, spawnclient
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
@@ -51,6 +51,8 @@ class ExecutorConfig:
     log_bytes: Callable[[int], int | None] = field(default=lambda uid: None)
     #: Where attempts' cgroups are made (engine/cgroup.py); None: trees found in /proc.
     cgroups: Cgroups | None = None
+    #: The spawn helper that starts commands (engine/spawnclient.py); None: Popen here.
+    helper: spawnclient.SpawnHelper | None = None
 
     @property
     def heartbeat_every(self) -> float:
@@ -128,12 +130,7 @@ class Executor:
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
         try:
-            # Creating the log file costs kernel time; on a thread it overlaps the loop.
-            fd = await process.open_log_off_loop(path)
-            cap = self.config.log_bytes(job.spec.owner_uid)
-            run = process.spawn(
-                claim, path, self.owner, loop, fd, self.config.launch, cap, self.config.cgroups
-            )
+            run = await self._spawn(claim, path, loop)
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, _not_started(exc))
@@ -168,6 +165,20 @@ class Executor:
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
         await self._finish(claim, result)
+
+    async def _spawn(
+        self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
+    ) -> process.Running:
+        """Start the command: through the spawn helper when there is one, else here."""
+        cap = self.config.log_bytes(claim.job.spec.owner_uid)
+        cfg = self.config
+        if cfg.helper is not None:
+            return await spawnclient.spawn(
+                cfg.helper, claim, path, self.owner, loop, cap, cfg.cgroups
+            )
+        # Creating the log file costs kernel time; on a thread it overlaps the loop.
+        fd = await process.open_log_off_loop(path)
+        return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
     async def _record(self, run: process.Running) -> None:
         c = run.claim

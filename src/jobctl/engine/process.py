@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 from jobctl import files
 from jobctl.domain.models import Claim
@@ -45,12 +46,20 @@ _PATH = "/usr/local/bin:/usr/bin:/bin"
 _ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+class Child(Protocol):
+    """A started command: a Popen, or the spawn helper's answer (engine/spawnclient.py)."""
+
+    @property
+    def pid(self) -> int: ...
+
+
 @dataclass
 class Running:
     """A live attempt: its process, exit future and why we stopped it (if we did)."""
 
     claim: Claim
-    proc: subprocess.Popen[bytes]
+    #: The command's process (its pid leads its session and process group).
+    proc: Child
     exited: asyncio.Future[int]
     log_path: Path
     #: The process's start time (pid-reuse guard), read on a thread; see :func:`spawn`.
@@ -240,7 +249,7 @@ def spawn(
     ``cgroups``: where to make the attempt's cgroup; None: its tree is found in /proc.
     """
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
-    cg = _make_cgroup(cgroups, claim, lease_owner)
+    cg = make_cgroup(cgroups, claim, lease_owner)
     gate: tuple[int, int] | tuple[()] = ()
     try:
         if cg is not None:
@@ -282,7 +291,7 @@ def spawn(
     )  # fmt: skip
 
 
-def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgroup | None:
+def make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgroup | None:
     if cgroups is None:
         return None
     try:
@@ -290,6 +299,33 @@ def _make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgr
     except OSError as exc:  # the /proc scan still finds its tree
         _log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, exc)
         return None
+
+
+#: How a command is started: argv, environment, the directory to enter before the exec
+#: (None: the trampoline enters it, as the owner) and the credentials to drop to (uid,
+#: gid, groups; None: the daemon's own).
+CommandLine = tuple[list[str], dict[str, str], str | None, tuple[int, int, list[int]] | None]
+
+
+def command_line(
+    claim: Claim, lease_owner: str, nofile: int | None, blocks: int | None, gate: bool
+) -> CommandLine:
+    """What starting the claim's command takes, the same for Popen and the spawn helper."""
+    spec = claim.job.spec
+    creds = None
+    if os.geteuid() == 0 and spec.owner_uid != 0:
+        # A root daemon runs each command as the user who submitted it, never as root:
+        # the groups (exactly the owner's: gh-94632), then the group, then uid.
+        name, _, _, gid = _account(spec.owner_uid)
+        creds = (spec.owner_uid, gid, os.getgrouplist(name, gid))
+    env = command_env(claim, lease_owner)
+    argv = list(spec.command)
+    cwd: str | None = spec.cwd
+    if creds or nofile is not None or blocks is not None or gate:
+        # Enter the directory after the drop (Popen's cwd= would enter it as root).
+        argv = [*trampoline(spec.cwd, env, nofile, blocks, gate), *argv]
+        cwd = None
+    return argv, env, cwd, creds
 
 
 def _popen(
@@ -300,20 +336,10 @@ def _popen(
     blocks: int | None,
     gate: tuple[int, int] | tuple[()] = (),
 ) -> subprocess.Popen[bytes]:
-    spec = claim.job.spec
-    creds: dict[str, object] = {}
-    if os.geteuid() == 0 and spec.owner_uid != 0:
-        # A root daemon runs each command as the user who submitted it, never as root:
-        # Popen sets the groups (exactly the owner's: gh-94632), then the group, then uid.
-        name, _, _, gid = _account(spec.owner_uid)
-        creds = {"user": spec.owner_uid, "group": gid, "extra_groups": os.getgrouplist(name, gid)}
-    env = command_env(claim, lease_owner)
-    argv = list(spec.command)
-    cwd: str | None = spec.cwd
-    if creds or launch.nofile is not None or blocks is not None or gate:
-        # Enter the directory after the drop (Popen's cwd= would enter it as root).
-        argv = [*trampoline(spec.cwd, env, launch.nofile, blocks, bool(gate)), *argv]
-        cwd = None
+    argv, env, cwd, creds = command_line(claim, lease_owner, launch.nofile, blocks, bool(gate))
+    drop: dict[str, object] = {}
+    if creds is not None:
+        drop = {"user": creds[0], "group": creds[1], "extra_groups": creds[2]}
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         argv,
         stdin=gate[0] if gate else _devnull(),
@@ -324,7 +350,7 @@ def _popen(
         start_new_session=True,
         close_fds=True,
         umask=launch.umask,
-        **creds,  # type: ignore[call-overload]
+        **drop,  # type: ignore[call-overload]
     )
     return proc
 

@@ -1,0 +1,386 @@
+"""The daemon's end of the spawn helper (engine/spawner.py): requests, answers, restarts.
+
+Every start is one message to the helper; the answer (pid and start time, or the error)
+resolves the starting task's future, and a later ``exit`` message the attempt's exit
+future. Requests made in one turn of the event loop go out back to back; nothing here
+waits for an exec.
+
+The helper may die (``kill -9``, the OOM killer). The daemon is a child subreaper, so
+the helper's children (the commands it started and has not reaped) become the daemon's:
+each running command is then waited for by the daemon itself (a pidfd on the loop, then
+``waitpid``), with its real exit status. A request the helper had not answered is
+settled by evidence, never by guessing: once no half-started child (one still running
+the helper's program) is left, a process carrying the attempt's markers in its
+environment is the command (adopted, it runs on), and no such process means it never
+started (the attempt fails as "cannot start for now", which costs no budget and runs
+again). Then a new helper is started. Processes re-parented to the daemon that are not
+commands (what a command left behind when its helper died) are reaped from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import marshal
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobctl.domain.models import Claim
+from jobctl.engine import cgroup, spawner
+from jobctl.engine import process as proc_mod
+from jobctl.engine.cgroup import Cgroups
+
+log = logging.getLogger("jobctl.executor")
+#: Seconds to wait, after a helper died, for its half-started children to exec or end.
+SETTLE_LIMIT = 2.0
+#: Seconds between looks for re-parented strays once a helper has died.
+STRAY_EVERY = 5.0
+
+
+@dataclass
+class Started:
+    """A command the helper started (satisfies process.Child)."""
+
+    pid: int
+    start_time: int | None
+    exited: asyncio.Future[int] = field(repr=False)
+
+
+@dataclass
+class _Request:
+    rid: int
+    message: bytes
+    gate: int | None
+    markers: dict[str, str]
+    answer: asyncio.Future[Started]
+
+
+class SpawnHelper:
+    """Starts commands through a helper process; restarts it when it dies."""
+
+    def __init__(self, umask: int, nofile: int | None, tag: str = "") -> None:
+        self._umask, self._nofile, self._tag = umask, nofile, tag
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._rids = 0
+        self._pending: dict[int, _Request] = {}  # sent, not answered
+        self._queue: deque[_Request] = deque()  # not sent yet (socket full, restarting)
+        self._exits: dict[int, asyncio.Future[int]] = {}  # started, exit not seen
+        self._adopted: set[int] = set()  # commands the daemon waits for itself
+        self._restarting: asyncio.Task[None] | None = None
+        self._strays: asyncio.Task[None] | None = None
+        self._closed = False
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the helper (the daemon becomes a subreaper first, see the module doc)."""
+        self._loop = loop
+        spawner.set_subreaper()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for s in (ours, theirs):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        nofile = "" if self._nofile is None else str(self._nofile)
+        argv = [sys.executable, "-m", "jobctl.engine.spawner", str(theirs.fileno()),
+                f"{self._umask:o}", nofile, self._tag]  # fmt: skip
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                start_new_session=True, env=_helper_env(),
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        loop.add_reader(ours, self._on_readable)
+        self._flush()
+
+    async def spawn(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        log_path: str,
+        creds: tuple[int, int, list[int]] | None,
+        gate: int | None,
+        markers: dict[str, str],
+    ) -> Started:
+        """Start one command; raises OSError/ValueError as Popen would."""
+        assert self._loop is not None, "start() first"
+        self._rids += 1
+        rid = self._rids
+        msg = marshal.dumps(("spawn", rid, argv, env, cwd, log_path, creds, gate is not None))
+        req = _Request(rid, msg, gate, markers, self._loop.create_future())
+        self._queue.append(req)
+        if len(self._queue) == 1:
+            self._loop.call_soon(self._flush)  # one batch per loop turn
+        return await req.answer
+
+    def _flush(self) -> None:
+        if self._sock is None or self._restarting is not None:
+            return
+        while self._queue:
+            req = self._queue[0]
+            fds = [req.gate] if req.gate is not None else []
+            try:
+                socket.send_fds(self._sock, [req.message], fds) if fds else self._sock.send(
+                    req.message
+                )
+            except BlockingIOError:
+                assert self._loop is not None
+                self._loop.add_writer(self._sock, self._writable)
+                return
+            except OSError:  # the helper is gone: the reader sees it and restarts
+                return
+            self._queue.popleft()
+            self._pending[req.rid] = req
+
+    def _writable(self) -> None:
+        assert self._loop is not None and self._sock is not None
+        self._loop.remove_writer(self._sock)
+        self._flush()
+
+    def _on_readable(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                data = self._sock.recv(spawner.MAX_MESSAGE)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._helper_died()
+                return
+            self._handle(marshal.loads(data))
+
+    def _handle(self, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "exit":
+            fut = self._exits.pop(msg[1], None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg[2])
+            return
+        req = self._pending.pop(msg[1], None)
+        if req is None or req.answer.done():
+            return
+        if kind == "started":
+            req.answer.set_result(self._started(msg[2], msg[3]))
+        elif msg[2] == "os":
+            req.answer.set_exception(OSError(msg[3], msg[4], msg[5]))
+        else:
+            req.answer.set_exception(ValueError(msg[4]))
+
+    def _started(self, pid: int, start: int | None) -> Started:
+        assert self._loop is not None
+        fut: asyncio.Future[int] = self._loop.create_future()
+        self._exits[pid] = fut
+        return Started(pid, start, fut)
+
+    def _helper_died(self) -> None:
+        assert self._loop is not None and self._sock is not None
+        self._loop.remove_reader(self._sock)
+        with contextlib.suppress(Exception):
+            self._loop.remove_writer(self._sock)
+        self._sock.close()
+        self._sock = None
+        if self._closed:
+            return
+        self._restarting = self._loop.create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """Adopt the dead helper's commands, settle its unanswered requests, restart it."""
+        assert self._loop is not None and self._proc is not None
+        dead = self._proc
+        code = await asyncio.to_thread(dead.wait)  # its children are re-parented by now
+        log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d",
+                  dead.pid, code, len(self._exits), len(self._pending))  # fmt: skip
+        for pid, fut in list(self._exits.items()):
+            self._adopt(pid, fut)
+        self._exits.clear()
+        await asyncio.to_thread(_settle, dead.pid, self._tag)
+        for req in list(self._pending.values()):
+            await self._settle_request(req)
+        self._pending.clear()
+        if self._strays is None:
+            self._strays = self._loop.create_task(self._reap_strays())
+        self.restarts += 1
+        self._restarting = None
+        if not self._closed:
+            self.start(self._loop)
+
+    async def _settle_request(self, req: _Request) -> None:
+        """An unanswered request: its command runs (adopt it) or never started."""
+        found = await asyncio.to_thread(_find_command, req.markers)
+        if found is None:
+            error = OSError(errno.EAGAIN, "the spawn helper died before the command started")
+            req.answer.set_exception(error)
+            return
+        assert self._loop is not None
+        fut: asyncio.Future[int] = self._loop.create_future()
+        self._adopt(found, fut)
+        log.warning("event=spawn_adopted pid=%s", found)
+        req.answer.set_result(Started(found, proc_mod.process_start_time(found), fut))
+
+    def _adopt(self, pid: int, fut: asyncio.Future[int]) -> None:
+        """Wait for ``pid`` (now the daemon's child) ourselves: a pidfd, then waitpid."""
+        assert self._loop is not None
+        loop = self._loop
+        self._adopted.add(pid)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = -1
+
+        def done() -> None:
+            if pidfd >= 0:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+            self._adopted.discard(pid)
+            try:
+                _, status = os.waitpid(pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped by the helper after its report was read
+                code = -9
+            if not fut.done():
+                fut.set_result(code)
+
+        if pidfd < 0:
+            loop.call_soon(done)
+        else:
+            loop.add_reader(pidfd, done)
+
+    async def _reap_strays(self) -> None:
+        """Reap processes re-parented to the daemon that are not commands it waits for."""
+        while not self._closed:
+            keep = set(self._adopted)
+            if self._proc is not None:
+                keep.add(self._proc.pid)
+            await asyncio.to_thread(reap_strays, keep)
+            await asyncio.sleep(STRAY_EVERY)
+
+    def close(self) -> None:
+        """Close the socket: the helper ends (its running commands go on)."""
+        self._closed = True
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock)
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(self._sock)
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+        if self._strays is not None:
+            self._strays.cancel()
+
+
+def _helper_env() -> dict[str, str]:
+    """The helper's own environment: enough to import jobctl, nothing else."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    path = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONPATH"] = path
+    return env
+
+
+def _half_started(helper_pid: int, tag: str) -> list[int]:
+    """Processes still running the dead helper's program (a fork not yet exec'd)."""
+    want = [b"jobctl.engine.spawner", tag.encode()]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == helper_pid:
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if all(w in args for w in want):
+            found.append(int(entry.name))
+    return found
+
+
+def _settle(helper_pid: int, tag: str) -> None:
+    """Wait (bounded) until no child of the dead helper is between fork and exec."""
+    deadline = time.monotonic() + SETTLE_LIMIT
+    while _half_started(helper_pid, tag) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _find_command(markers: dict[str, str]) -> int | None:
+    """The session leader among the processes carrying ``markers``, if any."""
+    for pid in proc_mod.find_by_env(markers):
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == pid:
+                return pid
+    return None
+
+
+def reap_strays(keep: set[int]) -> int:
+    """waitpid every exited child of this process not in ``keep``; returns how many."""
+    me, reaped = str(os.getpid()), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in keep:
+            continue
+        try:
+            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == b"Z" and fields[1].decode() == me:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry.name), os.WNOHANG)
+                reaped += 1
+    return reaped
+
+
+async def spawn(
+    helper: SpawnHelper,
+    claim: Claim,
+    log_path: Path,
+    lease_owner: str,
+    loop: asyncio.AbstractEventLoop,
+    log_cap: int | None = None,
+    cgroups: Cgroups | None = None,
+) -> proc_mod.Running:
+    """process.spawn through the helper: the same guarantees, the work done elsewhere."""
+    blocks = None if log_cap is None else max(1, -(-log_cap // 512))
+    cg = proc_mod.make_cgroup(cgroups, claim, lease_owner)
+    gate: tuple[int, int] | tuple[()] = ()
+    markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
+    try:
+        if cg is not None:
+            gate = os.pipe2(os.O_CLOEXEC)
+        # The helper has the daemon's original open-file limit already (no ulimit -n).
+        argv, env, cwd, creds = proc_mod.command_line(claim, lease_owner, None, blocks, bool(gate))
+        child = await helper.spawn(argv, env, cwd, str(log_path), creds,
+                                   gate[0] if gate else None, markers)  # fmt: skip
+    except BaseException:
+        if cg is not None:
+            cg.remove()
+        for fd in gate:
+            os.close(fd)
+        raise
+    moved = None
+    if cg is not None and gate:
+        os.close(gate[0])
+        moved = asyncio.wrap_future(cgroup.enter(cg, child.pid, gate[1]), loop=loop)
+    start: asyncio.Future[int | None] = loop.create_future()
+    start.set_result(child.start_time)
+    cap = None if blocks is None else blocks * 512
+    return proc_mod.Running(
+        claim, child, child.exited, log_path, start, log_cap=cap, cgroup=cg, entered=moved,
+        markers=markers,
+    )  # fmt: skip

@@ -1,0 +1,321 @@
+"""The spawn helper: a small process that starts the daemon's commands and reaps them.
+
+Why a separate process: starting a command from the daemon meant ``Popen`` on the event
+loop, ~300 µs of the loop's time per command, and for a root daemon running a command as
+another user a full ``fork`` of a large process (CPython cannot use ``vfork`` when the
+child changes its credentials). This helper is started by the daemon at start-up with
+nothing but the standard library loaded (a few MB), so:
+
+* commands of the daemon's own user start with ``os.posix_spawn`` (``vfork``: the cost
+  does not grow with any process's size), one exec, the helper entering the working
+  directory first (it is the same user, so it enters it as the owner would);
+* commands that change user start with ``fork`` of this small process; the child drops
+  its groups, group and user and runs the trampoline (engine/process.py) that enters the
+  directory as the owner;
+* the attempt's log is created and opened here, off the daemon;
+* the daemon only sends a request and reads answers: the exec waits happen here.
+
+Protocol (``SOCK_SEQPACKET`` socketpair, one ``marshal``-ed tuple per message; both ends
+are the daemon's own code at the daemon's own uid):
+
+    daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate)
+                      (a gate's read end rides along as SCM_RIGHTS: the command's stdin)
+    helper -> daemon  ("started", rid, pid, start_time)
+                      ("failed", rid, kind, errno, strerror, filename)
+                      ("exit", pid, returncode)
+
+The helper is the commands' parent. An exit is reported *before* the child is reaped
+(``waitid`` with ``WNOWAIT``), so a report is never lost: if the helper dies, its
+unreaped children (running or exited) are re-parented to the daemon, which is a child
+subreaper (engine/spawnclient.py) and waits for them itself. The helper is a subreaper
+too, so what a command leaves behind (a double fork) is reaped here, not by the daemon.
+End-of-file on the socket (the daemon is gone) ends the helper; its running commands go
+on, as they did without a helper, and the next daemon's recovery finds them.
+
+Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE`` (``NOFILE`` empty: keep the
+open-file soft limit); it imports nothing of jobctl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import marshal
+import os
+import resource
+import selectors
+import signal
+import socket
+import stat
+import sys
+from typing import Any
+
+#: Largest message either side sends (a job's payload is at most 64 KiB).
+MAX_MESSAGE = 1 << 20
+PR_SET_CHILD_SUBREAPER = 36
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def set_subreaper() -> bool:
+    """Make orphaned descendants this process's children (``prctl``); False if refused."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def returncode(si_code: int, si_status: int) -> int:
+    """A ``waitid`` result as ``Popen.returncode`` spells it (negative: the signal)."""
+    return si_status if si_code == os.CLD_EXITED else -si_status
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of ``/proc/PID/stat`` (clock ticks since boot): with the pid, names the
+    process for good (the same reading as process.process_start_time)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def resolve(program: str, env: dict[str, str]) -> str:
+    """The file ``program`` names, searched on the job's ``PATH`` like ``execvpe``."""
+    if "/" in program:
+        return program
+    denied: str | None = None
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", program)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
+            return path
+        denied = denied or path
+    if denied is not None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+class Helper:
+    """The helper's side: read requests, start commands, report starts and exits."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.children: set[int] = set()  # commands whose exit the daemon wants
+        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self.made_dirs: set[str] = set()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.sock.setblocking(True)  # the daemon reads as fast as it can; wait if full
+        try:
+            self.sock.send(marshal.dumps(message))
+        finally:
+            self.sock.setblocking(False)
+
+    def serve(self) -> None:
+        """Until the daemon closes its end."""
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.sock.setblocking(False)
+        sel = selectors.DefaultSelector()
+        sel.register(self.sock, selectors.EVENT_READ, "sock")
+        sel.register(wake_r, selectors.EVENT_READ, "child")
+        while True:
+            for key, _ in sel.select():
+                if key.data == "child":
+                    _drain(wake_r)
+                    self.reap()
+                elif not self.read_requests():
+                    return
+
+    def read_requests(self) -> bool:
+        """Serve every request waiting on the socket; False at end-of-file."""
+        while True:
+            try:
+                data, fds = recv(self.sock)
+            except BlockingIOError:
+                return True
+            except ConnectionResetError:
+                return False
+            if not data:
+                return False
+            self.spawn(marshal.loads(data), fds)
+            self.reap()  # a quick command may be done already
+
+    def spawn(self, req: tuple[Any, ...], fds: list[int]) -> None:
+        _, rid, argv, env, cwd, log, creds, gate = req
+        stdin = fds[0] if gate and fds else self.devnull
+        try:
+            out = self.open_log(log)
+            try:
+                pid = self.start(argv, env, cwd, out, stdin, creds)
+            finally:
+                os.close(out)
+        except OSError as exc:
+            self.send(("failed", rid, "os", exc.errno, exc.strerror, _name(exc.filename)))
+            return
+        except (ValueError, TypeError) as exc:
+            self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.children.add(pid)
+        self.send(("started", rid, pid, start_time(pid)))
+
+    def open_log(self, path: str) -> int:
+        """Create (0600, never through a symlink) and open the attempt's log."""
+        folder = os.path.dirname(path)
+        if folder not in self.made_dirs:
+            os.makedirs(folder, 0o700, exist_ok=True)
+            self.made_dirs.add(folder)
+        try:
+            return os.open(path, _LOG_FLAGS, 0o600)
+        except FileNotFoundError:  # the directory was removed meanwhile
+            os.makedirs(folder, 0o700, exist_ok=True)
+            return os.open(path, _LOG_FLAGS, 0o600)
+
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        out: int,
+        stdin: int,
+        creds: tuple[int, int, list[int]] | None,
+    ) -> int:
+        if creds is not None:
+            return fork_exec(argv, env, out, stdin, creds)
+        if cwd is not None:
+            os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
+        return os.posix_spawn(
+            resolve(argv[0], env),
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, stdin, 0),
+                (os.POSIX_SPAWN_DUP2, out, 1),
+                (os.POSIX_SPAWN_DUP2, out, 2),
+            ],
+            setsid=True,
+            setsigmask=(),
+            setsigdef=_DEFAULT_SIGNALS,
+        )
+
+    def reap(self) -> None:
+        """Report every exited command, then reap it; reap strays (orphans) silently."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            if pid in self.children:
+                self.send(("exit", pid, returncode(info.si_code, info.si_status)))
+                self.children.discard(pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def fork_exec(
+    argv: list[str],
+    env: dict[str, str],
+    out: int,
+    stdin: int,
+    creds: tuple[int, int, list[int]],
+) -> int:
+    """Fork this small process; the child drops to ``creds`` and execs ``argv`` (the
+    trampoline, which enters the directory as the owner). Returns after the exec (or
+    raises the child's error, like Popen)."""
+    uid, gid, groups = creds
+    program = resolve(argv[0], env)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child execs or exits
+        code = 127
+        try:
+            os.close(err_r)
+            os.setsid()
+            for sig in (*_DEFAULT_SIGNALS, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.setgroups(groups)
+            os.setgid(gid)
+            os.setuid(uid)
+            os.dup2(stdin, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.execve(program, argv, env)
+        except OSError as exc:
+            os.write(err_w, marshal.dumps((exc.errno, exc.strerror, _name(exc.filename))))
+        finally:
+            os._exit(code)
+    os.close(err_w)
+    try:
+        data = _read_all(err_r)
+    finally:
+        os.close(err_r)
+    if data:
+        os.waitpid(pid, 0)
+        num, text, name = marshal.loads(data)
+        raise OSError(num, text, name)
+    return pid
+
+
+def recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One message and the descriptors that came with it (close-on-exec at once: a
+    command must never inherit another's gate)."""
+    data, anc, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(16), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, body in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(body) - len(body) % 4
+            fds.extend(int.from_bytes(body[i : i + 4], sys.byteorder) for i in range(0, usable, 4))
+    return data, fds
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _name(filename: object) -> str | None:
+    return None if filename is None else os.fsdecode(filename)  # type: ignore[arg-type]
+
+
+def main(argv: list[str]) -> int:
+    fd, umask, nofile = int(argv[0]), int(argv[1], 8), argv[2]
+    os.umask(umask)
+    if nofile:  # what the daemon's commands get: the limit it started with
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (int(nofile), hard))
+    os.chdir("/")
+    set_subreaper()
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    Helper(sock).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

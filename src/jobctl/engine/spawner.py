@@ -9,9 +9,10 @@ nothing but the standard library loaded (a few MB), so:
 * commands of the daemon's own user start with ``os.posix_spawn`` (``vfork``: the cost
   does not grow with any process's size), one exec, the helper entering the working
   directory first (it is the same user, so it enters it as the owner would);
-* commands that change user start with ``fork`` of this small process; the child drops
-  its groups, group and user and runs the trampoline (engine/process.py) that enters the
-  directory as the owner;
+* commands that change user start the same way through util-linux ``setpriv``, which
+  sets the owner's groups, group and user, then runs the trampoline (engine/process.py)
+  that enters the directory as the owner; without ``setpriv``, with a ``fork`` of this
+  small process whose child drops the same way before it runs the trampoline;
 * the attempt's log is created and opened here, off the daemon;
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
@@ -56,6 +57,20 @@ MAX_MESSAGE = 1 << 20
 PR_SET_CHILD_SUBREAPER = 36
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+#: util-linux ``setpriv`` at a fixed path (never searched for): with it, a command of
+#: another user starts with ``posix_spawn`` too (vfork, then one more exec); without it,
+#: with a fork of this process (several times slower, see docs/benchmarks.md).
+SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
+
+
+def drop_argv(setpriv: str, creds: tuple[int, int, list[int]]) -> list[str]:
+    """``setpriv`` words that set exactly the owner's groups, then its group and user
+    (real, effective and saved ids alike), before the trampoline runs."""
+    uid, gid, groups = creds
+    return [setpriv, f"--groups={','.join(map(str, groups))}", f"--regid={gid}",
+            f"--reuid={uid}", "--"]  # fmt: skip
 
 
 def set_subreaper() -> bool:
@@ -191,7 +206,9 @@ class Helper:
         creds: tuple[int, int, list[int]] | None,
     ) -> int:
         if creds is not None:
-            return fork_exec(argv, env, out, stdin, creds)
+            if SETPRIV is None:
+                return fork_exec(argv, env, out, stdin, creds)
+            argv = [*drop_argv(SETPRIV, creds), *argv]
         if cwd is not None:
             os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
         return os.posix_spawn(

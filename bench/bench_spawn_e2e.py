@@ -1,27 +1,270 @@
 #!/usr/bin/env python3
-# usage: python bench/bench_spawn_e2e.py SRC_DIR JOBS [PREFIX...]
-# e.g.   python bench/bench_spawn_e2e.py src 3000 prlimit --nofile=1024:20000 --
-"""End-to-end: N `true` jobs due at once; jobs/s from due to all succeeded."""
-import os, subprocess, sys, time, tempfile, shutil
-from datetime import datetime, timedelta, timezone
-src, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-sys.path.insert(0, src)
-from jobctl.client import Client
-tmp = tempfile.mkdtemp(prefix="hb-")
-sock = f"{tmp}/j.sock"
-env = dict(os.environ, PYTHONPATH=src)
-p = subprocess.Popen([*prefix, sys.executable, "-m", "jobctl", "daemon", "--db", f"{tmp}/s/j.db", "--socket", sock, "--concurrency", "16", "--log-level", "warning"], env=env, stderr=subprocess.DEVNULL)
-for _ in range(200):
-    if os.path.exists(sock): break
-    time.sleep(0.05)
-time.sleep(0.3)
-c = Client(sock)
-due = datetime.now(timezone.utc) + timedelta(seconds=2)
-for i in range(0, n, 1000):
-    c.enqueue_many([{"command": ["true"], "cwd": "/", "run_at": due.isoformat()}] * min(1000, n - i))
-while datetime.now(timezone.utc) < due: time.sleep(0.01)
-t0 = time.time()
-while c.status()["counts"]["succeeded"] < n: time.sleep(0.05)
-el = time.time() - due.timestamp()
-print(f"{n / el:.0f} jobs/s")
-c.close(); p.terminate(); p.wait(); shutil.rmtree(tmp)
+"""End to end against the host's raw spawn rates, in one run (issue 17).
+
+Prints, in this order and from the same run: the load average; the raw rates of
+bench_spawn.py (asyncio, Popen, Popen 16 in flight, posix_spawn 16 in flight); then
+jobctl's end-to-end rate for N `true` jobs due at once, with the spawn helper and with
+``job_spawner = "inline"`` (the daemon's own Popen, as before the helper), for jobs of
+the daemon's own user and, as root, of another user (a temporary account, enqueued over
+the socket by that user's own process); the burst "fully started" time (due to the last
+attempt's start); dispatch lag at light load (p50/p99/max of attempt start - run_at);
+daemon and helper CPU per job; huey's end-to-end rate for the same jobs; and the ratios
+the targets name.
+
+usage: python bench/bench_spawn_e2e.py [--jobs N] [--burst N] [--lag N] [--no-huey]
+       [--src DIR]   (default: this tree's src/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+import bench_spawn  # noqa: E402
+
+BENCH_USER = "jcbench"
+_ENQUEUE_AS = r"""
+import http.client, json, socket, sys
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(sys.argv[1])
+c = C("localhost", timeout=120)
+jobs = json.loads(sys.stdin.read())
+for i in range(0, len(jobs), 1000):
+    c.request("POST", "/v1/jobs", json.dumps(jobs[i:i + 1000]), {"content-type": "application/json"})
+    r = c.getresponse(); r.read()
+    assert r.status in (200, 201), r.status
+"""
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1]
+            except OSError:
+                continue
+            if int(ppid) == pid and b"spawner" in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
+    return out
+
+
+class Daemon:
+    def __init__(self, src: str, spawner: str, group: str | None) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="bspawn-"))
+        os.chmod(self.tmp, 0o755)
+        self.sock = self.tmp / "run" / "j.sock"
+        env = dict(os.environ, PYTHONPATH=src, JOBCTL_JOB_SPAWNER=spawner)
+        env.pop("JOBCTL_SOCKET", None)
+        cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.tmp / "s" / "j.db"),
+               "--socket", str(self.sock), "--concurrency", "16", "--log-level", "warning"]  # fmt: skip
+        if group:
+            cmd += ["--socket-group", group]
+        self.proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+        sys.path.insert(0, src)
+        from jobctl.client import Client  # noqa: PLC0415
+
+        deadline = time.monotonic() + 60
+        while not self.sock.exists():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("daemon did not start")
+            time.sleep(0.05)
+        self.client = Client(str(self.sock))
+        self.client.status()
+
+    def enqueue(self, jobs: list[dict[str, Any]], user: str | None) -> None:
+        if user is None:
+            for i in range(0, len(jobs), 1000):
+                self.client.enqueue_many(jobs[i : i + 1000])
+            return
+        pw = pwd.getpwnam(user)
+        subprocess.run(["/usr/bin/python3", "-c", _ENQUEUE_AS, str(self.sock)],
+                       input=json.dumps(jobs), text=True, check=True, user=pw.pw_uid,
+                       group=pw.pw_gid, extra_groups=[pw.pw_gid], cwd="/")  # fmt: skip
+
+    def wait_succeeded(self, n: int, timeout: float = 900) -> None:
+        deadline = time.monotonic() + timeout
+        while self.client.status()["counts"].get("succeeded", 0) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not all {n} succeeded: {self.client.status()['counts']}")
+            time.sleep(0.05)
+
+    def times(self) -> list[tuple[float, float, float]]:
+        """(run_at, started_at, finished_at) of every attempt, seconds (read-only)."""
+        db = sqlite3.connect(f"file:{self.tmp / 's' / 'j.db'}?mode=ro", uri=True)
+        rows = db.execute("SELECT j.run_at, a.started_at, a.finished_at FROM attempts a "
+                          "JOIN jobs j ON j.id = a.job_id").fetchall()  # fmt: skip
+        db.close()
+        return [(r / 1000, s / 1000, f / 1000) for r, s, f in rows]
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def jobs_due(n: int, due: datetime, command: list[str]) -> list[dict[str, Any]]:
+    return [{"command": command, "cwd": "/", "run_at": due.isoformat()} for _ in range(n)]
+
+
+def e2e(src: str, spawner: str, n: int, user: str | None) -> dict[str, float]:
+    """N `true` jobs due at once: jobs/s from due to the last finish, and CPU per job."""
+    d = Daemon(src, spawner, user)
+    try:
+        lead = 2.0 + n / 5000
+        due = datetime.now(UTC) + timedelta(seconds=lead)
+        d.enqueue(jobs_due(n, due, ["true"]), user)
+        helpers = children_of(d.proc.pid)
+        cpu0 = cpu_ticks(d.proc.pid), sum(cpu_ticks(h) for h in helpers)
+        d.wait_succeeded(n)
+        cpu1 = cpu_ticks(d.proc.pid), sum(cpu_ticks(h) for h in helpers)
+        times = d.times()
+        start = due.timestamp()
+        last_start = max(s for _, s, _ in times)
+        last_end = max(f for _, _, f in times)
+        hz = os.sysconf("SC_CLK_TCK")
+        return {
+            "rate": n / (last_end - start),
+            "started_s": last_start - start,
+            "daemon_us_per_job": (cpu1[0] - cpu0[0]) / hz / n * 1e6,
+            "helper_us_per_job": (cpu1[1] - cpu0[1]) / hz / n * 1e6,
+        }
+    finally:
+        d.stop()
+
+
+def lag(src: str, spawner: str, n: int) -> dict[str, float]:
+    """``n`` jobs due at instants spread over 2 s (light load): attempt start - run_at."""
+    d = Daemon(src, spawner, None)
+    try:
+        t0 = datetime.now(UTC) + timedelta(seconds=1.5)
+        jobs = [{"command": ["true"], "cwd": "/",
+                 "run_at": (t0 + timedelta(seconds=2 * i / n)).isoformat()} for i in range(n)]  # fmt: skip
+        d.enqueue(jobs, None)
+        d.wait_succeeded(n)
+        lags = sorted((s - r) * 1000 for r, s, _ in d.times())
+        return {"p50": lags[len(lags) // 2], "p99": lags[int(len(lags) * 0.99)], "max": lags[-1]}
+    finally:
+        d.stop()
+
+
+def huey_e2e(n: int) -> float | None:
+    """huey: n tasks with one eta, 16 thread workers each running `true` (peer_huey)."""
+    try:
+        import peer_huey  # noqa: PLC0415
+    except ImportError:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="bspawn-huey-"))
+    db = str(tmp / "huey.db")
+    log = open(tmp / "consumer.log", "wb")  # noqa: SIM115
+    consumer = subprocess.Popen([sys.executable, str(BENCH / "peer_huey.py"), "consumer", db,
+                                 "16"], stdout=log, stderr=log, cwd=BENCH)  # fmt: skip
+    try:
+        h, tasks = peer_huey.make(db)
+        eta = time.time() + 2.0 + n / 2000
+        for _ in range(n):
+            tasks.run_true.schedule(eta=peer_huey.eta(eta))
+        deadline = time.monotonic() + 900
+        while len(h.all_results()) < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        results = peer_huey.results(h)
+        last = max(f for _, f in results)
+        return len(results) / (last - eta)
+    finally:
+        consumer.terminate()
+        consumer.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_user() -> str | None:
+    """A temporary account for the other-user rows (root only); removed at exit."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        return None
+    subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True)
+    subprocess.run(["useradd", "-M", "-U", BENCH_USER], check=True, capture_output=True)
+    return BENCH_USER
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=3000)
+    ap.add_argument("--burst", type=int, default=0, help="also a burst of this many jobs")
+    ap.add_argument("--lag", type=int, default=200)
+    ap.add_argument("--raw", type=int, default=1000)
+    ap.add_argument("--no-huey", action="store_true")
+    ap.add_argument("--src", default=str(BENCH.parent / "src"))
+    a = ap.parse_args()
+    la = os.getloadavg()
+    print(f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; {os.cpu_count()} CPUs")
+    raw = bench_spawn.raw_rates(a.raw)
+    for name, rate in raw.items():
+        print(f"  raw  {name:55s} {rate:8.0f}/s")
+    user = bench_user()
+    res: dict[str, dict[str, float]] = {}
+    try:
+        for who in [None, user] if user else [None]:
+            for mode in ("helper", "inline"):
+                key = f"{mode}, {'another user' if who else 'own user'}"
+                res[key] = r = e2e(a.src, mode, a.jobs, who)
+                print(f"  e2e  {key:26s} {r['rate']:7.0f} jobs/s; all started "
+                      f"{r['started_s']:.2f} s after due; CPU per job: daemon "
+                      f"{r['daemon_us_per_job']:.0f} us, helper {r['helper_us_per_job']:.0f} us")  # fmt: skip
+        if a.burst:
+            for mode in ("helper", "inline"):
+                b = e2e(a.src, mode, a.burst, None)
+                res[f"burst {mode}"] = b
+                print(f"  burst {a.burst} x true, {mode:7s}: fully started {b['started_s']:.1f} s "
+                      f"after due ({b['rate']:.0f} jobs/s)")  # fmt: skip
+        for mode in ("helper", "inline"):
+            lg = lag(a.src, mode, a.lag)
+            print(f"  lag  {mode:7s} {a.lag} jobs over 2 s: p50 {lg['p50']:.1f} ms, "
+                  f"p99 {lg['p99']:.1f} ms, max {lg['max']:.1f} ms")  # fmt: skip
+        huey = None if a.no_huey else huey_e2e(a.jobs)
+    finally:
+        if user:
+            subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True)
+    ps = raw["posix_spawn, 16 in flight"]
+    own = res["helper, own user"]["rate"]
+    print(f"  huey e2e {a.jobs} x true: {huey:.0f} jobs/s" if huey else "  huey: not installed")
+    print(f"ratios: helper e2e / posix_spawn {own / ps:.2f} (target >= 0.75); "
+          f"helper / inline e2e {own / res['inline, own user']['rate']:.2f}"
+          + (f"; helper / huey {own / huey:.2f} (target >= 2)" if huey else ""))  # fmt: skip
+    if user:
+        other = res["helper, another user"]["rate"]
+        print(f"        another user: helper / inline {other / res['inline, another user']['rate']:.2f}; "
+              f"helper / posix_spawn {other / ps:.2f}")  # fmt: skip
+    if a.burst:
+        ratio = res["burst inline"]["started_s"] / res["burst helper"]["started_s"]
+        print(f"        burst fully started: inline / helper {ratio:.2f} (target >= 2)")
+    la = os.getloadavg()
+    print(f"load average at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} (figures under load: "
+          "re-run on a quiet machine)")
+
+
+if __name__ == "__main__":
+    main()

@@ -57,7 +57,8 @@ async def end(run: process.Running) -> None:
     if cg.populated():
         cg.kill()
         await _until(lambda: not cg.populated(), asyncio.get_running_loop().time() + END_WAIT)
-    if not cg.remove():
+    # rmdir in cgroupfs waits on the kernel's cgroup lock (ms under load): off the loop
+    if not await asyncio.get_running_loop().run_in_executor(None, cg.remove):
         log.warning("event=cgroup_left job=%s path=%s", run.claim.job.id, cg.path)
 
 

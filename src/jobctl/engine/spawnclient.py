@@ -357,7 +357,9 @@ async def spawn(
 ) -> proc_mod.Running:
     """process.spawn through the helper: the same guarantees, the work done elsewhere."""
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
-    cg = proc_mod.make_cgroup(cgroups, claim, lease_owner)
+    cg = None
+    if cgroups is not None:  # mkdir in cgroupfs takes the kernel's cgroup lock: off the loop
+        cg = await loop.run_in_executor(None, proc_mod.make_cgroup, cgroups, claim, lease_owner)
     gate: tuple[int, int] | tuple[()] = ()
     markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
     try:

@@ -57,7 +57,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
@@ -100,11 +100,12 @@ _jobctl_nvalues() {
     case $1 in
         'add --at'|'add --in'|'add --key'|'add --queue'|'add --priority'|\
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
-        'add --retry-on'|'add --no-retry-on'|'add --cron'|'add --every'|'add --tz'|\
-        'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
-        'add --jitter'|'add --batch'|'add --socket'|'list --status'|'list --queue'|\
-        'list --limit'|'list --socket'|'show --socket'|'logs --attempt'|'logs --tail'|\
-        'logs -n'|'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'add --retry-on'|'add --no-retry-on'|'add --nice'|'add --memory-max'|\
+        'add --cpu-quota'|'add --cron'|'add --every'|'add --tz'|'add --name'|\
+        'add --misfire'|'add --catch-up-limit'|'add --overlap'|'add --jitter'|\
+        'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
+        'list --socket'|'show --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
+        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
         'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
         'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
         'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\

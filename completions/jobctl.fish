@@ -75,11 +75,12 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
     switch "$path $opt"
         case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
-            'add --retry-on' 'add --no-retry-on' 'add --cron' 'add --every' 'add --tz' \
-            'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
-            'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
-            'list --limit' 'list --socket' 'show --socket' 'logs --attempt' 'logs --tail' \
-            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
+            'add --retry-on' 'add --no-retry-on' 'add --nice' 'add --memory-max' \
+            'add --cpu-quota' 'add --cron' 'add --every' 'add --tz' 'add --name' \
+            'add --misfire' 'add --catch-up-limit' 'add --overlap' 'add --jitter' \
+            'add --batch' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
+            'list --socket' 'show --socket' 'logs --attempt' 'logs --tail' 'logs -n' \
+            'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
             'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
@@ -159,6 +160,9 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, 
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'nice' -x -d 'Run at this niceness (-20..19)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'memory-max' -x -d 'Memory cap like systemd\'s MemoryMax=, e.g. 512M (cgroup v2)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cpu-quota' -x -d 'CPU share like systemd\'s CPUQuota=, e.g. 50% or 200% (cgroup v2)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'

@@ -145,6 +145,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_METRICS_LISTEN": "127.0.0.1:9464",
         "JOBCTL_JOB_UMASK": "027",
         "JOBCTL_JOB_CGROUPS": "off",
+        "JOBCTL_JOB_SPAWNER": "inline",
         "JOBCTL_MAX_CONNECTIONS": "100",
         "JOBCTL_MAX_CONNECTIONS_PER_UID": "10",
         "JOBCTL_MAX_HEADER_BYTES": "4096",
@@ -185,6 +186,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         metrics_listen="127.0.0.1:9464",
         job_umask="027",
         job_cgroups="off",
+        job_spawner="inline",
         max_connections=100,
         max_connections_per_uid=10,
         max_header_bytes=4096,
@@ -255,6 +257,7 @@ metrics_listen = "[::1]:9464"
 disk_floor = "5%"
 job_umask = "022"
 job_cgroups = "off"
+job_spawner = "inline"
 max_connections = 1000
 max_connections_per_uid = 100
 max_header_bytes = 8192

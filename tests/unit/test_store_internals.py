@@ -155,9 +155,10 @@ def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path:
     jobs = [tuple(r) for r in conn.execute("SELECT * FROM jobs")]
     attempts = [tuple(r) for r in conn.execute("SELECT * FROM attempts")]
     cols = ", ".join(d[0] for d in conn.execute("SELECT * FROM attempts").description)
+    job_cols = ", ".join(d[0] for d in conn.execute("SELECT * FROM jobs").description)
     assert migrate(conn) == len(migrations())
-    assert [tuple(r) for r in conn.execute("SELECT * FROM jobs")] == jobs
-    # later migrations add columns (0017: log_bytes)
+    # later migrations add columns (0017: log_bytes; 0018: jobs.resources)
+    assert [tuple(r) for r in conn.execute(f"SELECT {job_cols} FROM jobs")] == jobs
     assert [tuple(r) for r in conn.execute(f"SELECT {cols} FROM attempts")] == attempts
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []

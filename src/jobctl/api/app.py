@@ -32,6 +32,7 @@ from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job, QueueStats
+from jobctl.domain.resources import Resources
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus
 from jobctl.engine.metrics import Metrics, log_jobs
@@ -64,6 +65,8 @@ class Hooks:
     settings: Mapping[str, Any] = field(default_factory=dict)
     #: The disk floor and per-owner quotas new work must pass (default: none).
     admission: Admission = field(default_factory=Admission)
+    #: Why the daemon cannot apply these resource limits (engine/limits.py); None: it can.
+    resources: Callable[[Resources | None], str | None] = lambda res: None
 
 
 @dataclass

@@ -199,6 +199,10 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
             )
     now = ctx.store.clock.now()
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
+    for i, spec in enumerate(specs):
+        why = ctx.hooks.resources(spec.resources) if spec.resources else None
+        if why is not None:
+            raise errors.InvalidInput(f"{i}: {why}" if isinstance(body, list) else why)
     ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     ctx.enqueued([i.job for i in inserted if i.created])

@@ -15,7 +15,7 @@ from jobctl.api.schedule_edit import SchedulePatch, edit_out
 from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
 from jobctl.domain.schedule import Schedule
-from jobctl.errors import InvalidSchedule, NotFound, NotVisible
+from jobctl.errors import InvalidInput, InvalidSchedule, NotFound, NotVisible
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
@@ -38,6 +38,9 @@ async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
         owner_uid(request), ctx.store.clock.now(), local_zone_name(), ctx.hooks.retry
     )
     spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
+    refused = ctx.hooks.resources(spec.template.resources)
+    if refused is not None:
+        raise InvalidInput(f"job: {refused}")
     usage = await ctx.store.run(ctx.st.owner_usage, spec.owner_uid)
     ctx.hooks.admission.admit_schedule(spec.owner_uid, usage["schedules"])  # 503 / 429
     sched = await ctx.store.run(ctx.st.create_schedule, spec)

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobctl.domain import limits
+from jobctl.domain import resources as res
 from jobctl.domain.clock import iso
 from jobctl.domain.models import (
     Attempt,
@@ -150,6 +151,12 @@ class JobTemplateIn(BaseModel):
     ] = "/"
     retry_on: list[ExitCode] | None = None
     no_retry_on: list[ExitCode] = Field(default_factory=list)
+    #: Resource limits (domain/resources.py): niceness, memory.max bytes, % of one CPU.
+    nice: Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER] | None = None
+    memory_max: Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER] | None = None
+    cpu_quota: Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)] | None = (
+        None
+    )
 
     @field_validator("command")
     @classmethod
@@ -186,6 +193,7 @@ class JobTemplateIn(BaseModel):
             "cwd": self.cwd,
             "retry_on": None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
             "no_retry_on": tuple(sorted(set(self.no_retry_on))) if self.no_retry_on else (),
+            "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
         }
 
 
@@ -290,6 +298,7 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "finished_at": iso(job.finished_at),
         "retry_on": None if s.retry_on is None else list(s.retry_on),
         "no_retry_on": list(s.no_retry_on),
+        "resources": s.resources.to_json() if s.resources else {},
         "schedule_id": s.schedule_id,
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,

@@ -32,6 +32,9 @@ def job_body(
     retry_on: str | None = None,
     no_retry_on: str | None = None,
     tz: str | None = None,
+    nice: int | None = None,
+    memory_max: str | None = None,
+    cpu_quota: str | None = None,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
@@ -60,9 +63,30 @@ def job_body(
         "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
         "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
         "backoff": _backoff(backoff) if backoff else None,
+        "nice": nice,
+        "memory_max": _memory(memory_max) if memory_max else None,
+        "cpu_quota": _percent(cpu_quota) if cpu_quota else None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+def _memory(text: str) -> int:
+    """``--memory-max``: bytes, or a size with a unit (512M, 1G, 256MiB)."""
+    from jobctl.domain.quota import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise InvalidInput(f"--memory-max {text!r}: give a size such as 512M or 1GiB") from None
+
+
+def _percent(text: str) -> float:
+    """``--cpu-quota``: percent of one CPU, ``50%`` or ``50`` (``200%``: two CPUs)."""
+    try:
+        return float(text.removesuffix("%"))
+    except ValueError:
+        raise InvalidInput(f"--cpu-quota {text!r}: give a percentage such as 50%") from None
 
 
 def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:

@@ -55,6 +55,17 @@ def add(
     no_retry_on: Annotated[
         str | None, typer.Option(help="Never retry these exit codes (126, 127 never are)")
     ] = None,
+    nice: Annotated[
+        int | None, typer.Option(min=-20, max=19, help="Run at this niceness (-20..19)")
+    ] = None,
+    memory_max: Annotated[
+        str | None,
+        typer.Option(help="Memory cap like systemd's MemoryMax=, e.g. 512M (cgroup v2)"),
+    ] = None,
+    cpu_quota: Annotated[
+        str | None,
+        typer.Option(help="CPU share like systemd's CPUQuota=, e.g. 50% or 200% (cgroup v2)"),
+    ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
     tz: Annotated[
@@ -110,6 +121,9 @@ def add(
         retry_on=retry_on,
         no_retry_on=no_retry_on,
         tz=tz,
+        nice=nice,
+        memory_max=memory_max,
+        cpu_quota=cpu_quota,
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)

@@ -11,6 +11,7 @@ from rich.markup import escape as esc
 from rich.table import Table
 
 from jobctl.domain.durations import format_duration
+from jobctl.domain.resources import describe, from_json
 
 # Piped output is read by people with wide terminals and by grep: never squeeze it to 80.
 # emoji=False: a command or error holding ":smile:" is shown as typed, not as an emoji
@@ -83,6 +84,7 @@ def job_detail(job: dict[str, Any]) -> None:
         ),
         ("timeout", f"{job['timeout']:g}s" if job["timeout"] else "none"),
         ("backoff", f"{job['backoff']['base']:g}s doubling, capped at {job['backoff']['cap']:g}s"),
+        ("limits", describe(from_json(job.get("resources")))),
         ("created", when(job["created_at"])),
     ]
     if job["status"] == "running":

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from jobctl.domain import limits
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
+from jobctl.domain.resources import Resources
+from jobctl.domain.resources import from_json as resources_from_json
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import InvalidInput
 
@@ -135,6 +137,7 @@ class JobSpec:
     scheduled_for: datetime | None = None  # the occurrence's nominal time
     retry_on: tuple[int, ...] | None = None  # only these exit codes are retried
     no_retry_on: tuple[int, ...] = ()  # these exit codes are not retried
+    resources: Resources | None = None  # nice, memory_max, cpu_quota (domain/resources.py)
 
     def __post_init__(self) -> None:
         check_job_fields(self)
@@ -165,7 +168,7 @@ class JobSpec:
             self.schedule_id,
             self.retry_on,
             self.no_retry_on,
-        ]
+        ] + ([self.resources.to_json()] if self.resources else [])  # old digests kept
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
@@ -228,6 +231,7 @@ class JobTemplate:
     cwd: str = "/"
     retry_on: tuple[int, ...] | None = None
     no_retry_on: tuple[int, ...] = ()
+    resources: Resources | None = None
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
@@ -258,6 +262,7 @@ class JobTemplate:
             scheduled_for=scheduled_for,
             retry_on=self.retry_on,
             no_retry_on=self.no_retry_on,
+            resources=self.resources,
         )
 
     def fingerprinter(self, owner_uid: int) -> Callable[[str], str]:
@@ -267,7 +272,7 @@ class JobTemplate:
         probe = self.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
         body = probe._fingerprint_body()
         head = json.dumps(body[:_SCHEDULE_AT])[:-1] + ", "
-        tail = ", " + json.dumps(body[_SCHEDULE_AT + 1 :])[1:]
+        tail = ", " + json.dumps(body[_SCHEDULE_AT + 1 :])[1:]  # resources included
         quote = json.encoder.encode_basestring_ascii  # what json.dumps does with a str
         return lambda schedule_id: _digest(head + quote(schedule_id) + tail)
 
@@ -283,7 +288,7 @@ class JobTemplate:
             "cwd": self.cwd,
             "retry_on": None if self.retry_on is None else list(self.retry_on),
             "no_retry_on": list(self.no_retry_on),
-        }
+        } | (self.resources.to_json() if self.resources else {})  # flat: nice, memory_max…
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobTemplate:
@@ -298,6 +303,7 @@ class JobTemplate:
             cwd=data["cwd"],
             retry_on=None if data.get("retry_on") is None else tuple(data["retry_on"]),
             no_retry_on=tuple(data.get("no_retry_on") or ()),
+            resources=resources_from_json(data),
         )
 
 

@@ -55,6 +55,9 @@ class Cgroups:
     base: Path
     #: Whether ``cgroup.kill`` exists (False: freeze, signal every member, thaw).
     kill_file: bool = True
+    #: Controllers enabled for the attempts' cgroups (``memory``, ``cpu``): what resource
+    #: limits may use (:func:`enable_controllers`).
+    controllers: frozenset[str] = frozenset()
 
     def create(self, name: str) -> Cgroup:
         """Make the (empty) cgroup ``name``; raises OSError when it cannot."""
@@ -84,6 +87,11 @@ class Cgroup:
 
     path: Path
     kill_file: bool = True
+
+    def limit(self, files: dict[str, str]) -> None:
+        """Write resource limits (``memory.max``, ``cpu.max``); raises OSError."""
+        for name, value in files.items():
+            _write(self.path / name, value)
 
     def add_pid(self, pid: int) -> None:
         """Move ``pid`` in; raises OSError (e.g. it is gone, or no permission)."""
@@ -243,4 +251,31 @@ def detect(mode: str = "auto") -> tuple[Cgroups | None, str]:
         base.mkdir(mode=0o755, exist_ok=True)
     except OSError as exc:
         return None, f"cannot create {base}: {exc.strerror}"
-    return Cgroups(base, (base / "cgroup.kill").exists()), str(base)
+    controllers = enable_controllers(parent, base)
+    return Cgroups(base, (base / "cgroup.kill").exists(), controllers), str(base)
+
+
+#: The controllers resource limits use.
+LIMIT_CONTROLLERS = ("memory", "cpu")
+
+
+def enable_controllers(parent: Path, base: Path) -> frozenset[str]:
+    """Enable ``memory`` and ``cpu`` for the attempts (in ``parent``'s and ``base``'s
+    ``cgroup.subtree_control``) where the hierarchy offers them; returns those enabled.
+
+    cgroup v2 lets an inner cgroup hand controllers down only when it holds no process
+    itself (the root excepted): a daemon in its own non-root cgroup gets none here, and
+    limits that need them are refused (docs/operations.md says how to give them)."""
+    enabled = set()
+    for name in LIMIT_CONTROLLERS:
+        if name not in _read(parent / "cgroup.controllers").split():
+            continue
+        try:
+            for where in (parent, base):
+                if name not in _read(where / "cgroup.subtree_control").split():
+                    _write(where / "cgroup.subtree_control", f"+{name}")
+        except OSError as exc:
+            _log.info("event=cgroup_controller_unavailable name=%s error=%s", name, exc)
+            continue
+        enabled.add(name)
+    return frozenset(enabled)

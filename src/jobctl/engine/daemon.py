@@ -31,7 +31,7 @@ from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.engine import cgroup, process, systemd
+from jobctl.engine import cgroup, limits, process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
@@ -220,6 +220,7 @@ class Daemon:
             access=parts.access,
             settings=self.config.settings_view or {},
             admission=parts.admission,
+            resources=lambda res: limits.refusal(res, parts.executor.config.cgroups, os.geteuid()),
         )
 
 

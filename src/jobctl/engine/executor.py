@@ -26,6 +26,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process, proctree, spawnclient
 from jobctl.engine.cgroup import Cgroups
+from jobctl.engine.limits import StartRefused
 from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
@@ -134,6 +135,10 @@ class Executor:
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             await self._finish(claim, _not_started(exc))
+            return
+        except StartRefused as exc:  # a resource limit this daemon cannot apply
+            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
+            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}"))
             return
         except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))

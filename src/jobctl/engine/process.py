@@ -37,7 +37,7 @@ from typing import Protocol
 from jobctl import files
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
-from jobctl.engine import cgroup
+from jobctl.engine import cgroup, limits
 from jobctl.engine.cgroup import Cgroup, Cgroups
 
 TAIL_BYTES = 4096
@@ -249,10 +249,16 @@ def spawn(
     ``cgroups``: where to make the attempt's cgroup; None: its tree is found in /proc.
     """
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
-    cg = make_cgroup(cgroups, claim, lease_owner)
+    res = claim.job.spec.resources
+    try:
+        limits.check(res, cgroups)
+        cg = None if cgroups is None else limited_cgroup(cgroups, claim, lease_owner)
+    except BaseException:
+        os.close(log_fd)
+        raise
     gate: tuple[int, int] | tuple[()] = ()
     try:
-        if cg is not None:
+        if cg is not None or limits.needs_gate(res):
             gate = os.pipe2(os.O_CLOEXEC)
         proc = _popen(claim, lease_owner, log_fd, launch or Launch(), blocks, gate)
     except BaseException:
@@ -264,10 +270,17 @@ def spawn(
     finally:
         os.close(log_fd)
     moved: Future[bool] | None = None
-    if cg is not None and gate:
+    if gate:
         os.close(gate[0])
-        # The command waits at the gate until it is in its cgroup (mostly on a thread).
-        moved = cgroup.enter(cg, proc.pid, gate[1])
+        # The command waits at the gate until its niceness is set and it is in its cgroup
+        # (the move mostly on a thread).
+        try:
+            moved = limits.release(cg, proc.pid, gate[1], res)
+        except limits.StartRefused:
+            proc.wait()
+            if cg is not None:
+                cg.remove()
+            raise
     exited: asyncio.Future[int] = loop.create_future()
     # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
     # of the event loop's time per job in profiles), so it runs on a thread; the exit
@@ -289,6 +302,22 @@ def spawn(
         claim, proc, exited, log_path, start, log_cap=cap, cgroup=cg, entered=entered,
         markers=markers,
     )  # fmt: skip
+
+
+def limited_cgroup(cgroups: Cgroups, claim: Claim, lease_owner: str) -> Cgroup | None:
+    """The attempt's cgroup with the job's limits written (raises StartRefused when the
+    job has cgroup limits that cannot be set; None: no cgroup, the tree is found in /proc)."""
+    res = claim.job.spec.resources
+    cg = make_cgroup(cgroups, claim, lease_owner)
+    if res and res.cgroup_files():
+        if cg is None:
+            raise limits.StartRefused("cannot make the attempt's cgroup for its limits")
+        try:
+            limits.limit_cgroup(cg, res)
+        except limits.StartRefused:
+            cg.remove()
+            raise
+    return cg
 
 
 def make_cgroup(cgroups: Cgroups | None, claim: Claim, lease_owner: str) -> Cgroup | None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.domain.models import Claim
-from jobctl.engine import cgroup, spawner
+from jobctl.engine import limits, spawner
 from jobctl.engine import process as proc_mod
 from jobctl.engine.cgroup import Cgroups
 
@@ -357,13 +357,15 @@ async def spawn(
 ) -> proc_mod.Running:
     """process.spawn through the helper: the same guarantees, the work done elsewhere."""
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
+    res = claim.job.spec.resources
+    limits.check(res, cgroups)
     cg = None
     if cgroups is not None:  # mkdir in cgroupfs takes the kernel's cgroup lock: off the loop
-        cg = await loop.run_in_executor(None, proc_mod.make_cgroup, cgroups, claim, lease_owner)
+        cg = await loop.run_in_executor(None, proc_mod.limited_cgroup, cgroups, claim, lease_owner)
     gate: tuple[int, int] | tuple[()] = ()
     markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
     try:
-        if cg is not None:
+        if cg is not None or limits.needs_gate(res):
             gate = os.pipe2(os.O_CLOEXEC)
         # The helper has the daemon's original open-file limit already (no ulimit -n).
         argv, env, cwd, creds = proc_mod.command_line(claim, lease_owner, None, blocks, bool(gate))
@@ -376,9 +378,16 @@ async def spawn(
             os.close(fd)
         raise
     moved = None
-    if cg is not None and gate:
+    if gate:
         os.close(gate[0])
-        moved = asyncio.wrap_future(cgroup.enter(cg, child.pid, gate[1]), loop=loop)
+        try:
+            entering = limits.release(cg, child.pid, gate[1], res)
+        except limits.StartRefused:
+            await child.exited
+            if cg is not None:
+                cg.remove()
+            raise
+        moved = None if entering is None else asyncio.wrap_future(entering, loop=loop)
     start: asyncio.Future[int | None] = loop.create_future()
     start.set_result(child.start_time)
     cap = None if blocks is None else blocks * 512

@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jobctl.domain import resources
 from jobctl.domain.models import Backoff, Claim, Job, JobSpec, trusted_spec
 from jobctl.domain.states import JobStatus
 from jobctl.store import rows
@@ -61,6 +62,7 @@ def _spec(r: sqlite3.Row, memo: _Memo, run_at: datetime) -> JobSpec:
         scheduled_for=memo.dt(r["scheduled_for"]),
         retry_on=memo.get("codes", r["retry_on"], rows.codes),
         no_retry_on=memo.get("codes", r["no_retry_on"], rows.codes) or (),
+        resources=memo.get("res", r["resources"], resources.from_text),
     )
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from jobctl.domain import resources
 from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import Job, JobSpec, stored_spec
 from jobctl.domain.states import JobStatus
@@ -189,6 +190,7 @@ def row_tail(
         sort_key_ms(run_at, spec.priority),
         None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
         json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,
+        resources.to_text(spec.resources),
     )
 
 

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from jobctl.domain import resources
 from jobctl.domain.models import Attempt, Backoff, Job, trusted_spec
 from jobctl.domain.states import JobStatus, Outcome
 
@@ -58,6 +59,7 @@ def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
         scheduled_for=from_ms(row["scheduled_for"]),
         retry_on=codes(row["retry_on"]),
         no_retry_on=codes(row["no_retry_on"]) or (),
+        resources=resources.from_text(row["resources"]),
     )
     return Job(
         id=row["id"],

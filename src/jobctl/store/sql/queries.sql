@@ -7,8 +7,8 @@
 INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,
                   max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
                   created_at, run_at, due, schedule_id, scheduled_for, sort_key,
-                  retry_on, no_retry_on, status)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'scheduled');
+                  retry_on, no_retry_on, resources, status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'scheduled');
 
 -- name: count_inserted
 INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)

@@ -44,6 +44,8 @@ log = logging.getLogger("jobctl.executor")
 SETTLE_LIMIT = 2.0
 #: Seconds between looks for re-parented strays once a helper has died.
 STRAY_EVERY = 5.0
+#: A helper that died within this many seconds of its start is restarted this much later.
+RESTART_PAUSE = 1.0
 
 
 @dataclass
@@ -80,6 +82,7 @@ class SpawnHelper:
         self._restarting: asyncio.Task[None] | None = None
         self._strays: asyncio.Task[None] | None = None
         self._closed = False
+        self._started_at = 0.0
         self.restarts = 0
 
     @property
@@ -89,6 +92,7 @@ class SpawnHelper:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the helper (the daemon becomes a subreaper first, see the module doc)."""
         self._loop = loop
+        self._started_at = time.monotonic()
         spawner.set_subreaper()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for s in (ours, theirs):
@@ -219,6 +223,8 @@ class SpawnHelper:
         if self._strays is None:
             self._strays = self._loop.create_task(self._reap_strays())
         self.restarts += 1
+        if time.monotonic() - self._started_at < RESTART_PAUSE:  # dying at once: no hot loop
+            await asyncio.sleep(RESTART_PAUSE)
         self._restarting = None
         if not self._closed:
             self.start(self._loop)

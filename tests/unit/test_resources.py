@@ -34,3 +34,19 @@ def test_refusals_name_the_flag_and_the_reason() -> None:
     why = str(refusal(Resources(memory_max=1 << 30), no_mem, 0))
     assert why.startswith("--memory-max needs the cgroup v2 memory controller")
     assert refusal(Resources(cpu_quota=50), no_mem, 0) is None
+
+
+def test_a_schedules_template_carries_its_limits_to_every_occurrence() -> None:
+    from datetime import UTC, datetime
+
+    from jobctl.domain.models import JobTemplate
+
+    t = JobTemplate(command=("true",), resources=Resources(nice=4, memory_max=1 << 30))
+    assert t.to_json()["nice"] == 4 and t.to_json()["memory_max"] == 1 << 30
+    back = JobTemplate.from_json(t.to_json())
+    assert back == t
+    spec = back.to_spec(datetime(2030, 1, 1, tzinfo=UTC), None, 1000, "sid", None)
+    assert spec.resources == Resources(nice=4, memory_max=1 << 30)
+    assert back.fingerprinter(1000)("sid") == spec.fingerprint()  # the materializer's digest
+    plain = JobTemplate(command=("true",))
+    assert "nice" not in plain.to_json() and JobTemplate.from_json(plain.to_json()) == plain

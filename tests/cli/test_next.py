@@ -198,7 +198,7 @@ def test_human_output_expands_macros_and_names_the_host_zone(
     [
         (["61 * * * *"], "minute field: 61 is out of range 0-59"),
         (["0 0 * * * *"], "got 6 (a seconds field is not supported)"),
-        (["0 0 L * *"], "day-of-month field: 'L' uses 'L' (last), which is not supported"),
+        (["0 0 * * 1#6"], "day-of-week field: '1#6': 6 is not a number from 1 to 5"),
         (["0 0 30 2 *"], "never fires: day 30 does not occur in February"),
         (["@reboot"], "@reboot is not supported"),
         (["0 6 * * *", "--tz", "Asia/Tokio"], "'Asia/Tokio' (did you mean Asia/Tokyo?)"),

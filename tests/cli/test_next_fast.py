@@ -222,6 +222,8 @@ LEAN = {
     "jobctl.domain",
     "jobctl.domain.cron",
     "jobctl.domain.cron_parse",
+    "jobctl.domain.cron_ext",
+    "jobctl.domain.cron_words",
     "jobctl.domain.durations",
     "jobctl.errors",
     "jobctl.localzone",

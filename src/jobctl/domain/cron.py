@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from jobctl.domain.cron_parse import CronExpr, describe, parse_cron
+from jobctl.domain.cron_parse import CronExpr, parse_cron
+from jobctl.domain.cron_words import describe
 from jobctl.errors import InvalidSchedule
 
 __all__ = ["CronExpr", "describe", "iter_fires", "load_zone", "next_fire", "parse_cron"]

@@ -34,6 +34,7 @@ from jobctl.domain.schedule import (
     Policy,
     SkipRecord,
     Timing,
+    hash_seed,
     jitter_offset,
     occurrence_key,
     plan,
@@ -262,16 +263,19 @@ def _timing(
     sid: str, tz: str, cron: str | None, every_ms: int | None, anchor: int | None
 ) -> Timing:
     try:
-        return timing_of(tz, cron, every_ms, anchor)
+        return timing_of(tz, cron, every_ms, anchor, hash_seed(cron, sid))
     except InvalidSchedule as exc:  # e.g. a zone removed from tzdata since creation
         raise InvalidSchedule(f"schedule {sid}: {exc.message}") from exc
 
 
 @functools.lru_cache(maxsize=4096)
-def timing_of(tz: str, cron: str | None, every_ms: int | None, anchor: int | None) -> Timing:
-    """Timings are immutable values: build each distinct one once."""
+def timing_of(
+    tz: str, cron: str | None, every_ms: int | None, anchor: int | None, seed: str | None = None
+) -> Timing:
+    """Timings are immutable values: build each distinct one once.  ``seed``: the
+    schedule id when ``cron`` uses H (:func:`jobctl.domain.schedule.hash_seed`)."""
     every = None if every_ms is None else every_ms / 1000
-    return Timing(tz, cron=cron, every=every, anchor=from_ms(anchor))
+    return Timing(tz, cron=cron, every=every, anchor=from_ms(anchor), seed=seed)
 
 
 @functools.lru_cache(maxsize=256)

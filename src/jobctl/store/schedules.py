@@ -28,6 +28,7 @@ from jobctl.domain.schedule import (
     SkipRecord,
     Skips,
     Timing,
+    hash_seed,
     manual_key,
 )
 from jobctl.errors import Conflict, InvalidSchedule, NotFound
@@ -65,10 +66,11 @@ class ScheduleOps:
             named = {"ref": spec.name, "owner": spec.owner_uid}
             if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
                 raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
-            first = spec.timing.next_after(now)
-            params = _schedule_params(spec, now, first)
-            while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
-                params["id"] = new_schedule_id()  # 48 random bits: rare, but never an error
+            sid = new_schedule_id()
+            while conn.execute(q("schedule_by_id"), {"ref": sid}).fetchone():
+                sid = new_schedule_id()  # 48 random bits: rare, but never an error
+            first = spec.timing.seeded(sid).next_after(now)  # H is hashed from the id
+            params = _schedule_params(spec, now, first) | {"id": sid}
             conn.execute(q("insert_schedule_def"), params)
             conn.execute(q("insert_schedule_cursor"), params)
             return schedule_from_row(_find(conn, params["id"]))
@@ -285,11 +287,13 @@ def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict
 
 
 def schedule_from_row(row: sqlite3.Row) -> Schedule:
+    seed = hash_seed(row["cron"], row["id"])
     try:
-        timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"])
+        timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"], seed)
     except InvalidSchedule:  # e.g. a zone removed from tzdata since creation: still listed
         every = None if row["every_ms"] is None else row["every_ms"] / 1000
-        timing = Timing.unchecked(row["tz"], row["cron"], every, rows.from_ms(row["anchor"]))
+        anchor = rows.from_ms(row["anchor"])
+        timing = Timing.unchecked(row["tz"], row["cron"], every, anchor, seed)
     policy = Policy(
         Misfire(row["misfire"]),
         row["catch_up_limit"],

@@ -70,7 +70,7 @@ class ScheduleOps:
             while conn.execute(q("schedule_by_id"), {"ref": sid}).fetchone():
                 sid = new_schedule_id()  # 48 random bits: rare, but never an error
             first = spec.timing.seeded(sid).next_after(now)  # H is hashed from the id
-            params = _schedule_params(spec, now, first) | {"id": sid}
+            params = _schedule_params(spec, now, first, sid)
             conn.execute(q("insert_schedule_def"), params)
             conn.execute(q("insert_schedule_cursor"), params)
             return schedule_from_row(_find(conn, params["id"]))
@@ -266,10 +266,12 @@ def new_schedule_id() -> str:
     return f"sch-{secrets.token_hex(6)}"
 
 
-def _schedule_params(spec: ScheduleSpec, now: datetime, first: datetime) -> dict[str, Any]:
+def _schedule_params(
+    spec: ScheduleSpec, now: datetime, first: datetime, sid: str
+) -> dict[str, Any]:
     t, p = spec.timing, spec.policy
     return {
-        "id": new_schedule_id(),
+        "id": sid,
         "name": spec.name,
         "cron": t.cron,
         "every_ms": None if t.every is None else int(round(t.every * 1000)),

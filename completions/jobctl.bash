@@ -64,7 +64,7 @@ _jobctl_options() {
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
-        next) _jobctl_r=(--tz --after --count --json --help) ;;
+        next) _jobctl_r=(--tz --after --count --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
         top) _jobctl_r=(--once --interval --socket --help) ;;
         backup) _jobctl_r=(--db --force --help) ;;
@@ -108,20 +108,20 @@ _jobctl_nvalues() {
         'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
         'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
         'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
-        'import-crontab --tz'|'import-crontab --misfire'|'import-crontab --max-attempts'|\
-        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
-        'audit --since'|'audit --before'|'audit --limit'|'audit --socket'|\
-        'dlq list --queue'|'dlq list --reason'|'dlq list --since'|'dlq list --limit'|\
-        'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
-        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
-        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
-        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
-        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
-        'queues resume --socket'|'schedules list --limit'|'schedules list --socket'|\
-        'schedules show --socket'|'schedules edit --cron'|'schedules edit --every'|\
-        'schedules edit --at'|'schedules edit --tz'|'schedules edit --jitter'|\
-        'schedules edit --name'|'schedules edit --misfire'|\
+        'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
+        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
+        'top --socket'|'backup --db'|'prune --socket'|'metrics --socket'|'audit --uid'|\
+        'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
+        'audit --socket'|'dlq list --queue'|'dlq list --reason'|'dlq list --since'|\
+        'dlq list --limit'|'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|\
+        'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|\
+        'dlq replay --socket'|'dlq purge --older-than'|'dlq purge --socket'|\
+        'queues list --socket'|'queues set --concurrency'|'queues set --rate'|\
+        'queues set --burst'|'queues set --weight'|'queues set --socket'|\
+        'queues pause --socket'|'queues resume --socket'|'schedules list --limit'|\
+        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
+        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
+        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
         'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
         'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
         'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\

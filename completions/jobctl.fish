@@ -83,7 +83,7 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
-            'next --count' 'import-crontab --tz' 'import-crontab --misfire' \
+            'next --count' 'next --seed' 'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
             'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
             'audit --uid' 'audit --action' 'audit --since' 'audit --before' \
@@ -224,6 +224,7 @@ complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'tz' -x -d 'IANA time zo
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'after' -x -d 'Start after this instant (exclusive): ISO-8601, or a wall time in --tz'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -x -d 'How many fire times'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON list of UTC ISO-8601 times instead'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'seed' -x -d 'Schedule id that H fields are hashed from (needed for an expression with H)'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'next\' \'#1\'' -F -d 'Cron expression in quotes, e.g. \'0 6 * * 1-5\', or a macro such as @daily'
 

@@ -189,7 +189,7 @@ async def test_a_schedule_whose_zone_left_tzdata_is_listed_and_breaks_alone(
     listed = {s.id: s for s in store.list_schedules()}
     assert listed[gone].spec.timing.tz == "Mars/Olympus"  # listed, not an error for all
     out = schedule_out(listed[gone])
-    assert in_zone(out["next_run_at"], out["tz"]).endswith(" UTC")  # the CLI shows it
+    assert " UTC (" in in_zone(out["next_run_at"], out["tz"])  # the CLI shows it
     clock.set(listed[good].next_run_at)
     done = store.materialize(10)
     assert [sid for sid, _, _ in done.created] == [good]

@@ -83,3 +83,61 @@ def test_one_format_for_full_and_table_times() -> None:
     assert humantime.short("2027-03-14T12:05:00Z", tokyo, NOW) == "21:05:00 (in 5 minutes)"
     assert humantime.short("2027-03-16T12:05:00Z", tokyo, NOW) == "2027-03-16 21:05 (in 2 days)"
     assert humantime.full(None, tokyo, NOW) == "-"
+
+
+def test_relative_and_duration_words_are_pendulums() -> None:
+    """The CLI words its times without importing pendulum (start-up time), so hold the
+    words equal to pendulum's own over a sweep from a second to four weeks, both ways.
+    (Past four weeks pendulum counts calendar months with quirks of its own at month
+    ends, e.g. 29 January to 26 February is "1 month"; jobctl counts whole calendar
+    months, see test_months_are_whole_calendar_months.)"""
+    import random
+
+    import pendulum
+
+    rng = random.Random(20270314)
+    spans = [1, 9, 11, 59, 60, 61, 3599, 3600, 86399, 86400, 79200, 604800, 2419200]
+    spans += [rng.randrange(1, 10**4) for _ in range(200)]
+    spans += [rng.randrange(1, 10**6) for _ in range(300)]
+    spans += [rng.randrange(1, 27 * 86400) for _ in range(500)]
+    for span in spans:
+        now = NOW + timedelta(seconds=rng.randrange(-(10**8), 10**8))
+        for then in (now + timedelta(seconds=span), now - timedelta(seconds=span)):
+            theirs = pendulum.instance(now).diff_for_humans(pendulum.instance(then), absolute=True)
+            ours = humantime.relative(then, now)
+            assert ours in (f"in {theirs}", f"{theirs} ago"), (now, then)
+    for span in [*spans, *(rng.randrange(1, 10**9) for _ in range(300))]:
+        words = pendulum.duration(seconds=span).in_words(locale="en").split()
+        assert humantime.duration(span) == " ".join(words[:4]), span
+
+
+@pytest.mark.parametrize(
+    ("then", "words"),
+    [
+        ("2027-04-14T12:00:00+00:00", "in 1 month"),
+        ("2027-04-10T12:00:00+00:00", "in 4 weeks"),  # 27 days, not a month
+        ("2027-09-14T12:00:00+00:00", "in 6 months"),
+        ("2028-03-14T12:00:00+00:00", "in 1 year"),
+        ("2029-01-14T12:00:00+00:00", "in 2 years"),  # 1 year 10 months rounds up
+        ("2026-03-14T12:00:00+00:00", "1 year ago"),
+    ],
+)
+def test_months_are_whole_calendar_months(then: str, words: str) -> None:
+    assert humantime.relative(datetime.fromisoformat(then), NOW) == words
+
+
+def test_drawing_times_does_not_import_pendulum() -> None:
+    """list, show and status draw times and durations: pendulum must stay unloaded there
+    (its import is a third of their start-up budget); --at loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from jobctl.cli import render; "
+        "render.when('2027-03-14T12:00:00Z'); render.short_when('2027-03-14T12:00:00Z'); "
+        "render.format_duration(3725); print('pendulum' in sys.modules); "
+        "from jobctl.cli import humantime; from zoneinfo import ZoneInfo; "
+        "humantime.parse_at('2027-03-14 06:00', ZoneInfo('UTC')); print('pendulum' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -1,11 +1,12 @@
 """Human time in the CLI, one way everywhere: ``--at`` input, times and durations shown.
 
-pendulum does the parsing of ``--at`` (ISO-8601 in all its forms: ``2027-03-14 06:00``,
-``2027-03-14T06:00:00+09:00``, ``20270314T0600``, week dates such as ``2027-W11-7``),
-the relative form ("in 5 minutes", "3 hours ago") and durations in words ("2 hours 5
-minutes").  Its import costs start-up time (docs/dependencies.md has the figures), so
-it is imported inside these functions, only when a human view is drawn or ``--at`` is
-read: ``--json`` output and the daemon never load it.
+pendulum parses ``--at`` (ISO-8601 in all its forms: ``2027-03-14 06:00``,
+``2027-03-14T06:00:00+09:00``, ``20270314T0600``, week dates such as ``2027-W11-7``) and
+is imported only then.  The relative form ("in 5 minutes", "3 hours ago") and durations
+in words ("2 hours 5 minutes") use pendulum's wording, rule for rule, computed here:
+importing pendulum would add about a third to the start-up of ``list``, ``show`` and
+``status``, whose target is 100 ms (figures in docs/dependencies.md).  A test compares
+the two over a sweep of instants, so the words stay pendulum's.
 
 The instant of a wall time is jobctl's rule, not pendulum's default: a wall time that a
 fall-back change repeats is its first pass (as a fixed-time schedule fires), and one a
@@ -15,7 +16,7 @@ of ``jobctl add --at`` says so.  pendulum's own default would take the second pa
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 from jobctl.errors import InvalidInput
 
@@ -74,27 +75,87 @@ def _dst_note(naive: datetime, local: datetime) -> str:
 
 
 def relative(then: datetime, now: datetime) -> str:
-    """``in 5 minutes``, ``3 hours ago``, ``now``: how far ``then`` is from ``now``."""
-    import pendulum
+    """``in 5 minutes``, ``3 hours ago``, ``now``: how far ``then`` is from ``now``.
 
+    pendulum's wording (``diff_for_humans``, English), computed here without importing
+    pendulum: ``list``, ``show`` and ``status`` must start in under 100 ms and pendulum's
+    import alone costs a third of that budget (docs/dependencies.md).  A test holds the
+    two equal over a sweep of instants, so the words are pendulum's.
+    """
     seconds = (then - now).total_seconds()
     if abs(seconds) < 1:
         return "now"
-    words = pendulum.instance(now).diff_for_humans(pendulum.instance(then), absolute=True)
+    words = _diff_words(min(then, now), max(then, now))
     return f"in {words}" if seconds > 0 else f"{words} ago"
+
+
+_UNITS = (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def _plural(count: int, unit: str) -> str:
+    return f"{count} {unit}" + ("" if count == 1 else "s")
+
+
+def _diff_words(early: datetime, late: datetime) -> str:
+    """pendulum's DifferenceFormatter (absolute, English), rule for rule."""
+    months, rest = _calendar_months(early, late)
+    years, months = divmod(months, 12)
+    whole = int(rest.total_seconds())
+    weeks, whole = divmod(whole, 604800)
+    days, whole = divmod(whole, 86400)
+    hours, whole = divmod(whole, 3600)
+    minutes, secs = divmod(whole, 60)
+    in_days = weeks * 7 + days
+    if years:
+        return _plural(years + (months > 6), "year")
+    if months == 11 and in_days > 15:
+        return _plural(1, "year")
+    if months:
+        return _plural(months + (in_days >= 27), "month")
+    if weeks:
+        return _plural(weeks + (days > 3), "week")
+    if days:
+        return _plural(days + (hours >= 22), "day")
+    if hours:
+        return _plural(hours, "hour")
+    if minutes:
+        return _plural(minutes, "minute")
+    return _plural(secs, "second") if 10 < secs < 60 else "a few seconds"
+
+
+def _calendar_months(early: datetime, late: datetime) -> tuple[int, timedelta]:
+    """Whole calendar months from ``early`` to ``late`` (UTC), and what is left over."""
+    a, b = early.astimezone(UTC), late.astimezone(UTC)
+    months = (b.year - a.year) * 12 + b.month - a.month
+    while months > 0 and _add_months(a, months) > b:
+        months -= 1
+    return months, b - _add_months(a, months)
+
+
+def _add_months(moment: datetime, months: int) -> datetime:
+    import calendar
+
+    year, month = divmod(moment.month - 1 + months, 12)
+    year, month = moment.year + year, month + 1
+    day = min(moment.day, calendar.monthrange(year, month)[1])
+    return moment.replace(year=year, month=month, day=day)
 
 
 def duration(seconds: float) -> str:
     """A duration in words, its two largest units: ``2 hours 5 minutes``, ``45 seconds``.
 
-    Below a second, milliseconds (``250 ms``): a quick job's run time is worth seeing.
+    pendulum's ``Duration.in_words`` (English) cut to two units, computed here for the
+    start-up reason of :func:`relative` (a test holds the two equal).  Below a second,
+    milliseconds (``250 ms``): a quick job's run time is worth seeing.
     """
     if seconds < 1:
         return f"{round(seconds * 1000)} ms"
-    import pendulum
-
-    words = pendulum.duration(seconds=round(seconds)).in_words(locale="en").split()
-    return " ".join(words[:4])
+    whole, parts = round(seconds), []
+    for unit, size in _UNITS:
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append(_plural(count, unit))
+    return " ".join(parts[:2])
 
 
 def full(text: str | None, zone: tzinfo, now: datetime) -> str:

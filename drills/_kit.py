@@ -236,21 +236,25 @@ def integrity(db: Path) -> str:
     return "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:3])
 
 
-def journal_command(journal: Path, seconds: float, lock: str = "$JOBCTL_JOB_ID") -> list[str]:
+def journal_command(
+    journal: Path, seconds: float, lock: str = "$JOBCTL_JOB_ID", until: Path | None = None
+) -> list[str]:
     """A command that writes what ran to ``journal``, independently of jobctl's records.
 
     Each run appends ``start <job id> <attempt> <key>`` and, unless it is interrupted,
     ``end ...``. It holds ``flock`` on a lock file named by ``lock`` (the job id, or the
     schedule id) while it runs; a second live copy cannot take it and appends ``overlap``.
+    It runs ``seconds``, or with ``until`` until that file exists.
     """
     locks = journal.parent / "locks"
     locks.mkdir(exist_ok=True)
     who = '$JOBCTL_JOB_ID $JOBCTL_ATTEMPT "$JOBCTL_JOB_KEY"'
+    work = f'while [ ! -e "{until}" ]; do sleep 0.05; done' if until else f"sleep {seconds:g}"
     script = (
         f'exec 9>>"{locks}/{lock}"; '
         f'flock -n 9 || echo overlap {who} >> "{journal}"; '
         f'echo start {who} >> "{journal}"; '
-        f"sleep {seconds:g}; "
+        f"{work}; "
         f'echo end {who} >> "{journal}"'
     )
     return ["sh", "-c", script]

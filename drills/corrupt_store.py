@@ -128,14 +128,16 @@ def while_running(root: Path, good: bytes) -> tuple[bool, str]:
     return ok, f"state={state} log_lines={lines} answers={answers}"
 
 
-def run(jobs: int = 10_000, copies: int = 20, seed: int = 1) -> _kit.Result:
+def run(
+    jobs: int = 10_000, copies: int = 20, seed: int = 1, kinds: list[str] | None = None
+) -> _kit.Result:
     rng = random.Random(seed)
     root = _kit.workdir("corrupt")
     good_db = root / "good.db"
     make_store(good_db, jobs)
     good = good_db.read_bytes()
     r = _kit.Result("corrupt_store")
-    cases: list[tuple[str, Damage]] = list(KINDS.items())
+    cases = [(k, v) for k, v in KINDS.items() if kinds is None or k in kinds]
     cases += [(f"pages_{i}", pages) for i in range(copies)]
     dbs = []
     for name, damage in cases:

@@ -2,8 +2,8 @@
 
 DST: for each of the 2027 transitions of America/New_York, Europe/London,
 Australia/Sydney and Australia/Lord_Howe (spring forward and fall back), a daemon runs on a
-fake clock ``--speed`` times faster than real, from 50 minutes before the change to 80
-minutes after, with the same set of fixed-time and wildcard schedules in the zone. The
+fake clock from 50 minutes before the change (at real speed until the daemon is up and
+the schedules exist, then ``--speed`` times faster) to 80 minutes after, with the same set of fixed-time and wildcard schedules in the zone. The
 Chronos checker (drills/_chronos.py) computes what each should fire from the contract in
 docs/schedules.md, without jobctl's evaluator: 0 missed, 0 double-fired, 0 unexpected.
 
@@ -58,16 +58,18 @@ def transition(
     """One DST change: a fast fake clock through it, then the checker."""
     before, after = (timedelta(minutes=m) for m in window)
     root = _kit.workdir("dst")
+    spec_file, journal = root / "faketime", root / "journal"
+    spec_file.write_text(spec(change - before, 1))  # real speed while the daemon starts
     ttl = str(max(30, int(speed * 5)))  # five real seconds of lease, whatever the speed
-    d = _kit.Daemon(root, "--lease-ttl", ttl, env=_kit.faketime_env(spec(change - before, speed), monotonic=True))
+    d = _kit.Daemon(root, "--lease-ttl", ttl, env=_kit.faketime_env(spec_file, monotonic=True))
     d.start()
-    journal = root / "journal"
     job = {"command": _kit.journal_command(journal, 0), "cwd": "/"}
     with d.client() as c:
         sids = [
             c.create_schedule({"cron": e, "tz": zone, "misfire": "all", "job": job})["id"]
             for e in CRONS
         ]
+    spec_file.write_text(spec(_daemon_now(d) + timedelta(seconds=2), speed))  # now fast
     end = change + after
     _kit.until(lambda: _daemon_now(d) > end, (before + after).total_seconds() / speed + 60, 0.5)
     with d.client() as c:

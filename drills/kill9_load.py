@@ -46,9 +46,11 @@ LENGTHS = [0, 0, 0.05, 0.3, 1, 2, 4]
 class Loader(threading.Thread):
     """Enqueues small batches of journal jobs until stopped; remembers what was answered."""
 
-    def __init__(self, d: _kit.Daemon, journal: Path, rng: random.Random) -> None:
+    def __init__(
+        self, d: _kit.Daemon, journal: Path, rng: random.Random, lengths: list[float]
+    ) -> None:
         super().__init__(daemon=True)
-        self.d, self.journal, self.rng = d, journal, rng
+        self.d, self.journal, self.rng, self.lengths = d, journal, rng, lengths
         self.acked: list[int] = []
         self.refused = 0
         self.halt = threading.Event()
@@ -67,7 +69,7 @@ class Loader(threading.Thread):
 
     def _job(self, i: int) -> dict[str, Any]:
         return {
-            "command": _kit.journal_command(self.journal, self.rng.choice(LENGTHS)),
+            "command": _kit.journal_command(self.journal, self.rng.choice(self.lengths)),
             "cwd": "/",
             "max_attempts": 100,
             "backoff": {"base": 0, "cap": 0},
@@ -75,12 +77,12 @@ class Loader(threading.Thread):
         }
 
 
-def make_schedules(d: _kit.Daemon, journal: Path) -> list[str]:
+def make_schedules(d: _kit.Daemon, journal: Path, lengths: list[float]) -> list[str]:
     ids = []
     with d.client() as c:
         for i, timing in enumerate(SCHEDULES):
             job = {
-                "command": _kit.journal_command(journal, [0.5, 2, 0.1, 4, 1][i], "$JOBCTL_SCHEDULE_ID"),
+                "command": _kit.journal_command(journal, lengths[i % len(lengths)], "$JOBCTL_SCHEDULE_ID"),
                 "cwd": "/",
                 "max_attempts": 100,
                 "backoff": {"base": 0, "cap": 0},
@@ -101,13 +103,15 @@ def kill_loop(d: _kit.Daemon, kills: int, rng: random.Random, gap: float) -> tup
     return kills, sound
 
 
-def run(kills: int = 90, seed: int = 1, gap: float = 2.5, settle: float = 300) -> _kit.Result:
+def run(
+    kills: int = 90, seed: int = 1, gap: float = 2.5, lengths: list[float] = LENGTHS
+) -> _kit.Result:
     rng = random.Random(seed)
     root = _kit.workdir("kill9")
     journal = root / "journal"
     d = _kit.Daemon(root, "--concurrency", "16", "--lease-ttl", "5", "--kill-grace", "1").start()
-    sids = make_schedules(d, journal)
-    loader = Loader(d, journal, rng)
+    sids = make_schedules(d, journal, [min(x, max(lengths)) for x in (0.5, 2, 0.1, 4, 1)])
+    loader = Loader(d, journal, rng, lengths)
     loader.start()
     killed, sound = kill_loop(d, kills, rng, gap)
     loader.halt.set()
@@ -115,7 +119,7 @@ def run(kills: int = 90, seed: int = 1, gap: float = 2.5, settle: float = 300) -
     with d.client() as c:
         for sid in sids:
             c.schedule_action(sid, "pause")
-    is_settled = _kit.settled(d, settle)
+    is_settled = _kit.settled(d, 300)
     with d.client() as c:
         jobs = _kit.all_jobs(c)
         schedules = [c.schedule(sid) for sid in sids]

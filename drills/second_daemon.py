@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -51,23 +52,24 @@ def _run(cmd: list[str]) -> int:
     return subprocess.run(cmd, capture_output=True, check=False).returncode
 
 
-def second(d: _kit.Daemon, db: str, cwd: Path) -> tuple[int, str]:
-    """Start a second daemon on ``db``; its exit status and stderr (killed if not refused)."""
-    cmd = d.command(db, d.root / "second.sock")
+def second(d: _kit.Daemon, name: str, db: str, cwd: Path) -> tuple[int, str, float]:
+    """Start a second daemon on ``db``: exit status, stderr (killed if not refused), time."""
+    began = time.monotonic()
+    cmd = d.command(db, d.root / f"second-{name}.sock")
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=_kit.clean_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        return -1, err
-    return proc.returncode, err
+        return -1, err, time.monotonic() - began
+    return proc.returncode, err, time.monotonic() - began
 
 
-def run(jobs: int = 8) -> _kit.Result:
+def run(jobs: int = 8, only: list[str] | None = None) -> _kit.Result:
     root = _kit.workdir("second")
     (root / "state").mkdir()
     journal = root / "journal"
@@ -78,11 +80,10 @@ def run(jobs: int = 8) -> _kit.Result:
     _kit.until(lambda: len(_kit.Journal.read(journal).starts) == jobs, 60)
     r = _kit.Result("second_daemon")
     refused = 0
-    ways = spellings(root, d.db)
-    for name, (arg, cwd) in ways.items():
-        began = time.monotonic()
-        code, err = second(d, arg, cwd)
-        took = time.monotonic() - began
+    ways = {k: v for k, v in spellings(root, d.db).items() if only is None or k in only}
+    with ThreadPoolExecutor(2) as pool:  # side by side: each must still be refused
+        tries = list(pool.map(lambda kv: second(d, kv[0], *kv[1]), ways.items()))
+    for name, (code, err, took) in zip(ways, tries, strict=True):
         one_line = err.count("\n") == 1 and err.startswith("jobctl: error: database ")
         ok = code == LOCKED_EXIT and one_line and "in use by" in err
         refused += ok

@@ -109,7 +109,9 @@ def cron_times(expr: str, zone: str, start: datetime, end: datetime) -> list[dat
     return out
 
 
-def interval_times(anchor: datetime, every: float, start: datetime, end: datetime) -> list[datetime]:
+def interval_times(
+    anchor: datetime, every: float, start: datetime, end: datetime
+) -> list[datetime]:
     """anchor + n * every in (start, end], the anchor itself when it is after ``start``."""
     step = timedelta(seconds=every)
     n = max(0, int((start - anchor) / step))

@@ -44,7 +44,10 @@ def make_store(path: Path, jobs: int) -> None:
     store = SqliteStore(path, clock, random.Random(1))
     tomorrow = clock.now() + timedelta(days=1)
     store.insert(
-        [JobSpec(command=("true", str(i)), run_at=tomorrow, owner_uid=0, cwd="/") for i in range(jobs)]
+        [
+            JobSpec(command=("true", str(i)), run_at=tomorrow, owner_uid=0, cwd="/")
+            for i in range(jobs)
+        ]
     )
     store.close()
 

@@ -118,9 +118,15 @@ def run(
     total = _chronos.Check()
     for check, where in done:
         total.add(check)
-        r.expect(check.missed == 0 and check.duplicates == 0 and check.unexpected == 0,
-                 f"{where}: {check.figures()}")
-    r.figures = {"transitions": len(todo), "speed": f"x{speed:g}", "schedules": len(todo) * len(CRONS)}
+        r.expect(
+            check.missed == 0 and check.duplicates == 0 and check.unexpected == 0,
+            f"{where}: {check.figures()}",
+        )
+    r.figures = {
+        "transitions": len(todo),
+        "speed": f"x{speed:g}",
+        "schedules": len(todo) * len(CRONS),
+    }
     r.figures |= {f"occ_{k}": v for k, v in total.figures().items()}
     return r
 

@@ -82,7 +82,9 @@ def make_schedules(d: _kit.Daemon, journal: Path, lengths: list[float]) -> list[
     with d.client() as c:
         for i, timing in enumerate(SCHEDULES):
             job = {
-                "command": _kit.journal_command(journal, lengths[i % len(lengths)], "$JOBCTL_SCHEDULE_ID"),
+                "command": _kit.journal_command(
+                    journal, lengths[i % len(lengths)], "$JOBCTL_SCHEDULE_ID"
+                ),
                 "cwd": "/",
                 "max_attempts": 100,
                 "backoff": {"base": 0, "cap": 0},

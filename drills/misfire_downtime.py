@@ -80,13 +80,16 @@ def cycle(d: _kit.Daemon, when: datetime, sids: list[str]) -> tuple[int, int, li
             got = {
                 _chronos.parse_time(j["scheduled_for"])
                 for j in jobs
-                if j["schedule_id"] == sid and cursor <= _chronos.parse_time(j["scheduled_for"]) <= now
+                if j["schedule_id"] == sid
+                and cursor <= _chronos.parse_time(j["scheduled_for"]) <= now
             }
             got_skips = a["misfire_skips"] - b["misfire_skips"]
             runs, skips = runs + len(got), skips + got_skips
             if got != want or got_skips != skipped:
-                wrong.append(f"{b['cron'] or b['every']}/{b['misfire']}: ran {len(got)} skipped "
-                             f"{got_skips}, documented {len(want)} and {skipped}")
+                wrong.append(
+                    f"{b['cron'] or b['every']}/{b['misfire']}: ran {len(got)} skipped "
+                    f"{got_skips}, documented {len(want)} and {skipped}"
+                )
     return runs, skips, wrong
 
 

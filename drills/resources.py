@@ -75,7 +75,9 @@ def held_back(jobs: list[dict[str, Any]]) -> int:
 
 def descriptors(nofile: int, bursts: int) -> dict[str, Any]:
     root = _kit.workdir("fds")
-    d = _kit.Daemon(root, "--concurrency", "16", prefix=["prlimit", f"--nofile={nofile}:{nofile}", "--"])
+    d = _kit.Daemon(
+        root, "--concurrency", "16", prefix=["prlimit", f"--nofile={nofile}:{nofile}", "--"]
+    )
     d.start()
     ids: list[int] = []
     held: list[socket.socket] = []
@@ -169,7 +171,14 @@ def disk(size_mib: int, full_for: float) -> dict[str, Any] | str:
 def _disk_on(mnt: Path, root: Path, full_for: float) -> dict[str, Any]:
     (root / "jobctl.toml").write_text("disk_floor = 0\n")
     (mnt / "state").mkdir(mode=0o700)
-    d = _kit.Daemon(mnt, "--lease-ttl", "5", "--config", str(root / "jobctl.toml"), db=mnt / "state" / "jobctl.db")
+    d = _kit.Daemon(
+        mnt,
+        "--lease-ttl",
+        "5",
+        "--config",
+        str(root / "jobctl.toml"),
+        db=mnt / "state" / "jobctl.db",
+    )
     d.log = root / "daemon.log"
     d.start()
     loads = [Load(d, PAYLOAD) for _ in range(3)]
@@ -196,7 +205,9 @@ def _disk_on(mnt: Path, root: Path, full_for: float) -> dict[str, Any]:
     return {
         "disk_acknowledged": len(acked),
         "disk_refused_503": answers["storage_full"] + answers["disk_low"],
-        "disk_other_answers": sum(n for k, n in answers.items() if k not in ("201", "storage_full", "disk_low")),
+        "disk_other_answers": sum(
+            n for k, n in answers.items() if k not in ("201", "storage_full", "disk_low")
+        ),
         "disk_lost": sum(i not in stored for i in acked),
         "disk_not_succeeded": sum(stored.get(i) not in (None, "succeeded") for i in acked),
         "disk_back_s": f"{back_s:.1f}" if back else "never",

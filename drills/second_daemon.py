@@ -75,7 +75,11 @@ def run(jobs: int = 8, only: list[str] | None = None) -> _kit.Result:
     journal = root / "journal"
     d = _kit.Daemon(root, "--lease-ttl", "5", db=root / "state" / "jobctl.db").start()
     with d.client() as c:
-        body = {"command": _kit.journal_command(journal, 0, until=root / "go"), "cwd": "/", "max_attempts": 1}
+        body = {
+            "command": _kit.journal_command(journal, 0, until=root / "go"),
+            "cwd": "/",
+            "max_attempts": 1,
+        }
         ids = [j["id"] for j in c.enqueue_many([body] * jobs)]
     _kit.until(lambda: len(_kit.Journal.read(journal).starts) == jobs, 60)
     r = _kit.Result("second_daemon")
@@ -107,7 +111,9 @@ def run(jobs: int = 8, only: list[str] | None = None) -> _kit.Result:
         "overlapping": found.overlaps,
         "dir": root,
     }
-    r.expect(clean == jobs and rerun == 0 and found.overlaps == 0, "the first daemon's jobs were touched")
+    r.expect(
+        clean == jobs and rerun == 0 and found.overlaps == 0, "the first daemon's jobs were touched"
+    )
     return r
 
 

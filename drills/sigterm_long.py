@@ -74,7 +74,9 @@ def run(jobs: int = 16) -> _kit.Result:
         "stop_s": f"{took:.1f}",
         "escaped": len(escaped),
         "interrupted": sum(a["outcome"] == "interrupted" for a in attempts),
-        "budget_used": sum(a["outcome"] in ("failed", "timeout", "lease_expired") for a in attempts),
+        "budget_used": sum(
+            a["outcome"] in ("failed", "timeout", "lease_expired") for a in attempts
+        ),
         "succeeded": sum(j["status"] == "succeeded" for j in got),
         "dead": sum(j["status"] == "dead" for j in got),
         "dir": root,

@@ -5,8 +5,9 @@ the same database through every spelling the drill can make: the path itself, a
 symlinked file, a symlinked directory, relative paths (plain and with ``./``, ``..`` and
 ``//``), a hard link, and a bind mount of the directory (root only). Each must exit 6
 with one line, within the timeout, and the first daemon's jobs must be untouched: each
-ran once, on its first attempt, and succeeded (they run until every attempt is over) (the defect of issue 13: the second
-daemon's recovery took the first one's live jobs as orphans and ran them again).
+ran once, on its first attempt, and succeeded; they run until every attempt is over.
+(The defect of issue 13: the second daemon's recovery took the first one's live jobs as
+orphans and ran them again.)
 
     python drills/second_daemon.py
 """

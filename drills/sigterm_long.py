@@ -5,7 +5,8 @@ would make its job ``dead``). Each job starts a helper with ``setsid`` that leav
 process group, and every other job ignores SIGTERM. Once all of them and their helpers run,
 the daemon gets SIGTERM. Then:
 
-- the daemon exits 0 within shutdown grace + kill grace (+ slack);
+- the daemon exits 0, within shutdown grace + kill grace (2 s) and a slack of 28 s for a
+  loaded machine (``stop_s`` is the figure);
 - no process of any job is left alive, helpers included (``escaped``);
 - after a restart every job runs again and succeeds: its stopped attempt ended
   ``interrupted`` and used no budget.
@@ -83,7 +84,8 @@ def run(jobs: int = 16) -> _kit.Result:
     }
     r.expect(ready, "the jobs' helpers did not all start")
     r.expect(status == 0, f"the daemon exited {status} on SIGTERM")
-    r.expect(took < 2 + 5, f"the stop took {took:.1f}s")
+    # 2 s of graces; the rest is slack for a loaded machine (the figure is stop_s)
+    r.expect(took < 2 + 28, f"the stop took {took:.1f}s")
     r.expect(not escaped, f"{len(escaped)} processes of stopped jobs still alive")
     r.expect(r.figures["budget_used"] == 0, "a stopped attempt used budget")
     r.expect(r.figures["succeeded"] == jobs, "not every job succeeded after the restart")

@@ -63,4 +63,4 @@ def test_corrupt_stores_are_refused_and_degrade_a_running_daemon() -> None:
 
 
 def test_out_of_descriptors_and_out_of_disk_lose_nothing() -> None:
-    held(resources.run(nofile=64, bursts=1, size_mib=16, full_for=0.5))
+    held(resources.run(nofile=64, bursts=1, size_mib=16, full_for=0.5, acks=50))

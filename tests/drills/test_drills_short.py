@@ -21,7 +21,8 @@ from drills import (
     sigterm_long,
 )
 
-pytestmark = pytest.mark.drill
+#: Real daemons: a start costs seconds on a loaded machine, and each drill starts several.
+pytestmark = [pytest.mark.drill, pytest.mark.timeout(300)]
 
 
 def held(result: _kit.Result) -> None:

@@ -84,7 +84,10 @@ def faketime_env(spec: str | Path, *, monotonic: bool) -> dict[str, str]:
     ``spec`` is a libfaketime spec (``@2027-03-14 06:50:00 x60``: start there, run 60
     times faster), or a file holding one, which is read again every second, so writing it
     moves the clock of a running daemon (a clock jump). With ``monotonic=False``
-    CLOCK_MONOTONIC stays real, as on a host whose clock is stepped.
+    CLOCK_MONOTONIC stays real, as on a host whose clock is stepped; libfaketime 0.9.10
+    then makes Python's ``time.sleep`` fail with EINVAL (its absolute monotonic
+    ``clock_nanosleep`` is shifted), which stops the daemon's log thread: a tool
+    artifact, so only the clock-step drill, which needs a real monotonic clock, uses it.
     """
     lib = faketime_lib()
     if lib is None:

@@ -55,7 +55,7 @@ def predict(due: list[datetime], now: datetime, s: dict[str, Any]) -> tuple[set[
 
 def fake_start(d: _kit.Daemon, when: datetime) -> datetime:
     """Start the daemon with its clock at ``when``; the daemon's own now once ready."""
-    d.env = _kit.faketime_env(when.strftime("@%Y-%m-%d %H:%M:%S"), monotonic=False)
+    d.env = _kit.faketime_env(when.strftime("@%Y-%m-%d %H:%M:%S"), monotonic=True)
     d.start()
     with d.client() as c:
         return _chronos.parse_time(c.status()["now"])

@@ -33,7 +33,7 @@ from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job, QueueStats
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.domain.states import JobStatus
+from jobctl.domain.states import JobStatus, StopReason
 from jobctl.engine.metrics import Metrics, log_jobs
 from jobctl.engine.quotas import Admission
 from jobctl.engine.reaper import DEFAULT_RETENTION
@@ -48,7 +48,7 @@ class Hooks:
     """What the API needs from the running daemon beyond the store."""
 
     wake: Callable[[], None] = lambda: None
-    stop_job: Callable[[int, str], bool] = lambda job_id, reason: False
+    stop_job: Callable[[int, StopReason], bool] = lambda job_id, reason: False
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
     schedules_changed: Callable[[], None] = lambda: None
     #: Retention age in seconds per final status (the daemon's configured policy).
@@ -222,7 +222,7 @@ async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
-        ctx.hooks.stop_job(job_id, "cancelled by user")
+        ctx.hooks.stop_job(job_id, StopReason.CANCEL)
     ctx.hooks.wake()
     if result.job.spec.schedule_id is not None:
         ctx.hooks.schedules_changed()  # a queued occurrence may wait for this job

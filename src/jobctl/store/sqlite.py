@@ -21,7 +21,7 @@ from jobctl.domain.dispatch import AGING_STEP, Fairness
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.quota import Limits
 from jobctl.domain.retry import crash_poison, next_step
-from jobctl.domain.states import JobStatus, Outcome, check_transition
+from jobctl.domain.states import JobStatus, Op, Outcome, check_transition
 from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
 from jobctl.lograte import RateLimitedLog
 from jobctl.store import rows
@@ -238,7 +238,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         job_id: int,
         generation: int,
         result: AttemptResult,
-        op: str = "finish",
+        op: Op = Op.FINISH,
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
         now = self.clock.now()
@@ -255,7 +255,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
             result.dead_reason,
             result.transient,
         )
-        check_transition(job_id, job.status, step.status, op)
+        check_transition(job_id, job.status, step.status, op, step.dead_reason)
         now_ms = rows.to_ms(now)
         conn.execute(
             q("finish_attempt"),
@@ -309,7 +309,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
                     f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat"
                 )
                 result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
-                out.append(self._finish_tx(conn, row["id"], row["generation"], result, "reclaim"))
+                out.append(self._finish_tx(conn, row["id"], row["generation"], result, Op.RECLAIM))
             return out
 
         return self._writer.call(tx)
@@ -317,7 +317,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
     def reclaim(self, job_id: int, generation: int, error: str) -> Job:
         result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
         return self._writer.call(
-            lambda conn: self._finish_tx(conn, job_id, generation, result, "reclaim")
+            lambda conn: self._finish_tx(conn, job_id, generation, result, Op.RECLAIM)
         )
 
     def cancel(self, job_id: int, reason: str) -> Cancelled:
@@ -330,7 +330,7 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         status, gen, now_ms = JobStatus(row["status"]), row["generation"], self._now_ms()
         if status is JobStatus.CANCELLED:
             return Cancelled(rows.job_from_row(row), False, gen)
-        check_transition(job_id, status, JobStatus.CANCELLED, "cancel")
+        check_transition(job_id, status, JobStatus.CANCELLED, Op.CANCEL)
         params = {"id": job_id, "generation": gen, "now": now_ms, "reason": reason}
         if status is JobStatus.SCHEDULED:
             new = conn.execute(q("cancel_scheduled"), params).fetchone()
@@ -373,6 +373,8 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
                 }
                 ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
             out: list[Job] = []
+            if ids:  # the statement moves dead -> scheduled: the table must allow it
+                check_transition(ids[0], JobStatus.DEAD, JobStatus.SCHEDULED, Op.REPLAY)
             for job_id in ids[:limit]:
                 # Released at most ``rate`` per second: the n-th replayed job is due n/rate
                 # seconds from now, durably, whatever happens to the caller afterwards.

@@ -147,7 +147,7 @@ def test_an_owner_at_its_running_quota_waits_and_others_go_on() -> None:
 
 def test_sqlite_full_and_enospc_are_refusals_for_now() -> None:
     full = sqlite3.OperationalError("database or disk is full")
-    full.sqlite_errorcode = 13  # type: ignore[attr-defined]
+    full.sqlite_errorcode = 13
     assert isinstance(disk_error(full), StorageFull)
     assert isinstance(disk_error(OSError(28, "No space left on device")), StorageFull)
     assert disk_error(sqlite3.OperationalError("no such table: x")) is None

@@ -31,6 +31,7 @@ from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
+from jobctl.domain.states import StopReason
 from jobctl.engine import cgroup, process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
@@ -47,8 +48,6 @@ from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
 log = logging.getLogger("jobctl.daemon")
-#: The daemon speaks sd_notify and serves on a socket systemd passes (tests check this).
-SYSTEMD_WIRED = True
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class Daemon:
         self._signals += 1
         self._stop.set()
         if self._signals > 1 and self._executor is not None:
-            self._executor.stop_all("shutdown")  # a second signal skips the grace period
+            self._executor.stop_all(StopReason.SHUTDOWN)  # a second signal skips the grace period
 
     async def run(self, on_ready: Callable[[], None] = lambda: None) -> None:
         cfg = self.config

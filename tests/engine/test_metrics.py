@@ -21,8 +21,8 @@ from jobctl.domain.models import Backoff, JobSpec, JobTemplate
 from jobctl.domain.policies import Misfire
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.domain.states import StopReason
-from jobctl.engine.metrics import Metrics, log_jobs, start_listener, stop_listener
 from jobctl.logfmt import JsonFormatter, logval, parse_logfmt
+from jobctl.metrics import Metrics, log_jobs, start_listener, stop_listener
 from tests.engine.conftest import Engine, build_engine, close_engine, later
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -106,7 +106,7 @@ async def test_uvicorn_http_protocol_serves_peer_cred_protocol_on_a_real_socket(
 
 
 def test_the_logging_switches_still_skip_the_caller_lookup() -> None:
-    """``engine/daemon.py`` sets ``logging._srcfile = None`` (documented in the logging
+    """``daemon.py`` sets ``logging._srcfile = None`` (documented in the logging
     HOWTO, but a private name): each record then skips a stack walk."""
     assert hasattr(logging, "_srcfile"), "logging._srcfile is gone: setup_logging is a no-op"
     saved = logging._srcfile

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from jobctl.api.admission import Admission
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.dispatch import Fairness, plan_claims
 from jobctl.domain.models import JobSpec
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy, RateBuckets, parse_size
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Admission, Quotas
+from jobctl.engine.quotas import Quotas
 from jobctl.errors import DiskLow, QuotaExceeded, StorageFull
 from jobctl.store.sqlite import SqliteStore
 from jobctl.store.writer import disk_error

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,20 +27,25 @@ from jobctl import __version__, errors
 from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, logfile, policy
+from jobctl.api.admission import Admission
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job, QueueStats
+from jobctl.domain.retention import DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import JobStatus, StopReason
-from jobctl.engine.metrics import Metrics, log_jobs
-from jobctl.engine.quotas import Admission
-from jobctl.engine.reaper import DEFAULT_RETENTION
+from jobctl.metrics import Metrics, log_jobs
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
 
 log = logging.getLogger("jobctl.api")
+
+
+async def _no_reaper(ages: Mapping[str, float]) -> int:
+    """An API without a daemon behind it (tests, tools) has no reaper to prune with."""
+    raise errors.Unavailable("no reaper runs behind this API: pruning needs the daemon")
 
 
 @dataclass
@@ -64,6 +69,8 @@ class Hooks:
     settings: Mapping[str, Any] = field(default_factory=dict)
     #: The disk floor and per-owner quotas new work must pass (default: none).
     admission: Admission = field(default_factory=Admission)
+    #: Prune finished jobs past these ages now (the daemon's reaper); returns how many.
+    prune: Callable[[Mapping[str, float]], Awaitable[int]] = _no_reaper
 
 
 @dataclass

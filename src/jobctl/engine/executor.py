@@ -26,10 +26,10 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
 from jobctl.engine import process, proctree
 from jobctl.engine.cgroup import Cgroups
-from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")

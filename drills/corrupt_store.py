@@ -35,7 +35,7 @@ from jobctl.store.sqlite import SqliteStore  # noqa: E402
 
 CORRUPT_EXIT = 11
 PAGE = 4096
-Damage = Callable[[Path, bytes, random.Random], None]
+Damage = Callable[[Path, bytes, random.Random], object]
 
 
 def make_store(path: Path, jobs: int) -> None:

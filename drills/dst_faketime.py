@@ -22,6 +22,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,7 +85,7 @@ def transition(
     wait = (before + after).total_seconds() / speed + 60
     _kit.until(lambda: _daemon_now(d) > end + timedelta(minutes=10), wait, 0.5)
     jobs = _read(d, _kit.all_jobs)
-    schedules = [_read(d, lambda c, sid=sid: c.schedule(sid)) for sid in sids]
+    schedules = [_read(d, partial(_schedule, sid=sid)) for sid in sids]
     d.stop()
     check = _chronos.Check()
     keys = _kit.Journal.read(journal).keys
@@ -92,6 +93,10 @@ def transition(
         check.add(_chronos.check_schedule(s, jobs, keys, end))
     late = max((_late(j) for j in jobs), default=0.0)
     return check, f"{zone}@{change:%m-%d}", late
+
+
+def _schedule(c: Client, sid: str) -> Any:
+    return c.schedule(sid)
 
 
 def _read(d: _kit.Daemon, fn: Callable[[Client], T]) -> T:

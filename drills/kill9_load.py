@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from drills import _chronos, _kit  # noqa: E402
 
-SCHEDULES = [
+SCHEDULES: list[dict[str, Any]] = [
     {"cron": "* * * * *", "tz": "UTC"},
     {"cron": "*/2 * * * *", "tz": "America/New_York"},
     {"cron": "* * * * *", "tz": "Australia/Lord_Howe"},

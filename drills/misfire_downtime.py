@@ -117,7 +117,8 @@ def run(downs: int = 10, seed: int = 1, timings: list[dict[str, Any]] = TIMINGS)
             for p in POLICIES
         ]
     _kit.settled(d, 30)
-    when, runs, skips, wrong = START, 0, 0, []
+    wrong: list[str] = []
+    when, runs, skips = START, 0, 0
     for _ in range(downs):
         when = when + timedelta(minutes=rng.randint(2, 300))
         n_runs, n_skips, n_wrong = cycle(d, when.replace(second=30), sids)

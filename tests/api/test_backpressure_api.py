@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Admission, Quotas
+from jobctl.engine.quotas import Quotas
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.cli.main import run
 from tests.integration.conftest import DaemonProc, daemon_env
 

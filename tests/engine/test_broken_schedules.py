@@ -22,7 +22,7 @@ from jobctl.domain.limits import MAX_PAYLOAD_BYTES
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import Overlap, Policy, ScheduleSpec, Timing
 from jobctl.engine.materializer import Materializer
-from jobctl.engine.metrics import Metrics
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 

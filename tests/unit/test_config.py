@@ -589,7 +589,7 @@ def test_json_formatter_carries_the_same_fields() -> None:
 
 
 def test_logfmt_format_matches_the_daemons() -> None:
-    from jobctl.engine.daemon import setup_logging
+    from jobctl.daemon import setup_logging
 
     logger = logging.getLogger("jobctl")
     saved = (logger.handlers[:], logger.level, logger.propagate)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,5 +116,5 @@ def test_an_unkeyed_jobs_empty_fingerprint_matches_nothing() -> None:
     assert fingerprint_of({}) != fingerprint_of({"a": None})
 
 
-def _fields(spec: JobSpec) -> dict[str, object]:
+def _fields(spec: JobSpec) -> dict[str, Any]:
     return {name: getattr(spec, name) for name in JobSpec.__dataclass_fields__}

@@ -3,6 +3,8 @@ statement, the materializer and the decoder all follow the one column list."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -80,5 +82,5 @@ def test_the_materializer_builds_the_same_row_from_the_same_parts() -> None:
     assert tail[:n] == jobrow.template_values(template, 1000, jobrow.TextMemo())
 
 
-def _fields(spec: JobSpec) -> dict[str, object]:
+def _fields(spec: JobSpec) -> dict[str, Any]:
     return {name: getattr(spec, name) for name in JobSpec.__dataclass_fields__}

@@ -6,11 +6,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.old_schema import connect_at
 
 from jobctl.store.migrate import migrate, migrations
 from jobctl.store.queries import parse_queries, queries
 from jobctl.store.sqlite import connect
+from tests.old_schema import connect_at
 
 
 def test_queries_parse_and_are_valid_sql(tmp_path: Path) -> None:
@@ -117,11 +117,11 @@ def test_schedule_pages_seek_the_listing_index(tmp_path: Path) -> None:
         plan = " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {queries()[name]}", params))
         assert "schedules_created" in plan and "TEMP B-TREE" not in plan, plan
     after = queries()["list_schedules_after"]
-    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
+    steps = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
     # The view `schedules` is flattened: its definitions table `d` is read through the
     # index, each row's cursor `c` by primary key.
-    assert plan[0].startswith("SEARCH d USING INDEX schedules_created"), plan
-    assert all("SCAN" not in step for step in plan), plan
+    assert steps[0].startswith("SEARCH d USING INDEX schedules_created"), steps
+    assert all("SCAN" not in step for step in steps), steps
 
 
 def test_materializer_reads_due_cursors_through_their_index(tmp_path: Path) -> None:

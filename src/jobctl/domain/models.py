@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from jobctl.domain import limits
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
-from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.states import DeadReason, JobStatus, Outcome
 from jobctl.errors import InvalidInput
 
 DEFAULT_QUEUE = "default"
@@ -400,7 +400,7 @@ class AttemptResult:
     output_tail: str = ""
     #: A failure no retry can mend (its owner may no longer run jobs): the job is dead
     #: with this reason whatever budget it has left.
-    dead_reason: str | None = None
+    dead_reason: DeadReason | None = None
     #: The command could not be started for want of a resource (descriptors, memory,
     #: disk): retried with backoff and without using the budget (domain/retry.py).
     transient: bool = False

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobctl.domain.models import AttemptResult, Finished, ProcessRecord
-from jobctl.domain.states import JobStatus, Outcome, check_transition
+from jobctl.domain.states import JobStatus, Op, Outcome, check_transition
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.queries import q
@@ -146,7 +146,7 @@ def _succeed_many(
             out[i] = Finished(job_id, JobStatus.SUCCEEDED, run_at, row["failures"])
     if not jobs:
         return
-    check_transition(jobs[0][0], JobStatus.RUNNING, JobStatus.SUCCEEDED, "finish")
+    check_transition(jobs[0][0], JobStatus.RUNNING, JobStatus.SUCCEEDED, Op.FINISH)
     conn.execute(q("succeed_attempts"), {"now": now_ms, "items": json.dumps(attempts)})
     changed = conn.execute(q("succeed_jobs"), {"now": now_ms, "items": json.dumps(jobs)}).rowcount
     if changed != len(jobs):  # cannot happen (checked above, one writer): never half-apply

@@ -15,7 +15,7 @@ from datetime import timedelta
 from jobctl.domain.dispatch import AGING_STEP
 from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
 from jobctl.domain.retry import crash_poison, next_step
-from jobctl.domain.states import JobStatus, Outcome, check_transition
+from jobctl.domain.states import JobStatus, Op, Outcome, check_transition
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
@@ -135,7 +135,7 @@ class JobOps:
         job_id: int,
         generation: int,
         result: AttemptResult,
-        op: str = "finish",
+        op: Op = Op.FINISH,
     ) -> Job:
         job = self._running_job(conn, job_id, generation)
         now = self.db.clock.now()
@@ -152,7 +152,7 @@ class JobOps:
             result.dead_reason,
             result.transient,
         )
-        check_transition(job_id, job.status, step.status, op)
+        check_transition(job_id, job.status, step.status, op, step.dead_reason)
         now_ms = rows.to_ms(now)
         end_attempt(conn, job_id, generation, now_ms, result)
         final = step.status is not JobStatus.SCHEDULED
@@ -195,7 +195,7 @@ class JobOps:
                     f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat"
                 )
                 result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
-                out.append(self.finish_tx(conn, row["id"], row["generation"], result, "reclaim"))
+                out.append(self.finish_tx(conn, row["id"], row["generation"], result, Op.RECLAIM))
             return out
 
         return self.db.write(tx)
@@ -203,7 +203,7 @@ class JobOps:
     def reclaim(self, job_id: int, generation: int, error: str) -> Job:
         result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
         return self.db.write(
-            lambda conn: self.finish_tx(conn, job_id, generation, result, "reclaim")
+            lambda conn: self.finish_tx(conn, job_id, generation, result, Op.RECLAIM)
         )
 
     def cancel(self, job_id: int, reason: str) -> Cancelled:
@@ -216,7 +216,7 @@ class JobOps:
         status, gen, now_ms = JobStatus(row["status"]), row["generation"], self.db.now_ms()
         if status is JobStatus.CANCELLED:
             return Cancelled(job_from_row(row), False, gen)
-        check_transition(job_id, status, JobStatus.CANCELLED, "cancel")
+        check_transition(job_id, status, JobStatus.CANCELLED, Op.CANCEL)
         params = {"id": job_id, "generation": gen, "now": now_ms, "reason": reason}
         if status is JobStatus.SCHEDULED:
             new = conn.execute(q("cancel_scheduled"), params).fetchone()
@@ -248,6 +248,8 @@ class JobOps:
                 }
                 ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
             out: list[Job] = []
+            if ids:  # the statement moves dead -> scheduled: the table must allow it
+                check_transition(ids[0], JobStatus.DEAD, JobStatus.SCHEDULED, Op.REPLAY)
             for job_id in ids[:limit]:
                 # Released at most ``rate`` per second: the n-th replayed job is due n/rate
                 # seconds from now, durably, whatever happens to the caller afterwards.

@@ -22,6 +22,7 @@ from jobctl.domain.dispatch import (
 )
 from jobctl.domain.models import Claim, Job, JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
+from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
 from jobctl.store.claims import claims_from_rows
@@ -289,6 +290,8 @@ def _claim_tx(
     room = owner_room(conn, db.quota, {o for _, o in lanes})
     plan = plan_claims(limit, lanes, allow, weights, db.fairness, room)
     lease_until = now_ms + int(lease_ttl * 1000)
+    # claim_lane moves scheduled -> running: the lifecycle table must allow it
+    check_transition(0, JobStatus.SCHEDULED, JobStatus.RUNNING, Op.CLAIM)
     found: list[sqlite3.Row] = []
     for (queue, owner_uid), n in plan.items():
         found += conn.execute(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 

@@ -3,10 +3,9 @@ statement, the materializer and the decoder all follow the one column list."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import Backoff, JobSpec, JobTemplate

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,18 @@ TARGET_MS = 100.0
 
 def snapshot(rev: str, tmp: Path) -> tuple[str, str]:
     """``src/`` of ``rev`` extracted under ``tmp``: (its path, a short name)."""
-    short = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    short = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     dest = tmp / f"src-{short}"
     if not dest.exists():
         dest.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", short, "src"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", short, "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return str(dest / "src"), f"{rev} ({short})"
 
@@ -67,10 +73,21 @@ class Daemon:
         self.sock = tmp / "jobctl.sock"
         self.log_path = tmp / "daemon.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = spawn([sys.executable, "-c", LAUNCHER, "daemon", "--db",
-                           str(tmp / "jobctl.db"), "--socket", str(self.sock)],
-                          env=env_for(src, self.sock), stdout=subprocess.DEVNULL,
-                          stderr=self._log)
+        self.proc = spawn(
+            [
+                sys.executable,
+                "-c",
+                LAUNCHER,
+                "daemon",
+                "--db",
+                str(tmp / "jobctl.db"),
+                "--socket",
+                str(self.sock),
+            ],
+            env=env_for(src, self.sock),
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
         deadline = time.time() + 60
         while b"event=ready" not in self.log_path.read_bytes():
             if self.proc.poll() is not None or time.time() > deadline:
@@ -85,8 +102,14 @@ class Daemon:
 def fill(sock: Path) -> int:
     """100 jobs waiting (so `list` draws 50 rows) and one finished job for `show`."""
     http = C.UdsHttp(str(sock))
-    http.json("POST", "/v1/jobs", [{"command": ["true"], "run_at": "2099-01-01T00:00:00Z",
-                                    "queue": f"q{i % 4}"} for i in range(100)])
+    http.json(
+        "POST",
+        "/v1/jobs",
+        [
+            {"command": ["true"], "run_at": "2099-01-01T00:00:00Z", "queue": f"q{i % 4}"}
+            for i in range(100)
+        ],
+    )
     job = http.json("POST", "/v1/jobs", {"command": ["echo", "hello"]})
     deadline = time.time() + 30
     while http.json("GET", f"/v1/jobs/{job['id']}")["status"] != "succeeded":
@@ -97,17 +120,36 @@ def fill(sock: Path) -> int:
     return int(job["id"])
 
 
-def time_hyperfine(cmds: list[list[str]], env: dict[str, str], runs: int,
-                   out: Path) -> list[dict[str, float]]:
-    argv = ["hyperfine", "-N", "--warmup", "3", "--runs", str(runs), "--export-json", str(out),
-            "--style", "none"]
+@dataclass(frozen=True)
+class Timing:
+    """One command's timed runs: wall seconds each, and CPU seconds per run."""
+
+    times: list[float]
+    cpu: float
+
+
+def time_hyperfine(
+    cmds: list[list[str]], env: dict[str, str], runs: int, out: Path
+) -> list[Timing]:
+    argv = [
+        "hyperfine",
+        "-N",
+        "--warmup",
+        "3",
+        "--runs",
+        str(runs),
+        "--export-json",
+        str(out),
+        "--style",
+        "none",
+    ]
     argv += [" ".join(cmd) for cmd in cmds]
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
     results = json.loads(out.read_text())["results"]
-    return [{"times": r["times"], "cpu": r["user"] + r["system"]} for r in results]
+    return [Timing(list(r["times"]), r["user"] + r["system"]) for r in results]
 
 
-def time_loop(cmds: list[list[str]], env: dict[str, str], runs: int) -> list[dict[str, float]]:
+def time_loop(cmds: list[list[str]], env: dict[str, str], runs: int) -> list[Timing]:
     found = []
     for cmd in cmds:
         times, cpu = [], []
@@ -119,19 +161,28 @@ def time_loop(cmds: list[list[str]], env: dict[str, str], runs: int) -> list[dic
             after = os.times()
             if i >= 3:  # warm-up runs are not counted
                 times.append(wall)
-                cpu.append(after.children_user - before.children_user
-                           + after.children_system - before.children_system)
-        found.append({"times": times, "cpu": sum(cpu) / len(cpu)})
+                cpu.append(
+                    after.children_user
+                    - before.children_user
+                    + after.children_system
+                    - before.children_system
+                )
+        found.append(Timing(times, sum(cpu) / len(cpu)))
     return found
 
 
-def measure(src: str, sock: Path, job_id: int, tmp: Path, runs: int,
-            use_hyperfine: bool) -> dict[str, dict[str, float]]:
+def measure(
+    src: str, sock: Path, job_id: int, tmp: Path, runs: int, use_hyperfine: bool
+) -> dict[str, dict[str, float]]:
     launcher = tmp / "jobctl"
     launcher.write_text(LAUNCHER)
     base = [sys.executable, str(launcher)]
-    lines = {"add -- true": ["add", "--", "true"], "status": ["status"], "list": ["list"],
-             f"show {job_id}": ["show", str(job_id)]}
+    lines = {
+        "add -- true": ["add", "--", "true"],
+        "status": ["status"],
+        "list": ["list"],
+        f"show {job_id}": ["show", str(job_id)],
+    }
     cmds = [[*base, *args] for args in lines.values()]
     env = env_for(src, sock)
     for cmd in cmds:  # each must work, or the timings mean nothing
@@ -142,9 +193,12 @@ def measure(src: str, sock: Path, job_id: int, tmp: Path, runs: int,
         raw = time_loop(cmds, env, runs)
     out = {}
     for name, r in zip(lines, raw, strict=True):
-        out[name] = {"median_ms": C.median(r["times"]) * 1000,
-                     "p95_ms": C.pct(r["times"], 95) * 1000, "cpu_ms": r["cpu"] * 1000,
-                     "runs": len(r["times"])}
+        out[name] = {
+            "median_ms": C.median(r.times) * 1000,
+            "p95_ms": C.pct(r.times, 95) * 1000,
+            "cpu_ms": r.cpu * 1000,
+            "runs": len(r.times),
+        }
     return out
 
 
@@ -156,7 +210,10 @@ def loadavg() -> str:
 def report(res: dict[str, Any]) -> str:
     before, after = res["before"], res["after"]
     lines = [
-        MARK_START, "", "## CLI start-up (`bench/bench_cli.py`)", "",
+        MARK_START,
+        "",
+        "## CLI start-up (`bench/bench_cli.py`)",
+        "",
         f"Run on {res['date']}: {res['nproc']} CPUs, Python {res['python']}; timer: "
         f"{res['timer']}, {res['runs']} runs per command after 3 warm-up runs. One daemon "
         f"(from {res['after_rev']}) with 100 waiting jobs and one finished job; each command "
@@ -164,8 +221,10 @@ def report(res: dict[str, Any]) -> str:
         f"Before: the CLI of {res['before_rev']}; after: {res['after_rev']}. Load average "
         f"(1/5/15 min) {res['load_before']} at the start and {res['load_after']} at the end: "
         f"other engineers' tests share these 2 cores, which stretches wall times (CPU is "
-        f"the process's own user+system time, which the load does not inflate).", "",
-        f"Command: `{res['command']}`", "",
+        f"the process's own user+system time, which the load does not inflate).",
+        "",
+        f"Command: `{res['command']}`",
+        "",
         "| command | before median (ms) | before p95 | after median (ms) | after p95 "
         "| after CPU (ms) | target median | after |",
         "|---|---:|---:|---:|---:|---:|---|---|",
@@ -173,15 +232,20 @@ def report(res: dict[str, Any]) -> str:
     for name in after:
         b, a = before[name], after[name]
         ok = "**PASS**" if a["median_ms"] <= TARGET_MS else "**MISS**"
-        lines.append(f"| `jobctl {name}` | {b['median_ms']:.0f} | {b['p95_ms']:.0f} | "
-                     f"{a['median_ms']:.0f} | {a['p95_ms']:.0f} | {a['cpu_ms']:.0f} | "
-                     f"≤ {TARGET_MS:.0f} ms | {ok} |")
+        lines.append(
+            f"| `jobctl {name}` | {b['median_ms']:.0f} | {b['p95_ms']:.0f} | "
+            f"{a['median_ms']:.0f} | {a['p95_ms']:.0f} | {a['cpu_ms']:.0f} | "
+            f"≤ {TARGET_MS:.0f} ms | {ok} |"
+        )
     lines += [
-        "", "Before, every command imported Typer, Click, pydantic and rich and built the "
+        "",
+        "Before, every command imported Typer, Click, pydantic and rich and built the "
         "whole command tree (~0.4 s of CPU on this machine); after, `jobctl.cli.fast` serves "
         "these command lines without Typer, the client speaks HTTP/1.1 on the socket without "
         "`http.client`, and rich is imported only to draw a table (`status`, `list`, `show`; "
-        "`--json` skips it). See docs/architecture.md.", "", MARK_END,
+        "`--json` skips it). See docs/architecture.md.",
+        "",
+        MARK_END,
     ]
     return "\n".join(lines)
 
@@ -209,9 +273,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-cli-"))
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "nproc": len(os.sched_getaffinity(0)), "python": sys.version.split()[0],
+        "nproc": len(os.sched_getaffinity(0)),
+        "python": sys.version.split()[0],
         "timer": "hyperfine -N" if use_hyperfine else "Python loop (subprocess.run)",
-        "runs": args.runs, "load_before": loadavg(),
+        "runs": args.runs,
+        "load_before": loadavg(),
         "command": "python bench/bench_cli.py" + "".join(f" {a}" for a in sys.argv[1:]),
     }
     daemon = None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import itertools
 import json
 import os
 import shutil
@@ -101,8 +102,9 @@ class StatusWatcher:
                 continue
             lat = time.perf_counter() - s
             q = next((x for x in st["queues"] if x["queue"] == QUEUE), None)
-            self.samples.append({"t": t0, "t_mid": t0 + lat / 2, "lat": lat,
-                                 "counts": st["counts"], "queue": q})
+            self.samples.append(
+                {"t": t0, "t_mid": t0 + lat / 2, "lat": lat, "counts": st["counts"], "queue": q}
+            )
             self._stop.wait(self.every)
 
     def stop(self) -> None:
@@ -111,8 +113,9 @@ class StatusWatcher:
         self.client.close()
 
 
-def status_truth(samples: list[dict[str, Any]], n: int, others: int, due_at: float,
-                 until: float) -> dict[str, Any]:
+def status_truth(
+    samples: list[dict[str, Any]], n: int, others: int, due_at: float, until: float
+) -> dict[str, Any]:
     """Check the status answers taken between ``due_at`` and ``until`` (the drain).
 
     ``n`` jobs are in the herd queue, ``others`` in other queues (the probe)."""
@@ -122,30 +125,48 @@ def status_truth(samples: list[dict[str, Any]], n: int, others: int, due_at: flo
     # All jobs share one run_at, so while any is still due the true age of the oldest
     # overdue job is (the moment status looked) − run_at; the answer may be up to one
     # call's latency away from the midpoint we compare with.
-    diffs = [(abs(s["queue"]["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
-             for s in backlog if s["queue"]["oldest_due_age"] is not None]
+    diffs = [
+        (abs(s["queue"]["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
+        for s in backlog
+        if s["queue"]["oldest_due_age"] is not None
+    ]
     errs = [max(0.0, d - half) for d, half in diffs]  # beyond what the call's latency explains
     missing_age = sum(1 for s in backlog if s["queue"]["oldest_due_age"] is None)
-    ages = [s["queue"]["oldest_due_age"] for s in backlog
-            if s["queue"]["oldest_due_age"] is not None]
+    ages = [
+        s["queue"]["oldest_due_age"] for s in backlog if s["queue"]["oldest_due_age"] is not None
+    ]
     dues = [s["queue"]["due"] for s in backlog]
-    monotonic_age = all(b >= a for a, b in zip(ages, ages[1:], strict=False))
-    monotonic_due = all(b <= a for a, b in zip(dues, dues[1:], strict=False))
+    monotonic_age = all(b >= a for a, b in itertools.pairwise(ages))
+    monotonic_due = all(b <= a for a, b in itertools.pairwise(dues))
     q_sums_ok = all(
         s["queue"] is None
-        or s["queue"]["waiting"] + s["queue"]["running"] + s["queue"]["succeeded"]
-        + s["queue"]["dead"] + s["queue"]["cancelled"] == n
-        for s in samples)
+        or s["queue"]["waiting"]
+        + s["queue"]["running"]
+        + s["queue"]["succeeded"]
+        + s["queue"]["dead"]
+        + s["queue"]["cancelled"]
+        == n
+        for s in samples
+    )
     return {
-        "samples": len(samples), "during": len(during), "with_backlog": len(backlog),
-        "counts_ok": not bad_counts and q_sums_ok, "bad_counts": len(bad_counts),
+        "samples": len(samples),
+        "during": len(during),
+        "with_backlog": len(backlog),
+        "counts_ok": not bad_counts and q_sums_ok,
+        "bad_counts": len(bad_counts),
         "age_diff_max_ms": max((d for d, _ in diffs), default=float("nan")) * 1000,
         "age_err_max_ms": max(errs, default=float("nan")) * 1000,
-        "missing_age": missing_age, "age_monotonic": monotonic_age,
+        "missing_age": missing_age,
+        "age_monotonic": monotonic_age,
         "due_monotonic": monotonic_due,
-        "first_due": dues[0] if dues else None, "max_age": max(ages, default=None),
-        "honest": bool(backlog) and not bad_counts and q_sums_ok and missing_age == 0
-        and monotonic_age and max(errs, default=0) <= 1.0,
+        "first_due": dues[0] if dues else None,
+        "max_age": max(ages, default=None),
+        "honest": bool(backlog)
+        and not bad_counts
+        and q_sums_ok
+        and missing_age == 0
+        and monotonic_age
+        and max(errs, default=0) <= 1.0,
     }
 
 
@@ -172,8 +193,10 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
             ids += [j["id"] for j in c.enqueue_many(body[: min(sz.batch, n - i)])]
         enqueue_s = time.time() - t
         late = time.time() > due
-        log(f"a: enqueued {n:,} in {enqueue_s:.1f} s ({n / enqueue_s:,.0f}/s); due in "
-            f"{due - time.time():.1f} s")
+        log(
+            f"a: enqueued {n:,} in {enqueue_s:.1f} s ({n / enqueue_s:,.0f}/s); due in "
+            f"{due - time.time():.1f} s"
+        )
         watcher = StatusWatcher(d.sock, sz.status_every)
         cpu0, t_cpu0 = C.cpu_seconds(d.pid), time.time()
         deadline = due + 1200
@@ -194,33 +217,51 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
     con = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     first, last_start, last_finish, attempts, ok = con.execute(
         "SELECT min(started_at), max(started_at), max(finished_at), count(*), "
-        "sum(outcome = 'succeeded') FROM attempts").fetchone()
-    per_sec = con.execute("SELECT started_at / 1000 AS s, count(*) FROM attempts "
-                          "GROUP BY s").fetchall()
+        "sum(outcome = 'succeeded') FROM attempts"
+    ).fetchone()
+    per_sec = con.execute(
+        "SELECT started_at / 1000 AS s, count(*) FROM attempts GROUP BY s"
+    ).fetchall()
     con.close()
     first, last_start, last_finish = first / 1000, last_start / 1000, last_finish / 1000
     lat = [s["lat"] for s in watcher.samples if due <= s["t"] <= last_finish]
     idle = [s["lat"] for s in watcher.samples if s["t"] < due - 0.2]
     out = {
-        "n": n, "enqueue_s": enqueue_s, "enqueue_rate": n / enqueue_s, "late_enqueue": late,
-        "first_start_after_due": first - due, "last_start_after_due": last_start - due,
+        "n": n,
+        "enqueue_s": enqueue_s,
+        "enqueue_rate": n / enqueue_s,
+        "late_enqueue": late,
+        "first_start_after_due": first - due,
+        "last_start_after_due": last_start - due,
         "last_finish_after_due": last_finish - due,
-        "start_rate": n / (last_start - due), "rate": n / (last_finish - first),
+        "start_rate": n / (last_start - due),
+        "rate": n / (last_finish - first),
         "peak_start_per_s": max((k for _, k in per_sec), default=0),
-        "attempts": attempts, "succeeded": ok, "daemon_cores": cores,
-        "rss_mb": rss["rss_mb"], "hwm_mb": rss["hwm_mb"], "wall_to_done": t_done - due,
+        "attempts": attempts,
+        "succeeded": ok,
+        "daemon_cores": cores,
+        "rss_mb": rss["rss_mb"],
+        "hwm_mb": rss["hwm_mb"],
+        "wall_to_done": t_done - due,
         "verified": attempts == ok == n and len(set(ids)) == n,
-        "status": {"n": len(lat), "p50_ms": C.pct(lat, 50) * 1000,
-                   "p99_ms": C.pct(lat, 99) * 1000,
-                   "max_ms": max(lat, default=float("nan")) * 1000,
-                   "errors": len(watcher.errors), "idle_n": len(idle),
-                   "idle_p50_ms": C.pct(idle, 50) * 1000},
-        "probe_rate": probe_rate, "margin_s": due - t,
+        "status": {
+            "n": len(lat),
+            "p50_ms": C.pct(lat, 50) * 1000,
+            "p99_ms": C.pct(lat, 99) * 1000,
+            "max_ms": max(lat, default=float("nan")) * 1000,
+            "errors": len(watcher.errors),
+            "idle_n": len(idle),
+            "idle_p50_ms": C.pct(idle, 50) * 1000,
+        },
+        "probe_rate": probe_rate,
+        "margin_s": due - t,
         "truth": status_truth(watcher.samples, n, sz.batch, due, last_start),
     }
-    log(f"a: daemon: last start {out['last_start_after_due']:.1f} s after due "
+    log(
+        f"a: daemon: last start {out['last_start_after_due']:.1f} s after due "
         f"({out['start_rate']:,.0f} starts/s), {out['rate']:,.0f} jobs/s first start → "
-        f"last finish; daemon {cores:.2f} cores; verified {out['verified']}")
+        f"last finish; daemon {cores:.2f} cores; verified {out['verified']}"
+    )
     log(f"c: status during the drain: {out['status']}; truth {out['truth']}")
     return out
 
@@ -305,14 +346,18 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     uid = os.geteuid()
     t = time.perf_counter()
     for i in range(0, n, sz.batch):
-        store.insert([JobSpec(command=("true",), run_at=due, owner_uid=uid, queue=QUEUE)
-                      for _ in range(min(sz.batch, n - i))])
+        store.insert(
+            [
+                JobSpec(command=("true",), run_at=due, owner_uid=uid, queue=QUEUE)
+                for _ in range(min(sz.batch, n - i))
+            ]
+        )
     fill_s = time.perf_counter() - t
     log(f"b: inserted {n:,} jobs in-process in {fill_s:.1f} s ({n / fill_s:,.0f}/s)")
     astore = AsyncStore(store)
     ex = InstantExecutor(astore, sz.slots)
     ex.target = n
-    timer = Timer(astore, clock, ex)
+    timer = Timer(astore, clock, ex)  # type: ignore[arg-type]  # the part of an Executor it uses
     ex.timer = timer
     task = asyncio.get_running_loop().create_task(timer.run())
     await asyncio.sleep(0.5)  # first tick: nothing due, the timer sleeps until `due`
@@ -334,17 +379,26 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
         ex.claim_sizes.append(ex._batch)
     sizes = ex.claim_sizes
     out = {
-        "n": n, "slots": sz.slots, "fill_rate": n / fill_s,
-        "first_start_s": ex.first_start - t_due, "last_start_s": ex.last_start - t_due,
-        "all_finished_s": t_end - t_due, "rate": n / (ex.last_start - t_due),
-        "ticks": timer.ticks - ticks0, "claims": len(sizes),
-        "claim_mean": sum(sizes) / max(1, len(sizes)), "claim_max": max(sizes, default=0),
-        "cores": cpu / (t_end - t_due), "fenced": ex.fenced,
+        "n": n,
+        "slots": sz.slots,
+        "fill_rate": n / fill_s,
+        "first_start_s": ex.first_start - t_due,
+        "last_start_s": ex.last_start - t_due,
+        "all_finished_s": t_end - t_due,
+        "rate": n / (ex.last_start - t_due),
+        "ticks": timer.ticks - ticks0,
+        "claims": len(sizes),
+        "claim_mean": sum(sizes) / max(1, len(sizes)),
+        "claim_max": max(sizes, default=0),
+        "cores": cpu / (t_end - t_due),
+        "fenced": ex.fenced,
         "verified": ex.started == n and stats.succeeded == n and ex.fenced == 0,
     }
-    log(f"b: in-process: last start {out['last_start_s']:.2f} s after due = "
+    log(
+        f"b: in-process: last start {out['last_start_s']:.2f} s after due = "
         f"{out['rate']:,.0f} jobs/s ({out['ticks']} ticks, {out['claims']} claims of mean "
-        f"{out['claim_mean']:.0f}); {out['cores']:.2f} cores; verified {out['verified']}")
+        f"{out['claim_mean']:.0f}); {out['cores']:.2f} cores; verified {out['verified']}"
+    )
     return out
 
 
@@ -362,13 +416,23 @@ def wb_engine(tmp: Path, sz: Sizes) -> dict[str, Any]:
 # == report ==============================================================================
 
 
-def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
-           elapsed: float) -> tuple[str, list[tuple[str, bool]]]:
+def report(
+    R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
+) -> tuple[str, list[tuple[str, bool]]]:
     n = sz.jobs
     checks: list[tuple[str, bool]] = []
-    lines = [MARKS[0], "", "## Thundering herd (`bench/bench_herd.py`)", "",
-             S.header(info, elapsed), "", f"Command: `{cmd}`", "",
-             "| # | workload | result | target | verdict |", "|---|---|---:|---|---|"]
+    lines = [
+        MARKS[0],
+        "",
+        "## Thundering herd (`bench/bench_herd.py`)",
+        "",
+        S.header(info, elapsed),
+        "",
+        f"Command: `{cmd}`",
+        "",
+        "| # | workload | result | target | verdict |",
+        "|---|---|---:|---|---|",
+    ]
 
     def row(num: str, name: str, value: str, target: str, ok: bool | None) -> None:
         lines.append(f"| {num} | {name} | {value} | {target} | {S.verdict(ok)} |")
@@ -377,22 +441,40 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
 
     a, b = R.get("a", {}), R.get("b", {})
     if "rate" in a:
-        row("a", f"{n:,} × `true` due in one second, daemon `--concurrency "
+        row(
+            "a",
+            f"{n:,} × `true` due in one second, daemon `--concurrency "
             f"{sz.concurrency}`: due → last start (s)",
-            f"{a['last_start_after_due']:.1f} s ({S.fmt(a['start_rate'])} starts/s)", "", None)
+            f"{a['last_start_after_due']:.1f} s ({S.fmt(a['start_rate'])} starts/s)",
+            "",
+            None,
+        )
         row("a", "… jobs/s, first start → last finish", S.fmt(a["rate"]), "", None)
     if "rate" in b:
-        row("b", f"{n:,} due in one second, in-process engine, instant executor with "
+        row(
+            "b",
+            f"{n:,} due in one second, in-process engine, instant executor with "
             f"{sz.slots:,} slots: jobs/s (due → last start)",
-            f"{S.fmt(b['rate'])} ({b['last_start_s']:.1f} s)", "≥ 10,000/s",
-            b["rate"] >= TARGETS["engine_rate"])
+            f"{S.fmt(b['rate'])} ({b['last_start_s']:.1f} s)",
+            "≥ 10,000/s",
+            b["rate"] >= TARGETS["engine_rate"],
+        )
     if "status" in a:
         st, tr = a["status"], a["truth"]
-        row("c", "`GET /v1/status` latency during the drain of (a), p50 / p99 / max (ms)",
-            f"{st['p50_ms']:.0f} / {st['p99_ms']:.0f} / {st['max_ms']:.0f}", "p99 ≤ 200 ms",
-            st["p99_ms"] <= TARGETS["status_p99_ms"])
-        row("c", "status honest during the drain (counts add up; oldest_due_age = real age)",
-            "yes" if tr["honest"] else "no", "yes", tr["honest"])
+        row(
+            "c",
+            "`GET /v1/status` latency during the drain of (a), p50 / p99 / max (ms)",
+            f"{st['p50_ms']:.0f} / {st['p99_ms']:.0f} / {st['max_ms']:.0f}",
+            "p99 ≤ 200 ms",
+            st["p99_ms"] <= TARGETS["status_p99_ms"],
+        )
+        row(
+            "c",
+            "status honest during the drain (counts add up; oldest_due_age = real age)",
+            "yes" if tr["honest"] else "no",
+            "yes",
+            tr["honest"],
+        )
     lines.append("")
     if "rate" in a:
         tr = a["truth"]
@@ -403,13 +485,15 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"{S.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
             f"{not a['late_enqueue']}). The due instant was chosen {a['margin_s']:.0f} s "
             f"ahead from one probe request of {sz.batch:,} jobs due in 2099 in queue `probe` "
-            f"({S.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts table (read-only, afterwards): first "
+            f"({S.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts "
+            f"table (read-only, afterwards): first "
             f"start {a['first_start_after_due'] * 1000:.0f} ms after the due instant, last start "
             f"{a['last_start_after_due']:.1f} s, last finish {a['last_finish_after_due']:.1f} "
             f"s; peak {S.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
             f"{a['daemon_cores']:.2f} cores (its children not counted); RSS at the end "
             f"{a['rss_mb']:.0f} MB (peak {a['hwm_mb']:.0f}). Checked: {a['attempts']:,} "
-            f"attempts, {a['succeeded']:,} succeeded, {n:,} distinct ids: {a['verified']}.")
+            f"attempts, {a['succeeded']:,} succeeded, {n:,} distinct ids: {a['verified']}."
+        )
     if "rate" in b:
         lines.append(
             f"* **b**: `SqliteStore` + `AsyncStore` + `engine.timer.Timer` in one process "
@@ -423,7 +507,8 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"{b['last_start_s']:.2f} s, all finished {b['all_finished_s']:.2f} s; "
             f"{b['ticks']:,} timer ticks, {b['claims']:,} claims of {b['claim_mean']:.0f} jobs "
             f"on average (max {b['claim_max']}); the process used {b['cores']:.2f} cores. "
-            f"Checked: every job started once and succeeded, none fenced: {b['verified']}.")
+            f"Checked: every job started once and succeeded, none fenced: {b['verified']}."
+        )
     if "status" in a:
         st, tr = a["status"], a["truth"]
         lines.append(
@@ -431,7 +516,8 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"connection) every {sz.status_every * 1000:.0f} ms during (a); latency over the "
             f"{st['n']:,} calls between the due instant and the last finish "
             f"({st['errors']} errors); before the due instant, with nothing running, "
-            f"status took {S.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the {tr['with_backlog']:,} answers taken "
+            f"status took {S.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over "
+            f"the {tr['with_backlog']:,} answers taken "
             f"while jobs were still due: the job counts summed to {n + sz.batch:,} (herd + "
             f"probe) in every answer, and the `{QUEUE}` queue's waiting + running + finished "
             f"to {n:,}: {tr['counts_ok']}; "
@@ -441,7 +527,8 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"{tr['age_diff_max_ms']:.0f} ms, of which at most {tr['age_err_max_ms']:.0f} ms "
             f"is not explained by the call's own duration; it reached "
             f"{S.fmt(tr['max_age'], 1)} s; `due` started at {S.fmt(tr['first_due'])} and only "
-            f"went down ({tr['due_monotonic']}).")
+            f"went down ({tr['due_monotonic']})."
+        )
     for key in ("a", "b"):
         if "error" in R.get(key, {}):
             lines.append(f"* **{key} failed**: `{R[key]['error']}`")
@@ -449,23 +536,40 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
     return "\n".join(lines), checks
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20,000 jobs (development)")
     ap.add_argument("--only", default="a,b", help="workloads: a (daemon, with c), b (engine)")
     ap.add_argument("--jobs", type=int, default=None, help="override the number of jobs")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     ap.add_argument("--tmpdir", default=None, help="where temp dirs go (default: system temp)")
-    ap.add_argument("--quiet-wait", type=float, default=300.0, metavar="SECONDS",
-                    help="total time to wait for other processes to go quiet")
-    ap.add_argument("--from-json", metavar="FILE",
-                    help="no benchmark: render the report of a saved bench/results/*.json")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="total time to wait for other processes to go quiet",
+    )
+    ap.add_argument(
+        "--from-json",
+        metavar="FILE",
+        help="no benchmark: render the report of a saved bench/results/*.json",
+    )
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         S.BACKGROUND[:] = saved["background"]
-        section, _ = report(saved["results"], Sizes(**saved["sizes"]), saved["command"],
-                            saved["machine"], saved["elapsed"])
+        section, _ = report(
+            saved["results"],
+            Sizes(**saved["sizes"]),
+            saved["command"],
+            saved["machine"],
+            saved["elapsed"],
+        )
         print(section)
         if not args.no_write:
             S.write_section(MARKS, section)
@@ -500,9 +604,17 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.time() - started
     cmd = "python bench/bench_herd.py" + "".join(f" {a}" for a in sys.argv[1:])
-    saved = S.save_json("bench_herd", {"results": R, "sizes": sz.__dict__, "command": cmd,
-                                       "machine": info, "elapsed": elapsed,
-                                       "background": S.BACKGROUND})
+    saved = S.save_json(
+        "bench_herd",
+        {
+            "results": R,
+            "sizes": sz.__dict__,
+            "command": cmd,
+            "machine": info,
+            "elapsed": elapsed,
+            "background": S.BACKGROUND,
+        },
+    )
     log(f"raw results in {saved}")
     section, checks = report(R, sz, cmd, info, elapsed)
     print(section)

@@ -58,7 +58,7 @@ def measure(
     sampler.start()
     t0 = time.perf_counter()
     try:
-        with open(os.devnull, "wb") as null:  # noqa: PTH123
+        with open(os.devnull, "wb") as null:
             rc = subprocess.run(cmd, stdout=null, timeout=timeout, env=env, check=False).returncode
         took = f"{time.perf_counter() - t0:.2f} s (rc {rc})"
     except subprocess.TimeoutExpired:

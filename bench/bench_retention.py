@@ -22,8 +22,9 @@ from pathlib import Path
 
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
+from jobctl.domain.retention import DEFAULT_RETENTION
 from jobctl.domain.states import Outcome
-from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
+from jobctl.engine.reaper import Reaper
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -34,12 +35,13 @@ MARK = ("<!-- bench_retention:start -->", "<!-- bench_retention:end -->")
 def run_day(store: SqliteStore, pool: ThreadPoolExecutor, per_day: int, day: int) -> None:
     for first in range(0, per_day, 1000):
         n = min(1000, per_day - first)
-        specs = [JobSpec(("true",), store.clock.now(), 1000, key=f"d{day}-{first + i}")
-                 for i in range(n)]
+        specs = [
+            JobSpec(("true",), store.clock.now(), 1000, key=f"d{day}-{first + i}") for i in range(n)
+        ]
         store.insert(specs)
         claims = store.claim_due("soak", n, 3600)
         done = AttemptResult(Outcome.SUCCEEDED, 0, None, "ok\n")
-        list(pool.map(lambda c: store.finish(c.job.id, c.generation, done), claims))
+        list(pool.map(lambda c, r=done: store.finish(c.job.id, c.generation, r), claims))
 
 
 def size_of(db: Path) -> int:
@@ -63,8 +65,11 @@ def soak(jobs: int, days: int) -> list[tuple[int, int, int, float]]:
             pruned = asyncio.run(reaper.prune_now())
             kept = sqlite3.connect(db).execute("SELECT count(*) FROM jobs").fetchone()[0]
             rows.append((day + 1, kept, size_of(db), time.perf_counter() - t0))
-            print(f"day {day + 1:>2}: kept {kept:>8} jobs, pruned {pruned:>7}, "
-                  f"db+wal {size_of(db) / 1e6:7.1f} MB, {rows[-1][3]:5.1f} s", flush=True)
+            print(
+                f"day {day + 1:>2}: kept {kept:>8} jobs, pruned {pruned:>7}, "
+                f"db+wal {size_of(db) / 1e6:7.1f} MB, {rows[-1][3]:5.1f} s",
+                flush=True,
+            )
         pool.shutdown()
         astore.close()
         store.close()

@@ -25,7 +25,9 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import cast
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ENV = {"PATH": "/usr/bin:/bin"}
@@ -78,7 +80,8 @@ def popen_start(dn: int, **kw: object) -> Callable[[], int]:
         kept.append(p)
         if len(kept) > 64:
             del kept[:32]  # long since reaped by os.wait
-        return p.pid
+        pid: int = p.pid
+        return pid
 
     return start
 
@@ -111,10 +114,11 @@ def asyncio_rate(n: int) -> float:
 def helper_start(creds: tuple[int, int, list[int]] | None, dn: int) -> Callable[[], int]:
     """The spawn helper's own start path, called in this process (no socket)."""
     sys.path.insert(0, str(SRC))
-    from jobctl.engine import spawner  # noqa: PLC0415
+    from jobctl.engine import spawner
 
     if creds is None:
-        return lambda: spawner.Helper.start(_HelperShim(), [TRUE], ENV, "/", dn, dn, None)
+        shim = cast("spawner.Helper", _HelperShim())
+        return lambda: spawner.Helper.start(shim, [TRUE], ENV, "/", dn, dn, None)
     argv = ["/bin/sh", "-c", 'cd -P -- "$1" || exit 125; shift; exec "$@"', "jobctl", "/", TRUE]
     return lambda: spawner.fork_exec(argv, ENV, dn, dn, creds)
 
@@ -156,8 +160,8 @@ def raw_rates(n: int) -> dict[str, float]:
 def jobctl_rows(n: int, rounds: int) -> None:
     """The daemon's Popen path through the trampoline, with and without a cgroup."""
     sys.path.insert(0, str(SRC))
-    from jobctl.engine import cgroup  # noqa: PLC0415
-    from jobctl.engine.process import trampoline  # noqa: PLC0415
+    from jobctl.engine import cgroup
+    from jobctl.engine.process import trampoline
 
     dn = _devnull()
     cg_base = cgroup.detect("auto")[0]
@@ -192,9 +196,7 @@ def jobctl_rows(n: int, rounds: int) -> None:
         drop = {"user": creds[0], "group": creds[1], "extra_groups": creds[2]}
         rows["other uid, trampoline"] = ([*trampoline("/tmp", ENV, 1024), TRUE], False, drop)
     for name, (argv, cg, kw) in rows.items():
-        rates = sorted(
-            inflight(lambda a=argv, c=cg, k=kw: start(0, a, c, k), n) for _ in range(rounds)
-        )
+        rates = sorted(inflight(partial(start, 0, argv, cg, kw), n) for _ in range(rounds))
         print(f"  {name:48s} {rates[len(rates) // 2]:8.0f}/s")
 
 
@@ -206,7 +208,8 @@ def main() -> None:
     runs = [raw_rates(n) for _ in range(rounds)]
     for name in runs[0]:
         rates = sorted(r[name] for r in runs)
-        print(f"  {name:52s} median {rates[len(rates) // 2]:7.0f}/s  ({', '.join(f'{r:.0f}' for r in rates)})")
+        each = ", ".join(f"{r:.0f}" for r in rates)
+        print(f"  {name:52s} median {rates[len(rates) // 2]:7.0f}/s  ({each})")
     if "--jobctl-rows" in sys.argv:
         jobctl_rows(n, rounds)
 

@@ -45,7 +45,8 @@ class C(http.client.HTTPConnection):
 c = C("localhost", timeout=120)
 jobs = json.loads(sys.stdin.read())
 for i in range(0, len(jobs), 1000):
-    c.request("POST", "/v1/jobs", json.dumps(jobs[i:i + 1000]), {"content-type": "application/json"})
+    body = json.dumps(jobs[i:i + 1000])
+    c.request("POST", "/v1/jobs", body, {"content-type": "application/json"})
     r = c.getresponse(); r.read()
     assert r.status in (200, 201), r.status
 """
@@ -80,19 +81,20 @@ class Daemon:
         env = dict(os.environ, PYTHONPATH=src, JOBCTL_JOB_SPAWNER=spawner)
         env.pop("JOBCTL_SOCKET", None)
         cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.tmp / "s" / "j.db"),
-               "--socket", str(self.sock), "--concurrency", "16", "--log-level", "warning"]  # fmt: skip
+               "--socket", str(self.sock), "--concurrency", "16",
+               "--log-level", "warning"]  # fmt: skip
         if group:
             cmd += ["--socket-group", group]
         self.proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
         sys.path.insert(0, src)
-        from jobctl.client import Client  # noqa: PLC0415
+        from jobctl.client import Client
 
         deadline = time.monotonic() + 60
         while not self.sock.exists():
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("daemon did not start")
             time.sleep(0.05)
-        self.client = Client(str(self.sock))
+        self.client = Client(self.sock)
         self.client.status()
 
     def enqueue(self, jobs: list[dict[str, Any]], user: str | None) -> None:
@@ -162,8 +164,8 @@ def lag(src: str, spawner: str, n: int) -> dict[str, float]:
     d = Daemon(src, spawner, None)
     try:
         t0 = datetime.now(UTC) + timedelta(seconds=1.5)
-        jobs = [{"command": ["true"], "cwd": "/",
-                 "run_at": (t0 + timedelta(seconds=2 * i / n)).isoformat()} for i in range(n)]  # fmt: skip
+        at = [(t0 + timedelta(seconds=2 * i / n)).isoformat() for i in range(n)]
+        jobs = [{"command": ["true"], "cwd": "/", "run_at": when} for when in at]
         d.enqueue(jobs, None)
         d.wait_succeeded(n)
         lags = sorted((s - r) * 1000 for r, s, _ in d.times())
@@ -175,7 +177,7 @@ def lag(src: str, spawner: str, n: int) -> dict[str, float]:
 def huey_e2e(n: int) -> float | None:
     """huey: n tasks with one eta, 16 thread workers each running `true` (peer_huey)."""
     try:
-        import peer_huey  # noqa: PLC0415
+        import peer_huey
     except ImportError:
         return None
     tmp = Path(tempfile.mkdtemp(prefix="bspawn-huey-"))
@@ -193,7 +195,7 @@ def huey_e2e(n: int) -> float | None:
             time.sleep(0.1)
         results = peer_huey.results(h)
         last = max(f for _, f in results)
-        return len(results) / (last - eta)
+        return float(len(results) / (last - eta))
     finally:
         consumer.terminate()
         consumer.wait()
@@ -205,7 +207,7 @@ def bench_user() -> str | None:
     """A temporary account for the other-user rows (root only); removed at exit."""
     if os.geteuid() != 0 or shutil.which("useradd") is None:
         return None
-    subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True)
+    subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True, check=False)
     subprocess.run(["useradd", "-M", "-U", BENCH_USER], check=True, capture_output=True)
     return BENCH_USER
 
@@ -233,7 +235,8 @@ def main() -> None:
                 res[key] = r = e2e(a.src, mode, a.jobs, who)
                 print(f"  e2e  {key:26s} {r['rate']:7.0f} jobs/s; all started "
                       f"{r['started_s']:.2f} s after due; CPU per job: daemon "
-                      f"{r['daemon_us_per_job']:.0f} us, helper {r['helper_us_per_job']:.0f} us")  # fmt: skip
+                      f"{r['daemon_us_per_job']:.0f} us, "
+                      f"helper {r['helper_us_per_job']:.0f} us")  # fmt: skip
         if a.burst:
             for mode in ("helper", "inline"):
                 b = e2e(a.src, mode, a.burst, None)
@@ -247,7 +250,7 @@ def main() -> None:
         huey = None if a.no_huey else huey_e2e(a.jobs)
     finally:
         if user:
-            subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True)
+            subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True, check=False)
     ps = raw["posix_spawn, 16 in flight"]
     own = res["helper, own user"]["rate"]
     print(f"  huey e2e {a.jobs} x true: {huey:.0f} jobs/s" if huey else "  huey: not installed")
@@ -256,14 +259,17 @@ def main() -> None:
           + (f"; helper / huey {own / huey:.2f} (target >= 2)" if huey else ""))  # fmt: skip
     if user:
         other = res["helper, another user"]["rate"]
-        print(f"        another user: helper / inline {other / res['inline, another user']['rate']:.2f}; "
+        inline = res["inline, another user"]["rate"]
+        print(f"        another user: helper / inline {other / inline:.2f}; "
               f"helper / posix_spawn {other / ps:.2f}")  # fmt: skip
     if a.burst:
         ratio = res["burst inline"]["started_s"] / res["burst helper"]["started_s"]
         print(f"        burst fully started: inline / helper {ratio:.2f} (target >= 2)")
     la = os.getloadavg()
-    print(f"load average at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} (figures under load: "
-          "re-run on a quiet machine)")
+    print(
+        f"load average at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} (figures under load: "
+        "re-run on a quiet machine)"
+    )
 
 
 if __name__ == "__main__":

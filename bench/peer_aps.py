@@ -61,8 +61,10 @@ def pragmas(sched: Any) -> dict[str, Any]:
 
     engine = sched._lookup_jobstore("default").engine
     with engine.connect() as conn:
-        return {"journal_mode": conn.execute(text("pragma journal_mode")).scalar(),
-                "synchronous": conn.execute(text("pragma synchronous")).scalar()}
+        return {
+            "journal_mode": conn.execute(text("pragma journal_mode")).scalar(),
+            "synchronous": conn.execute(text("pragma synchronous")).scalar(),
+        }
 
 
 def _threads(n: int, fn: Any) -> None:
@@ -101,8 +103,15 @@ def enqueue(db: str, p: dict[str, Any]) -> dict[str, Any]:
     jobs = sum(r["jobs"] for r in res)
     wall = max(r["last"] for r in res) - min(r["t0"] for r in res)
     lat = [x for r in res for x in r["lat"]]
-    return {"jobs": jobs, "wall": wall, "rate": jobs / wall, "lat": lat,
-            "stored": stored, "expected": jobs + p["warmup"], "pragmas": info}
+    return {
+        "jobs": jobs,
+        "wall": wall,
+        "rate": jobs / wall,
+        "lat": lat,
+        "stored": stored,
+        "expected": jobs + p["warmup"],
+        "pragmas": info,
+    }
 
 
 def _add_all(sched: Any, items: list[tuple[float, Any]], clients: int) -> float:
@@ -112,8 +121,7 @@ def _add_all(sched: Any, items: list[tuple[float, Any]], clients: int) -> float:
     def client(i: int) -> None:
         for eta, fn in items[i::clients]:
             func, args = fn if isinstance(fn, tuple) else (fn, ())
-            sched.add_job(func, "date", run_date=dt.datetime.fromtimestamp(eta, dt.UTC),
-                          args=args)
+            sched.add_job(func, "date", run_date=dt.datetime.fromtimestamp(eta, dt.UTC), args=args)
 
     _threads(clients, client)
     return time.time() - t0
@@ -136,13 +144,23 @@ def e2e(db: str, p: dict[str, Any]) -> dict[str, Any]:
     left = len(sched.get_jobs())
     sched.shutdown(wait=True)
     recs = list(RECORDS)
-    out: dict[str, Any] = {"n": p["n"], "done": len(recs), "complete": done,
-                           "add_seconds": add_s, "late_enqueue": late_enqueue, "left": left}
+    out: dict[str, Any] = {
+        "n": p["n"],
+        "done": len(recs),
+        "complete": done,
+        "add_seconds": add_s,
+        "late_enqueue": late_enqueue,
+        "left": left,
+    }
     if recs:
         first, last = min(r[0] for r in recs), max(r[1] for r in recs)
-        out.update(first_start=first, last_finish=last, wall=last - first,
-                   rate=len(recs) / (last - first) if last > first else float("nan"),
-                   due_to_last=last - due)
+        out.update(
+            first_start=first,
+            last_finish=last,
+            wall=last - first,
+            rate=len(recs) / (last - first) if last > first else float("nan"),
+            due_to_last=last - due,
+        )
     return out
 
 
@@ -151,15 +169,21 @@ def lag_run(db: str, p: dict[str, Any]) -> dict[str, Any]:
     sched.start()
     t0 = time.time() + p["margin"]
     step = p["spread"] / p["n"]
-    items = [(round(t0 + i * step, 3), None) for i in range(p["n"])]
-    items = [(eta, (lag, (eta,))) for eta, _ in items]
+    etas = [round(t0 + i * step, 3) for i in range(p["n"])]
+    items = [(eta, (lag, (eta,))) for eta in etas]
     add_s = _add_all(sched, items, p["clients"])
     late_enqueue = time.time() > t0
     done = _wait(p["n"], p["spread"] + max(0.0, t0 - time.time()) + p["timeout"])
     sched.shutdown(wait=True)
-    return {"n": p["n"], "done": len(RECORDS), "complete": done, "add_seconds": add_s,
-            "late_enqueue": late_enqueue,
-            "dispatch": [r[1] - r[0] for r in RECORDS], "exec": [r[2] - r[0] for r in RECORDS]}
+    return {
+        "n": p["n"],
+        "done": len(RECORDS),
+        "complete": done,
+        "add_seconds": add_s,
+        "late_enqueue": late_enqueue,
+        "dispatch": [r[1] - r[0] for r in RECORDS],
+        "exec": [r[2] - r[0] for r in RECORDS],
+    }
 
 
 def main() -> None:

@@ -26,8 +26,13 @@ from huey import SqliteHuey
 #: then run up to 1 s early).
 FAR_FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
 CONSUMER_OPTIONS = {
-    "worker_type": "thread", "periodic": False, "initial_delay": 0.1, "max_delay": 0.1,
-    "backoff": 1.0, "scheduler_interval": 1, "check_worker_health": True,
+    "worker_type": "thread",
+    "periodic": False,
+    "initial_delay": 0.1,
+    "max_delay": 0.1,
+    "backoff": 1.0,
+    "scheduler_interval": 1,
+    "check_worker_health": True,
 }
 
 
@@ -60,8 +65,10 @@ def make(db: str) -> tuple[SqliteHuey, Any]:
 def storage_pragmas(db: str) -> dict[str, Any]:
     h, _ = make(db)
     conn = h.storage.conn
-    return {"journal_mode": conn.execute("pragma journal_mode").fetchone()[0],
-            "synchronous": conn.execute("pragma synchronous").fetchone()[0]}
+    return {
+        "journal_mode": conn.execute("pragma journal_mode").fetchone()[0],
+        "synchronous": conn.execute("pragma synchronous").fetchone()[0],
+    }
 
 
 def results(h: SqliteHuey) -> list[Any]:

@@ -44,7 +44,7 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup prune metrics audit dlq queues schedules config) ;;
+        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
@@ -64,10 +64,11 @@ _jobctl_options() {
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
-        next) _jobctl_r=(--tz --after --count --json --help) ;;
+        next) _jobctl_r=(--tz --after --count --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
         top) _jobctl_r=(--once --interval --socket --help) ;;
         backup) _jobctl_r=(--db --force --help) ;;
+        export) _jobctl_r=(--format -f --output -o --owner --db --help) ;;
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
         audit) _jobctl_r=(--uid --action --since --before --limit --json --socket --help) ;;
@@ -109,20 +110,21 @@ _jobctl_nvalues() {
         'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
         'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
         'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
-        'import-crontab --tz'|'import-crontab --misfire'|'import-crontab --max-attempts'|\
-        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
-        'audit --since'|'audit --before'|'audit --limit'|'audit --socket'|\
-        'dlq list --queue'|'dlq list --reason'|'dlq list --since'|'dlq list --limit'|\
-        'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
-        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
-        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
-        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
-        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
-        'queues resume --socket'|'schedules list --limit'|'schedules list --socket'|\
-        'schedules show --socket'|'schedules edit --cron'|'schedules edit --every'|\
-        'schedules edit --at'|'schedules edit --tz'|'schedules edit --jitter'|\
-        'schedules edit --name'|'schedules edit --misfire'|\
+        'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
+        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
+        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
+        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
+        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
+        'audit --socket'|'dlq list --queue'|'dlq list --reason'|'dlq list --since'|\
+        'dlq list --limit'|'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|\
+        'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|\
+        'dlq replay --socket'|'dlq purge --older-than'|'dlq purge --socket'|\
+        'queues list --socket'|'queues set --concurrency'|'queues set --rate'|\
+        'queues set --burst'|'queues set --weight'|'queues set --socket'|\
+        'queues pause --socket'|'queues resume --socket'|'schedules list --limit'|\
+        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
+        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
+        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
         'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
         'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
         'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
@@ -138,7 +140,7 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add) _jobctl_r=(0 1) ;;
-        show|logs|cancel|next|import-crontab|backup|'dlq show'|'queues set'|\
+        show|logs|cancel|next|import-crontab|backup|export|'dlq show'|'queues set'|\
         'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
         'schedules resume'|'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
@@ -163,8 +165,9 @@ _jobctl_value() {
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
         'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
         'daemon --config'|'next #1'|'import-crontab --socket'|'import-crontab #1'|\
-        'top --socket'|'backup --db'|'backup #1'|'prune --socket'|'metrics --socket'|\
-        'audit --socket'|'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
+        'top --socket'|'backup --db'|'backup #1'|'export --output'|'export -o'|\
+        'export --db'|'prune --socket'|'metrics --socket'|'audit --socket'|\
+        'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
         'dlq purge --socket'|'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
         'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\
@@ -176,6 +179,8 @@ _jobctl_value() {
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
+        'export --format'|'export -f') _jobctl_words jsonl csv ;;
+        'export #1') _jobctl_words jobs attempts schedules ;;
         'dlq list --reason'|'dlq replay --reason') _jobctl_words max_attempts non_retryable timeout lease_expired poison denied ;;
         *) : ;;
     esac

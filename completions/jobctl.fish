@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -84,21 +84,22 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
-            'next --count' 'import-crontab --tz' 'import-crontab --misfire' \
+            'next --count' 'next --seed' 'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
-            'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
-            'audit --uid' 'audit --action' 'audit --since' 'audit --before' \
-            'audit --limit' 'audit --socket' 'dlq list --queue' 'dlq list --reason' \
-            'dlq list --since' 'dlq list --limit' 'dlq list --socket' 'dlq show --socket' \
-            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
-            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
-            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
-            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
-            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
-            'queues resume --socket' 'schedules list --limit' 'schedules list --socket' \
-            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
-            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
-            'schedules edit --name' 'schedules edit --misfire' \
+            'top --socket' 'backup --db' 'export --format' 'export -f' 'export --output' \
+            'export -o' 'export --owner' 'export --db' 'prune --socket' \
+            'metrics --socket' 'audit --uid' 'audit --action' 'audit --since' \
+            'audit --before' 'audit --limit' 'audit --socket' 'dlq list --queue' \
+            'dlq list --reason' 'dlq list --since' 'dlq list --limit' 'dlq list --socket' \
+            'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
+            'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
+            'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
+            'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
+            'queues set --burst' 'queues set --weight' 'queues set --socket' \
+            'queues pause --socket' 'queues resume --socket' 'schedules list --limit' \
+            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
+            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
+            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
             'schedules edit --catch-up-limit' 'schedules edit --overlap' \
             'schedules edit --queue' 'schedules edit --priority' \
             'schedules edit --timeout' 'schedules edit --max-attempts' \
@@ -136,6 +137,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fir
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'import-crontab' -d 'Create a schedule for each entry of a crontab; importing it again creates...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'top' -d 'Live view of the daemon: slots and timer, queues, running jobs, recent...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'backup' -d 'Copy the database consistently while the daemon runs, check the copy, and...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'export' -d 'Export jobs, attempts or schedules as JSON lines or CSV, read from the...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'prune' -d 'Delete finished jobs (and their attempts and logs) older than the retention...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daemon\'s metrics in the Prometheus text format (GET /v1/metrics).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'audit' -d 'Show who did what: every change and every refused request, newest first...'
@@ -228,6 +230,7 @@ complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'tz' -x -d 'IANA time zo
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'after' -x -d 'Start after this instant (exclusive): ISO-8601, or a wall time in --tz'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -x -d 'How many fire times'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON list of UTC ISO-8601 times instead'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'seed' -x -d 'Schedule id that H fields are hashed from (needed for an expression with H)'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'next\' \'#1\'' -F -d 'Cron expression in quotes, e.g. \'0 6 * * 1-5\', or a macro such as @daily'
 
@@ -252,6 +255,14 @@ complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'db' -r -F -d 'The dat
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'force' -d 'Replace FILE if it exists'
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'backup\' \'#1\'' -F -d 'Where to write the copy'
+
+# jobctl export
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'format' -s 'f' -x -a 'jsonl csv' -d 'JSON lines (one object a line) or CSV'
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'output' -s 'o' -r -F -d 'Write here'
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'owner' -x -d 'Only this uid\'s rows'
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'db' -r -F -d 'The database to read (read-only)'
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'export\' \'#1\'' -f -a 'jobs attempts schedules' -d 'jobs, attempts or schedules'
 
 # jobctl prune
 complete -c jobctl -n '__jobctl_at \'prune\' \'opt\'' -l 'dry-run' -l 'no-dry-run' -d 'Only count what would be deleted'

@@ -13,37 +13,18 @@ exits 1 when a promise broke.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from jobctl.client import Client
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from drills import _kit  # noqa: E402
 
 #: A command that kills its daemon (named by the lease owner ``host:pid:tag`` in its
 #: environment: its parent is the spawn helper, not the daemon).
 KILL_DAEMON = 'owner=${JOBCTL_LEASE_OWNER#*:}; kill -9 "${owner%%:*}"'
-
-
-def start(db: Path, sock: Path, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(db), "--socket", str(sock)]
-    cmd += ["--concurrency", "16", "--lease-ttl", "5", "--kill-grace", "1"]
-    proc = subprocess.Popen(cmd, stderr=log.open("ab"), stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # ready when the socket answers, or it died (culprit)
-        if proc.poll() is not None:
-            return proc
-        try:
-            with Client(sock) as c:
-                c.status()
-            return proc
-        except Exception:
-            time.sleep(0.02)
-    raise SystemExit("daemon did not come up")
 
 
 def main() -> int:
@@ -52,12 +33,11 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-culprit", action="store_true")
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args()
     rng = random.Random(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="jobctl-drill-"))
-    db, sock, log = tmp / "jobctl.db", tmp / "jobctl.sock", tmp / "daemon.log"
-    proc = start(db, sock, log)
-    with Client(sock) as c:
+    tmp = _kit.workdir("poison")
+    d = _kit.Daemon(tmp, "--concurrency", "16", "--lease-ttl", "5", "--kill-grace", "1").start()
+    with d.client() as c:
         jobs = [
             {
                 "command": ["sleep", f"{rng.choice([0, 0, 0.05, 0.3, 1, 2, 4]):g}"],
@@ -81,28 +61,20 @@ def main() -> int:
             culprit = c.enqueue(bad)["id"]
     kills = crashes = 0
     while kills < args.kills:
-        if proc.poll() is None:
+        if d.alive():
             time.sleep(rng.uniform(0.1, 1.5))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+            if d.alive():
+                d.kill9()
                 kills += 1
-        proc.wait()
+        assert d.proc is not None
+        d.proc.wait()
         crashes += 1
-        proc = start(db, sock, log)
-    deadline = time.monotonic() + 300
-    with Client(sock) as c:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                proc = start(db, sock, log)
-                continue
-            counts = c.status()["counts"]
-            if counts["scheduled"] == 0 and counts["running"] == 0:
-                break
-            time.sleep(0.2)
+        d.start()
+    _kit.settled(d, 300)
+    with d.client() as c:
         got = {i: c.get(i) for i in healthy}
         bad_job = c.get(culprit) if culprit is not None else None
-    proc.send_signal(signal.SIGTERM)
-    proc.wait()
+    d.stop()
     poison = sum(1 for j in got.values() if j["dead_reason"] == "poison")
     dead = sum(1 for j in got.values() if j["status"] == "dead")
     done = sum(1 for j in got.values() if j["status"] == "succeeded")

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import IO, Any
 
-#: The logfmt line of :func:`jobctl.engine.daemon.setup_logging`, kept identical to it.
+#: The logfmt line of :func:`jobctl.daemon.setup_logging`, kept identical to it.
 LOGFMT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
 
 _KEY = re.compile(r"\s*([A-Za-z_][\w.]*)=")

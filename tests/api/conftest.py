@@ -11,6 +11,7 @@ import pytest
 
 from jobctl.api.app import Hooks, create_app
 from jobctl.domain.clock import FakeClock
+from jobctl.domain.states import StopReason
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -28,10 +29,15 @@ async def api(app_store: SqliteStore) -> AsyncIterator[tuple[httpx.AsyncClient, 
     store = app_store
     astore = AsyncStore(store, threads=4)
     events: list[str] = []
+
+    def stop_job(job_id: int, reason: StopReason) -> bool:
+        events.append(f"stop {job_id}")
+        return True
+
     hooks = Hooks(
         wake=lambda: events.append("wake"),
         due=lambda at: events.append("wake"),
-        stop_job=lambda job_id, reason: events.append(f"stop {job_id}") is None,
+        stop_job=stop_job,
     )
     app = create_app(astore, hooks)
     async with httpx.AsyncClient(

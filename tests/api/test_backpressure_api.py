@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Admission, Quotas
+from jobctl.engine.quotas import Quotas
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -83,15 +84,15 @@ async def test_a_full_database_is_503_json_never_a_plain_500(
 ) -> None:
     client = await make_api()
     assert (await client.post("/v1/jobs", json=JOB)).status_code == 201
-    pages = app_store._writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    app_store._writer.outside_transaction(
+    pages = app_store.db.writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    app_store.db.writer.outside_transaction(
         lambda c: c.execute(f"PRAGMA max_page_count={pages}").fetchall()
     )
     big = [{"command": ["x" * 4000]}] * 50
     _refused(await client.post("/v1/jobs", json=big), 503, "storage_full")
     _refused(await client.post("/v1/schedules", json={"job": big[0], "every": 60}), 503,
              "storage_full")  # fmt: skip
-    app_store._writer.outside_transaction(
+    app_store.db.writer.outside_transaction(
         lambda c: c.execute("PRAGMA max_page_count=1073741823").fetchall()
     )
     assert (await client.post("/v1/jobs", json=big)).status_code == 201

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from jobctl.api.schemas import JobIn
-from jobctl.domain.models import MAX_PAYLOAD_BYTES, Backoff, JobSpec
+from jobctl.domain.limits import MAX_PAYLOAD_BYTES
+from jobctl.domain.models import Backoff, JobSpec
 from jobctl.errors import InvalidInput
 
 NOW = datetime(2027, 3, 14, 6, 0, tzinfo=UTC)
@@ -50,8 +51,9 @@ def test_what_jobspec_refuses_the_wire_model_refuses(field: str, value: Any) -> 
     spec_value = tuple(value) if field == "command" else value
     if field == "env":
         spec_value = tuple(sorted(value.items()))
+    fields: dict[str, Any] = {"command": ("echo",), "run_at": NOW, "owner_uid": 1}
     with pytest.raises(InvalidInput):
-        JobSpec(**{"command": ("echo",), "run_at": NOW, "owner_uid": 1, spec_field: spec_value})
+        JobSpec(**{**fields, spec_field: spec_value})
     with pytest.raises(ValidationError):
         JobIn.model_validate({**GOOD, field: value})
 

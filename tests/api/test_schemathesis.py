@@ -17,6 +17,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from jobctl.api.app import Hooks, create_app
+from jobctl.daemon import prune_with
 from jobctl.domain.clock import FakeClock
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
@@ -35,7 +36,8 @@ def _app() -> tuple[Any, SqliteStore, AsyncStore, Path]:
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-schemathesis-"))
     store = SqliteStore(tmp / "st.db", FakeClock(T0), random.Random(5))
     astore = AsyncStore(store, threads=2)
-    return create_app(astore, Hooks()), store, astore, tmp
+    hooks = Hooks(prune=prune_with(astore, store.clock))  # the daemon's own prune hook
+    return create_app(astore, hooks), store, astore, tmp
 
 
 APP, STORE, ASTORE, TMP = _app()

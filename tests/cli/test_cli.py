@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.cli.main import run
 from jobctl.errors import InvalidInput
 

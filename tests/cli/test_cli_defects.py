@@ -8,7 +8,7 @@ import pytest
 import typer
 
 from jobctl.cli import job_actions
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.cli.main import app, run
 from jobctl.cli.schedules import schedule_body
 from jobctl.domain.policies import Misfire, Overlap

@@ -17,7 +17,7 @@ import pytest
 from jobctl.cli.admin import daemon_config, daemon_settings
 from jobctl.cli.main import run
 from jobctl.config import CONFIG_ENV, SPECS, ConfigError, Host, load
-from jobctl.engine.daemon import DaemonConfig
+from jobctl.daemon import DaemonConfig
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -38,10 +38,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def started(monkeypatch: pytest.MonkeyPatch) -> list[DaemonConfig]:
     """What `jobctl daemon` would have run, instead of running it."""
     configs: list[DaemonConfig] = []
-    monkeypatch.setattr("jobctl.engine.daemon.run_daemon", configs.append)
-    monkeypatch.setattr(
-        "jobctl.engine.daemon.setup_logging", lambda level="info", fmt="logfmt": None
-    )
+    monkeypatch.setattr("jobctl.daemon.run_daemon", configs.append)
+    monkeypatch.setattr("jobctl.daemon.setup_logging", lambda level="info", fmt="logfmt": None)
     return configs
 
 

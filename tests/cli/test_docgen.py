@@ -82,6 +82,7 @@ def _need(tool: str) -> str:
         docgen.ZSH_COMPLETION,
         docgen.FISH_COMPLETION,
         docgen.CLI_REFERENCE,
+        docgen.SCHEMA_DOC,
     ],
 )
 def test_checked_in_file_is_current(generated: dict[str, str], rel: str) -> None:

@@ -198,7 +198,7 @@ def test_human_output_expands_macros_and_names_the_host_zone(
     [
         (["61 * * * *"], "minute field: 61 is out of range 0-59"),
         (["0 0 * * * *"], "got 6 (a seconds field is not supported)"),
-        (["0 0 L * *"], "day-of-month field: 'L' uses 'L' (last), which is not supported"),
+        (["0 0 * * 1#6"], "day-of-week field: '1#6': 6 is not a number from 1 to 5"),
         (["0 0 30 2 *"], "never fires: day 30 does not occur in February"),
         (["@reboot"], "@reboot is not supported"),
         (["0 6 * * *", "--tz", "Asia/Tokio"], "'Asia/Tokio' (did you mean Asia/Tokyo?)"),
@@ -273,3 +273,22 @@ print(json.dumps({"code": code, "importers": first_importer, "jobctl": jobctl_he
     assert set(importers) <= {"pydantic"}, importers
     for importer in importers.values():
         assert f"{os.sep}typer{os.sep}" in importer, importers
+
+
+def test_hashed_expressions_need_a_seed_and_show_its_times(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    from jobctl.domain.cron import next_fire, parse_cron
+
+    code, out, err = run_cli(capsys, "next", "H 3 * * *", "--tz", "UTC")
+    assert (code, out) == (2, "")
+    assert err.startswith("jobctl: error: 'H 3 * * *' uses H, which is hashed from each")
+    seed = "sch-0a1b2c3d4e5f"
+    got = fires(capsys, "H 3 * * *", "--tz", "UTC", "--seed", seed, "--after", "2027-01-01T00:00Z")
+    start = datetime(2027, 1, 1, tzinfo=UTC)
+    first = next_fire(parse_cron("H 3 * * *", seed), ZoneInfo("UTC"), start)
+    assert got[0] == first.strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, out, _ = run_cli(capsys, "next", "H 3 L * *", "--seed", seed, "--tz", "UTC")
+    assert code == 0 and "on the last day of the month (H hashed from 'sch-0a1b2c3d4e5f')" in out

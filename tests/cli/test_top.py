@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.cli.main import run
 from tests.integration.conftest import DaemonProc, daemon_env
 
@@ -55,7 +55,7 @@ def test_top_shows_queues_a_running_job_and_a_failure(
     assert fragile.split()[-1] == "1"
     assert "running (1)" in out
     [row] = [line for line in lines if f"cat {fifo}" in line]
-    assert row.split()[:3] == [str(running["id"]), "reports", "1/3"]
+    assert row.split()[:4] == [str(running["id"]), "reports", "1", "0/3"]  # attempt, failed
     [failure] = [line for line in lines if "exit 3" in line and "max_attempts" in line]
     assert failure.split()[:2] == [str(dead["id"]), "fragile"]
     assert "schedules: 1 (0 paused)" in out

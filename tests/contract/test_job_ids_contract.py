@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from tests.contract.test_schedule_contract import TEMPLATE
-
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.domain.states import Outcome
 from jobctl.store.base import Store
+from tests.contract.test_schedule_contract import TEMPLATE
 
 
 def _dead(store: Store, clock: FakeClock, n: int) -> list[int]:

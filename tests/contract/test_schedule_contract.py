@@ -346,3 +346,32 @@ def test_names_are_unique_per_owner(store: Store, clock: FakeClock) -> None:
         store.create_schedule(named(1002))
     assert {s.id for s in store.list_schedules(owner=1002)} == {bob.id}
     assert {s.id for s in store.list_schedules()} == {alice.id, bob.id}
+
+
+def test_hashed_fields_follow_the_schedule_id_through_create_materialize_and_edit(
+    store: Store, clock: FakeClock
+) -> None:
+    """H is hashed from the id the store gives the schedule: the cursor, the job keys and
+    the cursor after an edit all come from that id (every backend must pass it on)."""
+    from zoneinfo import ZoneInfo
+
+    from jobctl.domain.cron import next_fire, parse_cron
+
+    def expected(cron: str, sid: str, after: datetime) -> datetime:
+        return next_fire(parse_cron(cron, sid), ZoneInfo("UTC"), after)
+
+    specs = [ScheduleSpec(Timing("UTC", cron="H * * * *"), Policy(), TEMPLATE, 1000) for _ in "ab"]
+    made = [store.create_schedule(spec) for spec in specs]
+    now = clock.now()
+    for s in made:
+        assert s.spec.timing.seed == s.id
+        assert s.next_run_at == expected("H * * * *", s.id, now)
+        assert store.get_schedule(s.id).next_run_at == s.next_run_at
+    clock.set(at_hour(clock, 2))
+    created = {sid: nominal for sid, _, nominal in store.materialize(100).created}
+    for s in made:
+        assert created[s.id] == expected("H * * * *", s.id, clock.now() - timedelta(hours=1))
+    first = made[0]
+    edited = ScheduleSpec(Timing("UTC", cron="H H * * *"), Policy(), TEMPLATE, 1000)
+    new, _ = store.edit_schedule(first.id, edited, store.get_schedule(first.id).spec, 1000)
+    assert new.next_run_at == expected("H H * * *", first.id, clock.now())

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
+from jobctl.daemon import wire_engine
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
-from jobctl.engine.metrics import Metrics
 from jobctl.engine.timer import Timer
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
@@ -39,8 +40,6 @@ class Engine:
     def on_finish(self, job: Job | None, claim: Claim, result: AttemptResult) -> None:
         self.finished.append((job, claim, result))
         self._changed.set()
-        if claim.job.spec.schedule_id is not None:
-            self.materializer.wake()
 
     def add(self, command: list[str] | str, **kw: Any) -> Job:
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
@@ -74,23 +73,21 @@ class Engine:
 
 
 def build_engine(tmp_path: Path, clock: FakeClock, metrics: Metrics | None = None) -> Engine:
-    """Store, timer, executor and materializer wired as in the daemon (nothing started)."""
+    """Store, timer, executor and materializer wired by the daemon's own
+    :func:`jobctl.daemon.wire_engine` (nothing started)."""
     store = SqliteStore(tmp_path / "engine.db", clock, random.Random(3))
     astore = AsyncStore(store, threads=8)
     holder: list[Engine] = []
     cfg = ExecutorConfig(concurrency=4, lease_ttl=30, kill_grace=0.5, log_dir=tmp_path / "logs")
-    executor = Executor(
+    parts = wire_engine(
         astore,
         clock,
         cfg,
         "testhost:1:abc",
-        on_slot_free=lambda: holder[0].timer.wake(),
-        on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
         metrics=metrics,
+        on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
     )
-    timer = Timer(astore, clock, executor, metrics)
-    materializer = Materializer(astore, clock, on_created=timer.wake, metrics=metrics)
-    eng = Engine(store, astore, clock, executor, timer, materializer, tmp_path)
+    eng = Engine(store, astore, clock, parts.executor, parts.timer, parts.materializer, tmp_path)
     holder.append(eng)
     return eng
 

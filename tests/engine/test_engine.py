@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.domain.models import Backoff
-from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.states import JobStatus, Outcome, StopReason
 from tests.engine.conftest import Engine, later
 
 pytestmark = pytest.mark.asyncio
@@ -85,7 +85,7 @@ async def test_cancel_running_job_stops_its_process_group(engine: Engine) -> Non
     await engine.started(job.id)
     res = engine.store.cancel(job.id, "cancelled by user")
     assert res.was_running
-    assert engine.executor.stop(job.id, "cancelled by user")
+    assert engine.executor.stop(job.id, StopReason.CANCEL)
     await engine.finishes(1)
     got = engine.store.get(job.id)
     assert got.status is JobStatus.CANCELLED
@@ -117,7 +117,7 @@ async def test_heartbeat_keeps_a_long_job_leased(engine: Engine) -> None:
     assert engine.store.reclaim_expired(10) == []
     got = engine.store.get(job.id)
     assert got.status is JobStatus.RUNNING and got.lease_until == later(engine.clock, 30)
-    engine.executor.stop(job.id, "done with test")
+    engine.executor.stop(job.id, StopReason.CANCEL, "done with test")
     await engine.finishes(1)
 
 

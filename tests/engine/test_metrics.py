@@ -20,8 +20,9 @@ from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import Backoff, JobSpec, JobTemplate
 from jobctl.domain.policies import Misfire
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
-from jobctl.engine.metrics import Metrics, log_jobs, start_listener, stop_listener
+from jobctl.domain.states import StopReason
 from jobctl.logfmt import JsonFormatter, logval, parse_logfmt
+from jobctl.metrics import Metrics, log_jobs, start_listener, stop_listener
 from tests.engine.conftest import Engine, build_engine, close_engine, later
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -81,7 +82,7 @@ async def test_jobs_by_status_dispatch_lag_and_slots(metered: tuple[Engine, Metr
     s = await scrape(eng, metrics)
     assert value(s, "jobctl_executor_slots_in_use") == 1
     assert value(s, "jobctl_jobs", queue="default", status="running") == 1
-    eng.executor.stop(job.id, "done with test")
+    eng.executor.stop(job.id, StopReason.CANCEL, "done with test")
     await eng.finishes(2)
 
 
@@ -145,7 +146,7 @@ async def test_a_cancel_is_not_a_fencing_rejection(
     await eng.started(job.id)
     assert eng.store.cancel(job.id, "cancelled by user").was_running
     await eng.executor.heartbeat_once()  # a heartbeat racing the stop finds no lease either
-    eng.executor.stop(job.id, "cancelled by user")
+    eng.executor.stop(job.id, StopReason.CANCEL)
     await eng.finishes(1)
     s = await scrape(eng, metrics)
     assert sum(v for (name, _), v in s.items() if name == "jobctl_fencing_rejections_total") == 0

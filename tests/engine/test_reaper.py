@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobctl.engine.reaper import DEFAULT_RETENTION, Reaper
+from jobctl.domain.retention import DEFAULT_RETENTION
+from jobctl.engine.reaper import Reaper
 from tests.engine.conftest import Engine
 
 

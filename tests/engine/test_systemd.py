@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
+from jobctl.daemon import DaemonConfig
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec, JobTemplate
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.engine import systemd
-from jobctl.engine.daemon import DaemonConfig
 from jobctl.engine.systemd import Notifier, StallCheck, run_watchdog
 from jobctl.paths import default_socket
 from jobctl.store.aio import AsyncStore

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
+from jobctl.domain.states import StopReason
 from jobctl.engine.timer import BACKGROUND_PROMOTE
 from tests.engine.conftest import build_engine, close_engine
 
@@ -37,7 +38,7 @@ async def test_a_backlog_behind_busy_slots_is_promoted_batch_by_batch(
         assert (stats.due, stats.scheduled, stats.running) == (n, n, 0)
         assert stats.oldest_due == due
         for job in busy:
-            eng.executor.stop(job.id, "test over")
+            eng.executor.stop(job.id, StopReason.CANCEL, "test over")
         await eng.finishes(len(busy))
     finally:
         await close_engine(eng)

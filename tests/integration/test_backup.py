@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.cli.jobs import job_body
+from jobctl.cli.bodies import job_body
 from jobctl.client import Client
 from tests.integration.conftest import DaemonProc
 from tests.integration.test_daemon import cli

@@ -148,8 +148,8 @@ def test_daemon_down_is_the_same_error_both_ways(
 
 # ------------------------------------------------------------------ status, list, show
 
-_UPTIME = re.compile(r'up \S+|"\d{4}-\d\d-\d\dT[^"]*"|\b\d+\.\d+\b')
-_RELATIVE = re.compile(r"\((in )?[0-9a-z.]+( ago)?\)|request id \w+")
+_UPTIME = re.compile(r'up [0-9a-z ]+?(?=  )|"\d{4}-\d\d-\d\dT[^"]*"|\b\d+\.\d+\b')
+_RELATIVE = re.compile(r"\((in )?[0-9a-z. ]+?( ago)?\)|request id \w+")
 
 
 def _same_moment(text: str) -> str:

@@ -38,7 +38,9 @@ def test_kill_9_while_healthy_jobs_run_never_makes_them_poison(
     reclaimed: list[str] = []
     for attempt in (1, 2, 3):
         wait_until(
-            lambda a=attempt: all((tmp_path / f"started.{i}.{a}").exists() for i in ids),
+            lambda a=attempt: all(  # type: ignore[misc]  # mypy cannot type a default arg
+                (tmp_path / f"started.{i}.{a}").exists() for i in ids
+            ),
             what=f"attempt {attempt} of both jobs to start",
         )
         d.signal(signal.SIGKILL)

@@ -159,7 +159,7 @@ def settle(d: DaemonProc, load: Load) -> dict[str, int]:
 
     def idle() -> bool:
         counts = client.status()["counts"]
-        return counts["running"] == 0 and counts["scheduled"] == 0
+        return bool(counts["running"] == 0 and counts["scheduled"] == 0)
 
     wait_until(idle, timeout=120, what="every acknowledged job to finish")
     stored: dict[int, str] = {}

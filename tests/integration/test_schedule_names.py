@@ -37,4 +37,6 @@ def test_reimport_after_deleting_one_of_its_schedules(daemon: DaemonProc, tmp_pa
     done = cli(daemon, "import-crontab", str(path), "--json")
     assert done.returncode == 0, done.stderr  # was HTTP 500, after --dry-run said create
     assert [r["action"] for r in json.loads(done.stdout)["lines"]] == ["created", "exists"]
-    assert sorted(s["name"] for s in schedules(daemon)) == sorted([one["name"], two["name"]])
+    assert sorted(str(s["name"]) for s in schedules(daemon)) == sorted(
+        [str(one["name"]), str(two["name"])]
+    )

@@ -33,7 +33,7 @@ def test_interval_schedule_fires_and_is_visible(daemon: DaemonProc) -> None:
     assert shown["id"] == sid and shown["every"] == 1.0
     assert job_id in [o["job_id"] for o in shown["occurrences"]]
     human = cli(daemon, "schedules", "show", "tick").stdout
-    assert "every 1s" in human and "next fires" in human
+    assert "every 1 second" in human and "next fires" in human
     assert cli(daemon, "schedules", "pause", "tick").stdout.strip() == f"schedule {sid} paused"
     assert "tick" in cli(daemon, "schedules", "list").stdout
     status = cli(daemon, "status").stdout

@@ -14,15 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import jobctl.engine.daemon
 from jobctl.client import Client
 from tests.engine.test_systemd import SHIM, listener
 from tests.integration.conftest import DaemonProc, daemon_env
-
-pytestmark = pytest.mark.skipif(
-    not getattr(jobctl.engine.daemon, "SYSTEMD_WIRED", False),
-    reason="jobctl.engine.daemon does not use jobctl.engine.systemd yet (SYSTEMD_WIRED)",
-)
 
 
 class Notifications:

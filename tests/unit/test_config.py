@@ -592,16 +592,20 @@ def test_json_formatter_carries_the_same_fields() -> None:
 
 
 def test_logfmt_format_matches_the_daemons() -> None:
-    from jobctl.engine.daemon import setup_logging
+    from jobctl.daemon import setup_logging
 
     logger = logging.getLogger("jobctl")
     saved = (logger.handlers[:], logger.level, logger.propagate)
+    switches = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
+    module = {name: getattr(logging, name) for name in switches}  # the daemon's, not ours
     try:
         setup_logging("info")
         formatter = logger.handlers[0].formatter
         assert formatter is not None and formatter._fmt == LOGFMT
     finally:
         logger.handlers[:], logger.level, logger.propagate = saved
+        for name, value in module.items():
+            setattr(logging, name, value)
     assert make_formatter("logfmt")._fmt == LOGFMT
     assert isinstance(make_formatter("json"), JsonFormatter)
     with pytest.raises(ValueError):

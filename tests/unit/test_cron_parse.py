@@ -244,24 +244,42 @@ def test_unknown_macro() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("0 0 L * *", "day-of-month field: 'L' uses 'L' (last), which is not supported"),
         (
-            "0 0 15W * *",
-            "day-of-month field: '15W' uses 'W' (nearest weekday), which is not supported",
+            "L 0 * * *",
+            "minute field: 'L': 'L' (last) is allowed only in day-of-month (L, L-3, LW) "
+            "and day-of-week (5L, the last Friday)",
         ),
-        ("0 0 LW * *", "day-of-month field: 'LW' uses 'L' (last), which is not supported"),
-        ("0 0 * * 5L", "day-of-week field: '5L' uses 'L' (last), which is not supported"),
         (
-            "0 0 * * 1#2",
-            "day-of-week field: '1#2' uses '#' (nth weekday of the month), which is not supported",
+            "0 0 * * 15W",
+            "day-of-week field: '15W': 'W' (nearest weekday, e.g. 15W, LW) is allowed only "
+            "in day-of-month",
         ),
+        (
+            "0 0 1#2 * *",
+            "day-of-month field: '1#2': '#' (nth weekday, e.g. 1#2) is allowed only in day-of-week",
+        ),
+        (
+            "0 0 * * L",
+            "day-of-week field: 'L' alone in day-of-week is ambiguous: write 5L for the last "
+            "Friday, or SAT",
+        ),
+        ("0 0 * * 1#6", "day-of-week field: '1#6': 6 is not a number from 1 to 5"),
+        ("0 0 * * 1#", "day-of-week field: '1#': nothing is not a number from 1 to 5"),
+        ("0 0 * * 8#1", "day-of-week field: 8 is out of range 0-7"),
+        ("0 0 32W * *", "day-of-month field: '32W': 32 is not a number from 1 to 31"),
+        ("0 0 L-31 * *", "day-of-month field: 'L-31': 31 is not a number from 1 to 30"),
         ("0 0 ? * 1", "day-of-month field: '?' uses '?', which is not supported (use '*')"),
         ("0 0 1 * ?", "day-of-week field: '?' uses '?', which is not supported (use '*')"),
+        ("H(5) * * * *", "minute field: 'H(5)': write a hashed range as H(a-b), e.g. H(0-29)"),
+        ("H(0-60) * * * *", "minute field: 60 is out of range 0-59"),
+        ("H(9-3) * * * *", "minute field: range 9-3 is backwards"),
+        ("Hx * * * *", "minute field: 'Hx' is not H, H(a-b), H/n or H(a-b)/n"),
+        ("H/0 * * * *", "minute field: step 0 is not allowed"),
     ],
 )
-def test_quartz_extensions_are_rejected_naming_the_field(text: str, message: str) -> None:
+def test_extensions_misplaced_or_malformed_name_the_field(text: str, message: str) -> None:
     with pytest.raises(InvalidSchedule) as caught:
-        parse_cron(text)
+        parse_cron(text, "sch-1")
     assert str(caught.value) == message
 
 

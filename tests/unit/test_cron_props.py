@@ -370,3 +370,68 @@ def test_apia_skipped_day() -> None:
     assert next_fire(hourly, zone, datetime(2011, 12, 30, 9, 30, tzinfo=UTC)) == datetime(
         2011, 12, 30, 10, 0, tzinfo=UTC
     )
+
+
+# --- the extended day items, on the same DST windows ---------------------------------
+
+
+def _day_predicate(dom: str, dow: str) -> Callable[[int, int, int], bool]:
+    """Whether a date is picked by 'DOM * DOW', asked of cronsim's own evaluator (naive
+    wall times, no zone): cronsim implements L, LW, # and nL independently of us."""
+    cache: dict[tuple[int, int, int], bool] = {}
+
+    def picked(year: int, month: int, day: int) -> bool:
+        if (year, month, day) not in cache:
+            midnight = datetime(year, month, day)
+            found = next(cronsim.CronSim(f"0 0 {dom} * {dow}", midnight - MINUTE))
+            cache[(year, month, day)] = found == midnight
+        return cache[(year, month, day)]
+
+    return picked
+
+
+def test_dst_windows_match_oracle_with_extended_days(
+    windows: list[tuple[ZoneInfo, list[Minute]]],
+) -> None:
+    """The transition days are often first, second or last Sundays (or Saturdays): the
+    extended items select exactly them, and the DST rules must hold there."""
+    rng = random.Random(20271031)
+    fired = 0
+    for _ in range(10):
+        minute = rng.choice(["0", "30", "15,45", "*/15", "*/30", "45"])
+        hour = rng.choice(["0", "1", "2", "3", "23", "*", "1-3", "*/2"])
+        dom = rng.choice(["*", "L", "LW", "1,L"])
+        dow = rng.choice(["0#1", "SUN#2", "0L", "6#1", "sat#1,sun#1", "*"])
+        text = f"{minute} {hour} {dom} * {dow}"
+        matches = _extended_matcher(minute, hour, dom, dow)
+        wildcard = minute.startswith("*") or hour.startswith("*")
+        expr = parse_cron(text)
+        for zone, window in windows:
+            expected = [
+                moment
+                for moment, wall, second_pass, skipped in window
+                if (not wildcard and any(matches(w) for w in skipped))
+                or (matches(wall) and (wildcard or not second_pass))
+            ]
+            start, end = window[0][0], window[-1][0] + MINUTE
+            got = []
+            for instant in iter_fires(expr, zone, start - timedelta(seconds=1)):
+                if instant >= end:
+                    break
+                got.append(instant)
+            assert got == expected, (text, zone.key, start)
+            fired += len(expected)
+    assert fired > 100  # the windows hold fires: the comparison is not vacuous
+
+
+def _extended_matcher(
+    minute: str, hour: str, dom: str, dow: str
+) -> Callable[[tuple[int, int, int, int, int, int]], bool]:
+    minutes, hours = Field.MINUTE.parse(minute), Field.HOUR.parse(hour)
+    picked = _day_predicate(dom, dow)
+
+    def matches(wall: tuple[int, int, int, int, int, int]) -> bool:
+        m, h, day, month, _, year = wall
+        return m in minutes and h in hours and picked(year, month, day)
+
+    return matches

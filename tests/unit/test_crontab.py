@@ -152,7 +152,7 @@ def test_reboot_is_unsupported_not_an_error() -> None:
     ("line", "fragment"),
     [
         ("61 * * * * x", "minute field: 61 is out of range 0-59"),
-        ("0 0 L * * x", "day-of-month field"),
+        ("0 0 L * 1#9 x", "day-of-week field: '1#9'"),
         ("0 0 30 2 * x", "never fires"),
         ("* * * *", "expected 5 time fields (or a macro such as @daily) and a command, got 4"),
         ("* * * * x", "day-of-week field"),

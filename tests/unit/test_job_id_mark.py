@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.old_schema import connect_at
-
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
 from jobctl.store.migrate import migrate
 from jobctl.store.queries import queries
 from jobctl.store.sqlite import SqliteStore
+from tests.old_schema import connect_at
 
 SRC = Path(__file__).parents[2] / "src" / "jobctl"
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from jobctl.api.admission import Admission
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.dispatch import Fairness, plan_claims
 from jobctl.domain.models import JobSpec
 from jobctl.domain.quota import DiskFloor, Limits, QuotaPolicy, RateBuckets, parse_size
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.quotas import Admission, Quotas
+from jobctl.engine.quotas import Quotas
 from jobctl.errors import DiskLow, QuotaExceeded, StorageFull
 from jobctl.store.sqlite import SqliteStore
 from jobctl.store.writer import disk_error
@@ -147,7 +148,7 @@ def test_an_owner_at_its_running_quota_waits_and_others_go_on() -> None:
 
 def test_sqlite_full_and_enospc_are_refusals_for_now() -> None:
     full = sqlite3.OperationalError("database or disk is full")
-    full.sqlite_errorcode = 13  # type: ignore[attr-defined]
+    full.sqlite_errorcode = 13
     assert isinstance(disk_error(full), StorageFull)
     assert isinstance(disk_error(OSError(28, "No space left on device")), StorageFull)
     assert disk_error(sqlite3.OperationalError("no such table: x")) is None
@@ -162,8 +163,8 @@ def test_an_insert_that_meets_a_full_database_is_a_storage_full_refusal(tmp_path
     try:
         spec = JobSpec(command=("true",), run_at=T0, owner_uid=os.geteuid(), cwd="/")
         store.insert([spec])
-        pages = store._writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-        store._writer.outside_transaction(
+        pages = store.db.writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+        store.db.writer.outside_transaction(
             lambda c: c.execute(f"PRAGMA max_page_count={pages}").fetchall()
         )
         big = [JobSpec(command=("x" * 4000,), run_at=T0, owner_uid=0, cwd="/")] * 50
@@ -171,7 +172,7 @@ def test_an_insert_that_meets_a_full_database_is_a_storage_full_refusal(tmp_path
             store.insert(big)
         assert refused.value.details["retry_after"] > 0
         assert sum(q.scheduled for q in store.stats()) == 1  # nothing of it was written
-        store._writer.outside_transaction(
+        store.db.writer.outside_transaction(
             lambda c: c.execute("PRAGMA max_page_count=1073741823").fetchall()
         )
         assert len(store.insert(big)) == 50

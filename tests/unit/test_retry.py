@@ -7,11 +7,16 @@ import pytest
 
 from jobctl.domain.limits import MAX_BACKOFF
 from jobctl.domain.models import Backoff, Job, JobSpec
-from jobctl.domain.retry import next_step
+from jobctl.domain.retry import Step, next_step
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import InvalidInput
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def _run_at(step: Step) -> datetime:
+    assert step.run_at is not None
+    return step.run_at
 
 
 def job(failures: int = 0, max_attempts: int = 3, backoff: Backoff | None = None) -> Job:
@@ -47,7 +52,7 @@ def test_backoff_ceiling_doubles_then_caps() -> None:
 def test_full_jitter_stays_within_ceiling_and_varies() -> None:
     rng = random.Random(1)
     delays = [
-        (next_step(job(1), Outcome.FAILED, 1, NOW, rng).run_at - NOW).total_seconds()
+        (_run_at(next_step(job(1), Outcome.FAILED, 1, NOW, rng)) - NOW).total_seconds()
         for _ in range(200)
     ]
     assert all(0 <= d <= 20 for d in delays)

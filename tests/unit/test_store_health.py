@@ -48,7 +48,7 @@ def damage_pages(path: Path, first: int = 3) -> None:
 
 def test_corruption_is_recognised_by_code_and_by_message() -> None:
     notadb = sqlite3.DatabaseError("file is not a database")
-    notadb.sqlite_errorcode = 26  # type: ignore[attr-defined]
+    notadb.sqlite_errorcode = 26
     assert is_corruption(notadb)
     assert is_corruption(sqlite3.DatabaseError("database disk image is malformed"))
     assert not is_corruption(sqlite3.OperationalError("database is locked"))

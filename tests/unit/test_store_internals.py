@@ -6,11 +6,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.old_schema import connect_at
 
 from jobctl.store.migrate import migrate, migrations
 from jobctl.store.queries import parse_queries, queries
 from jobctl.store.sqlite import connect
+from tests.old_schema import connect_at
 
 
 def test_queries_parse_and_are_valid_sql(tmp_path: Path) -> None:
@@ -55,6 +55,34 @@ def test_schema_equals_sum_of_migrations(tmp_path: Path) -> None:
     assert [tuple(r) for r in a.execute(schema)] == b.execute(schema).fetchall()
 
 
+SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
+
+
+@pytest.mark.parametrize("start", [0, 1, 8, 16])
+def test_a_migrated_database_matches_the_checked_in_schema(tmp_path: Path, start: int) -> None:
+    """docs/schema.md is the expected schema (generated once, reviewed, checked in); a
+    database migrated from nothing, or upgraded from an old version, must introspect
+    (sqlite-utils: columns, types, defaults, keys, indexes, triggers, views, CREATE
+    text) to exactly that.  A new migration without a regenerated file fails here, and
+    so does an upgrade path that builds something else than a fresh database."""
+    from jobctl.store.export import render_schema
+
+    path = tmp_path / "m.db"
+    conn = connect_at(path, start) if start else connect(str(path))
+    migrate(conn)
+    expected = SCHEMA_DOC.read_text(encoding="utf-8")
+    assert render_schema(conn) == expected, "run `python -m jobctl.cli.docgen` and review"
+
+
+def test_the_schema_check_can_fail(tmp_path: Path) -> None:
+    from jobctl.store.export import render_schema
+
+    conn = connect(str(tmp_path / "m.db"))
+    migrate(conn)
+    conn.execute("ALTER TABLE jobs ADD COLUMN unmigrated TEXT")
+    assert render_schema(conn) != SCHEMA_DOC.read_text(encoding="utf-8")
+
+
 def test_newer_database_is_refused(tmp_path: Path) -> None:
     from jobctl.errors import StoreError
 
@@ -89,11 +117,11 @@ def test_schedule_pages_seek_the_listing_index(tmp_path: Path) -> None:
         plan = " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {queries()[name]}", params))
         assert "schedules_created" in plan and "TEMP B-TREE" not in plan, plan
     after = queries()["list_schedules_after"]
-    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
+    steps = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {after}", params)]
     # The view `schedules` is flattened: its definitions table `d` is read through the
     # index, each row's cursor `c` by primary key.
-    assert plan[0].startswith("SEARCH d USING INDEX schedules_created"), plan
-    assert all("SCAN" not in step for step in plan), plan
+    assert steps[0].startswith("SEARCH d USING INDEX schedules_created"), steps
+    assert all("SCAN" not in step for step in steps), steps
 
 
 def test_materializer_reads_due_cursors_through_their_index(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from tests.unit.test_retry import job
 
 from jobctl.api.server import ConnectionLimits, Gate
 from jobctl.domain.models import Backoff
@@ -17,6 +16,7 @@ from jobctl.domain.retry import TRANSIENT_MIN_DELAY, next_step
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
 from jobctl.engine.executor import _not_started
+from tests.unit.test_retry import job
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 

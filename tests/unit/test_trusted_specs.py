@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from jobctl.domain.clock import iso
+from jobctl.domain.limits import MAX_PAYLOAD_BYTES
 from jobctl.domain.models import (
-    MAX_PAYLOAD_BYTES,
     Backoff,
     JobSpec,
     check_payload,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,21 +27,26 @@ from jobctl import __version__, errors
 from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, logfile, policy
+from jobctl.api.admission import Admission
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job, QueueStats
 from jobctl.domain.resources import Resources
+from jobctl.domain.retention import DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.domain.states import JobStatus
-from jobctl.engine.metrics import Metrics, log_jobs
-from jobctl.engine.quotas import Admission
-from jobctl.engine.reaper import DEFAULT_RETENTION
+from jobctl.domain.states import JobStatus, StopReason
+from jobctl.metrics import Metrics, log_jobs
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
 
 log = logging.getLogger("jobctl.api")
+
+
+async def _no_reaper(ages: Mapping[str, float]) -> int:
+    """An API without a daemon behind it (tests, tools) has no reaper to prune with."""
+    raise errors.Unavailable("no reaper runs behind this API: pruning needs the daemon")
 
 
 @dataclass
@@ -49,7 +54,7 @@ class Hooks:
     """What the API needs from the running daemon beyond the store."""
 
     wake: Callable[[], None] = lambda: None
-    stop_job: Callable[[int, str], bool] = lambda job_id, reason: False
+    stop_job: Callable[[int, StopReason], bool] = lambda job_id, reason: False
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
     schedules_changed: Callable[[], None] = lambda: None
     #: Retention age in seconds per final status (the daemon's configured policy).
@@ -67,6 +72,8 @@ class Hooks:
     admission: Admission = field(default_factory=Admission)
     #: Why the daemon cannot apply these resource limits (engine/limits.py); None: it can.
     resources: Callable[[Resources | None], str | None] = lambda res: None
+    #: Prune finished jobs past these ages now (the daemon's reaper); returns how many.
+    prune: Callable[[Mapping[str, float]], Awaitable[int]] = _no_reaper
 
 
 @dataclass
@@ -226,7 +233,7 @@ async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
-        ctx.hooks.stop_job(job_id, "cancelled by user")
+        ctx.hooks.stop_job(job_id, StopReason.CANCEL)
     ctx.hooks.wake()
     if result.job.spec.schedule_id is not None:
         ctx.hooks.schedules_changed()  # a queued occurrence may wait for this job

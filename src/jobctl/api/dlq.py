@@ -10,8 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, visible_job
-from jobctl.api.schemas import TIME_SCHEMA, DeadReason, ReplayIn, job_out, since_time
+from jobctl.api.schemas import TIME_SCHEMA, ReplayIn, job_out, since_time
 from jobctl.domain import limits
+from jobctl.domain.states import DeadReason
 
 router = APIRouter(prefix="/v1/dlq")
 _TIME = TIME_SCHEMA

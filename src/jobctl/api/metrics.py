@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from jobctl.api.app import Ctx
-from jobctl.engine.metrics import CONTENT_TYPE
+from jobctl.metrics import CONTENT_TYPE
 
 router = APIRouter(prefix="/v1")
 

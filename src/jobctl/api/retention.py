@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, StrictBool
 
 from jobctl.api.app import Ctx
-from jobctl.engine.reaper import Reaper, cutoffs
+from jobctl.domain.retention import cutoffs
 
 router = APIRouter(prefix="/v1")
 
@@ -25,6 +25,5 @@ async def prune(body: PruneIn, ctx: Ctx) -> dict[str, Any]:
         limits = cutoffs(ages, ctx.store.clock.now())
         counts = await ctx.store.run(ctx.st.prunable, limits)
         return {"dry_run": True, "retention": ages, "jobs": counts}
-    reaper = Reaper(ctx.store, ctx.store.clock, ages)
-    pruned = await reaper.prune_now()
+    pruned = await ctx.hooks.prune(ages)  # the daemon's reaper, with these ages
     return {"dry_run": False, "retention": ages, "pruned": pruned}

@@ -140,7 +140,7 @@ def description(s: Schedule) -> str:
     t = s.spec.timing
     if t.cron is not None:
         try:
-            return describe(parse_cron(t.cron))
+            return describe(parse_cron(t.cron, t.seed))
         except InvalidSchedule as exc:  # stored by a version that read it differently
             return f"invalid: {exc.message}"
     assert t.every is not None

@@ -7,7 +7,7 @@ silently ignores what the caller meant.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -34,6 +34,7 @@ from jobctl.domain.models import (
     trusted_spec,
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
+from jobctl.domain.states import DeadReason
 from jobctl.errors import InvalidInput
 
 
@@ -78,9 +79,6 @@ def time_text(v: object) -> object:
     return v
 
 
-DeadReason = Literal[
-    "max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"
-]
 #: A time in the OpenAPI document: RFC 3339 with a year the API accepts.
 TIME_SCHEMA: dict[str, Any] = {"format": "date-time", "pattern": limits.TIME_PATTERN}
 #: Wire types with the limits of :mod:`jobctl.domain.limits` (also in the OpenAPI document).

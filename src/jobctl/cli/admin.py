@@ -14,7 +14,7 @@ from jobctl.cli.options import JsonOpt, SocketOpt
 
 if TYPE_CHECKING:
     from jobctl.config import Settings, Source
-    from jobctl.engine.daemon import DaemonConfig
+    from jobctl.daemon import DaemonConfig
 
 
 _DbOpt = Annotated[
@@ -77,7 +77,7 @@ def daemon(
     settings, sources = checked_settings(path, flags)
     view = served_view(settings, sources, path)
 
-    from jobctl.engine.daemon import run_daemon, setup_logging
+    from jobctl.daemon import run_daemon, setup_logging
 
     setup_logging(settings.log_level, settings.log_format)
     run_daemon(daemon_config(settings, view))
@@ -129,10 +129,10 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
     """The engine's part of the settings (cancelled jobs are kept as long as succeeded ones);
     ``view`` is what GET /v1/config serves (see :func:`served_view`)."""
     from jobctl.api.server import ConnectionLimits
+    from jobctl.daemon import DaemonConfig
     from jobctl.domain.models import Backoff
     from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
     from jobctl.domain.retry import RetryDefaults
-    from jobctl.engine.daemon import DaemonConfig
 
     default = Limits(
         **limits_from(

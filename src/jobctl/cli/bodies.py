@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.durations import parse_duration
 from jobctl.errors import InvalidInput
 
 
@@ -91,9 +91,10 @@ def _percent(text: str) -> float:
 
 def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
     if at:
-        from jobctl.cli.schedules import user_zone  # (and Typer): never on the fast path
+        from jobctl.cli.humantime import parse_at  # pendulum: never on the fast path
+        from jobctl.cli.schedules import user_zone  # (and Typer)
 
-        return parse_when(at, user_zone(tz)).isoformat()
+        return parse_at(at, user_zone(tz))[0].isoformat()
     if in_:
         delay = parse_duration(in_)
         try:

@@ -10,18 +10,19 @@ from __future__ import annotations
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
 from jobctl.cli import jobs
 from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
 from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.states import DeadReason
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
 
 app = command_group("Dead jobs: list, show, replay (gated), purge.")
-Reason = Literal["max_attempts", "non_retryable", "timeout", "lease_expired", "poison", "denied"]
+Reason = DeadReason
 QueueOpt = Annotated[str | None, typer.Option(help="Only this queue")]
 ReasonOpt = Annotated[Reason | None, typer.Option(help="Only jobs dead for this reason")]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -128,7 +128,7 @@ def add(
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
         if at is not None and not json_:
-            _say_when(job, user_zone(tz))
+            _say_when(job, at, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
     with client(socket) as c:
@@ -165,14 +165,21 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def _say_when(job: dict[str, Any], zone: tzinfo) -> None:
-    """``job 12 runs at 2027-03-14 06:00:00 JST (Asia/Tokyo), 2027-03-13 21:00:00 UTC``."""
-    utc = datetime.fromisoformat(job["run_at"].replace("Z", "+00:00"))
+def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
+    """``job 12 runs at 2027-03-14 06:00:00 JST (Asia/Tokyo), 2027-03-13 21:00:00 UTC
+    (in 3 hours)``, and a second line when DST moved the wall time given."""
+    from jobctl.cli import humantime
+
+    utc = humantime.wire(job["run_at"])
     local = utc.astimezone(zone)
+    rel = humantime.relative(utc, datetime.now(UTC))  # the CLI's boundary
     sys.stderr.write(
-        f"job {job['id']} runs at {local:%Y-%m-%d %H:%M:%S %Z} ({zone}), "
-        f"{utc:%Y-%m-%d %H:%M:%S} UTC\n"
+        f"job {job['id']} runs at {local:{humantime.FULL}} ({zone}), "
+        f"{utc:%Y-%m-%d %H:%M:%S} UTC ({rel})\n"
     )
+    note = humantime.parse_at(at, zone)[1]
+    if note:
+        sys.stderr.write(f"note: {note}\n")
 
 
 #: Everything of ``add`` but --batch, --json and --socket: --batch refuses these.

@@ -53,6 +53,7 @@ def _app() -> typer.Typer:
         config_cmd,
         crontab_cmd,
         dlq,
+        export_cmd,
         jobs,
         metrics_cmd,
         next_cmd,
@@ -83,6 +84,7 @@ def _app() -> typer.Typer:
     app.command("import-crontab")(crontab_cmd.import_crontab)
     app.command("top")(top.top)
     app.command("backup")(backup.backup)
+    app.command("export")(export_cmd.export)
     app.command("prune")(prune_cmd.prune)
     app.command("metrics")(metrics_cmd.metrics)
     app.command("audit")(audit_cmd.audit)

@@ -45,9 +45,16 @@ def next_(
         int, typer.Option(min=1, max=MAX_COUNT, help="How many fire times")
     ] = DEFAULT_COUNT,
     json_: _JsonList = False,
+    seed: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID",
+            help="Schedule id that H fields are hashed from (needed for an expression with H)",
+        ),
+    ] = None,
 ) -> None:
     """Show the next fire times of a cron expression, in UTC and in its time zone.
 
-    Runs locally (no daemon) with the same evaluator and DST rules as schedules. Example: jobctl next '30 2 * * *' --tz America/New_York --count 3
+    Runs locally (no daemon) with the same evaluator and DST rules as schedules. Extended syntax: L, LW, 15W, 1#2 (second Monday), 5L (last Friday) and hashed H. Example: jobctl next '30 2 * * *' --tz America/New_York --count 3
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
-    show_next(expression, tz, after, count, json_)
+    show_next(expression, tz, after, count, json_, seed)

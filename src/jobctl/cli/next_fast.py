@@ -31,7 +31,7 @@ _FIRST = datetime(1, 1, 2, tzinfo=UTC)
 _LAST = datetime(9999, 12, 31, tzinfo=UTC)
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
-_VALUE_OPTIONS = ("--tz", "--after", "--count")
+_VALUE_OPTIONS = ("--tz", "--after", "--count", "--seed")
 
 
 class NextArgs(NamedTuple):
@@ -42,6 +42,7 @@ class NextArgs(NamedTuple):
     after: str | None = None
     count_: int = DEFAULT_COUNT  # (not `count`: tuple has a count method)
     json_: bool = False
+    seed: str | None = None
 
 
 def parse_argv(args: list[str]) -> NextArgs | None:
@@ -82,7 +83,9 @@ def parse_argv(args: list[str]) -> NextArgs | None:
         count = int(text)
         if count > MAX_COUNT:
             return None
-    return NextArgs(positional[0], values.get("--tz"), values.get("--after"), count, json_)
+    return NextArgs(
+        positional[0], values.get("--tz"), values.get("--after"), count, json_, values.get("--seed")
+    )
 
 
 def show_next(
@@ -91,16 +94,24 @@ def show_next(
     after: str | None = None,
     count: int = DEFAULT_COUNT,
     json_: bool = False,
+    seed: str | None = None,
 ) -> None:
     """Print the next ``count`` fire times of ``expression`` (the whole of ``jobctl next``).
 
-    Raises :class:`jobctl.errors.InvalidInput` (InvalidSchedule for the expression,
-    the zone, or no fire time left) for the caller to report.
+    ``seed`` is the schedule id that ``H`` fields are hashed from; an expression with
+    ``H`` needs it, since without one there are no definite times to show.  Raises
+    :class:`jobctl.errors.InvalidInput` (InvalidSchedule for the expression, the zone,
+    or no fire time left) for the caller to report.
     """
     from jobctl.domain.cron import describe, iter_fires, load_zone, parse_cron
     from jobctl.errors import InvalidInput, InvalidSchedule
 
-    expr = parse_cron(expression)
+    expr = parse_cron(expression, seed)
+    if expr.seed is not None and seed is None:
+        raise InvalidInput(
+            f"'{expr.text}' uses H, which is hashed from each schedule's id: pass --seed ID "
+            "(a schedule's id from jobctl schedules) to see the times it gives that schedule"
+        )
     if tz is not None:
         zone_name = tz
     else:
@@ -210,8 +221,4 @@ def _matches(expr: CronExpr, local: datetime) -> bool:
         return False
     if not expr.months >> local.month & 1:
         return False
-    by_day = bool(expr.days >> local.day & 1)
-    by_weekday = bool(expr.weekdays >> (local.isoweekday() % 7) & 1)
-    if expr.dom_star or expr.dow_star:  # Vixie: both day fields must match
-        return by_day and by_weekday
-    return by_day or by_weekday
+    return expr.matches_day(local.year, local.month, local.day)

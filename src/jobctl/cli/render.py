@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape as esc
 from rich.table import Table
 
-from jobctl.domain.durations import format_duration
+from jobctl.cli import humantime
+from jobctl.cli.humantime import duration as format_duration
 from jobctl.domain.resources import describe, from_json
 
 # Piped output is read by people with wide terminals and by grep: never squeeze it to 80.
@@ -27,24 +29,26 @@ STATUS_STYLE = {
 }
 
 
+@functools.cache
+def user_zone() -> tzinfo:
+    """The zone times are shown in: the user's ($TZ, else the host's), as for --at."""
+    from jobctl.localzone import local_zone
+
+    return local_zone()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)  # the CLI's boundary: what "in 5 minutes" is measured from
+
+
 def when(text: str | None) -> str:
-    """A wire time shown as local time, with how far from now it is."""
-    if not text:
-        return "-"
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    delta = (dt - datetime.now(UTC)).total_seconds()
-    rel = f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(-delta)} ago"
-    return f"{dt.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({rel})"
+    """A wire time in the user's zone, with how far from now it is (every detail view)."""
+    return humantime.full(text, user_zone(), _now())
 
 
 def short_when(text: str | None) -> str:
-    """Local time for tables: the time alone today, the date otherwise."""
-    if not text:
-        return "-"
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone()
-    if dt.date() == datetime.now().astimezone().date():
-        return dt.strftime("%H:%M:%S")
-    return dt.strftime("%Y-%m-%d %H:%M")
+    """For tables: the user's local time (the time alone today), and how far from now."""
+    return humantime.short(text, user_zone(), _now())
 
 
 def status(value: str) -> str:
@@ -53,19 +57,31 @@ def status(value: str) -> str:
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "COMMAND", "LAST ERROR"):
-        table.add_column(col, no_wrap=col in ("ID", "STATUS", "RUN AT", "ATTEMPT"))
+    for col in ("ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "FAILED", "COMMAND", "LAST ERROR"):
+        table.add_column(col, no_wrap=col in ("ID", "STATUS", "RUN AT", "ATTEMPT", "FAILED"))
     for j in jobs:
         table.add_row(
             str(j["id"]),
             status(j["status"]),
             j["queue"],
             short_when(j["run_at"]),
-            f"{j['attempt']}/{j['max_attempts']}",
+            str(j["attempt"]),
+            budget(j),
             esc(" ".join(j["command"])[:60]),
             esc((j.get("last_error") or "")[:40]),
         )
     return table
+
+
+def budget(job: dict[str, Any]) -> str:
+    """Failures used of the retry budget, ``1/3``: the attempt number is not it.
+
+    A replayed job keeps counting attempts (its history stays) but starts a fresh budget,
+    so ``5/3`` (attempt 5 of 3) would read as over budget when one failure of three is
+    used.  A list built by an older daemon without ``failures`` shows ``?``.
+    """
+    failures = job.get("failures")
+    return f"{'?' if failures is None else failures}/{job['max_attempts']}"
 
 
 def job_detail(job: dict[str, Any]) -> None:
@@ -82,8 +98,12 @@ def job_detail(job: dict[str, Any]) -> None:
             "attempts",
             f"{job['attempt']} started, {job['failures']} of {job['max_attempts']} failures used",
         ),
-        ("timeout", f"{job['timeout']:g}s" if job["timeout"] else "none"),
-        ("backoff", f"{job['backoff']['base']:g}s doubling, capped at {job['backoff']['cap']:g}s"),
+        ("timeout", format_duration(job["timeout"]) if job["timeout"] else "none"),
+        (
+            "backoff",
+            f"{format_duration(job['backoff']['base'])} doubling, "
+            f"capped at {format_duration(job['backoff']['cap'])}",
+        ),
         ("limits", describe(from_json(job.get("resources")))),
         ("created", when(job["created_at"])),
     ]
@@ -257,17 +277,16 @@ def _quota_line(quota: dict[str, Any] | None) -> None:
 
 
 def in_zone(text: str | None, tz: str) -> str:
-    """A wire time shown in the schedule's own zone, with the zone's abbreviation."""
-    if not text:
-        return "-"
+    """A wire time in the schedule's own zone (the zone its cron is read in), shown
+    like every other time: ``2027-03-14 06:00:00 JST (in 3 hours)``."""
     from zoneinfo import ZoneInfo
 
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    zone: tzinfo
     try:
         zone = ZoneInfo(tz)
     except (KeyError, ValueError, OSError):  # a zone this host does not know (tzdata)
-        return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+        zone = UTC
+    return humantime.full(text, zone, _now())
 
 
 def schedule_state(s: dict[str, Any]) -> str:

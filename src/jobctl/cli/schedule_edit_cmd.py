@@ -13,8 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli.bodies import _backoff, _env, parse_codes
+from jobctl.cli.humantime import parse_at
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
-from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.durations import parse_duration
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
 
@@ -92,7 +93,7 @@ def _patch(ctx: typer.Context, o: dict[str, Any]) -> dict[str, Any]:
     if "at" in given:
         from jobctl.cli.schedules import user_zone
 
-        patch["at"] = parse_when(o["at"], user_zone(o["tz"])).isoformat()
+        patch["at"] = parse_at(o["at"], user_zone(o["tz"]))[0].isoformat()
     if o["no_name"]:
         patch["name"] = None
     job = _job_patch(o, given)

@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
+from jobctl.cli.humantime import parse_at
 from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
-from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.durations import parse_duration
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone, local_zone_name
@@ -48,7 +49,7 @@ def schedule_body(
     if every is not None:
         body["every"] = parse_duration(every)
         if at is not None:
-            body["at"] = parse_when(at, user_zone(tz)).isoformat()
+            body["at"] = parse_at(at, user_zone(tz))[0].isoformat()
     if name is not None:
         body["name"] = name
     if jitter is not None:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from jobctl.cli.humantime import duration as format_duration
+from jobctl.cli.humantime import relative
 from jobctl.cli.options import SocketOpt, client
-from jobctl.domain.durations import format_duration
 from jobctl.errors import NotFound
 
 if TYPE_CHECKING:
@@ -167,12 +168,15 @@ def _queues(queues: list[dict[str, Any]]) -> Table | Text:
 def _running(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
+    from jobctl.cli.render import budget
+
     total = snap.status["counts"].get("running", len(snap.running))
     if not snap.running:
         return Text("running: none")
     more = f", showing {len(snap.running)}" if total > len(snap.running) else ""
     table = _table(
-        f"running ({total}{more})", "ID", "QUEUE", "ATTEMPT", "ELAPSED", "LEASE LEFT", "COMMAND"
+        f"running ({total}{more})",
+        *("ID", "QUEUE", "ATTEMPT", "FAILED", "ELAPSED", "LEASE LEFT", "COMMAND"),
     )
     for j in snap.running:
         attempts = j.get("attempts") or []
@@ -181,7 +185,8 @@ def _running(snap: Snapshot) -> Table | Text:
         table.add_row(
             str(j["id"]),
             Text(j["queue"]),
-            f"{j['attempt']}/{j['max_attempts']}",
+            str(j["attempt"]),
+            budget(j),
             "-" if started is None else format_duration(_seconds(snap.now - started)),
             "-" if lease is None else format_duration(_seconds(lease - snap.now)),
             Text(" ".join(j["command"])[:80]),
@@ -211,7 +216,7 @@ def _schedules(sch: dict[str, Any], now: datetime) -> str:
     if not sch.get("total"):
         return "schedules: none"
     nxt = _time(sch.get("next_run_at"))
-    when = "-" if nxt is None else f"in {format_duration(_seconds(nxt - now))}"
+    when = "-" if nxt is None else relative(nxt, now)
     lag = f", materializer lag {format_duration(sch['lag'])}" if sch.get("lag") else ""
     return (
         f"schedules: {sch['total']} ({sch['paused']} paused), next run {when}{lag}; "
@@ -237,7 +242,7 @@ def _warn(value: int, style: str) -> str:
 
 def _ago(text: str | None, now: datetime) -> str:
     when = _time(text)
-    return "never" if when is None else f"{format_duration(_seconds(now - when))} ago"
+    return "never" if when is None else relative(min(when, now), now)
 
 
 def _time(text: str | None) -> datetime | None:

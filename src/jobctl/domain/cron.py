@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from jobctl.domain.cron_parse import CronExpr, describe, parse_cron
+from jobctl.domain.cron_parse import CronExpr, parse_cron
+from jobctl.domain.cron_words import describe
 from jobctl.errors import InvalidSchedule
 
 __all__ = ["CronExpr", "describe", "iter_fires", "load_zone", "next_fire", "parse_cron"]
@@ -299,21 +300,3 @@ def _closest_zone(name: str) -> str | None:
 def _zone_names() -> frozenset[str]:
     """All zone keys; scanning the zone database takes ~0.1 s, so do it once."""
     return frozenset(available_timezones() - {"localtime"})
-
-
-if __name__ == "__main__":  # pragma: no cover - manual benchmark
-    import timeit
-
-    def _bench(text: str, zone: str, runs: int = 20000) -> float:
-        """Microseconds per next_fire call for one expression and zone."""
-        parsed, zone_info = parse_cron(text), load_zone(zone)
-        moment = datetime(2027, 3, 1, 12, 34, 56, tzinfo=_UTC)
-        timer = timeit.Timer(lambda: next_fire(parsed, zone_info, moment))
-        return min(timer.repeat(repeat=5, number=runs)) / runs * 1e6
-
-    for case in (  # best of 5 runs, to see through noise from other processes
-        ("0 6 * * *", "Asia/Tokyo"),
-        ("*/15 * * * *", "UTC"),
-        ("30 2 * * 1-5", "America/New_York"),
-    ):
-        print(f"{case[0]!r:>18} {case[1]:<18} {_bench(*case):6.2f} us/next_fire")

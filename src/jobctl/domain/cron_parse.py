@@ -10,8 +10,14 @@ Why these rules:
   cronsim) combine them: if *either* field starts with ``*`` a day must match both,
   otherwise it must match either.  Users copy crontab lines between systems; a
   different rule would silently change when their jobs run.
+* The extensions people copy from Quartz, Jenkins and cronsim are read:
+  ``L``, ``L-n``, ``LW``, ``nW`` in day-of-month, ``d#n`` and ``dL`` in day-of-week,
+  and hashed ``H``, ``H(a-b)``, ``H/n``, ``H(a-b)/n`` in any field
+  (:mod:`jobctl.domain.cron_ext`).  A field that starts with ``*`` or ``H/`` is
+  "star-like" for the day rule below and for the DST rules: ``H/15`` is ``*/15``
+  shifted by a hashed offset.
 * Everything cron-like that we do not implement (``@reboot``, a seconds field,
-  Quartz's ``L W # ?``) is rejected with a message naming the field, instead of being
+  Quartz's ``?``) is rejected with a message naming the field, instead of being
   half-understood.
 * Every error says which field is wrong and why, because the message is what the user
   sees in the CLI and the API.
@@ -21,20 +27,22 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Literal, NamedTuple
 
+from jobctl.domain.cron_ext import DayRule, day_bits, hash_value
 from jobctl.errors import InvalidSchedule
 
-__all__ = ["CronExpr", "CronTerm", "describe", "parse_cron"]
+__all__ = ["CronExpr", "CronTerm", "has_hash", "parse_cron", "star_like"]
 
 FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_MONTH_WORDS = (
+MONTH_WORDS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
 )  # fmt: skip
-_DAY_WORDS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+DAY_WORDS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 # The most days each month can have (February: 29, in leap years).
 _MAX_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -50,7 +58,10 @@ MACROS = {
 _FIELDS_HINT = "expected 5 fields (minute hour day-of-month month day-of-week)"
 # Bits 1..length set: the days of a month of that length.
 _MONTH_BITS = {length: ((1 << (length + 1)) - 1) & ~1 for length in range(28, 32)}
-_UNSUPPORTED_LW = r"\d*L|L\d*|\d*W|LW"  # compiled on use: re costs start-up time
+#: The values ``H`` draws from when it names no range: day-of-month stops at 28 (as in
+#: Jenkins) so that a hashed day occurs in every month.
+_HASH_SPANS = ((0, 59), (0, 23), (1, 28), (1, 12), (0, 6))
+SPECIAL_FORMS = frozenset({"last", "lastweekday", "nearest", "nth", "lastof"})
 
 
 class CronTerm(NamedTuple):
@@ -59,12 +70,16 @@ class CronTerm(NamedTuple):
     ``form`` is ``"*"`` for ``*`` and ``*/n``, ``"value"`` for ``a``, ``"range"`` for
     ``a-b`` and ``a-b/n``, ``"open"`` for ``a/n`` (which means ``a-max/n``).  Values
     are as written (day-of-week 7 stays 7 here; the bitmask folds it onto Sunday 0).
+    An ``H`` item is stored as the value or range it resolved to, with ``hashed`` set.
+    The extended day items have the forms of :class:`jobctl.domain.cron_ext.DayRule`
+    (``lo`` and ``hi`` are its ``a`` and ``b``) and add no bits to the field's mask.
     """
 
     lo: int
     hi: int
     step: int
-    form: Literal["*", "value", "range", "open"]
+    form: Literal["*", "value", "range", "open", "last", "lastweekday", "nearest", "nth", "lastof"]
+    hashed: bool = False
 
 
 class _Spec(NamedTuple):
@@ -104,6 +119,7 @@ class CronExpr:
     dom_star: bool
     dow_star: bool
     terms: tuple[tuple[CronTerm, ...], ...] = field(default=(), compare=False, repr=False)
+    seed: str | None = None  # what H fields were hashed from (None: no H)
     wildcard: bool = field(init=False, compare=False, repr=False)
     minute_next: tuple[int, ...] = field(init=False, compare=False, repr=False)
     hour_next: tuple[int, ...] = field(init=False, compare=False, repr=False)
@@ -113,11 +129,14 @@ class CronExpr:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        put(self, "wildcard", self.fields[0].startswith("*") or self.fields[1].startswith("*"))
+        put(self, "wildcard", star_like(self.fields[0]) or star_like(self.fields[1]))
         put(self, "minute_next", _next_table(self.minutes, 60))
         put(self, "hour_next", _next_table(self.hours, 24))
         put(self, "month_next", _next_table(self.months, 13))
-        put(self, "day_masks", _day_masks(self.days, self.weekdays, self.dom_star or self.dow_star))
+        terms = self.terms or ((), (), (), (), ())
+        both = self.dom_star or self.dow_star
+        masks = _day_masks(self.days, self.weekdays, both, _rules(terms[2]), _rules(terms[4]))
+        put(self, "day_masks", masks)
         put(self, "never_reason", _never_reason(self))
 
     @property
@@ -128,6 +147,30 @@ class CronExpr:
         repeated hour, nothing in a skipped one); fixed-time schedules fire once.
         """
         return self.wildcard
+
+    def matches_day(self, year: int, month: int, day: int) -> bool:
+        """Whether the date is one the day fields pick (both rules, all extensions)."""
+        first = (date(year, month, 1).weekday() + 1) % 7
+        return bool(self.day_masks[first * 4 + _month_length(year, month) - 28] >> day & 1)
+
+
+def star_like(text: str) -> bool:
+    """A field that starts with ``*``, or ``H/n`` (``*/n`` at a hashed offset)."""
+    return text.startswith("*") or text[:2].upper() == "H/"
+
+
+def _month_length(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return _MAX_DAYS[month]
+
+
+def _rules(terms: tuple[CronTerm, ...]) -> tuple[DayRule, ...]:
+    return tuple(
+        DayRule(t.form, t.lo % 7 if t.form in ("nth", "lastof") else t.lo, t.hi)  # type: ignore[arg-type]
+        for t in terms
+        if t.form in SPECIAL_FORMS
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -144,12 +187,19 @@ def _next_table(mask: int, size: int) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _day_masks(days: int, weekdays: int, both: bool) -> tuple[int, ...]:
+def _day_masks(
+    days: int,
+    weekdays: int,
+    both: bool,
+    dom_rules: tuple[DayRule, ...] = (),
+    dow_rules: tuple[DayRule, ...] = (),
+) -> tuple[int, ...]:
     """Matching days of a month, indexed by ``weekday_of_the_1st * 4 + (length - 28)``.
 
     A month's matching days depend only on its length and the weekday of its first
-    day, so 28 masks cover every month ever; the day search is then one shift.
-    Cached because most schedules share a handful of day fields.
+    day (the extended items ``L``, ``W``, ``#`` too), so 28 masks cover every month
+    ever; the day search is then one shift.  Cached because most schedules share a
+    handful of day fields.
     """
     masks = []
     for first in range(7):
@@ -160,8 +210,8 @@ def _day_masks(days: int, weekdays: int, both: bool) -> tuple[int, ...]:
         for repeat in range(6):
             by_dow |= week << (1 + 7 * repeat)
         for length in range(28, 32):
-            by_dom = days & _MONTH_BITS[length]
-            by_weekday = by_dow & _MONTH_BITS[length]
+            by_dom = days & _MONTH_BITS[length] | day_bits(dom_rules, first, length)
+            by_weekday = by_dow & _MONTH_BITS[length] | day_bits(dow_rules, first, length)
             masks.append(by_dom & by_weekday if both else by_dom | by_weekday)
     return tuple(masks)
 
@@ -169,40 +219,59 @@ def _day_masks(days: int, weekdays: int, both: bool) -> tuple[int, ...]:
 def _never_reason(expr: CronExpr) -> str | None:
     """Why ``expr`` can never fire, or None.
 
-    Only one shape is impossible: both day fields must match (one starts with ``*``)
-    and no allowed month is long enough for the earliest allowed day.  Any valid
-    calendar date falls on every weekday over the 400-year Gregorian cycle, and when
-    either field may match alone some weekday of every month qualifies.
+    Exact: a month's matching days depend only on its length and the weekday of its
+    1st, and over the 400-year Gregorian cycle every allowed month occurs with every
+    weekday for its 1st (February with both of its lengths), so the expression fires
+    if and only if one of those day masks is not empty.
     """
-    if not (expr.dom_star or expr.dow_star):
-        return None
-    first_day = (expr.days & -expr.days).bit_length() - 1
     months = [m for m in range(1, 13) if expr.months >> m & 1]
-    if first_day <= max(_MAX_DAYS[m] for m in months):
-        return None
-    names = _join([_MONTH_WORDS[m - 1] for m in months], "or")
-    return f"'{expr.text}' never fires: day {first_day} does not occur in {names}"
+    for month in months:
+        for length in (28, 29) if month == 2 else (_MAX_DAYS[month],):
+            if any(expr.day_masks[first * 4 + length - 28] for first in range(7)):
+                return None
+    names = join_words([MONTH_WORDS[m - 1] for m in months], "or")
+    names = "any month" if len(months) == 12 else names
+    plain = not any(_rules(t) for t in expr.terms)
+    if plain and expr.days and (expr.dom_star or expr.dow_star):
+        first_day = (expr.days & -expr.days).bit_length() - 1
+        return f"'{expr.text}' never fires: day {first_day} does not occur in {names}"
+    if expr.weekdays == 0x7F and not _rules(expr.terms[4]):
+        return f"'{expr.text}' never fires: its day-of-month picks no day in {names}"
+    return f"'{expr.text}' never fires: no day in {names} matches both day fields"
 
 
-def parse_cron(text: str) -> CronExpr:
+def parse_cron(text: str, seed: str | None = None) -> CronExpr:
     """Parse a five-field cron expression or macro; raise InvalidSchedule if invalid.
 
-    Results are cached by text (a CronExpr is immutable), because materializing many
-    schedules parses the same few expressions over and over.
+    ``seed`` is what ``H`` fields are hashed from: the schedule's id.  An expression
+    with ``H`` and no seed is hashed from the empty string, which is right only for
+    checking that it is valid (before the schedule has an id).  Results are cached by
+    text (a CronExpr is immutable), because materializing many schedules parses the
+    same few expressions over and over.
     """
-    return _parse_cached(text.strip())
+    stripped = text.strip()
+    return _parse_cached(stripped, (seed or "") if has_hash(stripped) else None)
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_cached(stripped: str) -> CronExpr:
+def has_hash(text: str) -> bool:
+    """Whether any item starts with ``H`` (no name does; ``THU`` holds one inside)."""
+    upper = text.upper()
+    return "H" in upper and any(
+        item[:1] == "H" for field in upper.split() for item in field.split(",")
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(stripped: str, seed: str | None) -> CronExpr:
     parts = _expand_macro(stripped).split()
     if len(parts) != 5:
         hint = " (a seconds field is not supported)" if len(parts) == 6 else ""
         raise InvalidSchedule(f"{_FIELDS_HINT}, got {len(parts)}{hint}", expression=stripped)
     masks: list[int] = []
     terms: list[tuple[CronTerm, ...]] = []
-    for spec, raw in zip(_SPECS, parts, strict=True):
-        mask, field_terms = _parse_field(spec, raw)
+    for index, (spec, raw) in enumerate(zip(_SPECS, parts, strict=True)):
+        mask, field_terms = _parse_field(spec, raw, _Hash(seed or "", index))
         masks.append(mask)
         terms.append(field_terms)
     weekdays = (masks[4] | masks[4] >> 7) & 0x7F  # 7 is Sunday too
@@ -214,10 +283,18 @@ def _parse_cached(stripped: str) -> CronExpr:
         days=masks[2],
         months=masks[3],
         weekdays=weekdays,
-        dom_star=parts[2].startswith("*"),
-        dow_star=parts[4].startswith("*"),
+        dom_star=star_like(parts[2]),
+        dow_star=star_like(parts[4]),
         terms=tuple(terms),
+        seed=seed,
     )
+
+
+class _Hash(NamedTuple):
+    """Where an ``H`` item draws from: the seed and the field's position."""
+
+    seed: str
+    field: int
 
 
 def _expand_macro(text: str) -> str:
@@ -239,15 +316,19 @@ def _error(spec: _Spec, reason: str) -> InvalidSchedule:
     return InvalidSchedule(f"{spec.name} field: {reason}", field=spec.name)
 
 
-def _parse_field(spec: _Spec, raw: str) -> tuple[int, tuple[CronTerm, ...]]:
+def _parse_field(spec: _Spec, raw: str, hashing: _Hash) -> tuple[int, tuple[CronTerm, ...]]:
     mask = 0
     terms = []
-    for item in raw.split(","):
+    for position, item in enumerate(raw.split(",")):
         if not item:
             raise _error(spec, f"empty item in list '{raw}'")
-        term = _parse_term(spec, item)
+        if item[:1] in "Hh":
+            term = _parse_hash(spec, item, hashing, position)
+        else:
+            term = _parse_special(spec, item) or _parse_term(spec, item)
         terms.append(term)
-        mask |= _term_mask(term.lo, term.hi, term.step)
+        if term.form not in SPECIAL_FORMS:
+            mask |= _term_mask(term.lo, term.hi, term.step)
     return mask, tuple(terms)
 
 
@@ -302,149 +383,81 @@ def _parse_value(spec: _Spec, token: str) -> int:
     upper = token.upper()
     if upper in spec.names:
         return spec.names.index(upper) + spec.name_base
-    raise _error(spec, _why_not_value(token))
+    raise _error(spec, _why_not_value(spec, token))
 
 
-def _why_not_value(token: str) -> str:
-    """Name the unsupported extension a token uses, so Quartz users know why."""
+def _number(spec: _Spec, item: str, text: str, lo: int, hi: int) -> int:
+    if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
+        raise _error(spec, f"'{item}': {text or 'nothing'} is not a number from {lo} to {hi}")
+    return int(text)
+
+
+def _parse_special(spec: _Spec, item: str) -> CronTerm | None:
+    """An extended day item (``L``, ``L-3``, ``LW``, ``15W``; ``1#2``, ``5L``), or None."""
+    upper = item.upper()
+    if spec.name == "day-of-month":
+        if upper == "L":
+            return CronTerm(0, 0, 1, "last")
+        if upper == "LW":
+            return CronTerm(0, 0, 1, "lastweekday")
+        if upper.startswith("L-"):
+            return CronTerm(_number(spec, item, upper[2:], 1, 30), 0, 1, "last")
+        if upper.endswith("W") and upper[:-1].isdigit():
+            return CronTerm(_number(spec, item, upper[:-1], 1, 31), 0, 1, "nearest")
+    elif spec.name == "day-of-week":
+        if "#" in upper:
+            base, _, nth = upper.partition("#")
+            weekday = _parse_value(spec, base)
+            return CronTerm(weekday, _number(spec, item, nth, 1, 5), 1, "nth")
+        if len(upper) > 1 and upper.endswith("L") and "-" not in upper and "/" not in upper:
+            return CronTerm(_parse_value(spec, upper[:-1]), 0, 1, "lastof")
+    return None
+
+
+def _parse_hash(spec: _Spec, item: str, hashing: _Hash, position: int) -> CronTerm:
+    """``H``, ``H(a-b)``, ``H/n`` or ``H(a-b)/n``, resolved with the schedule's seed."""
+    lo, hi = _HASH_SPANS[hashing.field]
+    rest = item[1:]
+    if rest.startswith("("):
+        inner, close, rest = rest[1:].partition(")")
+        first, dash, last = inner.partition("-")
+        if not close or not (dash and first and last):
+            raise _error(spec, f"'{item}': write a hashed range as H(a-b), e.g. H(0-29)")
+        lo, hi = _parse_value(spec, first), _parse_value(spec, last)
+        if hi < lo:
+            raise _error(spec, f"range {inner} is backwards")
+    step = 1
+    if rest.startswith("/"):
+        step = _parse_step(spec, rest[1:])
+    elif rest:
+        raise _error(spec, f"'{item}' is not H, H(a-b), H/n or H(a-b)/n")
+    if step == 1:
+        value = lo + hash_value(hashing.seed, hashing.field, position, hi - lo + 1)
+        return CronTerm(value, value, 1, "value", hashed=True)
+    start = lo + hash_value(hashing.seed, hashing.field, position, min(step, hi - lo + 1))
+    return CronTerm(start, hi, step, "range", hashed=True)
+
+
+def _why_not_value(spec: _Spec, token: str) -> str:
+    """Name the extension a token uses, and where it is allowed, so Quartz users know why."""
     upper = token.upper()
     if "?" in upper:
         return f"'{token}' uses '?', which is not supported (use '*')"
     if "#" in upper:
-        return f"'{token}' uses '#' (nth weekday of the month), which is not supported"
-    import re
-
-    if re.fullmatch(_UNSUPPORTED_LW, upper):
-        letter = "'L' (last)" if "L" in upper else "'W' (nearest weekday)"
-        return f"'{token}' uses {letter}, which is not supported"
+        return f"'{token}': '#' (nth weekday, e.g. 1#2) is allowed only in day-of-week"
+    if upper == "L" and spec.name == "day-of-week":
+        return "'L' alone in day-of-week is ambiguous: write 5L for the last Friday, or SAT"
+    if "L" in upper and upper.strip("L0123456789-") == "":
+        return (
+            f"'{token}': 'L' (last) is allowed only in day-of-month (L, L-3, LW) "
+            "and day-of-week (5L, the last Friday)"
+        )
+    if "W" in upper and upper.strip("LW0123456789") == "":
+        return f"'{token}': 'W' (nearest weekday, e.g. 15W, LW) is allowed only in day-of-month"
     return f"'{token}' is not a number or name"
 
 
-# --- describe -----------------------------------------------------------------------
-
-
-def describe(expr: CronExpr) -> str:
-    """Say in plain English when ``expr`` fires (wall-clock times; zone not included).
-
-    The wording follows the structure of the expression rather than trying to be
-    clever, so it is always true: steps are spelled out with their range, and the
-    day-of-month/day-of-week rule is stated as "if it is" (both) or "or" (either).
-    """
-    minute, hour, dom, month, dow = expr.terms or _terms_of(expr)
-    parts = [_describe_time(minute, hour)]
-    day = _describe_days(expr, dom, dow)
-    if day:
-        parts.append(day)
-    elif not expr.fields[1].startswith("*"):
-        parts.append("every day")
-    if not _is_plain_star(month):
-        parts.append("in " + _names_phrase(month, _MONTH_WORDS, 1))
-    return " ".join(parts)
-
-
-def _terms_of(expr: CronExpr) -> tuple[tuple[CronTerm, ...], ...]:
-    return tuple(_parse_field(spec, raw)[1] for spec, raw in zip(_SPECS, expr.fields, strict=True))
-
-
-def _is_plain_star(terms: tuple[CronTerm, ...]) -> bool:
-    return len(terms) == 1 and terms[0].form == "*" and terms[0].step == 1
-
-
-def _single_star_step(terms: tuple[CronTerm, ...]) -> int:
-    """The ``n`` of a field that is exactly ``*/n``, else 0."""
-    if len(terms) == 1 and terms[0].form == "*" and terms[0].step > 1:
-        return terms[0].step
-    return 0
-
-
-def _values(terms: tuple[CronTerm, ...]) -> list[int] | None:
-    """The values of a field made only of plain numbers, else None."""
-    if all(t.form == "value" for t in terms):
-        return sorted({t.lo for t in terms})
-    return None
-
-
-def _describe_time(minute: tuple[CronTerm, ...], hour: tuple[CronTerm, ...]) -> str:
-    minutes, hours = _values(minute), _values(hour)
-    if minutes is not None and hours is not None and len(minutes) * len(hours) <= 6:
-        times = [f"{h:02d}:{m:02d}" for h in hours for m in minutes]
-        return "at " + _join(times, "and")
-    step = _single_star_step(minute)
-    if _is_plain_star(minute):
-        minute_text = "every minute"
-    elif step and 60 % step == 0:
-        minute_text = f"every {step} minutes"
-    else:
-        minute_text = "at " + _numbers_phrase(minute, "minute", "minutes", "")
-    if _is_plain_star(hour):
-        if _is_plain_star(minute) or (step and 60 % step == 0):
-            return minute_text
-        return minute_text + " past every hour"
-    hour_step = _single_star_step(hour)
-    if hour_step and 24 % hour_step == 0:
-        return f"{minute_text} past every {_ordinal(hour_step)} hour"
-    return f"{minute_text} past " + _numbers_phrase(hour, "hour", "hours", "")
-
-
-def _describe_days(expr: CronExpr, dom: tuple[CronTerm, ...], dow: tuple[CronTerm, ...]) -> str:
-    dom_any, dow_any = _is_plain_star(dom), _is_plain_star(dow)
-    dom_text = _numbers_phrase(dom, "day", "days", " of the month")
-    if dom_any and dow_any:
-        return ""
-    if dom_any:
-        return "on " + _names_phrase(dow, _DAY_WORDS, 0)
-    if dow_any:
-        return "on " + dom_text
-    if expr.dom_star or expr.dow_star:  # Vixie: both must match
-        return f"on {dom_text} if it is {_names_phrase(dow, _DAY_WORDS, 0, 'or')}"
-    return f"on {dom_text} or on {_names_phrase(dow, _DAY_WORDS, 0, 'or')}"
-
-
-def _numbers_phrase(terms: tuple[CronTerm, ...], unit: str, units: str, suffix: str) -> str:
-    """Word a numeric field: "minutes 0 and 30", "every 5th hour from 1 through 23"."""
-    values = [t.lo for t in terms if t.form == "value"]
-    phrases = []
-    if values:
-        noun = unit if len(values) == 1 else units
-        phrases.append(f"{noun} {_join([str(v) for v in values], 'and')}{suffix}")
-    for t in terms:
-        if t.form == "value":
-            continue
-        if t.step == 1:
-            phrases.append(
-                f"every {unit}{suffix}"
-                if t.form == "*"
-                else f"{units} {t.lo} through {t.hi}{suffix}"
-            )
-        else:
-            phrases.append(f"every {_ordinal(t.step)} {unit}{suffix} from {t.lo} through {t.hi}")
-    return _join(phrases, "and")
-
-
-def _names_phrase(
-    terms: tuple[CronTerm, ...], words: tuple[str, ...], base: int, word: str = "and"
-) -> str:
-    """Word a month or weekday field with names; steps are listed day by day."""
-    phrases = []
-    for t in terms:
-        if t.form == "value":
-            phrases.append(words[(t.lo - base) % len(words)])
-        elif t.step == 1 and t.form != "*":
-            phrases.append(
-                f"{words[(t.lo - base) % len(words)]} through {words[(t.hi - base) % len(words)]}"
-            )
-        else:
-            picked = sorted({(v - base) % len(words) for v in range(t.lo, t.hi + 1, t.step)})
-            phrases.append(_join([words[i] for i in picked], word))
-    return _join(phrases, word)
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def _join(items: list[str], word: str) -> str:
+def join_words(items: list[str], word: str) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + f" {word} " + items[-1]

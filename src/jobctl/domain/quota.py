@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
+from jobctl.errors import QuotaExceeded
+
 #: The quota keys, in the order the docs and ``jobctl status`` list them.
 QUOTA_KEYS = ("queued", "schedules", "running", "enqueue_rate", "enqueue_burst", "log_bytes")
 #: Seconds a caller over a count quota (queued, schedules) is told to wait.
@@ -187,3 +189,17 @@ class DiskFloor:
         if size == 0 and percent is None:
             return cls()
         return cls(size, percent)
+
+
+def over(quota: str, limit: int | None, have: int, adding: int) -> QuotaExceeded | None:
+    """The refusal when ``have + adding`` passes ``limit`` (None: no limit), else None."""
+    if limit is None or have + adding <= limit:
+        return None
+    return QuotaExceeded(
+        f"{quota} quota: you have {have} of at most {limit}"
+        + (f"; {adding} more would pass it" if adding != 1 else ""),
+        quota=quota,
+        limit=limit,
+        used=have,
+        retry_after=COUNT_RETRY_AFTER,
+    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobctl.domain.models import Backoff, Job
-from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.states import DeadReason, JobStatus, Outcome
 
 #: Exit codes a shell uses for "cannot execute" and "not found": retrying cannot help.
 NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
@@ -22,6 +22,8 @@ NON_RETRYABLE_EXIT_CODES = frozenset({126, 127})
 POISON_CRASHES = 3
 #: A start that failed for want of a resource waits at least this long before the next.
 TRANSIENT_MIN_DELAY = 1.0
+#: The dead reason of a spent budget, by the outcome of the last attempt (else max_attempts).
+_SPENT = {Outcome.TIMEOUT: DeadReason.TIMEOUT, Outcome.LEASE_EXPIRED: DeadReason.LEASE_EXPIRED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,7 @@ class Step:
     status: JobStatus
     failures: int
     run_at: datetime | None = None
-    dead_reason: str | None = None
+    dead_reason: DeadReason | None = None
 
 
 def retryable(job: Job, exit_code: int | None) -> bool:
@@ -58,7 +60,7 @@ def next_step(
     now: datetime,
     rng: random.Random,
     poison: bool = False,
-    dead_reason: str | None = None,
+    dead_reason: DeadReason | None = None,
     transient: bool = False,
 ) -> Step:
     """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
@@ -79,12 +81,12 @@ def next_step(
     if outcome is Outcome.INTERRUPTED:
         return Step(JobStatus.SCHEDULED, failures, run_at=now)
     if outcome is Outcome.FAILED and not retryable(job, exit_code):
-        return Step(JobStatus.DEAD, failures, dead_reason="non_retryable")
+        return Step(JobStatus.DEAD, failures, dead_reason=DeadReason.NON_RETRYABLE)
     if outcome is Outcome.LEASE_EXPIRED and poison:
-        return Step(JobStatus.DEAD, failures, dead_reason="poison")
+        return Step(JobStatus.DEAD, failures, dead_reason=DeadReason.POISON)
     if failures >= job.spec.max_attempts:
-        reason = {Outcome.TIMEOUT: "timeout", Outcome.LEASE_EXPIRED: "lease_expired"}
-        return Step(JobStatus.DEAD, failures, dead_reason=reason.get(outcome, "max_attempts"))
+        reason = _SPENT.get(outcome, DeadReason.MAX_ATTEMPTS)
+        return Step(JobStatus.DEAD, failures, dead_reason=reason)
     delay = rng.uniform(0.0, job.spec.backoff.ceiling(failures))
     return Step(JobStatus.SCHEDULED, failures, run_at=now + timedelta(seconds=delay))
 

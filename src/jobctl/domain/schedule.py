@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobctl.domain.cron import load_zone, next_fire, parse_cron
+from jobctl.domain.cron_parse import has_hash
 from jobctl.domain.limits import MAX_EVERY, MIN_EVERY
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.policies import Misfire, Overlap
@@ -34,12 +35,18 @@ FIRE_CACHE_SIZE = 16_384
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """When a schedule fires: a cron expression in a zone, or every N seconds from an anchor."""
+    """When a schedule fires: a cron expression in a zone, or every N seconds from an anchor.
+
+    ``seed`` is the schedule id that ``H`` fields of ``cron`` are hashed from (see
+    :func:`hash_seed`); None for a timing without ``H``, and for one not yet stored,
+    which is then only checked for validity.
+    """
 
     tz: str
     cron: str | None = None
     every: float | None = None
     anchor: datetime | None = None
+    seed: str | None = None
 
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.every is None):
@@ -52,19 +59,30 @@ class Timing:
             if self.anchor is None:
                 raise InvalidSchedule("an interval schedule needs an anchor time")
         else:
-            parse_cron(self.cron or "")
+            parse_cron(self.cron or "", self.seed)
         _zone(self.tz)
 
     @classmethod
     def unchecked(
-        cls, tz: str, cron: str | None, every: float | None, anchor: datetime | None
+        cls,
+        tz: str,
+        cron: str | None,
+        every: float | None,
+        anchor: datetime | None,
+        seed: str | None = None,
     ) -> Timing:
         """A stored timing that no longer validates (its zone left tzdata), for showing
         it: the schedule is listed, and the materializer marks it broken."""
         timing = object.__new__(cls)
-        for name, value in (("tz", tz), ("cron", cron), ("every", every), ("anchor", anchor)):
+        values = (("tz", tz), ("cron", cron), ("every", every), ("anchor", anchor))
+        for name, value in (*values, ("seed", seed)):
             object.__setattr__(timing, name, value)
         return timing
+
+    def seeded(self, schedule_id: str) -> Timing:
+        """This timing as the schedule ``schedule_id`` fires it (its ``H`` fields hashed)."""
+        seed = hash_seed(self.cron, schedule_id)
+        return self if seed == self.seed else replace(self, seed=seed)
 
     def next_after(self, after: datetime) -> datetime:
         """The first nominal fire time strictly after ``after`` (UTC)."""
@@ -76,7 +94,7 @@ class Timing:
             n = int((after - self.anchor) / step) + 1
             t = self.anchor + n * step
             return t if t > after else t + step
-        return _next_cron(self.cron or "", self.tz, after)
+        return _next_cron(self.cron or "", self.tz, after, self.seed)
 
     def fires(self, after: datetime, count: int) -> list[datetime]:
         out: list[datetime] = []
@@ -87,14 +105,20 @@ class Timing:
         return out
 
 
+def hash_seed(cron: str | None, schedule_id: str) -> str | None:
+    """The seed of a stored schedule's timing: its id when ``cron`` uses ``H``, else None,
+    so that timings (and the caches keyed by them) stay shared by schedules without H."""
+    return schedule_id if cron is not None and has_hash(cron) else None
+
+
 @functools.lru_cache(maxsize=FIRE_CACHE_SIZE)
-def _next_cron(cron: str, tz: str, after: datetime) -> datetime:
+def _next_cron(cron: str, tz: str, after: datetime, seed: str | None = None) -> datetime:
     """Memoized :func:`next_fire`: a pure function of its arguments.
 
     Many schedules share an expression and a zone, and their cursors sit on the same
     nominal times, so the materializer asks the same question over and over.
     """
-    return next_fire(parse_cron(cron), _zone(tz), after)
+    return next_fire(parse_cron(cron, seed), _zone(tz), after)
 
 
 @functools.lru_cache(maxsize=1024)

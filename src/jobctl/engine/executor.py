@@ -23,19 +23,19 @@ from pathlib import Path
 from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
-from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
 from jobctl.engine import process, proctree, spawnclient
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.limits import StartRefused
-from jobctl.engine.metrics import Metrics
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.executor")
 #: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
-OWNER_DENIED = "denied"
+OWNER_DENIED = DeadReason.DENIED
 #: Seconds between tries of a finish the store could not write; the last one repeats.
 FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 
@@ -198,14 +198,14 @@ class Executor:
             return
         if not alive:
             self._lease_lost("record", c.job.id, c.generation, f"job {c.job.id}: lease lost")
-            self.stop(c.job.id, "lease lost before the command started")
+            self.stop(c.job.id, StopReason.LEASE_LOST, "lease lost before the command started")
 
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
         try:
             code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
         except TimeoutError:
-            run.stop_reason = run.stop_reason or "timeout"
+            run.stop_reason = run.stop_reason or StopReason.TIMEOUT
             await proctree.stop(run, self.config.kill_grace)
             code = run.exited.result()
         if run.stopping is not None:
@@ -319,20 +319,22 @@ class Executor:
             logval(reason),
         )
 
-    def stop(self, job_id: int, reason: str) -> bool:
-        """Stop a live attempt (cancel, lost lease, shutdown); False if none is live."""
+    def stop(self, job_id: int, reason: StopReason, detail: str | None = None) -> bool:
+        """Stop a live attempt (cancel, lost lease, shutdown); False if none is live.
+        ``detail``: the attempt's error if it ends cancelled (else ``reason.text``)."""
         run = self._live.get(job_id)
         if run is None:
             return False
         if run.stop_reason is None:
             run.stop_reason = reason
+            run.stop_detail = detail or reason.text
         if run.stopping is None:
             run.stopping = asyncio.get_running_loop().create_task(
                 proctree.stop(run, self.config.kill_grace)
             )
         return True
 
-    def stop_all(self, reason: str) -> None:
+    def stop_all(self, reason: StopReason) -> None:
         for job_id in list(self._live):
             self.stop(job_id, reason)
 
@@ -367,14 +369,14 @@ class Executor:
         gens = dict(leases)
         for job_id in lost:
             self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")
-            self.stop(job_id, "lease lost")
+            self.stop(job_id, StopReason.LEASE_LOST)
         return True
 
     async def shutdown(self, grace: float) -> None:
         """Let live attempts finish within ``grace``, then stop them as interrupted."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
-        self.stop_all("shutdown")
+        self.stop_all(StopReason.SHUTDOWN)
         self._closing = True
         self._closed.set()
         if self._tasks:
@@ -396,13 +398,12 @@ def _not_started(exc: OSError) -> AttemptResult:
 
 def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
     reason = run.stop_reason
-    timeout = run.claim.job.spec.timeout
-    if reason == "timeout":
-        return AttemptResult(Outcome.TIMEOUT, code, f"timed out after {timeout:g}s", tail)
-    if reason == "shutdown":
-        return AttemptResult(Outcome.INTERRUPTED, code, "stopped by daemon shutdown", tail)
-    if reason is not None:
-        return AttemptResult(Outcome.CANCELLED, code, reason, tail)
+    if reason is StopReason.TIMEOUT:
+        error = f"timed out after {run.claim.job.spec.timeout:g}s"
+        return AttemptResult(reason.outcome, code, error, tail)
+    if reason is not None:  # shutdown: its text; cancel, lost lease: the stop's detail
+        error = reason.text if reason is StopReason.SHUTDOWN else run.stop_detail
+        return AttemptResult(reason.outcome, code, error, tail)
     if code == 0:
         return AttemptResult(Outcome.SUCCEEDED, 0, None, tail)
     cwd = process.cwd_failure(code, tail, run.claim)

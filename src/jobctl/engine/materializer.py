@@ -16,9 +16,9 @@ from datetime import datetime
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.schedule import Materialized, nominal_text
-from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
 from jobctl.logfmt import logval
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.materializer")

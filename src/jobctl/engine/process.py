@@ -37,6 +37,7 @@ from typing import Protocol
 from jobctl import files
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
+from jobctl.domain.states import StopReason
 from jobctl.engine import cgroup, limits
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.procfs import find_by_env, has_markers, process_start_time
@@ -68,7 +69,9 @@ class Running:
     log_path: Path
     #: The process's start time (pid-reuse guard), read on a thread; see :func:`spawn`.
     start_time: asyncio.Future[int | None] = field(repr=False)
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
+    #: What the attempt's error says when it ends cancelled (see ``Executor.stop``).
+    stop_detail: str = ""
     stopping: asyncio.Task[None] | None = field(default=None, repr=False)
     #: The output cap in bytes (the ``log_bytes`` quota, rounded up to 512), or None.
     log_cap: int | None = None

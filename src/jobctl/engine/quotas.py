@@ -1,4 +1,4 @@
-"""Per-owner quotas in the running daemon, and the admission the API asks before new work.
+"""Per-owner quotas in the running daemon.
 
 :class:`Quotas` turns a uid into its :class:`~jobctl.domain.quota.Limits` (user name and
 groups from the account database, kept for :data:`ACCOUNT_SECONDS` of the injected
@@ -7,10 +7,11 @@ clock) and holds the enqueue-rate buckets. Where each quota is enforced:
 * ``queued``: in the store, inside the write that inserts the jobs (a group over it is
   refused alone, 429), from the exact per-lane counters in ``job_counts``;
 * ``running``: by the dispatcher, in the claim transaction; the owner's due jobs wait;
-* ``schedules`` and ``enqueue_rate``: here, before the write (:class:`Admission`);
+* ``schedules`` and ``enqueue_rate``: before the write, by the API's admission
+  (:class:`jobctl.api.admission.Admission`), with the buckets held here;
 * ``log_bytes``: by the kernel, as the command's ``RLIMIT_FSIZE`` (engine/process.py).
 
-:class:`Admission` also asks the :class:`~jobctl.engine.diskguard.DiskGuard`: below the disk
+The admission also asks the :class:`~jobctl.engine.diskguard.DiskGuard`: below the disk
 floor new work is refused (503) before any quota is spent.
 """
 
@@ -21,11 +22,9 @@ import os
 import pwd
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from jobctl.domain.clock import Clock
-from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits, QuotaPolicy, RateBuckets
-from jobctl.engine.diskguard import DiskGuard
+from jobctl.domain.quota import Limits, QuotaPolicy, RateBuckets
 from jobctl.errors import QuotaExceeded
 
 #: Seconds a uid's name and groups are trusted before they are looked up again.
@@ -91,64 +90,4 @@ class Quotas:
         return self._rates.tokens(uid, self.limits_for(uid), self._clock.now())
 
 
-def over(quota: str, limit: int | None, have: int, adding: int) -> QuotaExceeded | None:
-    """The refusal when ``have + adding`` passes ``limit`` (None: no limit), else None."""
-    if limit is None or have + adding <= limit:
-        return None
-    return QuotaExceeded(
-        f"{quota} quota: you have {have} of at most {limit}"
-        + (f"; {adding} more would pass it" if adding != 1 else ""),
-        quota=quota,
-        limit=limit,
-        used=have,
-        retry_after=COUNT_RETRY_AFTER,
-    )
-
-
-class Admission:
-    """What the API asks before it accepts new work; without parts it admits everything."""
-
-    def __init__(self, disk: DiskGuard | None = None, quotas: Quotas | None = None) -> None:
-        self.disk = disk
-        self.quotas = quotas
-
-    def limits_for(self, uid: int) -> Limits:
-        return Limits() if self.quotas is None else self.quotas.limits_for(uid)
-
-    def admit_jobs(self, uid: int, n: int) -> None:
-        """Enqueue, replay, trigger: the disk floor, then the enqueue rate."""
-        if self.disk is not None:
-            self.disk.check()
-        if self.quotas is not None:
-            self.quotas.take_enqueue(uid, n)
-
-    def admit_queued(self, uid: int, queued: int, n: int) -> None:
-        """Replay and trigger: jobs that skip the store's own ``queued`` check."""
-        refusal = over("queued", self.limits_for(uid).queued, queued, n)
-        if refusal is not None:
-            raise refusal
-
-    def admit_schedule(self, uid: int, schedules: int) -> None:
-        if self.disk is not None:
-            self.disk.check()
-        refusal = over("schedules", self.limits_for(uid).schedules, schedules, 1)
-        if refusal is not None:
-            raise refusal
-
-    def usage(self, uid: int, counts: dict[str, int]) -> dict[str, Any]:
-        """The uid's usage against each quota, for ``status``."""
-        limits = self.limits_for(uid)
-        out: dict[str, Any] = {"uid": uid}
-        for key in ("queued", "running", "schedules"):
-            out[key] = {"used": counts.get(key, 0), "limit": getattr(limits, key)}
-        tokens = None if self.quotas is None else self.quotas.rate_tokens(uid)
-        out["enqueue_rate"] = {
-            "limit": limits.enqueue_rate,
-            "burst": None if limits.enqueue_rate is None else int(limits.burst),
-            "tokens": None if tokens is None else int(tokens),
-        }
-        out["log_bytes"] = {"limit": limits.log_bytes}
-        return out
-
-
-__all__ = ["ACCOUNT_SECONDS", "Admission", "Quotas", "account", "over"]
+__all__ = ["ACCOUNT_SECONDS", "Quotas", "account"]

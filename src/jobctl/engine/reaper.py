@@ -18,25 +18,13 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
+from jobctl.domain.retention import DEFAULT_AUDIT_RETENTION, cutoffs
 from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
 from jobctl.store.retention import PRUNE_BATCH
 
 log = logging.getLogger("jobctl.reaper")
-
-#: Defaults: keep succeeded and cancelled jobs a week, dead ones a month.
-DEFAULT_RETENTION: dict[str, float] = {
-    "succeeded": 7 * 86400.0,
-    "cancelled": 7 * 86400.0,
-    "dead": 30 * 86400.0,
-}
-#: Audit records are kept 90 days unless ``retention.audit`` says otherwise.
-DEFAULT_AUDIT_RETENTION = 90 * 86400.0
-
-
-def cutoffs(retention: Mapping[str, float], now: datetime) -> dict[str, datetime]:
-    return {status: now - timedelta(seconds=age) for status, age in retention.items()}
 
 
 class Reaper(Service):

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from jobctl.domain.clock import Clock
 from jobctl.engine.diskguard import CACHE_SECONDS, DiskGuard
 from jobctl.engine.executor import Executor
-from jobctl.engine.metrics import Metrics
 from jobctl.engine.service import Service
+from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.timer")

@@ -71,7 +71,7 @@ def edit_tx(
     _rename_check(conn, old, spec)
     nxt = old.next_run_at
     if TIMING_FIELDS & changes.keys():
-        nxt = spec.timing.next_after(now)
+        nxt = spec.timing.seeded(sid).next_after(now)  # H is hashed from the id
         if old.paused:
             _record_paused(conn, sid, old.spec.timing, old.next_run_at, now)
     params = _def_params(spec) | {f"old_{c}": row[c] for c in _DEF_COLUMNS} | {"id": sid}

@@ -22,12 +22,13 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol, TypeVar
 
 from jobctl.errors import OutOfResources, StorageFull, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
+from jobctl.store.sqltx import savepoint
 
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
@@ -189,13 +190,22 @@ class Writer:
         self._ready.set()
         try:
             while (batch := self._next_batch()) is not None:
-                bare = [op for op in batch if op[2]]
-                if len(bare) < len(batch):
-                    self._commit_unless_refused(conn, [op for op in batch if not op[2]])
-                for fn, fut, _ in bare:
-                    _resolve(fut, fn, conn, self._translate)
+                try:
+                    self._handle(conn, batch)
+                except BaseException as exc:  # a bug, never a caller's doing: keep serving
+                    log.exception("event=writer_batch_failed writes=%d", len(batch))
+                    _rollback(conn)
+                    for _, fut, _ in batch:
+                        _settle(fut, False, exc)
         finally:
             conn.close()
+
+    def _handle(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        bare = [op for op in batch if op[2]]
+        if len(bare) < len(batch):
+            self._commit_unless_refused(conn, [op for op in batch if not op[2]])
+        for fn, fut, _ in bare:
+            _resolve(fut, fn, conn, self._translate)
 
     def _next_batch(self) -> list[_Op] | None:
         first = self._queue.get()
@@ -227,7 +237,7 @@ class Writer:
             self._commit(conn, batch)
             return
         for _, fut, _ in batch:
-            fut.set_exception(refused)
+            _settle(fut, False, refused)
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         outcomes: list[tuple[bool, Any]] = []
@@ -247,17 +257,14 @@ class Writer:
             if landed is not None:
                 landed(False)
             for _, fut, _ in batch:
-                fut.set_exception(failure)
+                _settle(fut, False, failure)
             return
         if landed is not None:
             landed(True)
         if self._errors is not None:
             self._errors.recovered("event=group_commit_recovered")
         for (_, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(self._translate(value))
+            _settle(fut, ok, value if ok else self._translate(value))
 
     def _failed(self, writes: int, exc: BaseException) -> None:
         msg = "event=group_commit_failed writes=%d error=%s"
@@ -283,9 +290,30 @@ def _resolve(
     translate: Callable[[BaseException], BaseException],
 ) -> None:
     try:
-        fut.set_result(fn(conn))
-    except Exception as exc:
-        fut.set_exception(_caller_error(translate, exc))
+        value = fn(conn)
+    except BaseException as exc:  # whatever a caller's function raises is its answer
+        _settle(fut, False, _caller_error(translate, exc))
+        return
+    _settle(fut, True, value)
+
+
+def _settle(fut: Future[Any], ok: bool, value: Any) -> None:
+    """Answer ``fut`` with a result (``ok``) or an exception, unless nobody waits.
+
+    A caller may cancel its future at any time (a client timed out, the event loop
+    closed); its write still ran and committed with the batch, there is just no one
+    to tell. ``set_result`` on a cancelled future raises ``InvalidStateError``, which
+    on this thread would end the writer and leave the rest of the batch unanswered.
+    """
+    if fut.done():
+        return
+    try:
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+    except InvalidStateError:  # cancelled between the check and the answer
+        pass
 
 
 def _caller_error(
@@ -300,14 +328,12 @@ def _caller_error(
 def _run_in_savepoint(
     conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]
 ) -> tuple[bool, Any]:
-    conn.execute("SAVEPOINT op")
     try:
-        value = fn(conn)
+        # a disk error is the disk, not this op: SQLite may have ended the transaction
+        with savepoint(conn, "op", lost=disk_error):
+            value = fn(conn)
     except Exception as exc:
         if disk_error(exc) is not None:
-            raise  # the disk, not this op: SQLite may have ended the transaction already
-        conn.execute("ROLLBACK TO op")
-        conn.execute("RELEASE op")
+            raise
         return False, exc
-    conn.execute("RELEASE op")
     return True, value

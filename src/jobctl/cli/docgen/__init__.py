@@ -41,7 +41,8 @@ from jobctl.cli.docgen.model import PROG as PROG
 from jobctl.cli.docgen.model import REGENERATE as REGENERATE
 from jobctl.cli.docgen.model import ZSH_COMPLETION as ZSH_COMPLETION
 from jobctl.cli.docgen.model import ValueKind as ValueKind
-from jobctl.cli.docgen.run import find_root, generate, main, stale_files
+from jobctl.cli.docgen.run import SCHEMA_DOC as SCHEMA_DOC
+from jobctl.cli.docgen.run import find_root, generate, main, schema_doc, stale_files
 from jobctl.cli.docgen.tree import build_tree
 from jobctl.cli.docgen.zsh import render_zsh
 
@@ -58,5 +59,6 @@ __all__ = [
     "render_man",
     "render_markdown",
     "render_zsh",
+    "schema_doc",
     "stale_files",
 ]

@@ -34,7 +34,27 @@ def generate(app: typer.Typer | None = None) -> dict[str, str]:
         ZSH_COMPLETION: render_zsh(root),
         FISH_COMPLETION: render_fish(root),
         CLI_REFERENCE: render_markdown(root),
+        SCHEMA_DOC: schema_doc(),
     }
+
+
+#: The database schema as the migrations build it (sqlite-utils introspection).
+SCHEMA_DOC = "docs/schema.md"
+
+
+def schema_doc() -> str:
+    """docs/schema.md from a fresh in-memory database migrated to the latest version."""
+    import sqlite3
+
+    from jobctl.store.export import render_schema
+    from jobctl.store.migrate import migrate
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        migrate(conn)
+        return render_schema(conn)
+    finally:
+        conn.close()
 
 
 def _is_root(path: Path) -> bool:

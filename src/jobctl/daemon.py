@@ -1,5 +1,9 @@
 """The daemon: store, recovery, timer, executor and API wired together, and stopped in order.
 
+The composition root: the one module above ``engine`` and ``api`` that builds both and
+connects them (which part wakes which, what the API's hooks call). Nothing below imports
+it; the engine tests build their engine with :func:`wire_engine`, the daemon's own wiring.
+
 Start-up: take the database lock, migrate, stop and reclaim what a dead predecessor
 left running, bind the socket (or take the one systemd passed), then serve and dispatch,
 telling systemd once the socket answers (``engine/systemd.py``). Shutdown (SIGTERM/SIGINT):
@@ -18,38 +22,39 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from jobctl import __version__, files
 from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
+from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
+from jobctl.domain.retention import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
+from jobctl.domain.states import StopReason
 from jobctl.engine import cgroup, limits, process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
-from jobctl.engine.metrics import Metrics, start_listener, stop_listener
-from jobctl.engine.quotas import Admission, Quotas
-from jobctl.engine.reaper import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION, Reaper
+from jobctl.engine.quotas import Quotas
+from jobctl.engine.reaper import Reaper
 from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.spawnclient import SpawnHelper
 from jobctl.engine.timer import Timer
 from jobctl.engine.witness import Witness
 from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
+from jobctl.metrics import Metrics, start_listener, stop_listener
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 
 log = logging.getLogger("jobctl.daemon")
-#: The daemon speaks sd_notify and serves on a socket systemd passes (tests check this).
-SYSTEMD_WIRED = True
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ class Daemon:
         self._signals += 1
         self._stop.set()
         if self._signals > 1 and self._executor is not None:
-            self._executor.stop_all("shutdown")  # a second signal skips the grace period
+            self._executor.stop_all(StopReason.SHUTDOWN)  # a second signal skips the grace period
 
     async def run(self, on_ready: Callable[[], None] = lambda: None) -> None:
         cfg = self.config
@@ -171,7 +176,7 @@ class Daemon:
         # before the socket: an address in use stops the daemon with nothing left behind
         listener = await start_listener(cfg.metrics_listen, lambda: parts.metrics.scrape(astore))
         sock = inherited or bind_socket(cfg.socket, cfg.socket_group)
-        app = create_app(astore, self._hooks(parts), parts.metrics)
+        app = create_app(astore, self._hooks(parts, astore), parts.metrics)
         server = make_server(app, cfg.limits, parts.access.is_admin)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -207,7 +212,7 @@ class Daemon:
                 parts.admission.disk.close()
         log.info("event=stopped")
 
-    def _hooks(self, parts: Parts) -> Hooks:
+    def _hooks(self, parts: Parts, astore: AsyncStore) -> Hooks:
         info = _info(self, parts)
         return Hooks(
             wake=parts.timer.wake,
@@ -221,6 +226,7 @@ class Daemon:
             settings=self.config.settings_view or {},
             admission=parts.admission,
             resources=lambda res: limits.refusal(res, parts.executor.config.cgroups, os.geteuid()),
+            prune=prune_with(astore, self.config.clock),
         )
 
 
@@ -241,6 +247,47 @@ class Parts:
         return (self.timer, self.materializer, self.reaper)
 
 
+@dataclass
+class EngineParts:
+    """The engine's services wired to wake each other (what :func:`wire_engine` returns)."""
+
+    executor: Executor
+    timer: Timer
+    materializer: Materializer
+
+
+def wire_engine(
+    astore: AsyncStore,
+    clock: Clock,
+    config: ExecutorConfig,
+    owner: str,
+    *,
+    metrics: Metrics | None = None,
+    access: Access | None = None,
+    disk: DiskGuard | None = None,
+    on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
+) -> EngineParts:
+    """Executor, timer and materializer, and who wakes whom: a freed slot and new
+    occurrences wake the timer, a finished scheduled job wakes the materializer (a queued
+    occurrence may wait for it), a full disk gives up the reserve. ``on_finish`` is told
+    of every finished attempt after that."""
+    materializer = Materializer(astore, clock, metrics=metrics)
+
+    def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
+        if claim.job.spec.schedule_id is not None:
+            materializer.wake()
+        on_finish(job, claim, result)
+
+    executor = Executor(
+        astore, clock, config, owner, on_finish=finished, metrics=metrics, access=access
+    )
+    if disk is not None:
+        executor.on_store_full = disk.release_reserve
+    timer = Timer(astore, clock, executor, metrics, disk)
+    executor.on_slot_free = materializer.on_created = timer.wake
+    return EngineParts(executor, timer, materializer)
+
+
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     metrics = Metrics()
     access = Access(cfg.allow_file, cfg.deny_file, cfg.admin_group)
@@ -250,39 +297,35 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     quotas = Quotas(cfg.quota, cfg.clock)
     if isinstance(astore.store, SqliteStore):
         astore.store.quota = quotas.limits_for
-    materializer = Materializer(astore, cfg.clock, metrics=metrics)
-
-    def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
-        if claim.job.spec.schedule_id is not None:
-            materializer.wake()  # a queued occurrence may wait for this job
-
     launch = process.Launch(cfg.job_umask, cfg.child_nofile)
     cgroups, where = cgroup.detect(cfg.job_cgroups)
     log.info("event=process_tracking mechanism=%s where=%s",
              "cgroup" if cgroups else "proc", logval(where))  # fmt: skip
-    executor = Executor(
-        astore,
-        cfg.clock,
-        ExecutorConfig(
-            cfg.concurrency,
-            cfg.lease_ttl,
-            cfg.kill_grace,
-            log_dir(cfg),
-            launch,
-            lambda uid: quotas.limits_for(uid).log_bytes,
-            cgroups,
-            _helper(cfg, launch, owner),
-        ),
-        owner,
-        on_finish=finished,
-        metrics=metrics,
-        access=access,
+    config = ExecutorConfig(
+        cfg.concurrency,
+        cfg.lease_ttl,
+        cfg.kill_grace,
+        log_dir(cfg),
+        launch,
+        lambda uid: quotas.limits_for(uid).log_bytes,
+        cgroups,
+        _helper(cfg, launch, owner),
     )
-    executor.on_store_full = disk.release_reserve
-    timer = Timer(astore, cfg.clock, executor, metrics, disk)
-    executor.on_slot_free = materializer.on_created = timer.wake
+    engine = wire_engine(
+        astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk
+    )
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
-    return Parts(executor, timer, materializer, reaper, metrics, access, Admission(disk, quotas))
+    parts = (engine.executor, engine.timer, engine.materializer, reaper, metrics, access)
+    return Parts(*parts, Admission(disk, quotas))
+
+
+def prune_with(astore: AsyncStore, clock: Clock) -> Callable[[Mapping[str, float]], Awaitable[int]]:
+    """The API's prune hook: a reaper with the ages asked for, pruning now."""
+
+    async def prune(ages: Mapping[str, float]) -> int:
+        return await Reaper(astore, clock, ages).prune_now()
+
+    return prune
 
 
 def _helper(cfg: DaemonConfig, launch: process.Launch, owner: str) -> SpawnHelper | None:

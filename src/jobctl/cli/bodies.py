@@ -44,7 +44,7 @@ def job_body(
     if shell:
         if len(command) != 1:
             raise InvalidInput("--shell takes the whole command as one quoted string")
-        command = ["/bin/sh", "-c", command[0]]
+        command = shell_argv(command[0])
     body: dict[str, Any] = {
         "command": command,
         "queue": queue,
@@ -63,6 +63,18 @@ def job_body(
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+#: Where ``--shell`` looks for bash (the daemon runs the command on this host).
+BASH_PATHS = ("/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash")
+
+
+def shell_argv(script: str) -> list[str]:
+    """``--shell``: ``bash -o pipefail -c SCRIPT``, so ``pg_dump app | gzip > f`` fails
+    when pg_dump fails (``/bin/sh`` is often dash, which has no pipefail and reports the
+    last stage's status); ``/bin/sh -c`` only on a host without bash."""
+    bash = next((p for p in BASH_PATHS if os.access(p, os.X_OK)), None)
+    return [bash, "-o", "pipefail", "-c", script] if bash else ["/bin/sh", "-c", script]
 
 
 def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:

@@ -48,7 +48,13 @@ def add(
         typer.Option(file_okay=False, help="Working directory", show_default="current"),
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
-    shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    shell: Annotated[
+        bool,
+        typer.Option(
+            help="Run one string through bash -o pipefail -c (a failing pipeline stage fails "
+            "the job); /bin/sh -c where there is no bash"
+        ),
+    ] = False,
     retry_on: Annotated[
         str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
     ] = None,

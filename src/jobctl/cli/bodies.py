@@ -32,10 +32,13 @@ def job_body(
     retry_on: str | None = None,
     no_retry_on: str | None = None,
     tz: str | None = None,
+    env_from_shell: bool = False,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
     A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
+    ``env_from_shell``: the job gets this process's environment (as ``at`` does), then the
+    ``env`` entries; otherwise only the ``env`` entries (the daemon's clean default).
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
@@ -50,7 +53,7 @@ def job_body(
         "queue": queue,
         "priority": priority,
         "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _env(env or []),
+        "env": _job_env(env or [], env_from_shell),
     }
     optional = {
         "run_at": _run_at(at, in_, tz),
@@ -111,6 +114,14 @@ def parse_codes(text: str, option: str) -> list[int]:
             raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
         codes.update(range(first, last + 1))
     return sorted(codes)
+
+
+def _job_env(pairs: list[str], from_shell: bool) -> dict[str, str]:
+    if not from_shell:
+        return _env(pairs)
+    from jobctl.domain.jobenv import from_shell as shell_env
+
+    return shell_env(os.environ) | _env(pairs)
 
 
 def _env(pairs: list[str]) -> dict[str, str]:

@@ -48,6 +48,16 @@ def add(
         typer.Option(file_okay=False, help="Working directory", show_default="current"),
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
+    env_from_shell: Annotated[
+        bool,
+        typer.Option(
+            "--env-from-shell",
+            envvar="JOBCTL_ENV_FROM_SHELL",
+            show_envvar=True,
+            help="Run with your current environment (PATH included), as at does, plus --env; "
+            "default: a small clean one",
+        ),
+    ] = False,
     shell: Annotated[
         bool,
         typer.Option(
@@ -116,6 +126,7 @@ def add(
         retry_on=retry_on,
         no_retry_on=no_retry_on,
         tz=tz,
+        env_from_shell=env_from_shell,
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -123,6 +134,7 @@ def add(
             _say_when(job, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
+    job_actions.warn_unrunnable(body)
     with client(socket) as c:
         out = c.create_schedule(sched)
     if json_:

@@ -34,6 +34,7 @@ from functools import cache
 from pathlib import Path
 
 from jobctl import files
+from jobctl.domain import jobenv
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
 from jobctl.engine import cgroup
@@ -41,8 +42,6 @@ from jobctl.engine.cgroup import Cgroup, Cgroups
 
 TAIL_BYTES = 4096
 _log = logging.getLogger("jobctl.executor")
-_PATH = "/usr/local/bin:/usr/bin:/bin"
-_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -172,7 +171,7 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
     job = claim.job
     name, home, shell, _ = _account(job.spec.owner_uid)
     env = {
-        "PATH": _ROOT_PATH if job.spec.owner_uid == 0 else _PATH,
+        "PATH": jobenv.default_path(job.spec.owner_uid),
         "HOME": home,
         "USER": name,
         "LOGNAME": name,

@@ -204,6 +204,27 @@ def cut_note(cap: int) -> str:
     return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
 
 
+def log_cut_note(cap: int) -> bytes:
+    """The line appended to a log that reached its cap, so the log itself says so."""
+    return (
+        f"\n{CUT_MARK}{cap} bytes by the log_bytes quota; what the command wrote after "
+        "that was dropped]\n"
+    ).encode()
+
+
+def mark_cut(run: Running) -> None:
+    """Append :func:`log_cut_note` to the attempt's log (the command's ``RLIMIT_FSIZE``
+    does not bind the daemon). Best effort: a full disk leaves the log as it is, and
+    ``show`` still says the output was cut."""
+    if run.log_cap is None:
+        return
+    try:
+        with open(run.log_path, "ab") as log:
+            log.write(log_cut_note(run.log_cap))
+    except OSError as exc:
+        _log.warning("event=cut_note_failed job=%s error=%s", run.claim.job.id, exc)
+
+
 def log_size(run: Running) -> int:
     """Bytes in the attempt's log file now (0 if it is gone): what ``status`` accounts."""
     try:

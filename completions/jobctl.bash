@@ -48,7 +48,7 @@ _jobctl_subcommands() {
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
-        config) _jobctl_r=(show) ;;
+        config) _jobctl_r=(show get) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -57,7 +57,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
@@ -92,6 +92,7 @@ _jobctl_options() {
         'schedules delete') _jobctl_r=(--json --socket --help) ;;
         config) _jobctl_r=(--help) ;;
         'config show') _jobctl_r=(--config --json --local --socket --help) ;;
+        'config get') _jobctl_r=(--config --local --socket --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -130,7 +131,7 @@ _jobctl_nvalues() {
         'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
         'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
-        'config show --socket') _jobctl_r=(1) ;;
+        'config show --socket'|'config get --config'|'config get --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -141,7 +142,7 @@ _jobctl_positionals() {
         add) _jobctl_r=(0 1) ;;
         show|logs|cancel|next|import-crontab|backup|export|'dlq show'|'queues set'|\
         'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
-        'schedules resume'|'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
+        'schedules resume'|'schedules trigger'|'schedules delete'|'config get') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -174,7 +175,8 @@ _jobctl_value() {
         'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
         'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
         'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config'|'config show --socket') _jobctl_files ;;
+        'config show --config'|'config show --socket'|'config get --config'|\
+        'config get --socket'|'config get #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

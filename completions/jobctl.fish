@@ -67,7 +67,7 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
         case 'schedules'
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
-            printf '%s\n' 'show'
+            printf '%s\n' 'show' 'get'
     end
 end
 
@@ -106,7 +106,8 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'schedules edit --retry-on' 'schedules edit --no-retry-on' \
             'schedules edit --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
-            'schedules delete --socket' 'config show --config' 'config show --socket'
+            'schedules delete --socket' 'config show --config' 'config show --socket' \
+            'config get --config' 'config get --socket'
             echo 1
         case '*'
             echo 0
@@ -158,7 +159,8 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'timeout' -x -d 'Kill aft
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP], e.g. 10s:1h'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env-from-shell' -d 'Run with your current environment (PATH included), as at does, plus --env; default: a small clean one'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through bash -o pipefail -c (a failing pipeline stage fails the job); /bin/sh -c where there is no bash'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
@@ -400,7 +402,7 @@ complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'max-attempts'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP]'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'env' -x -d 'NAME=VALUE (replaces the whole env)'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
-complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command as add --shell does'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
@@ -435,6 +437,7 @@ complete -c jobctl -n '__jobctl_at \'schedules delete\' \'#1\'' -F -d 'Schedule 
 
 # jobctl config
 complete -c jobctl -n '__jobctl_at \'config\' \'sub\'' -a 'show' -d 'Print every effective daemon setting and where it came from.'
+complete -c jobctl -n '__jobctl_at \'config\' \'sub\'' -a 'get' -d 'Print one effective setting\'s value alone, for scripts: sock=$(jobctl config...'
 complete -c jobctl -n '__jobctl_at \'config\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl config show
@@ -443,3 +446,10 @@ complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'json' -d 'Print 
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl config get
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'config get\' \'#1\'' -F -d 'A setting, e.g. socket, retry.max_attempts'

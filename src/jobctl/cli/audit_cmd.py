@@ -60,7 +60,12 @@ def _since(text: str) -> str:
         ago = parse_duration(text)
     except InvalidInput:
         return parse_when(text, local_zone()).isoformat()
-    return (datetime.now(UTC) - timedelta(seconds=ago)).isoformat()
+    try:
+        return (datetime.now(UTC) - timedelta(seconds=ago)).isoformat()
+    except OverflowError:  # before the year 1
+        raise InvalidInput(
+            f"--since {text}: too far back (the calendar starts in year 1)"
+        ) from None
 
 
 def audit_table(records: list[dict[str, Any]]) -> Table:

@@ -12,7 +12,8 @@ differently) is left to Typer, so usage errors keep Click's own messages.
 Options served (the rest of each command's options go through Typer):
 
 * ``add [--queue Q] [--priority N] [--key K] [--in DELAY] [--max-attempts N]
-  [--timeout D] [--env N=V]... [--shell|--no-shell] [--json] [--socket P] [--] CMD...``
+  [--timeout D] [--env N=V]... [--env-from-shell] [--shell|--no-shell] [--json]
+  [--socket P] [--] CMD...``
 * ``status [--json] [--socket P]``
 * ``list [--status S] [--queue Q] [--limit N] [--all-users] [--json] [--socket P]``
 * ``show ID [--json] [--socket P]``
@@ -20,6 +21,7 @@ Options served (the rest of each command's options go through Typer):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -42,7 +44,7 @@ SPECS: dict[str, Spec] = {
         frozenset(
             {"--queue", "--priority", "--key", "--in", "--max-attempts", "--timeout", "--socket"}
         ),
-        _OUT | {"--shell", "--no-shell"},
+        _OUT | {"--shell", "--no-shell", "--env-from-shell"},
         multi=frozenset({"--env"}),
         rest=True,
     ),
@@ -137,6 +139,8 @@ def _add(p: Parsed) -> Callable[[], object]:
     from jobctl.cli.bodies import job_body
 
     v = p.values
+    if "JOBCTL_ENV_FROM_SHELL" in os.environ:
+        raise ValueError("JOBCTL_ENV_FROM_SHELL")  # Click reads its boolean forms
     shell = next((f == "--shell" for f in reversed(p.flags) if f.endswith("shell")), False)
     priority = _int(v["--priority"]) if "--priority" in v else 0
     max_attempts = _int(v["--max-attempts"], low=1) if "--max-attempts" in v else None
@@ -151,6 +155,7 @@ def _add(p: Parsed) -> Callable[[], object]:
         timeout=v.get("--timeout"),
         env=p.multi.get("--env"),
         shell=shell,
+        env_from_shell="--env-from-shell" in p.flags,
     )
     return partial(job_actions.add_job, body, "--json" in p.flags, socket)
 

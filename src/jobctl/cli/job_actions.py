@@ -32,6 +32,7 @@ def print_json(data: Any) -> None:
 
 def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> dict[str, Any]:
     """Enqueue one job body; print its id (or the job as JSON); return the job."""
+    warn_unrunnable(body)
     with client(socket) as c:
         out = c.enqueue(body)
     if json_:
@@ -39,6 +40,40 @@ def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> dict[str,
     else:
         print(out["id"])
     return out
+
+
+def warn_unrunnable(body: dict[str, Any]) -> None:
+    """Say on stderr (a warning, not an error: it may appear by then) when the job's
+    command is not found on the PATH it will run with, or its directory does not exist."""
+    import os
+
+    from jobctl.domain.jobenv import resolved_path
+
+    cwd, program = body["cwd"], body["command"][0]
+    path = resolved_path(body.get("env") or {}, os.geteuid())
+    if not os.path.isdir(cwd):
+        _warn(f"--cwd {cwd} does not exist; the job fails (exit 125) if it still does not")
+    if "/" in program:
+        target = os.path.join(cwd, program)
+        if not _runnable(target):
+            _warn(f"{program} is not an executable file (from {cwd}); the job would fail")
+    elif not any(_runnable(os.path.join(d or ".", program)) for d in path.split(":")):
+        _warn(
+            f"{program!r} is not found on the job's PATH ({path}); the job would fail with "
+            "127: give its full path, --env PATH=..., or --env-from-shell"
+        )
+
+
+def _runnable(path: str) -> bool:
+    """An executable file (``shutil.which``'s test, without importing shutil: the fast
+    path's start-up counts)."""
+    import os
+
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"jobctl: warning: {message}\n")
 
 
 def show_status(json_: bool, socket: Path | None) -> None:

@@ -48,7 +48,23 @@ def add(
         typer.Option(file_okay=False, help="Working directory", show_default="current"),
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
-    shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    env_from_shell: Annotated[
+        bool,
+        typer.Option(
+            "--env-from-shell",
+            envvar="JOBCTL_ENV_FROM_SHELL",
+            show_envvar=True,
+            help="Run with your current environment (PATH included), as at does, plus --env; "
+            "default: a small clean one",
+        ),
+    ] = False,
+    shell: Annotated[
+        bool,
+        typer.Option(
+            help="Run one string through bash -o pipefail -c (a failing pipeline stage fails "
+            "the job); /bin/sh -c where there is no bash"
+        ),
+    ] = False,
     retry_on: Annotated[
         str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
     ] = None,
@@ -110,6 +126,7 @@ def add(
         retry_on=retry_on,
         no_retry_on=no_retry_on,
         tz=tz,
+        env_from_shell=env_from_shell,
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -117,6 +134,7 @@ def add(
             _say_when(job, at, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
+    job_actions.warn_unrunnable(body)
     with client(socket) as c:
         out = c.create_schedule(sched)
     if json_:

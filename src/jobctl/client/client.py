@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,8 +80,8 @@ class Client:
             yield
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise errors.DaemonUnavailable(
-                f"the daemon is not running (no answer on {self.socket}); start it with "
-                f"'jobctl daemon' or 'systemctl --user start jobctl'",
+                f"the daemon is not running (no answer on {self.socket}); "
+                f"{start_hint(self.socket)}",
                 socket=str(self.socket),
             ) from exc
         except OSError as exc:
@@ -323,3 +324,18 @@ def _error_from(status: int, data: bytes) -> errors.JobctlError:
         return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
     cls = _BY_CODE.get(code, errors.JobctlError)
     return cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})
+
+
+def start_hint(socket: Path) -> str:
+    """How to start the daemon this client looks for: root's system service, a user's
+    own (only where the user has a runtime directory, so a systemd user instance), or by
+    hand on the socket asked for."""
+    from jobctl.paths import standard_socket
+
+    if socket != standard_socket():
+        return f"start one there with 'jobctl daemon --socket {socket}'"
+    if os.geteuid() == 0:
+        return "start it with 'systemctl start jobctl.socket' or 'jobctl daemon'"
+    if os.environ.get("XDG_RUNTIME_DIR") or os.path.isdir(f"/run/user/{os.geteuid()}"):
+        return "start it with 'systemctl --user start jobctl.socket' or 'jobctl daemon'"
+    return "start it with 'jobctl daemon' (no runtime directory here for a systemd user service)"

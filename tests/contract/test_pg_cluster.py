@@ -169,3 +169,33 @@ def test_migrations_applied_by_racing_daemons_apply_once(schema: str) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+def test_concurrent_inserts_share_writes_and_each_caller_gets_its_own_answer(
+    schema: str,
+) -> None:
+    from jobctl.errors import KeyConflict
+
+    clock = FakeClock(T0)
+    store = _open(schema, clock)
+    try:
+        store.insert([JobSpec(("true",), T0, 1000, key="taken")])
+
+        def insert(i: int) -> Any:
+            if i == 3:  # same key, another body: refused alone
+                spec = JobSpec(("false",), T0, 1000, key="taken")
+            else:
+                spec = JobSpec(("echo", str(i)), T0, 1000, key=f"k{i}")
+            try:
+                return store.insert([spec])[0].job
+            except KeyConflict as exc:
+                return exc
+
+        got = _together(8, insert)
+        assert isinstance(got[3], KeyConflict)
+        for i, job in enumerate(got):
+            if i != 3:
+                assert job.key == f"k{i}" and job.spec.command == ("echo", str(i))
+        assert len(store.list_jobs(None, None, 100, None)) == 8
+    finally:
+        store.close()

@@ -1,5 +1,5 @@
-"""Batched job inserts on PostgreSQL: one key lookup, one id fetch and one pipelined
-``executemany`` for a whole batch of insert groups.
+"""Batched job inserts on PostgreSQL: one key lookup, one id fetch and one ``COPY`` for a
+whole batch (a pipelined ``executemany`` of 500 rows took about a second under load).
 
 Idempotency and the outcome per group are :mod:`jobctl.store.inserts`'s: a known key of
 the same owner answers the stored job, or :class:`KeyConflict` when the body differs
@@ -99,8 +99,9 @@ def _insert(
         known[tail[OWNER], key] = (job_id, fingerprint, due)
         out.append(NewJob(job_id, True, key, due))
     if rows:
-        with conn.cursor() as cur:
-            cur.executemany(db.q("insert_job_row"), rows)
+        with conn.cursor() as cur, cur.copy(db.q("insert_job_row")) as copy:
+            for row in rows:
+                copy.write_row((*row, "scheduled"))
     return out
 
 

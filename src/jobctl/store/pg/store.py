@@ -59,6 +59,7 @@ class PostgresStore:
         self.clock = clock
         self._jobs = PgJobs(self.db)
         self._queues = PgQueues(self.db)
+        self._inserts = InsertBatcher(self.db)
         self._audit_lock = threading.Lock()
         self._audit_pending: list[Future[None]] = []
 
@@ -88,7 +89,8 @@ class PostgresStore:
     def submit_insert_groups(
         self, groups: Sequence[Sequence[JobSpec]]
     ) -> Future[list[list[Inserted] | JobctlError]]:
-        return self.db.submit(lambda conn: insert_groups_tx(self.db, conn, groups))
+        """Concurrent callers' groups join one write (see :class:`InsertBatcher`)."""
+        return self._inserts.submit(groups)
 
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
@@ -277,4 +279,70 @@ class PostgresStore:
         return self._queues.prune_audit(before, limit)
 
 
-__all__ = ["PostgresStore"]
+class InsertBatcher:
+    """Insert groups of concurrent callers as one write: one id fetch, one ``COPY`` and one
+    counter update per lane for all of them, instead of a write each.
+
+    Why: on PostgreSQL every insert of a lane updates that lane's counter row, held until
+    commit; one write per caller made the callers queue on that row, one commit at a
+    time. One write of inserts is in flight at a time; the groups that arrive meanwhile
+    form the next one. Each caller is answered after the commit.
+    """
+
+    def __init__(self, db: PgDb) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._waiting: list[_Caller] = []
+        self._busy = False  # a write of ours is queued or running
+
+    def submit(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> Future[list[list[Inserted] | JobctlError]]:
+        fut: Future[list[list[Inserted] | JobctlError]] = Future()
+        with self._lock:
+            self._waiting.append((groups, fut))
+            start, self._busy = not self._busy, True
+        if start:
+            self._start()
+        return fut
+
+    def _start(self) -> None:
+        """One write for everyone waiting when it runs; the next starts when it is done,
+        so the callers that came meanwhile share a commit instead of a lock queue."""
+        taken: list[_Caller] = []
+        write = self._db.submit(lambda conn: self._write(conn, taken))
+        write.add_done_callback(lambda done: self._done(done, taken))
+
+    def _write(self, conn: Any, taken: list[_Caller]) -> list[list[Inserted] | JobctlError]:
+        if not taken:  # a retried transaction keeps the callers its first run took
+            taken += self._take()
+        return insert_groups_tx(self._db, conn, [g for groups, _ in taken for g in groups])
+
+    def _take(self) -> list[_Caller]:
+        with self._lock:
+            taken, self._waiting = self._waiting, []
+        return taken
+
+    def _done(self, done: Future[Any], taken: list[_Caller]) -> None:
+        error = done.exception()
+        if error is not None:  # nothing of the write is stored: everyone it holds fails
+            for _, fut in taken or self._take():
+                if not fut.done():
+                    fut.set_exception(error)
+        else:
+            outcomes, start = done.result(), 0
+            for groups, fut in taken:
+                if not fut.done():
+                    fut.set_result(outcomes[start : start + len(groups)])
+                start += len(groups)
+        with self._lock:
+            self._busy = bool(self._waiting)
+            again = self._busy
+        if again:
+            self._start()
+
+
+_Caller = tuple[Sequence[Sequence[JobSpec]], Future[Any]]
+
+
+__all__ = ["InsertBatcher", "PostgresStore"]

@@ -4,9 +4,9 @@
 -- MATERIALIZED CTE, so the planner can never re-run the locking subquery per outer row.
 
 -- name: insert_job_row
--- Positional, for executemany: jobctl.store.jobrow.INSERT_COLUMNS.
-INSERT INTO jobs ({job_insert_columns}, status)
-VALUES ({job_insert_params}, 'scheduled');
+-- COPY, one round trip for a whole batch: rows of jobctl.store.jobrow.INSERT_COLUMNS and
+-- the status. The statement-level count trigger runs once for the batch.
+COPY jobs ({job_insert_columns}, status) FROM STDIN;
 
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);

@@ -199,3 +199,26 @@ def test_concurrent_inserts_share_writes_and_each_caller_gets_its_own_answer(
         assert len(store.list_jobs(None, None, 100, None)) == 8
     finally:
         store.close()
+
+
+def test_a_daemon_clock_30s_off_is_corrected_to_the_servers_and_warned_about(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from jobctl.domain.clock import SystemClock
+    from jobctl.store.pg.clock import ServerClock
+
+    real = SystemClock().now()
+    ahead, behind = FakeClock(real + timedelta(seconds=30)), FakeClock(real - timedelta(seconds=30))
+    store = _open(schema, FakeClock(T0))
+    try:
+        with caplog.at_level("INFO", logger="jobctl.store"):
+            clocks = [ServerClock(ahead), ServerClock(behind)]
+            offsets = [c.remeasure(store.db) for c in clocks]
+        assert offsets[0] == pytest.approx(-30, abs=2)
+        assert offsets[1] == pytest.approx(30, abs=2)
+        # corrected, the two daemons agree with each other (and the server) to a round trip
+        assert abs((clocks[0].now() - clocks[1].now()).total_seconds()) < 2
+        warnings = [r for r in caplog.records if "event=clock_offset" in r.getMessage()]
+        assert [r.levelname for r in warnings] == ["WARNING", "WARNING"]
+    finally:
+        store.close()

@@ -286,3 +286,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 WITH batch AS MATERIALIZED (
     SELECT id FROM audit WHERE at < %(before)s ORDER BY at LIMIT %(limit)s)
 DELETE FROM audit USING batch WHERE audit.id = batch.id;
+
+-- name: server_time
+-- The authority on time for every daemon on this database (jobctl.store.pg.clock).
+SELECT clock_timestamp() AS t;

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -220,5 +221,55 @@ def test_a_daemon_clock_30s_off_is_corrected_to_the_servers_and_warned_about(
         assert abs((clocks[0].now() - clocks[1].now()).total_seconds()) < 2
         warnings = [r for r in caplog.records if "event=clock_offset" in r.getMessage()]
         assert [r.levelname for r in warnings] == ["WARNING", "WARNING"]
+    finally:
+        store.close()
+
+
+def test_an_enqueue_through_one_daemon_wakes_another_and_wakeups_are_rate_limited(
+    schema: str,
+) -> None:
+    clock = FakeClock(T0)
+    a, b = _open(schema, clock), _open(schema, clock)
+    woken = threading.Event()
+    listener = b.listen(woken.set)
+    try:
+        assert listener.listening.wait(10)
+        a.insert(_specs(1))
+        assert woken.wait(10)  # a hint delivered by the server: no poll involved
+        sent, t0 = a.notifier.sent, time.monotonic()
+        for _ in range(50):  # a burst on one queue: one wake-up per 100 ms at most
+            a.insert(_specs(1))
+        assert a.notifier.sent - sent <= (time.monotonic() - t0) / 0.1 + 1
+    finally:
+        listener.close()
+        a.close()
+        b.close()
+
+
+def test_wakeups_are_one_per_queue_per_cooldown(schema: str) -> None:
+    from jobctl.store.pg.notify import Notifier
+
+    store = _open(schema, FakeClock(T0))
+    now = [100.0]
+    try:
+        notifier = Notifier(store.db, lambda: now[0])
+        assert notifier.wake(["q"])
+        assert not notifier.wake(["q"])
+        assert notifier.wake(["other", "q"])  # one NOTIFY for the queue not yet woken
+        now[0] += 0.099
+        assert not notifier.wake(["q"])
+        now[0] += 0.002
+        assert notifier.wake(["q"])
+        assert notifier.sent == 3
+    finally:
+        store.close()
+
+
+def test_without_listen_nothing_is_listened_to(schema: str) -> None:
+    store = _open(schema, FakeClock(T0))
+    try:
+        listener = store.listen(lambda: None, poll_only=True)
+        assert not listener.listening.wait(0.2)
+        listener.close()
     finally:
         store.close()

@@ -67,9 +67,12 @@ class PgDb:
         pool_size: int = 8,
         committers: int = 2,
     ) -> None:
+        self.dsn = dsn
         self.clock = clock
         self.rng = rng or random.Random()
         self.schema = schema
+        #: The LISTEN/NOTIFY channel of this database (and schema: side by side, apart).
+        self.channel = "jobctl_wake" + ("" if schema is None else "_" + schema)
         self.fairness = Fairness()
         self.fairness_lock = threading.Lock()
         self.quota: Callable[[int], Limits] | None = None

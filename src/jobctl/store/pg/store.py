@@ -39,6 +39,7 @@ from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.db import PgDb
 from jobctl.store.pg.inserts import insert_groups_tx
 from jobctl.store.pg.jobs import PgJobs
+from jobctl.store.pg.notify import Listener, Notifier
 from jobctl.store.pg.queues import PgQueues
 from jobctl.store.retention import PRUNE_BATCH, Pruned
 
@@ -59,7 +60,8 @@ class PostgresStore:
         self.clock = clock
         self._jobs = PgJobs(self.db)
         self._queues = PgQueues(self.db)
-        self._inserts = InsertBatcher(self.db)
+        self.notifier = Notifier(self.db)
+        self._inserts = InsertBatcher(self.db, self.notifier)
         self._audit_lock = threading.Lock()
         self._audit_pending: list[Future[None]] = []
 
@@ -134,7 +136,14 @@ class PostgresStore:
         )
 
     def cancel(self, job_id: int, reason: str) -> Cancelled:
-        return self.db.write(lambda conn: self._jobs.cancel_tx(conn, job_id, reason))
+        done = self.db.write(lambda conn: self._jobs.cancel_tx(conn, job_id, reason))
+        self.notifier.wake([done.job.spec.queue])  # its daemon stops it; a slot frees
+        return done
+
+    def listen(self, on_wake: Callable[[], None], *, poll_only: bool = False) -> Listener:
+        """Call ``on_wake`` whenever another daemon enqueued, cancelled or replayed (see
+        :mod:`jobctl.store.pg.notify`); close the listener to stop."""
+        return Listener(self.db, on_wake, poll_only=poll_only)
 
     def replay(
         self,
@@ -146,7 +155,10 @@ class PostgresStore:
         owner: int | None = None,
     ) -> list[Job]:
         filters: dict[str, object] = {"queue": queue, "reason": reason, "owner": owner}
-        return self.db.write(lambda conn: self._jobs.replay_tx(conn, job_ids, limit, filters, rate))
+        jobs = self.db.write(lambda conn: self._jobs.replay_tx(conn, job_ids, limit, filters, rate))
+        if jobs:
+            self.notifier.wake({j.spec.queue for j in jobs})
+        return jobs
 
     def mark_crash_evidence(self, marks: Sequence[tuple[int, int, bool]]) -> None:
         self._jobs.mark_crash_evidence(marks)
@@ -289,8 +301,9 @@ class InsertBatcher:
     form the next one. Each caller is answered after the commit.
     """
 
-    def __init__(self, db: PgDb) -> None:
+    def __init__(self, db: PgDb, notifier: Notifier) -> None:
         self._db = db
+        self._notifier = notifier
         self._lock = threading.Lock()
         self._waiting: list[_Caller] = []
         self._busy = False  # a write of ours is queued or running
@@ -335,6 +348,7 @@ class InsertBatcher:
                 if not fut.done():
                     fut.set_result(outcomes[start : start + len(groups)])
                 start += len(groups)
+            self._notifier.wake({s.queue for groups, _ in taken for g in groups for s in g})
         with self._lock:
             self._busy = bool(self._waiting)
             again = self._busy

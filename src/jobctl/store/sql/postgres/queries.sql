@@ -290,3 +290,7 @@ DELETE FROM audit USING batch WHERE audit.id = batch.id;
 -- name: server_time
 -- The authority on time for every daemon on this database (jobctl.store.pg.clock).
 SELECT clock_timestamp() AS t;
+
+-- name: wake
+-- A cross-daemon wake-up, sent after a write committed; no payload (jobctl.store.pg.notify).
+SELECT pg_notify(%(channel)s, '');

@@ -273,3 +273,33 @@ def test_without_listen_nothing_is_listened_to(schema: str) -> None:
         listener.close()
     finally:
         store.close()
+
+
+def test_heartbeats_are_not_starved_by_a_busy_pool(schema: str) -> None:
+    """Every connection of the main pool held (a burst of reads, a slow client): the
+    leases still renew, on their own pool."""
+    clock = FakeClock(T0)
+    store = _open(schema, clock)
+    release = threading.Event()
+    held = threading.Barrier(5)
+
+    def hold() -> None:
+        with store.db.pool.connection():
+            held.wait()
+            release.wait(30)
+
+    holders = [threading.Thread(target=hold) for _ in range(4)]  # the pool's size
+    try:
+        store.insert(_specs(3))
+        claims = store.claim_due("w", 3, 30)
+        for t in holders:
+            t.start()
+        held.wait(10)
+        t0 = time.monotonic()
+        assert store.heartbeat([(c.job.id, c.generation) for c in claims], 30) == []
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()
+        for t in holders:
+            t.join()
+        store.close()

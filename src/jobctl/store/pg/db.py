@@ -46,6 +46,8 @@ STATEMENT_TIMEOUT = 10.0
 IDLE_IN_TRANSACTION_TIMEOUT = 30.0
 #: Writes one commit carries at most.
 BATCH_MAX = 512
+#: Connections of the leases' own pool (heartbeats).
+LEASE_POOL = 2
 #: A serialization failure or a deadlock is retried this many times.
 RETRIES = 5
 
@@ -77,23 +79,31 @@ class PgDb:
         self.fairness_lock = threading.Lock()
         self.quota: Callable[[int], Limits] | None = None
         self._queries = _queries()
-        self.pool = ConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"row_factory": dict_row, "autocommit": False},
-            configure=self._configure,
-            open=False,
-            name="jobctl",
-        )
+        self.pool = self._pool(dsn, pool_size, "jobctl")
+        #: Leases' own small pool: heartbeats are never starved by a busy main pool (a
+        #: lease that cannot be renewed in time is lost, and its command stopped).
+        self.lease_pool = self._pool(dsn, LEASE_POOL, "jobctl-leases")
         try:
             self.pool.open(wait=True, timeout=10)
+            self.lease_pool.open(wait=True, timeout=10)
             with self.pool.connection() as conn:
                 migrate(conn)
         except BaseException:
             self.pool.close()
+            self.lease_pool.close()
             raise
         self.commits = GroupCommit(self, committers)
+
+    def _pool(self, dsn: str, size: int, name: str) -> ConnectionPool[PgConn]:
+        return ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            configure=self._configure,
+            open=False,
+            name=name,
+        )
 
     def _configure(self, conn: PgConn) -> None:
         conn.autocommit = True
@@ -123,12 +133,18 @@ class PgDb:
         """Run ``fn`` in a transaction of its own (retried on a lost connection)."""
         return self.transaction(fn)
 
-    def transaction(self, fn: Callable[[PgConn], T]) -> T:
+    def lease_write(self, fn: Callable[[PgConn], T]) -> T:
+        """``fn`` in its own transaction on the leases' pool, outside the group commit."""
+        return self.transaction(fn, self.lease_pool)
+
+    def transaction(
+        self, fn: Callable[[PgConn], T], pool: ConnectionPool[PgConn] | None = None
+    ) -> T:
         """``fn`` in one transaction on a pooled connection, retried whole on a
         serialization failure or deadlock; a lost database is :class:`Unavailable` (503)."""
         for attempt in range(RETRIES):
             try:
-                with self.pool.connection() as conn, conn.transaction():
+                with (pool or self.pool).connection() as conn, conn.transaction():
                     return fn(conn)
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
                 if attempt == RETRIES - 1:
@@ -140,6 +156,7 @@ class PgDb:
     def close(self) -> None:
         self.commits.close()
         self.pool.close()
+        self.lease_pool.close()
 
 
 def unavailable(exc: BaseException) -> Unavailable:

@@ -49,7 +49,7 @@ class PgJobs:
             kept = {r["id"] for r in conn.execute(self.db.q("heartbeat"), params)}
             return [j for j, _ in leases if j not in kept]
 
-        return self.db.write(tx)
+        return self.db.lease_write(tx)
 
     def record_processes_tx(self, conn: PgConn, records: Sequence[ProcessRecord]) -> list[int]:
         params = {

@@ -22,6 +22,7 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
+    Attempt,
     AttemptResult,
     Claim,
     Finished,
@@ -188,7 +189,14 @@ class Store(Protocol):
         limit: int,
         before: int | None,
         owner: int | None = None,
-    ) -> list[Job]: ...
+    ) -> list[Job]:
+        """Newest first: a page of at most ``limit`` jobs with ids below ``before``."""
+        ...
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        """A page of the job's attempts in order, numbers above ``after`` (a job replayed
+        again and again has no bound on its attempts)."""
+        ...
 
     def stats(self) -> list[QueueStats]: ...
 
@@ -225,7 +233,11 @@ class Store(Protocol):
         since: datetime | None,
         limit: int,
         owner: int | None = None,
-    ) -> list[Job]: ...
+        before: tuple[datetime, int] | None = None,
+    ) -> list[Job]:
+        """Most recent deaths first: a page of at most ``limit``, before the keyset
+        ``(finished_at, id)`` of the last job of the previous page."""
+        ...
 
     def purge_dead(
         self, older_than: datetime, limit: int, owner: int | None = None
@@ -294,7 +306,9 @@ class Store(Protocol):
     ) -> list[Schedule]:
         """A page of schedules, oldest first, after the one with id ``after``.
 
-        Paged because a daemon with 100,000 schedules must not build them all at once.
+        Paged because a daemon with 1,000,000 schedules must not build them all at once;
+        ``after`` only positions the page (keyset on creation time and id): the ``owner``
+        filter applies to every page whoever's schedule ``after`` names.
         """
         ...
 
@@ -327,7 +341,11 @@ class Store(Protocol):
 
     def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]: ...
 
-    def schedule_totals(self) -> dict[str, Any]: ...
+    def schedule_totals(self) -> dict[str, Any]:
+        """Live schedules, paused, broken and the skip counts of live schedules, with the
+        next run: read from counters kept in the transaction of every change, so the cost
+        does not grow with the number of schedules."""
+        ...
 
     def schedule_wakeup(self) -> datetime | None:
         """When the materializer has work next."""

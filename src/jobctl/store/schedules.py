@@ -86,7 +86,9 @@ class ScheduleOps:
         owner: int | None = None,
     ) -> list[Schedule]:
         params = {"deleted": include_deleted, "limit": limit, "after": after, "owner": owner}
-        name = "list_schedules" if after is None else "list_schedules_after"
+        name = ("list_schedules" if owner is None else "list_schedules_of") + (
+            "" if after is None else "_after"
+        )
         return self._read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
         )

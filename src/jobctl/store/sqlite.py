@@ -18,7 +18,15 @@ from typing import TypeVar
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import AGING_STEP, Fairness
-from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
+from jobctl.domain.models import (
+    Attempt,
+    AttemptResult,
+    Job,
+    JobSpec,
+    Orphan,
+    ProcessRecord,
+    QueueStats,
+)
 from jobctl.domain.quota import Limits
 from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Outcome, check_transition
@@ -42,6 +50,9 @@ from jobctl.store.writer import Writer
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 AGING_MS = int(AGING_STEP * 1000)
+#: ``stats`` counts at most this many due jobs the timer has not promoted yet, so a
+#: status call stays bounded whatever the backlog (the timer promotes them within ticks).
+LATE_COUNT_CAP = 10_000
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -403,6 +414,13 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
 
         return self._read(read)
 
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        params = {"job_id": job_id, "limit": limit, "after": after}
+        sql = q("attempts_page")
+        return self._read(
+            lambda conn: [rows.attempt_from_row(r) for r in conn.execute(sql, params)]
+        )
+
     def list_jobs(
         self,
         status: JobStatus | None,
@@ -435,7 +453,8 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         counts: dict[str, dict[str, int]] = {}
         for r in conn.execute(q("counts")):
             counts.setdefault(r["queue"], {})[r["bucket"]] = r["n"]
-        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), {"now": now_ms})}
+        late_params = {"now": now_ms, "cap": LATE_COUNT_CAP}
+        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), late_params)}
         out = []
         for queue in sorted(counts):
             c = counts[queue]

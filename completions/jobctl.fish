@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -78,23 +78,25 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --retry-on' 'add --no-retry-on' 'add --cron' 'add --every' 'add --tz' \
             'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
             'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
-            'list --limit' 'list --socket' 'show --socket' 'logs --attempt' 'logs --tail' \
-            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
-            'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
+            'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
+            'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
+            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
+            'daemon --db' 'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
             'next --count' 'import-crontab --tz' 'import-crontab --misfire' \
             'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
             'top --socket' 'backup --db' 'prune --socket' 'metrics --socket' \
             'audit --uid' 'audit --action' 'audit --since' 'audit --before' \
-            'audit --limit' 'audit --socket' 'dlq list --queue' 'dlq list --reason' \
-            'dlq list --since' 'dlq list --limit' 'dlq list --socket' 'dlq show --socket' \
-            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
-            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
-            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
-            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
-            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
-            'queues resume --socket' 'schedules list --limit' 'schedules list --socket' \
+            'audit --limit' 'audit --cursor' 'audit --socket' 'dlq list --queue' \
+            'dlq list --reason' 'dlq list --since' 'dlq list --limit' 'dlq list --cursor' \
+            'dlq list --socket' 'dlq show --socket' 'dlq replay --limit' \
+            'dlq replay --queue' 'dlq replay --reason' 'dlq replay --id' \
+            'dlq replay --rate' 'dlq replay --socket' 'dlq purge --older-than' \
+            'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
+            'queues set --rate' 'queues set --burst' 'queues set --weight' \
+            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
+            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
             'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
             'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
             'schedules edit --name' 'schedules edit --misfire' \
@@ -125,8 +127,9 @@ complete -c jobctl -f
 
 # jobctl
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first (admins: --all-users for everyone\'s).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first, a page at a time (admins: --all-users for...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'attempts' -d 'List a job\'s attempts in order, a page at a time (a job replayed many times...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
@@ -176,7 +179,9 @@ complete -c jobctl -n '__jobctl_at \'add\' \'#1+\'' -F -d 'Command and arguments
 # jobctl list
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'status' -x -a 'scheduled running succeeded dead cancelled' -d 'Only jobs in this state'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
-complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'At most this many, newest first'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'Jobs per page, newest first'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -187,6 +192,15 @@ complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'json' -d 'Print JSON in
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'show\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
+
+# jobctl attempts
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'limit' -x -d 'Attempts per page'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
 # jobctl logs
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'attempt' -x -d 'Attempt number'
@@ -264,13 +278,15 @@ complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'uid' -x -d 'Only reque
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'action' -x -d 'Only this action, or every action under it (e.g. schedules)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'since' -x -d 'At or after this time (ISO or local), or this long ago (e.g. 1h)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'before' -x -d 'Only records with an id below this (paging)'
-complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'limit' -x -d 'Records per page'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first, a page at a...'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with every attempt and why it died.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete your dead jobs (with their attempts and logs) that died longer ago...'
@@ -280,7 +296,9 @@ complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this mess
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'Dead jobs per page'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -348,7 +366,7 @@ complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'help' -d 'Show
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
-complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts, a page at a time.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'show' -d 'Expression, zone, policies, next fires, last run, skips and recent occurrences.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'edit' -d 'Change a schedule in place: only the options given change, the rest is kept.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'pause' -d 'Stop creating occurrences until resumed.'
@@ -359,7 +377,9 @@ complete -c jobctl -n '__jobctl_at \'schedules\' \'opt\'' -l 'help' -d 'Show thi
 
 # jobctl schedules list
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'deleted' -l 'no-deleted' -d 'Include deleted schedules'
-complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Show at most N (oldest first); default: all'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Schedules per page, oldest first'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'

@@ -178,8 +178,9 @@ class Store(Protocol):
         """
         ...
 
-    def get(self, job_id: int) -> Job:
-        """The job with its attempts; NotFound if unknown."""
+    def get(self, job_id: int, attempts: bool = True) -> Job:
+        """The job with its attempts (none with ``attempts=False``: a page of them is
+        :meth:`list_attempts`); NotFound if unknown."""
         ...
 
     def list_jobs(
@@ -290,6 +291,14 @@ class Store(Protocol):
 
     def create_schedule(self, spec: ScheduleSpec) -> Schedule:
         """Store a schedule; its cursor starts at the first fire time after now."""
+        ...
+
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
+        """Store many schedules in one transaction, each answering alone and in order: the
+        schedule, or the error :meth:`create_schedule` would have raised for it (a name
+        taken: Conflict; a template the store refuses: InvalidInput). One refused item
+        never sinks the others. Why: an import of many schedules is one request and one
+        commit, not one each (issue 18)."""
         ...
 
     def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:

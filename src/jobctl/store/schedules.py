@@ -8,6 +8,7 @@ restart or a second materializer can never create a second job for one occurrenc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import sqlite3
@@ -30,9 +31,10 @@ from jobctl.domain.schedule import (
     Timing,
     manual_key,
 )
-from jobctl.errors import Conflict, InvalidSchedule, NotFound
+from jobctl.errors import Conflict, InvalidSchedule, JobctlError, NotFound
 from jobctl.store import rows
 from jobctl.store.base import Inserted
+from jobctl.store.inserts import ITEM_ERRORS, refused_by_store
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.queries import q
 from jobctl.store.schedule_edit import edit_from_row, edit_tx
@@ -62,18 +64,17 @@ class ScheduleOps:
 
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.clock.now()
-            named = {"ref": spec.name, "owner": spec.owner_uid}
-            if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
-                raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
-            first = spec.timing.next_after(now)
-            params = _schedule_params(spec, now, first)
-            while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
-                params["id"] = new_schedule_id()  # 48 random bits: rare, but never an error
-            conn.execute(q("insert_schedule_def"), params)
-            conn.execute(q("insert_schedule_cursor"), params)
+            params = _schedule_params(spec, now, spec.timing.next_after(now))
+            _insert_one(conn, spec, params)
             return schedule_from_row(_find(conn, params["id"]))
 
         return self._writer.call(tx)
+
+    def create_schedules(
+        self: _Host, specs: Sequence[ScheduleSpec]
+    ) -> list[Schedule | JobctlError]:
+        """Many schedules in one transaction; each item answers alone (see the contract)."""
+        return self._writer.call(lambda conn: create_many_tx(conn, specs, self.clock.now()))
 
     def get_schedule(self: _Host, ref: str, owner: int | None = None) -> Schedule:
         return self._read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
@@ -218,6 +219,92 @@ class ScheduleOps:
     def materialize(self: _Host, limit: int) -> Materialized:
         """Handle up to ``limit`` schedules with due or released occurrences."""
         return self._writer.call(lambda conn: materialize_tx(conn, self.clock.now(), limit))
+
+
+def create_many_tx(
+    conn: sqlite3.Connection, specs: Sequence[ScheduleSpec], now: datetime
+) -> list[Schedule | JobctlError]:
+    """Insert every schedule it can: all at once (two ``executemany``), and only if one is
+    refused (a name taken, an id drawn twice) one by one, each in its own savepoint, so
+    that the refused one fails alone. A schedule is answered from its spec, not read back.
+    """
+    out: dict[int, Schedule | JobctlError] = {}
+    todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    for i, spec in enumerate(specs):
+        try:
+            spec.template.check(spec.owner_uid)
+            todo.append((i, spec, _schedule_params(spec, now, spec.timing.next_after(now))))
+        except JobctlError as exc:
+            out[i] = exc
+    conn.execute("SAVEPOINT create_schedules")
+    try:
+        conn.executemany(q("insert_schedule_def"), [p for _, _, p in todo])
+        conn.executemany(q("insert_schedule_cursor"), [p for _, _, p in todo])
+    except sqlite3.IntegrityError:
+        conn.execute("ROLLBACK TO create_schedules")
+        conn.execute("RELEASE create_schedules")
+        for i, spec, params in todo:
+            out[i] = _insert_in_savepoint(conn, spec, params)
+    else:
+        conn.execute("RELEASE create_schedules")
+        for i, spec, params in todo:
+            out[i] = _created(spec, params)
+    return [out[i] for i in range(len(specs))]
+
+
+#: What refuses one schedule of a batch alone: a name taken, a row the store refuses.
+_REFUSED: tuple[type[Exception], ...] = (JobctlError, *ITEM_ERRORS)
+
+
+def _insert_in_savepoint(
+    conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any]
+) -> Schedule | JobctlError:
+    conn.execute("SAVEPOINT create_schedule")
+    try:
+        _insert_one(conn, spec, params)
+    except _REFUSED as exc:
+        conn.execute("ROLLBACK TO create_schedule")
+        conn.execute("RELEASE create_schedule")
+        return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
+    conn.execute("RELEASE create_schedule")
+    return _created(spec, params)
+
+
+def _insert_one(conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any]) -> None:
+    """One schedule, its name checked first (Conflict) and a fresh id drawn if taken."""
+    named = {"ref": spec.name, "owner": spec.owner_uid}
+    if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
+        raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
+    while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
+        params["id"] = new_schedule_id()  # 48 random bits: rare, but never an error
+    conn.execute(q("insert_schedule_def"), params)
+    conn.execute(q("insert_schedule_cursor"), params)
+
+
+def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
+    """The schedule just inserted, as reading it back would give it (times in ms)."""
+    t = spec.timing
+    if t.anchor is not None and t.anchor != rows.from_ms(params["anchor"]):
+        t = timing_of(params["tz"], params["cron"], params["every_ms"], params["anchor"])
+        spec = dataclasses.replace(spec, timing=t)
+    return Schedule(
+        id=params["id"],
+        spec=spec,
+        paused=False,
+        deleted_at=None,
+        created_at=rows.ms_to_dt(params["now"]),
+        next_run_at=rows.ms_to_dt(params["next_run_at"]),
+        waiting=None,
+        last_job_id=None,
+        misfire_skips=0,
+        overlap_skips=0,
+        pause_skips=0,
+        last_skip_at=None,
+        last_skip_reason=None,
+        last_skip_nominal=None,
+        broken_at=None,
+        broken_reason=None,
+    )
 
 
 def _record_skip(

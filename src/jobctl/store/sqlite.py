@@ -404,11 +404,13 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
 
     # -- reads ------------------------------------------------------------------------
 
-    def get(self, job_id: int) -> Job:
+    def get(self, job_id: int, attempts: bool = True) -> Job:
         def read(conn: sqlite3.Connection) -> Job:
             row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
             if row is None:
                 raise NotFound(f"no job {job_id}", job_id=job_id)
+            if not attempts:
+                return rows.job_from_row(row)
             found = conn.execute(q("attempts_of"), {"job_id": job_id}).fetchall()
             return rows.job_from_row(row, [rows.attempt_from_row(a) for a in found])
 

@@ -170,7 +170,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip onc
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'overlap' -x -a 'skip queue allow' -d 'While the previous run is unfinished'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'jitter' -x -d 'Spread start by a stable offset below this'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'batch' -x -d 'Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'batch' -x -d 'Enqueue the jobs and create the schedules of FILE (- for stdin): JSON lines, one API job or schedule object (with cron or every) each'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'help' -d 'Show this message and exit.'

@@ -70,7 +70,8 @@ def add(
         str | None,
         typer.Option(
             metavar="FILE|-",
-            help="Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each",
+            help="Enqueue the jobs and create the schedules of FILE (- for stdin): JSON lines, "
+            "one API job or schedule object (with cron or every) each",
         ),
     ] = None,
     json_: JsonOpt = False,

@@ -279,6 +279,12 @@ class Client:
         result: dict[str, Any] = self.request("POST", "/v1/schedules", json_body=body)
         return result
 
+    def create_schedules(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create up to 1,000 schedules in one request; one answer per body, in order: the
+        schedule with ``created: True``, or ``created: False`` and its ``error``."""
+        result: list[dict[str, Any]] = self.request("POST", "/v1/schedules", json_body=bodies)
+        return result
+
     def schedules(
         self,
         deleted: bool = False,

@@ -43,9 +43,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
-import bench_schedules as S  # noqa: E402  (process, daemon and report helpers)
 
-log = S.log
+log = C.log
 UTC = dt.UTC
 MARKS = ("<!-- bench_herd:start -->", "<!-- bench_herd:end -->")
 QUEUE = "herd"
@@ -154,8 +153,8 @@ def status_truth(samples: list[dict[str, Any]], n: int, others: int, due_at: flo
 
 def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
     n = sz.jobs
-    S.wait_quiet("the daemon herd")
-    d = S.Daemon(tmp / "wa", concurrency=sz.concurrency)
+    C.wait_quiet("the daemon herd")
+    d = C.Daemon(tmp / "wa", concurrency=sz.concurrency)
     try:
         c = d.client()
         # All jobs get one run_at: far enough ahead for the enqueue to finish, close
@@ -318,7 +317,7 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     await asyncio.sleep(0.5)  # first tick: nothing due, the timer sleeps until `due`
     assert ex.started == 0
     ticks0 = timer.ticks
-    S.wait_quiet("the in-process herd")
+    C.wait_quiet("the in-process herd")
     cpu0 = time.process_time()
     t_due = time.perf_counter()
     clock.set(due)  # 200,000 jobs are due now
@@ -367,11 +366,11 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
     n = sz.jobs
     checks: list[tuple[str, bool]] = []
     lines = [MARKS[0], "", "## Thundering herd (`bench/bench_herd.py`)", "",
-             S.header(info, elapsed), "", f"Command: `{cmd}`", "",
+             C.header(info, elapsed), "", f"Command: `{cmd}`", "",
              "| # | workload | result | target | verdict |", "|---|---|---:|---|---|"]
 
     def row(num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        lines.append(f"| {num} | {name} | {value} | {target} | {S.verdict(ok)} |")
+        lines.append(f"| {num} | {name} | {value} | {target} | {C.verdict(ok)} |")
         if ok is not None:
             checks.append((f"{num} {name}", ok))
 
@@ -379,12 +378,12 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
     if "rate" in a:
         row("a", f"{n:,} × `true` due in one second, daemon `--concurrency "
             f"{sz.concurrency}`: due → last start (s)",
-            f"{a['last_start_after_due']:.1f} s ({S.fmt(a['start_rate'])} starts/s)", "", None)
-        row("a", "… jobs/s, first start → last finish", S.fmt(a["rate"]), "", None)
+            f"{a['last_start_after_due']:.1f} s ({C.fmt(a['start_rate'])} starts/s)", "", None)
+        row("a", "… jobs/s, first start → last finish", C.fmt(a["rate"]), "", None)
     if "rate" in b:
         row("b", f"{n:,} due in one second, in-process engine, instant executor with "
             f"{sz.slots:,} slots: jobs/s (due → last start)",
-            f"{S.fmt(b['rate'])} ({b['last_start_s']:.1f} s)", "≥ 10,000/s",
+            f"{C.fmt(b['rate'])} ({b['last_start_s']:.1f} s)", "≥ 10,000/s",
             b["rate"] >= TARGETS["engine_rate"])
     if "status" in a:
         st, tr = a["status"], a["truth"]
@@ -400,13 +399,13 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"* **a**: one `jobctl daemon --concurrency {sz.concurrency}`; {n:,} jobs "
             f"(`true`, queue `{QUEUE}`) enqueued with `Client.enqueue_many`, "
             f"{sz.batch:,} per request, all with one `run_at` ({a['enqueue_s']:.1f} s, "
-            f"{S.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
+            f"{C.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
             f"{not a['late_enqueue']}). The due instant was chosen {a['margin_s']:.0f} s "
             f"ahead from one probe request of {sz.batch:,} jobs due in 2099 in queue `probe` "
-            f"({S.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts table (read-only, afterwards): first "
+            f"({C.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts table (read-only, afterwards): first "
             f"start {a['first_start_after_due'] * 1000:.0f} ms after the due instant, last start "
             f"{a['last_start_after_due']:.1f} s, last finish {a['last_finish_after_due']:.1f} "
-            f"s; peak {S.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
+            f"s; peak {C.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
             f"{a['daemon_cores']:.2f} cores (its children not counted); RSS at the end "
             f"{a['rss_mb']:.0f} MB (peak {a['hwm_mb']:.0f}). Checked: {a['attempts']:,} "
             f"attempts, {a['succeeded']:,} succeeded, {n:,} distinct ids: {a['verified']}.")
@@ -414,7 +413,7 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
         lines.append(
             f"* **b**: `SqliteStore` + `AsyncStore` + `engine.timer.Timer` in one process "
             f"(uvloop), `FakeClock`. {n:,} jobs inserted with `store.insert` in batches of "
-            f"{sz.batch:,} ({S.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
+            f"{sz.batch:,} ({C.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
             f"sleeps until the clock is set to it. The executor is a stand-in with "
             f"{sz.slots:,} slots whose `start(claim)` awaits `AsyncStore.finish(SUCCEEDED)` "
             f"(batched into `store.finish_many`, as the real executor does) and then wakes "
@@ -431,7 +430,7 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"connection) every {sz.status_every * 1000:.0f} ms during (a); latency over the "
             f"{st['n']:,} calls between the due instant and the last finish "
             f"({st['errors']} errors); before the due instant, with nothing running, "
-            f"status took {S.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the {tr['with_backlog']:,} answers taken "
+            f"status took {C.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the {tr['with_backlog']:,} answers taken "
             f"while jobs were still due: the job counts summed to {n + sz.batch:,} (herd + "
             f"probe) in every answer, and the `{QUEUE}` queue's waiting + running + finished "
             f"to {n:,}: {tr['counts_ok']}; "
@@ -440,7 +439,7 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             f"backlog (time since the due instant, at the middle of the call) by at most "
             f"{tr['age_diff_max_ms']:.0f} ms, of which at most {tr['age_err_max_ms']:.0f} ms "
             f"is not explained by the call's own duration; it reached "
-            f"{S.fmt(tr['max_age'], 1)} s; `due` started at {S.fmt(tr['first_due'])} and only "
+            f"{C.fmt(tr['max_age'], 1)} s; `due` started at {C.fmt(tr['first_due'])} and only "
             f"went down ({tr['due_monotonic']}).")
     for key in ("a", "b"):
         if "error" in R.get(key, {}):
@@ -463,23 +462,23 @@ def main() -> int:
     args = ap.parse_args()
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        S.BACKGROUND[:] = saved["background"]
+        C.BACKGROUND[:] = saved["background"]
         section, _ = report(saved["results"], Sizes(**saved["sizes"]), saved["command"],
                             saved["machine"], saved["elapsed"])
         print(section)
         if not args.no_write:
-            S.write_section(MARKS, section)
+            C.write_section(MARKS, section)
         return 0
     sz = QUICK if args.quick else FULL
     if args.jobs:
         sz = Sizes(jobs=args.jobs)
-    S.QUIET_BUDGET[0] = args.quiet_wait
+    C.QUIET_BUDGET[0] = args.quiet_wait
     only = set(args.only.split(","))
-    signal.signal(signal.SIGTERM, S.on_signal)
-    signal.signal(signal.SIGINT, S.on_signal)
+    signal.signal(signal.SIGTERM, C.on_signal)
+    signal.signal(signal.SIGINT, C.on_signal)
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-herd-", dir=args.tmpdir))
     started = time.time()
-    info = S.machine()
+    info = C.machine()
     log(f"bench_herd {'quick' if args.quick else 'full'} in {tmp}: {info}")
     R: dict[str, Any] = {}
 
@@ -496,13 +495,13 @@ def main() -> int:
         if "a" in only:
             run("a", wa_daemon)
     finally:
-        S.kill_all()
+        C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.time() - started
     cmd = "python bench/bench_herd.py" + "".join(f" {a}" for a in sys.argv[1:])
-    saved = S.save_json("bench_herd", {"results": R, "sizes": sz.__dict__, "command": cmd,
+    saved = C.save_json("bench_herd", {"results": R, "sizes": sz.__dict__, "command": cmd,
                                        "machine": info, "elapsed": elapsed,
-                                       "background": S.BACKGROUND})
+                                       "background": C.BACKGROUND})
     log(f"raw results in {saved}")
     section, checks = report(R, sz, cmd, info, elapsed)
     print(section)
@@ -513,8 +512,8 @@ def main() -> int:
     if bad:
         print("  WARNING: verification failed for " + ", ".join(bad))
     if not args.no_write:
-        S.write_section(MARKS, section)
-        log(f"wrote {S.DOC}")
+        C.write_section(MARKS, section)
+        log(f"wrote {C.DOC}")
     log(f"done in {elapsed / 60:.1f} min")
     return 0
 

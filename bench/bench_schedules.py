@@ -585,13 +585,6 @@ def report(R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str],
             + "; runs (ms): "
             + ", ".join(f"{x:.0f}" for x in c["runs_ms"])
             + f". A bare `python -c pass` takes {c['python_bare_ms']:.0f} ms here.")
-    if R.get("id_collisions"):
-        notes.append(
-            f"* **Schedule id collisions**: {R['id_collisions']} `create_schedule` call(s) "
-            f"failed with `sqlite3.IntegrityError: UNIQUE constraint failed: schedules.id` "
-            f"while creating these schedules (ids are `sch-` + 8 hex digits, 32 random bits, "
-            f"so collisions are expected at this count); the bench retried them. An API "
-            f"caller would get an error for a valid request.")
     for key in ("a", "a_daemon", "b", "c", "d"):
         if "error" in R.get(key, {}):
             notes.append(f"* **{key} failed**: `{R[key]['error']}`")

@@ -138,7 +138,13 @@ async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse
     return JSONResponse(out, status)
 
 
-@router.get("/jobs", summary="List jobs, newest first (a page)", description=pages.PAGE_DOC)
+@router.get(
+    "/jobs",
+    summary="List jobs, newest first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_jobs(
     ctx: Ctx,
     who: Who,
@@ -150,7 +156,7 @@ async def list_jobs(
         int | None, Query(ge=1, le=limits.MAX_ID, description="Ids below this (else: cursor)")
     ] = None,
     all_users: AllUsers = False,
-) -> dict[str, Any]:
+) -> pages.PageResponse:
     owner = who.owner_filter(all_users)
     scope = (owner, status, queue)
     if cursor is not None:
@@ -163,6 +169,8 @@ async def list_jobs(
     "/jobs/{job_id}/attempts",
     summary="A job's attempts, in order (a page)",
     description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
 )
 async def list_attempts(
     job_id: JobIdPath,
@@ -170,7 +178,7 @@ async def list_attempts(
     who: Who,
     limit: ListLimit = 100,
     cursor: pages.CursorParam = None,
-) -> dict[str, Any]:
+) -> pages.PageResponse:
     job = await ctx.store.run(ctx.st.get, job_id, False)
     who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
     after = 0

@@ -36,6 +36,8 @@ def record_out(r: AuditRecord) -> dict[str, Any]:
     "/audit",
     summary="The audit trail, newest first (a page; admins only)",
     description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
 )
 async def list_audit(
     request: Request,
@@ -57,7 +59,7 @@ async def list_audit(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     cursor: pages.CursorParam = None,
-) -> dict[str, Any]:
+) -> pages.PageResponse:
     # the gate refuses non-admins already (ROUTES: audit); checked here too, in depth
     if not ctx.hooks.access.is_admin(owner_uid(request)):
         request.state.denied = True

@@ -21,7 +21,13 @@ router = APIRouter(prefix="/v1/dlq")
 _TIME = TIME_SCHEMA
 
 
-@router.get("", summary="Dead jobs, most recent deaths first (a page)", description=pages.PAGE_DOC)
+@router.get(
+    "",
+    summary="Dead jobs, most recent deaths first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_dead(
     ctx: Ctx,
     who: Who,
@@ -33,7 +39,7 @@ async def list_dead(
         str | None, Query(description="ISO-8601 with an offset", json_schema_extra=_TIME)
     ] = None,
     all_users: AllUsers = False,
-) -> dict[str, Any]:
+) -> pages.PageResponse:
     when = since_time(since)
     owner = who.owner_filter(all_users, "dead jobs")
     scope = (owner, queue, reason, None if when is None else iso(when))

@@ -79,7 +79,13 @@ def _item_out(answer: Schedule | JobctlError) -> dict[str, Any]:
     return {"created": False} | api_errors.error_body(answer.code, answer.message, **answer.details)
 
 
-@router.get("", summary="Schedules, oldest first (a page)", description=pages.PAGE_DOC)
+@router.get(
+    "",
+    summary="Schedules, oldest first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_schedules(
     ctx: Ctx,
     who: Who,
@@ -90,7 +96,7 @@ async def list_schedules(
         str | None, Query(max_length=64, description="Id of the last schedule seen (else: cursor)")
     ] = None,
     all_users: AllUsers = False,
-) -> dict[str, Any]:
+) -> pages.PageResponse:
     owner = who.owner_filter(all_users, "schedules")
     scope = (owner, deleted)
     if cursor is not None:

@@ -127,6 +127,28 @@ async def test_audit_line_is_logged_per_record(app: Any, caplog: pytest.LogCaptu
     ]
 
 
+async def test_an_enqueue_is_one_line_per_job_carrying_the_request_id(
+    app: Any, app_store: SqliteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A created job's ``event=enqueued`` line names the request, so the journal gets one
+    line per job, not two; a repeat that creates nothing keeps its audit line."""
+    caplog.set_level(logging.INFO)
+    keyed = {**JOB, "key": "k1"}
+    async with client(peer(app, 0, 7, 99)) as c:
+        first = await c.post("/v1/jobs", json=keyed)
+        again = await c.post("/v1/jobs", json=keyed)
+    assert (first.status_code, again.status_code) == (201, 200)
+    rid, rid2 = first.headers["x-request-id"], again.headers["x-request-id"]
+    messages = [(r.name, r.getMessage()) for r in caplog.records]
+    enqueued = [m for n, m in messages if "event=enqueued" in m]
+    assert len(enqueued) == 1 and enqueued[0].endswith(f" request_id={rid}")
+    audit_lines = [m for n, m in messages if n == "jobctl.audit"]
+    assert len(audit_lines) == 1 and f"request_id={rid2} " in audit_lines[0]
+    assert "action=jobs.enqueue" in audit_lines[0] and "status=200" in audit_lines[0]
+    app_store.flush_audit()
+    assert sorted(r.request_id for r in rows(app_store)) == sorted([rid, rid2])
+
+
 async def test_every_answer_carries_a_request_id(app: Any) -> None:
     async with client(app) as c:
         answers = [

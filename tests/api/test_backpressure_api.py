@@ -83,15 +83,15 @@ async def test_a_full_database_is_503_json_never_a_plain_500(
 ) -> None:
     client = await make_api()
     assert (await client.post("/v1/jobs", json=JOB)).status_code == 201
-    pages = app_store._writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    app_store._writer.outside_transaction(
+    pages = app_store.db.writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    app_store.db.writer.outside_transaction(
         lambda c: c.execute(f"PRAGMA max_page_count={pages}").fetchall()
     )
     big = [{"command": ["x" * 4000]}] * 50
     _refused(await client.post("/v1/jobs", json=big), 503, "storage_full")
     _refused(await client.post("/v1/schedules", json={"job": big[0], "every": 60}), 503,
              "storage_full")  # fmt: skip
-    app_store._writer.outside_transaction(
+    app_store.db.writer.outside_transaction(
         lambda c: c.execute("PRAGMA max_page_count=1073741823").fetchall()
     )
     assert (await client.post("/v1/jobs", json=big)).status_code == 201

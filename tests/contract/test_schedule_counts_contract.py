@@ -76,7 +76,7 @@ def _poison(store: Store, sid: str) -> None:
             "UPDATE schedule_defs SET template = ? WHERE id = ?", (json.dumps(template), sid)
         )
 
-    store._writer.call(tx)
+    store.db.writer.call(tx)
 
 
 def _run_some(store: Store, rng: random.Random) -> None:

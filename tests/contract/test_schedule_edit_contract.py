@@ -119,7 +119,7 @@ def test_paused_schedule_stays_paused_and_records_what_passed(
 def test_edit_clears_broken(store: Store, clock: FakeClock) -> None:
     s = store.create_schedule(every_minute())
     assert isinstance(store, SqliteStore)
-    store._writer.call(  # as the materializer marks it (see test_broken_schedules)
+    store.db.writer.call(  # as the materializer marks it (see test_broken_schedules)
         lambda c: c.execute(
             "UPDATE schedule_cursors SET broken_at = 1, broken_reason = 'x' WHERE id = ?",
             (s.id,),

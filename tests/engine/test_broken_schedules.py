@@ -55,7 +55,7 @@ def _poison(store: SqliteStore, sid: str, change: Callable[[dict[str, object]], 
             "UPDATE schedule_defs SET template = ? WHERE id = ?", (json.dumps(template), sid)
         )
 
-    store._writer.call(tx)
+    store.db.writer.call(tx)
 
 
 def _create_many(store: SqliteStore, clock: FakeClock, n: int) -> list[str]:
@@ -185,7 +185,7 @@ async def test_a_schedule_whose_zone_left_tzdata_is_listed_and_breaks_alone(
     def move(conn: object) -> None:
         conn.execute("UPDATE schedule_defs SET tz = 'Mars/Olympus' WHERE id = ?", (gone,))  # type: ignore[attr-defined]
 
-    store._writer.call(move)
+    store.db.writer.call(move)
     listed = {s.id: s for s in store.list_schedules()}
     assert listed[gone].spec.timing.tz == "Mars/Olympus"  # listed, not an error for all
     out = schedule_out(listed[gone])

@@ -87,8 +87,8 @@ async def test_a_finish_the_store_cannot_write_is_retried_until_it_lands(
     job = engine.add(f"while [ ! -e {gate} ]; do sleep 0.01; done; yes | head -c 4000")
     await engine.started(job.id)
     store = engine.store
-    pages = store._writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    store._writer.outside_transaction(
+    pages = store.db.writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    store.db.writer.outside_transaction(
         lambda c: c.execute(f"PRAGMA max_page_count={pages}").fetchall()
     )
     gate.touch()
@@ -99,7 +99,7 @@ async def test_a_finish_the_store_cannot_write_is_retried_until_it_lands(
             engine.clock.advance(5)
             await asyncio.sleep(0.01)
     assert store.get(job.id).status is JobStatus.RUNNING and not engine.finished
-    store._writer.outside_transaction(
+    store.db.writer.outside_transaction(
         lambda c: c.execute("PRAGMA max_page_count=1073741823").fetchall()
     )
     async with asyncio.timeout(20):

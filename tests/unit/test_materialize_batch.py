@@ -13,7 +13,8 @@ from jobctl.domain.cron import next_fire, parse_cron
 from jobctl.domain.models import Backoff, JobTemplate
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.errors import Conflict, KeyConflict
-from jobctl.store.inserts import Prepared, insert_fresh, insert_prepared, row_tail
+from jobctl.store.inserts import Prepared, insert_fresh, insert_prepared
+from jobctl.store.jobrow import row_tail
 from jobctl.store.materialize import RowMaker, materialize_tx
 from jobctl.store.rows import to_ms
 from jobctl.store.sqlite import SqliteStore, connect

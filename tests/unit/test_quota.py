@@ -162,8 +162,8 @@ def test_an_insert_that_meets_a_full_database_is_a_storage_full_refusal(tmp_path
     try:
         spec = JobSpec(command=("true",), run_at=T0, owner_uid=os.geteuid(), cwd="/")
         store.insert([spec])
-        pages = store._writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-        store._writer.outside_transaction(
+        pages = store.db.writer.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+        store.db.writer.outside_transaction(
             lambda c: c.execute(f"PRAGMA max_page_count={pages}").fetchall()
         )
         big = [JobSpec(command=("x" * 4000,), run_at=T0, owner_uid=0, cwd="/")] * 50
@@ -171,7 +171,7 @@ def test_an_insert_that_meets_a_full_database_is_a_storage_full_refusal(tmp_path
             store.insert(big)
         assert refused.value.details["retry_after"] > 0
         assert sum(q.scheduled for q in store.stats()) == 1  # nothing of it was written
-        store._writer.outside_transaction(
+        store.db.writer.outside_transaction(
             lambda c: c.execute("PRAGMA max_page_count=1073741823").fetchall()
         )
         assert len(store.insert(big)) == 50

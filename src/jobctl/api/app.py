@@ -77,10 +77,11 @@ class Context:
     def st(self) -> Store:
         return self.store.store
 
-    def enqueued(self, jobs: Sequence[Job]) -> None:
-        """Count and log the jobs a request created (an idempotent repeat is no event)."""
+    def enqueued(self, jobs: Sequence[Job], request_id: str | None = None) -> bool:
+        """Count and log the jobs a request created (an idempotent repeat is no event).
+        True when the lines were written with ``request_id`` (see :func:`log_jobs`)."""
         self.metrics.jobs_enqueued.labels("api").inc(len(jobs))
-        log_jobs(log, "enqueued", jobs)
+        return log_jobs(log, "enqueued", jobs, request_id)
 
     def replayed(self, jobs: Sequence[Job]) -> None:
         """Count and log dead jobs a replay scheduled again."""
@@ -134,7 +135,7 @@ async def visible_job(ctx: Context, who: policy.Caller, job_id: int) -> Job:
 async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse:
     # Served by jobctl.api.fast in the daemon; this route documents it in the OpenAPI
     # document and answers the same way when the FastAPI app is used on its own.
-    status, out = await fast.enqueue_body(ctx, body, owner_uid(request))
+    status, out = await fast.enqueue_body(ctx, body, owner_uid(request), request.scope["state"])
     return JSONResponse(out, status)
 
 

@@ -112,7 +112,8 @@ class EnqueueFront:
     async def _enqueue(self, scope: Scope, receive: Receive) -> tuple[int, Any, dict[str, str]]:
         try:
             raw = await _read_body(receive)
-            status, body = await enqueue(self.app.state.ctx, raw, peer_uid(scope))
+            state = scope.setdefault("state", {})
+            status, body = await enqueue(self.app.state.ctx, raw, peer_uid(scope), state)
             return status, body, {}
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
@@ -176,17 +177,29 @@ def _json_content(scope: Scope) -> bool:
     return False
 
 
-async def enqueue(ctx: Any, raw: bytes, uid: int) -> tuple[int, Any]:
+async def enqueue(
+    ctx: Any, raw: bytes, uid: int, state: MutableMapping[str, Any] | None = None
+) -> tuple[int, Any]:
     """Validate, insert (durably) and render one enqueue request body."""
     try:
         body = _BODY.validate_json(raw)
     except ValidationError as exc:
         raise errors.InvalidInput(_invalid(exc, raw)) from None
-    return await enqueue_body(ctx, body, uid)
+    return await enqueue_body(ctx, body, uid, state)
 
 
-async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[int, Any]:
-    """Insert validated jobs and render the answer: (HTTP status, JSON body)."""
+async def enqueue_body(
+    ctx: Any,
+    body: JobIn | list[JobIn],
+    uid: int,
+    state: MutableMapping[str, Any] | None = None,
+) -> tuple[int, Any]:
+    """Insert validated jobs and render the answer: (HTTP status, JSON body).
+
+    ``state``: the request's ASGI state. The ``event=enqueued`` lines carry its request id
+    and, once written, stand in for the audit trail's log line (``audit_logged``): at
+    thousands of enqueues a second a second line per request cost a tenth of the rate.
+    """
     items = body if isinstance(body, list) else [body]
     if not items or len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"a batch holds 1 to {MAX_BATCH} jobs")
@@ -201,7 +214,9 @@ async def enqueue_body(ctx: Any, body: JobIn | list[JobIn], uid: int) -> tuple[i
     specs = [item.to_spec(uid, now, ctx.hooks.retry) for item in items]
     ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
-    ctx.enqueued([i.job for i in inserted if i.created])
+    request_id = None if state is None else state.get("request_id")
+    if ctx.enqueued([i.job for i in inserted if i.created], request_id) and state is not None:
+        state["audit_logged"] = request_id is not None
     created = any(i.created for i in inserted)
     if created:
         ctx.hooks.due(min(i.job.run_at for i in inserted if i.created))

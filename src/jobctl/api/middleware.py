@@ -7,10 +7,13 @@ EnqueueFront` sits inside it), so every request passes through it exactly once:
   it as ``X-Request-Id``;
 - every state-changing request (any method but GET and HEAD) and every denied one is
   recorded (:class:`jobctl.domain.audit.AuditRecord`): in the store, written with the next
-  commit, and as one line on the ``jobctl.audit`` logger. The authorization gate inside
-  it marks a denial (``scope["state"]["denied"]``) and, when it refuses before routing,
-  the route it matched (``scope["state"]["audit_route"]``); the action name comes from
-  the method and the route template, the target from the path parameters;
+  commit, and as one line on the ``jobctl.audit`` logger, except an enqueue that created
+  jobs: its ``event=enqueued`` lines carry the request id and stand in for that line
+  (``scope["state"]["audit_logged"]``), one line per job instead of two. The
+  authorization gate inside it marks a denial (``scope["state"]["denied"]``) and notes
+  the route it matched (``scope["state"]["audit_route"]``, which names a request refused
+  before routing); the action name comes from the method and the route template, the
+  target from the path parameters;
 - a 500 is logged as ONE line with its request id (the traceback only at debug level),
   and its body is the usual JSON error with ``request_id`` added, so a user can quote it.
   An exception never reaches the server, which would log a traceback.
@@ -28,6 +31,7 @@ from urllib.parse import unquote
 import orjson
 
 from jobctl.api.fast import ASGIApp, Message, Receive, Scope, Send
+from jobctl.api.policy import path_params
 from jobctl.domain.audit import READ_METHODS, AuditRecord, action_for, clip, target_for
 from jobctl.domain.clock import Clock
 from jobctl.logfmt import logval
@@ -144,7 +148,7 @@ class AuditMiddleware:
             self._store.audit([record])
         except Exception as exc:  # the answer is out; losing the record must be loud
             log.error("event=audit_failed request_id=%s error=%s", ex.request_id, logval(exc))
-        if audit_log.isEnabledFor(logging.INFO):
+        if audit_log.isEnabledFor(logging.INFO) and not state.get("audit_logged"):
             audit_log.info(audit_line(record))
 
 
@@ -187,7 +191,9 @@ def _target(scope: Scope, state: dict[str, Any], body: Any) -> str:
     given = state.get("audit_target")
     if given:
         return clip(str(given))
-    params = scope.get("path_params") or state.get("audit_params")
+    params = scope.get("path_params")
+    if not params and state.get("audit_route"):  # refused before routing: from the path
+        params = path_params(state["audit_route"], scope.get("path", ""))
     if params:
         return target_for(params)
     if isinstance(body, dict) and "id" in body and "error" not in body:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 #: Methods that change nothing: such requests are recorded only when denied.
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -75,6 +76,7 @@ class AuditRecord:
         return " ".join(parts + (["denied"] if self.denied else []))
 
 
+@lru_cache(maxsize=256)  # a few dozen routes and methods; every audited request asks
 def action_for(method: str, template: str | None) -> str:
     """The action name of a request by its method and route template (None: unrouted)."""
     if template is None:

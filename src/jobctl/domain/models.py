@@ -144,28 +144,15 @@ class JobSpec:
             raise InvalidInput(f"key must be 1-{limits.MAX_KEY} characters, without NUL")
 
     def fingerprint(self) -> str:
-        """Identity of the body for idempotent enqueue.
+        """Identity of the body for idempotent enqueue (:func:`fingerprint_of`).
 
         ``run_at`` is left out on purpose: a client that retries ``--in 5m`` computes a
         new ``run_at`` each time, yet it is the same request.
         """
-        return _digest(json.dumps(self._fingerprint_body()))
+        return fingerprint_of(self._fingerprint_fields())
 
-    def _fingerprint_body(self) -> list[object]:
-        return [
-            list(self.command),
-            self.queue,
-            self.priority,
-            self.max_attempts,
-            self.timeout,
-            [self.backoff.base, self.backoff.cap],
-            sorted(self.env),
-            self.cwd,
-            self.owner_uid,
-            self.schedule_id,
-            self.retry_on,
-            self.no_retry_on,
-        ]
+    def _fingerprint_fields(self) -> dict[str, object]:
+        return fingerprint_fields(self, self.owner_uid, self.schedule_id)
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
@@ -206,12 +193,73 @@ _stored = {f: f"old.{f}" for f in _SPEC_FIELDS} | {
 stored_spec = _compile("stored_spec", "old, run_at, key, scheduled_for", _stored)
 
 
+#: The version of :func:`fingerprint_of`: the prefix of every fingerprint it makes. A
+#: stored fingerprint without it was made by an older rule (before 0.x: a digest of a
+#: positional list whose length grew with the fields); the store compares such a job by
+#: the fields of its row instead (:func:`jobctl.store.jobrow.same_body`).
+FINGERPRINT_VERSION = "2"
+_FP_PREFIX = FINGERPRINT_VERSION + ":"
+
+
+def is_current_fingerprint(fingerprint: str) -> bool:
+    """Whether ``fingerprint`` was made by today's :func:`fingerprint_of`."""
+    return fingerprint.startswith(_FP_PREFIX)
+
+
+class _BodyFields(_JobFields, Protocol):
+    @property
+    def backoff(self) -> Backoff: ...
+    @property
+    def retry_on(self) -> tuple[int, ...] | None: ...
+    @property
+    def no_retry_on(self) -> tuple[int, ...]: ...
+
+
+def fingerprint_fields(
+    job: _BodyFields, owner_uid: int, schedule_id: str | None
+) -> dict[str, object]:
+    """The fields a fingerprint covers, by name, in the form the store keeps them (times
+    in whole milliseconds, exit codes as lists, the environment sorted), so the same
+    fields come back from a stored row (:func:`jobctl.store.jobrow.row_fingerprint`)."""
+    return {
+        "backoff_base_ms": int(round(job.backoff.base * 1000)),
+        "backoff_cap_ms": int(round(job.backoff.cap * 1000)),
+        "command": list(job.command),
+        "cwd": job.cwd,
+        "env": sorted(job.env),
+        "max_attempts": job.max_attempts,
+        "no_retry_on": list(job.no_retry_on),
+        "owner_uid": owner_uid,
+        "priority": job.priority,
+        "queue": job.queue,
+        "retry_on": None if job.retry_on is None else list(job.retry_on),
+        "schedule_id": schedule_id,
+        "timeout_ms": None if job.timeout is None else int(round(job.timeout * 1000)),
+    }
+
+
+def fingerprint_of(fields: dict[str, object]) -> str:
+    """The canonical fingerprint of a job body: ``"2:"`` and 32 hex digits of SHA-256 over
+    the fields as compact JSON with sorted keys, ASCII only.
+
+    Why canonical and versioned: a stored fingerprint must stay comparable across
+    releases and backends. Named fields (not positions) and a fixed rendering mean a new
+    field changes no old digest unless it is set; the version says which rule made it
+    (a test pins a literal value, so the rule cannot drift unnoticed).
+    """
+    return _FP_PREFIX + _digest(_canonical(fields))
+
+
+def _canonical(fields: dict[str, object]) -> str:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-#: Where ``schedule_id`` sits in :meth:`JobSpec._fingerprint_body`.
-_SCHEDULE_AT = 9
+#: A schedule id that no real one equals, to cut the rendered JSON around it.
+_SCHEDULE_MARK = "\x00schedule\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,12 +312,10 @@ class JobTemplate:
         """``fingerprint()`` of this template's occurrence jobs as a function of the schedule
         id: the JSON around the id is rendered once, so the materializer hashes one string
         per occurrence instead of building and rendering a whole spec (same digest)."""
-        probe = self.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
-        body = probe._fingerprint_body()
-        head = json.dumps(body[:_SCHEDULE_AT])[:-1] + ", "
-        tail = ", " + json.dumps(body[_SCHEDULE_AT + 1 :])[1:]
+        text = _canonical(fingerprint_fields(self, owner_uid, _SCHEDULE_MARK))
+        head, tail = text.split(json.dumps(_SCHEDULE_MARK))
         quote = json.encoder.encode_basestring_ascii  # what json.dumps does with a str
-        return lambda schedule_id: _digest(head + quote(schedule_id) + tail)
+        return lambda schedule_id: _FP_PREFIX + _digest(head + quote(schedule_id) + tail)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -57,7 +57,9 @@ CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def log_jobs(logger: logging.Logger, event: str, jobs: Sequence[Job]) -> None:
+def log_jobs(
+    logger: logging.Logger, event: str, jobs: Sequence[Job], request_id: str | None = None
+) -> bool:
     """One ``event=<event>`` line per job; for a big batch, one summary line plus the
     per-job lines at debug.
 
@@ -66,28 +68,39 @@ def log_jobs(logger: logging.Logger, event: str, jobs: Sequence[Job]) -> None:
     rate limit (10,000 lines per 30 s) would then drop lines of every kind, including the
     ``dead`` and ``fenced`` ones that matter most. The summary keeps the batch findable
     (count and id range); ``--log-level debug`` still gives each job.
+
+    ``request_id``: the API request that made the jobs, appended to every line. Returns
+    whether an INFO line was written (the audit trail then needs no line of its own).
     """
     if not jobs:
-        return
+        return False
+    rid = "" if request_id is None else f" request_id={request_id}"
     level = logging.INFO
     if len(jobs) > PER_JOB_LINES:
         ids = [j.id for j in jobs]
         logger.info(
-            "event=%s_batch count=%d first_job=%d last_job=%d", event, len(jobs), min(ids), max(ids)
+            "event=%s_batch count=%d first_job=%d last_job=%d%s",
+            event,
+            len(jobs),
+            min(ids),
+            max(ids),
+            rid,
         )
         level = logging.DEBUG
     if not logger.isEnabledFor(level):
-        return
+        return logger.isEnabledFor(logging.INFO)
     for job in jobs:
         logger.log(
             level,
-            "event=%s job=%s queue=%s run_at=%s key=%s",
+            "event=%s job=%s queue=%s run_at=%s key=%s%s",
             event,
             job.id,
             logval(job.spec.queue),
             iso(job.run_at),
             logval(job.key),
+            rid,
         )
+    return True
 
 
 class Metrics:

@@ -17,15 +17,16 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from jobctl.domain.audit import AuditRecord
-from jobctl.domain.clock import Clock
 from jobctl.store import rows
 from jobctl.store.queries import q
-from jobctl.store.writer import Writer
+from jobctl.store.sqltx import savepoint
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from jobctl.store.sqlitedb import SqliteDb
+
 log = logging.getLogger("jobctl.store")
 PRUNE_AUDIT_BATCH = 5000
 #: Records waiting at most; while commits fail (a full disk) the oldest beyond it are
@@ -69,15 +70,12 @@ class AuditBuffer:
             taken, self._rows = self._rows, []
         if not taken:
             return None
-        conn.execute("SAVEPOINT audit")
         try:
-            conn.executemany(q("insert_audit"), taken)
+            with savepoint(conn, "audit"):
+                conn.executemany(q("insert_audit"), taken)
         except sqlite3.Error as exc:  # never sinks the writes it rides with
-            conn.execute("ROLLBACK TO audit")
-            conn.execute("RELEASE audit")
             log.error("event=audit_write_failed records=%d error=%s", len(taken), exc)
             return None
-        conn.execute("RELEASE audit")
         return lambda ok: self._landed(taken) if ok else self._restore(taken)
 
     def _landed(self, taken: list[dict[str, Any]]) -> None:
@@ -124,26 +122,21 @@ def record_from_row(row: sqlite3.Row) -> AuditRecord:
     )
 
 
-class _Host(Protocol):
-    clock: Clock
-    _writer: Writer
-    _audit: AuditBuffer
-
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-
 class AuditOps:
-    def audit(self: _Host, records: Sequence[AuditRecord]) -> None:
-        """Queue records; they are written with the next commit (at most ~0.1 s away)."""
-        self._audit.add(records)
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
 
-    def flush_audit(self: _Host) -> None:
+    def audit(self, records: Sequence[AuditRecord]) -> None:
+        """Queue records; they are written with the next commit (at most ~0.1 s away)."""
+        self.db.audit_buffer.add(records)
+
+    def flush_audit(self) -> None:
         """Write the queued records now (a commit of their own if nothing else commits)."""
-        if self._audit.pending():
-            self._writer.call(_nothing)
+        if self.db.audit_buffer.pending():
+            self.db.write(_nothing)
 
     def list_audit(
-        self: _Host,
+        self,
         uid: int | None = None,
         action: str | None = None,
         since: datetime | None = None,
@@ -160,12 +153,14 @@ class AuditOps:
             "limit": limit,
         }
         name = "list_audit" if uid is None else "list_audit_by_uid"
-        return self._read(lambda conn: [record_from_row(r) for r in conn.execute(q(name), params)])
+        return self.db.read(
+            lambda conn: [record_from_row(r) for r in conn.execute(q(name), params)]
+        )
 
-    def prune_audit(self: _Host, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
+    def prune_audit(self, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
         """Delete up to ``limit`` of the oldest records kept from before ``before``."""
         params = {"before": rows.to_ms(before), "limit": limit}
-        return self._writer.call(lambda conn: conn.execute(q("prune_audit"), params).rowcount)
+        return self.db.write(lambda conn: conn.execute(q("prune_audit"), params).rowcount)
 
 
 def _nothing(conn: sqlite3.Connection) -> None:

@@ -1,4 +1,4 @@
-"""Crash evidence in the SQLite store (mixed into SqliteStore): what the poison rule reads.
+"""Crash evidence in the SQLite store (a part of SqliteStore): what the poison rule reads.
 
 Start-up recovery marks each orphaned attempt before it stops anything
 (:meth:`CrashOps.mark_crash_evidence`): a *suspect* when its command had already gone,
@@ -11,31 +11,34 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from jobctl.domain.retry import POISON_CRASHES
 from jobctl.store.queries import q
-from jobctl.store.writer import Writer
+
+if TYPE_CHECKING:
+    from jobctl.store.sqlitedb import SqliteDb
 
 #: (job id, generation, suspect): one orphaned attempt and what recovery found.
 CrashMark = tuple[int, int, bool]
 
 
-class _Host(Protocol):
-    _writer: Writer
-
-
 class CrashOps:
     """``mark_crash_evidence`` of the store contract."""
 
-    def mark_crash_evidence(self: _Host, marks: Sequence[CrashMark]) -> None:
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
+
+    def mark_crash_evidence(self, marks: Sequence[CrashMark]) -> None:
         def tx(conn: sqlite3.Connection) -> None:
             sql = q("mark_crash_evidence")
             for job_id, generation, suspect in marks:
                 params = {"job_id": job_id, "generation": generation, "suspect": int(suspect)}
+                # No row changed is no error: the first mark of an attempt stays, and an
+                # attempt that ended meanwhile keeps no mark (documented in the query).
                 conn.execute(sql, params)
 
-        self._writer.call(tx)
+        self.db.write(tx)
 
 
 def crash_streak(conn: sqlite3.Connection, job_id: int) -> list[set[int]]:

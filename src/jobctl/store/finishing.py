@@ -1,4 +1,4 @@
-"""Batched executor writes in the SQLite store (mixed into SqliteStore).
+"""Batched executor writes in the SQLite store (a part of SqliteStore).
 
 The executor ends many attempts at once during a drain; each used to be its own writer
 round trip. :meth:`FinishOps.finish_many` and :meth:`FinishOps.record_processes` take a
@@ -15,66 +15,90 @@ can await a batch without a thread (``asyncio.wrap_future``), see :mod:`jobctl.s
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from jobctl.domain.clock import Clock
-from jobctl.domain.models import AttemptResult, Finished, Job, ProcessRecord
+from jobctl.domain.models import AttemptResult, Finished, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome, check_transition
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store import rows
 from jobctl.store.queries import q
-from jobctl.store.writer import Writer
+from jobctl.store.rows import RowLike
+from jobctl.store.sqltx import savepoint
+
+if TYPE_CHECKING:  # the parts meet only in SqliteStore's constructor
+    from jobctl.store.jobs import JobOps
+    from jobctl.store.sqlitedb import SqliteDb
 
 FinishItem = tuple[int, int, AttemptResult]
 
 
-class _Host(Protocol):
-    clock: Clock
-    _writer: Writer
-    _rng: random.Random
-
-    def _finish_tx(
-        self,
-        conn: sqlite3.Connection,
-        job_id: int,
-        generation: int,
-        result: AttemptResult,
-        op: str = "finish",
-    ) -> Job: ...
-
-    def _read(self, fn: Callable[[sqlite3.Connection], Any]) -> Any: ...
-
-
 class FinishOps:
-    """``finish_many`` and ``record_processes`` of the store contract."""
+    """``finish_many`` and ``record_processes`` of the store contract; the rare items
+    (anything but a first success) go through :meth:`JobOps.finish_tx`."""
 
-    def finish_many(self: _Host, items: Sequence[FinishItem]) -> list[Finished | JobctlError]:
-        return self._writer.call(lambda conn: finish_many_tx(self, conn, items))
+    def __init__(self, db: SqliteDb, jobs: JobOps) -> None:
+        self.db = db
+        self.jobs = jobs
+
+    def finish_many(self, items: Sequence[FinishItem]) -> list[Finished | JobctlError]:
+        return self.db.write(lambda conn: self.finish_many_tx(conn, items))
 
     def submit_finish_many(
-        self: _Host, items: Sequence[FinishItem]
+        self, items: Sequence[FinishItem]
     ) -> Future[list[Finished | JobctlError]]:
         """:meth:`finish_many` without waiting: the future resolves after the commit."""
-        return self._writer.submit(lambda conn: finish_many_tx(self, conn, items))
+        return self.db.submit(lambda conn: self.finish_many_tx(conn, items))
 
-    def log_bytes(self: _Host, uid: int | None = None) -> int:
+    def log_bytes(self, uid: int | None = None) -> int:
         """Bytes of attempt logs on disk as accounted when attempts ended (``uid``: that
         owner's), from the running totals in ``log_usage``: no scan, no stat."""
         if uid is None:
-            return int(self._read(lambda c: c.execute(q("log_bytes_total")).fetchone()["n"]))
-        return int(self._read(lambda c: c.execute(q("log_bytes_of"), {"uid": uid}).fetchone()["n"]))
+            return int(self.db.read(lambda c: c.execute(q("log_bytes_total")).fetchone()["n"]))
+        return int(
+            self.db.read(lambda c: c.execute(q("log_bytes_of"), {"uid": uid}).fetchone()["n"])
+        )
 
-    def record_processes(self: _Host, records: Sequence[ProcessRecord]) -> list[int]:
-        return self._writer.call(lambda conn: record_processes_tx(conn, records))
+    def record_processes(self, records: Sequence[ProcessRecord]) -> list[int]:
+        return self.db.write(lambda conn: record_processes_tx(conn, records))
 
-    def submit_record_processes(self: _Host, records: Sequence[ProcessRecord]) -> Future[list[int]]:
+    def submit_record_processes(self, records: Sequence[ProcessRecord]) -> Future[list[int]]:
         """:meth:`record_processes` without waiting: resolves after the commit."""
-        return self._writer.submit(lambda conn: record_processes_tx(conn, records))
+        return self.db.submit(lambda conn: record_processes_tx(conn, records))
+
+    def finish_many_tx(
+        self, conn: sqlite3.Connection, items: Sequence[FinishItem]
+    ) -> list[Finished | JobctlError]:
+        """Successes in bulk (one read, two ``executemany``); anything else one by one."""
+        out: list[Finished | JobctlError | None] = [None] * len(items)
+        bulk: list[int] = []  # successes that are their job's first item in the batch
+        seen: set[int] = set()
+        for i, (job_id, _, result) in enumerate(items):
+            if result.outcome is Outcome.SUCCEEDED and job_id not in seen:
+                bulk.append(i)
+            seen.add(job_id)  # a later item of the same job goes after the bulk, in order
+        if bulk:
+            _succeed_many(self.db.now_ms(), conn, items, bulk, out)
+        for i, (job_id, generation, result) in enumerate(items):
+            if out[i] is None:  # the rare path (and a job repeated): the policy needs the job
+                out[i] = self._finish_one(conn, job_id, generation, result)
+        sizes = [[job_id, gen, r.log_bytes] for job_id, gen, r in items if r.log_bytes > 0]
+        if sizes:  # fenced items too: a cancelled attempt's log is on disk all the same
+            conn.execute(q("set_log_bytes"), {"items": json.dumps(sizes)})
+        return [r for r in out if r is not None]
+
+    def _finish_one(
+        self, conn: sqlite3.Connection, job_id: int, generation: int, result: AttemptResult
+    ) -> Finished | JobctlError:
+        try:  # in a savepoint: an item refused half-way leaves nothing behind
+            with savepoint(conn, "finish_item"):
+                job = self.jobs.finish_tx(conn, job_id, generation, result)
+        except JobctlError as exc:
+            return exc
+        return Finished(job.id, job.status, job.run_at, job.failures, job.dead_reason)
 
 
 def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecord]) -> list[int]:
@@ -94,35 +118,8 @@ def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecor
     return lost
 
 
-def finish_many_tx(
-    host: _Host, conn: sqlite3.Connection, items: Sequence[FinishItem]
-) -> list[Finished | JobctlError]:
-    """Successes in bulk (one read, two ``executemany``); anything else one by one."""
-    out: list[Finished | JobctlError | None] = [None] * len(items)
-    bulk: list[int] = []  # successes that are their job's first item in the batch
-    seen: set[int] = set()
-    for i, (job_id, _, result) in enumerate(items):
-        if result.outcome is Outcome.SUCCEEDED and job_id not in seen:
-            bulk.append(i)
-        seen.add(job_id)  # a later item of the same job goes after the bulk, in order
-    if bulk:
-        _succeed_many(host, conn, items, bulk, out)
-    for i, (job_id, generation, result) in enumerate(items):
-        if out[i] is not None:
-            continue
-        try:  # the rare path (and a job repeated in the batch): the policy needs the job
-            job = host._finish_tx(conn, job_id, generation, result)
-            out[i] = Finished(job.id, job.status, job.run_at, job.failures, job.dead_reason)
-        except JobctlError as exc:  # raised before this item wrote anything
-            out[i] = exc
-    sizes = [[job_id, gen, r.log_bytes] for job_id, gen, r in items if r.log_bytes > 0]
-    if sizes:  # fenced items too: a cancelled attempt's log is on disk all the same
-        conn.execute(q("set_log_bytes"), {"items": json.dumps(sizes)})
-    return [r for r in out if r is not None]
-
-
 def _succeed_many(
-    host: _Host,
+    now_ms: int,
     conn: sqlite3.Connection,
     items: Sequence[FinishItem],
     bulk: list[int],
@@ -131,7 +128,6 @@ def _succeed_many(
     """Check every success's fence from one read, then end the attempts and the jobs."""
     ids = json.dumps([items[i][0] for i in bulk])
     states = {r["id"]: r for r in conn.execute(q("finish_states"), {"ids": ids})}
-    now_ms = rows.to_ms(host.clock.now())
     attempts: list[list[Any]] = []
     jobs: list[list[int]] = []
     when: dict[int, datetime] = {}  # run_at by ms: a herd's jobs share one
@@ -157,7 +153,7 @@ def _succeed_many(
         raise RuntimeError(f"finish_many: {changed} of {len(jobs)} fenced updates applied")
 
 
-def stale(job_id: int, generation: int, row: sqlite3.Row) -> LeaseLost:
+def stale(job_id: int, generation: int, row: RowLike) -> LeaseLost:
     """The fence's refusal, naming what the job is now."""
     return LeaseLost(
         f"job {job_id}: lease lost (generation {generation} is stale; the job is "
@@ -167,4 +163,4 @@ def stale(job_id: int, generation: int, row: sqlite3.Row) -> LeaseLost:
     )
 
 
-__all__ = ["FinishItem", "FinishOps", "finish_many_tx", "record_processes_tx", "stale"]
+__all__ = ["FinishItem", "FinishOps", "record_processes_tx", "stale"]

@@ -12,31 +12,33 @@ back when the newest jobs are deleted), and knowing them up front lets a batch s
 
 Idempotency: a spec whose key already names a job of the same owner (in the store, or
 earlier in the same batch) is not inserted; it answers the existing id, or raises
-:class:`KeyConflict` when the body (its fingerprint) differs. Keys are scoped per owner
-(migration 0009): another user's job is never an answer. Counts: ``job_counts`` has no
-insert trigger (since migration 0005); :func:`insert_jobs` adds one aggregated upsert
-per (queue, owner, bucket).
+:class:`KeyConflict` when the body differs (its fingerprint; a job stored with an older
+fingerprint rule is compared by its row, :func:`jobctl.store.jobrow.same_body`). Keys
+are scoped per owner (migration 0009): another user's job is never an answer. Counts:
+``job_counts`` has no insert trigger (since migration 0005); :func:`insert_jobs` adds
+one aggregated upsert per (queue, owner, bucket).
 A job enqueued without a key gets a random one and an empty fingerprint: no later request
 can name it, so there is nothing to compare it with.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import NamedTuple
 
-from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import Job, JobSpec, stored_spec
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput, KeyConflict
+from jobctl.store.jobrow import DUE, OWNER, QUEUE, TAIL_AT, TextMemo, row_tail, same_body
 from jobctl.store.queries import q
-from jobctl.store.rows import opt_ms, to_ms, whole_ms
+from jobctl.store.rows import whole_ms
+from jobctl.store.sqltx import savepoint
 
 #: SQLite's default limit on host parameters per statement is 32766; stay well below.
 _LOOKUP_CHUNK = 500
@@ -68,28 +70,18 @@ class NewJob(NamedTuple):
     due: bool
 
 
-#: What a row needs besides its id: key, fingerprint, and the rest of ``insert_job_row``'s
-#: parameters in order (:func:`row_tail`; index ``DUE`` is the due flag).
+#: What a row needs besides its id: key, fingerprint, and the rest of the insert row
+#: (:func:`jobctl.store.jobrow.row_tail`, positions named in :mod:`jobctl.store.jobrow`).
 Prepared = tuple[str | None, str, tuple[object, ...]]
-QUEUE, OWNER, DUE = 0, 4, 12
 
 
 def insert_jobs(conn: sqlite3.Connection, specs: Sequence[JobSpec], now_ms: int) -> list[NewJob]:
     """Insert ``specs`` in order; see the module docstring for ids, keys and counts."""
-    text = _TextMemo()
+    text = TextMemo()
     items: list[Prepared] = [
         (s.key, "" if s.key is None else s.fingerprint(), row_tail(s, now_ms, text)) for s in specs
     ]
     return insert_prepared(conn, items, now_ms)
-
-
-class _TextMemo(dict[tuple[object, ...], str]):
-    """The JSON text of a batch's commands and environments, each distinct one rendered
-    once: the jobs of a batch mostly share them, and rendering was ~8% of its insert."""
-
-    def __missing__(self, value: tuple[object, ...]) -> str:
-        text = self[value] = json.dumps(value)  # a tuple renders as a JSON list
-        return text
 
 
 def insert_prepared(
@@ -110,7 +102,7 @@ def insert_prepared(
             key, fingerprint = asked, asked_fingerprint
             seen = known.get((tail[OWNER], asked))
         if seen is not None:
-            if seen[1] != fingerprint:
+            if not same_body(seen[1], fingerprint, partial(_row, conn, seen[0])):
                 raise KeyConflict(
                     f"key {key!r} already names job {seen[0]} with a different body",
                     key=key,
@@ -141,17 +133,14 @@ def insert_fresh(conn: sqlite3.Connection, items: Sequence[Prepared], now_ms: in
         return insert_prepared(conn, items, now_ms)
     first = conn.execute(q("max_job_id")).fetchone()[0] + 1
     rows = [(first + i, key, fp, *tail) for i, (key, fp, tail) in enumerate(items)]
-    conn.execute("SAVEPOINT fresh_keys")
     try:
-        _write(conn, rows)
+        with savepoint(conn, "fresh_keys"):
+            _write(conn, rows)
     except sqlite3.IntegrityError as exc:
-        conn.execute("ROLLBACK TO fresh_keys")
-        conn.execute("RELEASE fresh_keys")
         if "jobs.key" not in str(exc):
             raise
         return insert_prepared(conn, items, now_ms)
-    conn.execute("RELEASE fresh_keys")
-    return [NewJob(r[0], True, r[1], bool(r[3 + DUE])) for r in rows]
+    return [NewJob(r[0], True, r[1], bool(r[TAIL_AT + DUE])) for r in rows]
 
 
 def _write(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
@@ -159,37 +148,8 @@ def _write(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
     raise the id mark: the one place job rows are inserted (a test holds it so)."""
     conn.executemany(q("insert_job_row"), rows)
     conn.execute(q("raise_job_id_high"), {"id": rows[-1][0]})  # ids ascend in a batch
-    count_inserted(conn, ((r[3 + QUEUE], r[3 + OWNER], r[3 + DUE]) for r in rows))
-
-
-def row_tail(
-    spec: JobSpec, now_ms: int, text: dict[tuple[object, ...], str] | None = None
-) -> tuple[object, ...]:
-    """The parameters of ``insert_job_row`` after id, key and fingerprint. ``text`` maps
-    command and env tuples (of strings only) to their JSON, a memo (:class:`_TextMemo`)."""
-    run_at = to_ms(spec.run_at)
-    if text is None:
-        text = _TextMemo()
-    return (
-        spec.queue,
-        text[spec.command],
-        text[spec.env],
-        spec.cwd,
-        spec.owner_uid,
-        spec.priority,
-        spec.max_attempts,
-        None if spec.timeout is None else int(round(spec.timeout * 1000)),
-        int(round(spec.backoff.base * 1000)),
-        int(round(spec.backoff.cap * 1000)),
-        now_ms,
-        run_at,
-        int(run_at <= now_ms),
-        spec.schedule_id,
-        opt_ms(spec.scheduled_for),
-        sort_key_ms(run_at, spec.priority),
-        None if spec.retry_on is None else json.dumps(list(spec.retry_on)),
-        json.dumps(list(spec.no_retry_on)) if spec.no_retry_on else None,
-    )
+    at = TAIL_AT
+    count_inserted(conn, ((r[at + QUEUE], r[at + OWNER], r[at + DUE]) for r in rows))
 
 
 def created_job(spec: JobSpec, new: NewJob, created_at: datetime) -> Job:
@@ -242,6 +202,11 @@ def _known_keys(
             for job_id, key, fingerprint, due in conn.execute(sql, [owner, *chunk]):
                 found[owner, key] = (job_id, fingerprint, bool(due))
     return found
+
+
+def _row(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
+    row: sqlite3.Row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
+    return row
 
 
 def _auto_key(now_ms: int) -> str:

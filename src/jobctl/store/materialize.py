@@ -24,7 +24,6 @@ import sqlite3
 from datetime import datetime
 from operator import itemgetter
 
-from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import (
     Materialized,
@@ -39,9 +38,11 @@ from jobctl.domain.schedule import (
     plan,
 )
 from jobctl.errors import Conflict, InvalidSchedule, JobctlError
-from jobctl.store.inserts import ITEM_ERRORS, NewJob, Prepared, insert_fresh, row_tail
+from jobctl.store.inserts import ITEM_ERRORS, NewJob, Prepared, insert_fresh
+from jobctl.store.jobrow import TextMemo, per_job_values, template_values
 from jobctl.store.queries import q
 from jobctl.store.rows import from_ms, ms_to_dt, opt_ms, to_ms
+from jobctl.store.sqltx import savepoint
 
 _ACTIVE = frozenset(("scheduled", "running"))
 #: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
@@ -167,14 +168,11 @@ class _Batch:
         schedule by schedule, each in its own savepoint, and break the ones refused."""
         if not occ:
             return ()
-        conn.execute("SAVEPOINT occurrences")
         try:
-            new = insert_fresh(conn, [o[2] for o in occ], self.now_ms)
+            with savepoint(conn, "occurrences"):
+                new = insert_fresh(conn, [o[2] for o in occ], self.now_ms)
         except ITEM_ERRORS:
-            conn.execute("ROLLBACK TO occurrences")
-            conn.execute("RELEASE occurrences")
             return self._insert_each(conn, occ)
-        conn.execute("RELEASE occurrences")
         return tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
 
     def _insert_each(
@@ -183,15 +181,12 @@ class _Batch:
         created: list[_Created] = []
         for sid, group in itertools.groupby(occ, key=itemgetter(0)):
             mine = list(group)
-            conn.execute("SAVEPOINT occurrence")
             try:
-                new: list[NewJob] = insert_fresh(conn, [o[2] for o in mine], self.now_ms)
+                with savepoint(conn, "occurrence"):
+                    new: list[NewJob] = insert_fresh(conn, [o[2] for o in mine], self.now_ms)
             except ITEM_ERRORS as exc:
-                conn.execute("ROLLBACK TO occurrence")
-                conn.execute("RELEASE occurrence")
                 self._break(sid, broken_reason(exc))
                 continue
-            conn.execute("RELEASE occurrence")
             created += [(o[0], n[0], o[1]) for o, n in zip(mine, new, strict=True)]
         return tuple(created)
 
@@ -292,27 +287,16 @@ class RowMaker:
     per occurrence rendered once. The template is checked as a spec once, here."""
 
     def __init__(self, template: JobTemplate, owner_uid: int) -> None:
-        epoch = ms_to_dt(0)
-        tail = row_tail(template.to_spec(epoch, None, owner_uid, "", epoch), 0)
-        self._head, self._retry = tail[:10], tail[16:]  # see row_tail's order
+        template.check(owner_uid)
+        self._template = template_values(template, owner_uid, TextMemo())
         self._priority = template.priority
         self.fingerprint = template.fingerprinter(owner_uid)
 
     def item(
         self, sid: str, fingerprint: str, nominal: datetime, run_at: datetime, now_ms: int
     ) -> Prepared:
-        run_ms = to_ms(run_at)
-        tail = (
-            *self._head,
-            now_ms,
-            run_ms,
-            int(run_ms <= now_ms),
-            sid,
-            to_ms(nominal),
-            sort_key_ms(run_ms, self._priority),
-            *self._retry,
-        )
-        return occurrence_key(sid, nominal), fingerprint, tail
+        per_job = per_job_values(now_ms, to_ms(run_at), self._priority, sid, to_ms(nominal))
+        return occurrence_key(sid, nominal), fingerprint, self._template + per_job
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,4 +1,4 @@
-"""Queues, fair claims and the dead-letter queue in the SQLite store (mixed into SqliteStore).
+"""Queues, fair claims and the dead-letter queue in the SQLite store (a part of SqliteStore).
 
 A claim promotes jobs whose time has come into the due bucket, reads the due lanes
 (queue, owner) from the exact counters, asks :func:`jobctl.domain.dispatch.plan_claims`
@@ -12,61 +12,55 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import (
     Bucket,
-    Fairness,
     QueuePolicy,
     allowance,
     plan_claims,
 )
 from jobctl.domain.models import Claim, Job, JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
-from jobctl.errors import JobctlError, QuotaExceeded
+from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
 from jobctl.store.claims import claims_from_rows
+from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
-from jobctl.store.writer import Writer
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from jobctl.store.sqlitedb import SqliteDb
+
 #: How many future jobs one claim moves into the due bucket at most: bounds how long one
 #: claim holds the writer (about 40-90 ms for 1,000 on 2 cores) during an overdue backlog.
 PROMOTE_BATCH = 1_000
 
 
-class _Host(Protocol):
-    clock: Clock
-    _writer: Writer
-    _fairness: Fairness
-    quota: Callable[[int], Limits] | None
-
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-
 class QueueOps:
-    """Queue and DLQ methods of the store contract; ``self`` is a :class:`_Host`."""
+    """Queue and DLQ methods of the store contract, on one :class:`SqliteDb`."""
 
-    def claim_due(self: _Host, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        found = self._writer.call(lambda conn: _claim_tx(self, conn, owner, limit, lease_ttl))
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        found = self.db.write(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
         # Rows to Claims in the caller's thread, after the commit: the writer is free to
         # start the next transaction meanwhile.
         found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
         return claims_from_rows(found)
 
-    def promote_due(self: _Host, limit: int) -> int:
+    def promote_due(self, limit: int) -> int:
         def tx(conn: sqlite3.Connection) -> int:
-            params = {"now": rows.to_ms(self.clock.now()), "limit": limit}
+            params = {"now": rows.to_ms(self.db.clock.now()), "limit": limit}
             return conn.execute(q("promote_due"), params).rowcount
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def queues(self: _Host) -> list[tuple[QueuePolicy, float | None]]:
+    def queues(self) -> list[tuple[QueuePolicy, float | None]]:
         """Configured queues with their current tokens (None when not rate limited)."""
 
         def read(conn: sqlite3.Connection) -> list[tuple[QueuePolicy, float | None]]:
-            now = self.clock.now()
+            now = self.db.clock.now()
             out = []
             for policy, bucket in _queue_rows(conn).values():
                 tokens = None
@@ -75,9 +69,9 @@ class QueueOps:
                 out.append((policy, tokens))
             return out
 
-        return self._read(read)
+        return self.db.read(read)
 
-    def set_queue(self: _Host, policy: QueuePolicy) -> QueuePolicy:
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
         """Create or change a queue's limits (a queue needs no row to accept jobs)."""
 
         def tx(conn: sqlite3.Connection) -> QueuePolicy:
@@ -90,24 +84,24 @@ class QueueOps:
                     "burst": policy.burst,
                     "weight": policy.weight,
                     "paused": int(policy.paused),
-                    "now": rows.to_ms(self.clock.now()),
+                    "now": rows.to_ms(self.db.clock.now()),
                 },
             ).fetchone()
             return _policy(row)
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def queue_policy(self: _Host, name: str) -> QueuePolicy:
+    def queue_policy(self, name: str) -> QueuePolicy:
         """The queue's limits, or the unlimited default for a queue without settings."""
 
         def read(conn: sqlite3.Connection) -> QueuePolicy:
             row = conn.execute(q("queue_by_name"), {"name": name}).fetchone()
             return QueuePolicy(name) if row is None else _policy(row)
 
-        return self._read(read)
+        return self.db.read(read)
 
     def list_dead(
-        self: _Host,
+        self,
         queue: str | None,
         reason: str | None,
         since: datetime | None,
@@ -122,12 +116,12 @@ class QueueOps:
             "before_at": at,
             "before_id": job_id,
         }
-        return self._read(
-            lambda conn: [rows.job_from_row(r) for r in conn.execute(q("list_dead"), params)]
+        return self.db.read(
+            lambda conn: [job_from_row(r) for r in conn.execute(q("list_dead"), params)]
         )
 
     def purge_dead(
-        self: _Host, older_than: datetime, limit: int, owner: int | None = None
+        self, older_than: datetime, limit: int, owner: int | None = None
     ) -> tuple[int, list[str]]:
         """Delete dead jobs that died before ``older_than``; return the count and log files."""
 
@@ -137,7 +131,7 @@ class QueueOps:
             deleted = conn.execute(q("purge_dead"), params).fetchall()
             return len(deleted), logs
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
 
 def _dead_params(
@@ -169,20 +163,30 @@ def _queue_rows(conn: sqlite3.Connection) -> dict[str, tuple[QueuePolicy, Bucket
     }
 
 
-def _allowances(
-    conn: sqlite3.Connection, queues: set[str], now: datetime
-) -> tuple[dict[str, int], dict[str, int], dict[str, float | None], dict[str, QueuePolicy]]:
-    """Per queue with due work: allowance now, weight, tokens (rate limited) and policy."""
+class Allowances(NamedTuple):
+    """Per queue with due work: allowance now, weight, tokens (rate limited: refilled to
+    now), policy, and the bucket as stored (what spending compares against)."""
+
+    allow: dict[str, int]
+    weights: dict[str, int]
+    tokens: dict[str, float | None]
+    policies: dict[str, QueuePolicy]
+    buckets: dict[str, Bucket]
+
+
+def _allowances(conn: sqlite3.Connection, queues: set[str], now: datetime) -> Allowances:
     configured = _queue_rows(conn)
     running = {r["queue"]: r["n"] for r in conn.execute(q("running_by_queue"))}
-    allow, weights, tokens, policies = {}, {}, {}, {}
+    out = Allowances({}, {}, {}, {}, {})
     for name in queues:
         policy, bucket = configured.get(name, (QueuePolicy(name), Bucket(0, now)))
-        tokens[name] = bucket.refill(policy.rate, policy.burst, now) if policy.rate else None
-        allow[name] = allowance(policy, running.get(name, 0), tokens[name])
-        weights[name] = policy.weight
-        policies[name] = policy
-    return allow, weights, tokens, policies
+        tokens = bucket.refill(policy.rate, policy.burst, now) if policy.rate else None
+        out.tokens[name] = tokens
+        out.allow[name] = allowance(policy, running.get(name, 0), tokens)
+        out.weights[name] = policy.weight
+        out.policies[name] = policy
+        out.buckets[name] = bucket
+    return out
 
 
 def owner_room(
@@ -263,7 +267,7 @@ def claimable(
     queues = {queue for queue, o in lanes if room.get(o, 1) > 0}
     if not queues:
         return False, None
-    allow, _, tokens, policies = _allowances(conn, queues, now)
+    allow, _, tokens, policies, _ = _allowances(conn, queues, now)
     if any(n > 0 for n in allow.values()):
         return True, None
     waits = [
@@ -276,10 +280,10 @@ def claimable(
 
 
 def _claim_tx(
-    host: _Host, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
+    db: SqliteDb, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
 ) -> list[sqlite3.Row]:
     """Lease the planned jobs of each lane; returns the claimed rows (``RETURNING *``)."""
-    now = host.clock.now()
+    now = db.clock.now()
     now_ms = rows.to_ms(now)
     conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
     if limit <= 0:
@@ -287,9 +291,10 @@ def _claim_tx(
     lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(q("due_lanes"))}
     if not lanes:
         return []
-    allow, weights, tokens, _ = _allowances(conn, {queue for queue, _ in lanes}, now)
-    room = owner_room(conn, host.quota, {o for _, o in lanes})
-    plan = plan_claims(limit, lanes, allow, weights, host._fairness, room)
+    allowed = _allowances(conn, {queue for queue, _ in lanes}, now)
+    allow, weights = allowed.allow, allowed.weights
+    room = owner_room(conn, db.quota, {o for _, o in lanes})
+    plan = plan_claims(limit, lanes, allow, weights, db.fairness, room)
     lease_until = now_ms + int(lease_ttl * 1000)
     found: list[sqlite3.Row] = []
     for (queue, owner_uid), n in plan.items():
@@ -303,7 +308,7 @@ def _claim_tx(
                 "owner_uid": owner_uid,
             },
         ).fetchall()
-    _spend_tokens(conn, found, tokens, now_ms)
+    _spend_tokens(conn, found, allowed, now_ms)
     if found:
         items = json.dumps([[r["id"], r["attempt"], r["generation"]] for r in found])
         conn.execute(q("insert_attempts"), {"items": items, "owner": owner, "now": now_ms})
@@ -311,18 +316,28 @@ def _claim_tx(
 
 
 def _spend_tokens(
-    conn: sqlite3.Connection,
-    found: Sequence[sqlite3.Row],
-    tokens: dict[str, float | None],
-    now_ms: int,
+    conn: sqlite3.Connection, found: Sequence[sqlite3.Row], allowed: Allowances, now_ms: int
 ) -> None:
+    """Take the claimed jobs' tokens from their queues' buckets: a compare-and-set on the
+    bucket as this claim read it, which must hit its row (a bucket changed in between
+    would have granted tokens twice: the claim fails whole, nothing of it is kept)."""
     used: dict[str, int] = {}
     for r in found:
         used[r["queue"]] = used.get(r["queue"], 0) + 1
     for name, n in used.items():
-        have = tokens.get(name)
-        if have is not None:
-            conn.execute(q("spend_tokens"), {"name": name, "tokens": have - n, "now": now_ms})
+        have = allowed.tokens.get(name)
+        if have is None:
+            continue
+        read = allowed.buckets[name]
+        params = {
+            "name": name,
+            "tokens": have - n,
+            "now": now_ms,
+            "read_tokens": read.tokens,
+            "read_at": rows.to_ms(read.at),
+        }
+        if conn.execute(q("spend_tokens"), params).rowcount != 1:
+            raise Conflict(f"queue {name!r}: its tokens changed during a claim; try again")
 
 
 #: The timer looks at a rate-limited queue again at least this often: a tiny rate (stored

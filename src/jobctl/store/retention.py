@@ -1,4 +1,4 @@
-"""Retention in the SQLite store (mixed into SqliteStore): pruning finished jobs.
+"""Retention in the SQLite store (a part of SqliteStore): pruning finished jobs.
 
 Only final jobs are ever deleted (succeeded and cancelled after one age, dead after
 another), with their attempts (foreign-key cascade), in small batches: each batch is a
@@ -9,17 +9,17 @@ holds up dispatch. The caller deletes the attempt log files after the commit.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING
 
-from jobctl.domain.clock import Clock
 from jobctl.store import rows
 from jobctl.store.queries import q
-from jobctl.store.writer import Writer
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from jobctl.store.sqlitedb import SqliteDb
+
 PRUNE_BATCH = 1000
 
 
@@ -33,15 +33,11 @@ class Pruned:
         return sum(self.jobs.values())
 
 
-class _Host(Protocol):
-    clock: Clock
-    _writer: Writer
-
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-
 class RetentionOps:
-    def prunable(self: _Host, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
+
+    def prunable(self, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
         """How many jobs of each final status finished before its cutoff (a dry run)."""
 
         def read(conn: sqlite3.Connection) -> dict[str, int]:
@@ -52,15 +48,15 @@ class RetentionOps:
                 for status, before in cutoffs.items()
             }
 
-        return self._read(read)
+        return self.db.read(read)
 
-    def prune(self: _Host, cutoffs: Mapping[str, datetime], limit: int = PRUNE_BATCH) -> Pruned:
+    def prune(self, cutoffs: Mapping[str, datetime], limit: int = PRUNE_BATCH) -> Pruned:
         """Delete up to ``limit`` finished jobs older than their status's cutoff."""
-        return self._writer.call(lambda conn: _prune_tx(conn, cutoffs, limit))
+        return self.db.write(lambda conn: _prune_tx(conn, cutoffs, limit))
 
-    def checkpoint(self: _Host) -> tuple[int, int]:
+    def checkpoint(self) -> tuple[int, int]:
         """Fold the WAL back into the database and truncate it: keeps the files bounded."""
-        return self._writer.outside_transaction(_checkpoint)
+        return self.db.writer.outside_transaction(_checkpoint)
 
 
 def _prune_tx(conn: sqlite3.Connection, cutoffs: Mapping[str, datetime], limit: int) -> Pruned:
@@ -74,6 +70,8 @@ def _prune_tx(conn: sqlite3.Connection, cutoffs: Mapping[str, datetime], limit: 
         ids = [r["id"] for r in conn.execute(q("prune_candidates"), params)]
         for job_id in ids:
             logs += [r["log_path"] for r in conn.execute(q("attempt_logs_of"), {"id": job_id})]
+            # compare-and-set on the status read just now in this transaction (one writer):
+            # it cannot miss, and a miss would only leave a job to the next batch
             conn.execute(q("delete_job"), {"id": job_id, "status": status})
         deleted[status] = len(ids)
         left -= len(ids)

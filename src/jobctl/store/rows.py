@@ -1,14 +1,20 @@
-"""Conversions between domain objects and SQL rows (times as integer milliseconds)."""
+"""Conversions between domain values and SQL values (times as integer milliseconds);
+the ``jobs`` row itself is :mod:`jobctl.store.jobrow`."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
-from jobctl.domain.models import Attempt, Backoff, Job, trusted_spec
-from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.models import Attempt
+from jobctl.domain.states import Outcome
+
+
+class RowLike(Protocol):
+    """A row of any backend, read by column name (``sqlite3.Row``, a psycopg dict row)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def to_ms(dt: datetime) -> int:
@@ -37,58 +43,12 @@ def whole_ms(dt: datetime) -> datetime:
     return ms_to_dt(to_ms(dt))
 
 
-def job_from_row(row: sqlite3.Row, attempts: Sequence[Attempt] = ()) -> Job:
-    run_at = ms_to_dt(row["run_at"])
-    timeout = row["timeout_ms"]
-    # Checked when it was written: a row is never refused on the way out (one old row
-    # that today's limits would refuse must not make a listing fail for everyone).
-    spec = trusted_spec(
-        command=tuple(json.loads(row["command"])),
-        run_at=run_at,
-        owner_uid=row["owner_uid"],
-        key=row["key"],
-        queue=row["queue"],
-        priority=row["priority"],
-        max_attempts=row["max_attempts"],
-        timeout=None if timeout is None else timeout / 1000,
-        backoff=Backoff(row["backoff_base_ms"] / 1000, row["backoff_cap_ms"] / 1000),
-        env=env_pairs(row["env"]),
-        cwd=row["cwd"],
-        schedule_id=row["schedule_id"],
-        scheduled_for=from_ms(row["scheduled_for"]),
-        retry_on=codes(row["retry_on"]),
-        no_retry_on=codes(row["no_retry_on"]) or (),
-    )
-    return Job(
-        id=row["id"],
-        key=row["key"],
-        spec=spec,
-        status=JobStatus(row["status"]),
-        run_at=run_at,
-        created_at=ms_to_dt(row["created_at"]),
-        attempt=row["attempt"],
-        failures=row["failures"],
-        generation=row["generation"],
-        lease_owner=row["lease_owner"],
-        lease_until=from_ms(row["lease_until"]),
-        finished_at=from_ms(row["finished_at"]),
-        last_error=row["last_error"],
-        dead_reason=row["dead_reason"],
-        attempts=tuple(attempts),
-    )
-
-
-def codes(text: str | None) -> tuple[int, ...] | None:
-    """A stored JSON list of exit codes (``retry_on``, ``no_retry_on``)."""
-    return None if text is None else tuple(json.loads(text))
-
-
 def env_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """The stored JSON ``env`` column as the spec's pairs."""
     return tuple((k, v) for k, v in json.loads(text))
 
 
-def attempt_from_row(row: sqlite3.Row) -> Attempt:
+def attempt_from_row(row: RowLike) -> Attempt:
     outcome = row["outcome"]
     return Attempt(
         job_id=row["job_id"],

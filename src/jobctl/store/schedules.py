@@ -1,4 +1,4 @@
-"""Schedule operations of the SQLite store (mixed into :class:`SqliteStore`).
+"""Schedule operations of the SQLite store (a part of :class:`SqliteStore`).
 
 Materializing an occurrence, recording its skips and advancing the schedule's cursor
 happen in one transaction, and the cursor moves by compare-and-set, so a crash, a
@@ -12,12 +12,11 @@ import dataclasses
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from jobctl.domain.clock import Clock
-from jobctl.domain.models import Job, JobSpec
+from jobctl.domain.models import Job
 from jobctl.domain.schedule import (
     Materialized,
     Misfire,
@@ -33,54 +32,48 @@ from jobctl.domain.schedule import (
 )
 from jobctl.errors import Conflict, InvalidSchedule, JobctlError, NotFound
 from jobctl.store import rows
-from jobctl.store.base import Inserted
 from jobctl.store.inserts import ITEM_ERRORS, refused_by_store
+from jobctl.store.jobrow import job_from_row
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.queries import q
 from jobctl.store.schedule_edit import edit_from_row, edit_tx
-from jobctl.store.writer import Writer
+from jobctl.store.sqltx import savepoint
 
-T = TypeVar("T")
-
-
-class _Host(Protocol):
-    """What the schedule operations use of the store they are mixed into."""
-
-    clock: Clock
-    _writer: Writer
-
-    def _read(self: _Host, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]: ...
+if TYPE_CHECKING:
+    from jobctl.store.jobs import JobOps
+    from jobctl.store.sqlitedb import SqliteDb
 
 
 class ScheduleOps:
-    """Schedule methods of the store contract; ``self`` is a :class:`_Host`."""
+    """Schedule methods of the store contract; a manual occurrence is inserted through
+    :meth:`JobOps.insert_tx` like any job."""
+
+    def __init__(self, db: SqliteDb, jobs: JobOps) -> None:
+        self.db = db
+        self.jobs = jobs
 
     # -- definitions --------------------------------------------------------------------
 
-    def create_schedule(self: _Host, spec: ScheduleSpec) -> Schedule:
+    def create_schedule(self, spec: ScheduleSpec) -> Schedule:
         spec.template.check(spec.owner_uid)  # a template the store could not run is refused
 
         def tx(conn: sqlite3.Connection) -> Schedule:
-            now = self.clock.now()
+            now = self.db.clock.now()
             params = _schedule_params(spec, now, spec.timing.next_after(now))
             _insert_one(conn, spec, params)
             return schedule_from_row(_find(conn, params["id"]))
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def create_schedules(
-        self: _Host, specs: Sequence[ScheduleSpec]
-    ) -> list[Schedule | JobctlError]:
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
         """Many schedules in one transaction; each item answers alone (see the contract)."""
-        return self._writer.call(lambda conn: create_many_tx(conn, specs, self.clock.now()))
+        return self.db.write(lambda conn: create_many_tx(conn, specs, self.db.clock.now()))
 
-    def get_schedule(self: _Host, ref: str, owner: int | None = None) -> Schedule:
-        return self._read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
+    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
+        return self.db.read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
 
     def list_schedules(
-        self: _Host,
+        self,
         include_deleted: bool = False,
         limit: int = 1000,
         after: str | None = None,
@@ -90,25 +83,25 @@ class ScheduleOps:
         name = ("list_schedules" if owner is None else "list_schedules_of") + (
             "" if after is None else "_after"
         )
-        return self._read(
+        return self.db.read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
         )
 
-    def pause_schedule(self: _Host, ref: str) -> Schedule:
+    def pause_schedule(self, ref: str) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             row = _find(conn, ref)
             conn.execute(q("pause_schedule"), {"id": row["id"]})
             return schedule_from_row(_find(conn, row["id"]))
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def resume_schedule(self: _Host, ref: str) -> tuple[Schedule, Skips]:
+    def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
         """Resume; occurrences that passed while paused are recorded as skipped."""
 
         def tx(conn: sqlite3.Connection) -> tuple[Schedule, Skips]:
             row = _find(conn, ref)
             sched = schedule_from_row(row)
-            now = self.clock.now()
+            now = self.db.clock.now()
             passed, nxt = _passed(sched.spec.timing, sched.next_run_at, now)
             if sched.broken_at is not None:  # resume retries the occurrence that failed
                 conn.execute(q("clear_broken"), {"id": sched.id})
@@ -127,20 +120,20 @@ class ScheduleOps:
                 passed = Skips()
             return schedule_from_row(_find(conn, sched.id)), passed
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def delete_schedule(self: _Host, ref: str) -> Schedule:
+    def delete_schedule(self, ref: str) -> Schedule:
         def tx(conn: sqlite3.Connection) -> Schedule:
             row = _find(conn, ref)
-            params = {"id": row["id"], "now": rows.to_ms(self.clock.now())}
+            params = {"id": row["id"], "now": rows.to_ms(self.db.clock.now())}
             if conn.execute(q("delete_schedule"), params).rowcount:
                 conn.execute(q("release_schedule_name"), params)
             return schedule_from_row(_find(conn, row["id"]))
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
     def edit_schedule(
-        self: _Host, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
+        self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
     ) -> tuple[Schedule, ScheduleEdit]:
         """Replace the definition ``base`` (as the caller read it) with ``spec``, in one
         transaction; see :mod:`jobctl.store.schedule_edit` for what happens to the cursor."""
@@ -148,77 +141,79 @@ class ScheduleOps:
 
         def tx(conn: sqlite3.Connection) -> tuple[Schedule, ScheduleEdit]:
             row = _find(conn, ref)
-            edit = edit_tx(conn, self.clock.now(), row, spec, base, editor_uid)
+            edit = edit_tx(conn, self.db.clock.now(), row, spec, base, editor_uid)
             return schedule_from_row(_find(conn, row["id"])), edit
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def schedule_edits(self: _Host, ref: str, limit: int) -> list[ScheduleEdit]:
+    def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
         """The schedule's recorded edits, newest first."""
 
         def read(conn: sqlite3.Connection) -> list[ScheduleEdit]:
             params = {"id": _find(conn, ref)["id"], "limit": limit}
             return [edit_from_row(r) for r in conn.execute(q("schedule_edits"), params)]
 
-        return self._read(read)
+        return self.db.read(read)
 
-    def trigger_schedule(self: _Host, ref: str) -> Job:
+    def trigger_schedule(self, ref: str) -> Job:
         """Run the schedule now as a manual occurrence with its own key."""
 
         def tx(conn: sqlite3.Connection) -> Job:
             sched = schedule_from_row(_find(conn, ref))
             if sched.deleted_at is not None:
                 raise Conflict(f"schedule {sched.id} is deleted", schedule_id=sched.id)
-            now = self.clock.now()
+            now = self.db.clock.now()
             spec = sched.spec.template.to_spec(
                 now, manual_key(sched.id, now), sched.spec.owner_uid, sched.id, None
             )
-            [ins] = self._insert_tx(conn, [spec])
-            conn.execute(q("set_last_job"), {"id": sched.id, "job_id": ins.job.id})
+            [ins] = self.jobs.insert_tx(conn, [spec])
+            params = {"id": sched.id, "job_id": ins.job.id}
+            if conn.execute(q("set_last_job"), params).fetchone() is None:
+                raise NotFound(f"schedule {sched.id}: its cursor is gone", schedule_id=sched.id)
             return ins.job
 
-        return self._writer.call(tx)
+        return self.db.write(tx)
 
-    def schedule_history(self: _Host, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
+    def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
         """The schedule's most recent occurrences (jobs) and skip records, newest first."""
 
         def read(conn: sqlite3.Connection) -> tuple[list[Job], list[SkipRecord]]:
             found = _find(conn, ref)
             sid, owner = found["id"], found["owner_uid"]
             params = {"id": sid, "owner": owner, "limit": limit}
-            jobs = [rows.job_from_row(r) for r in conn.execute(q("schedule_jobs"), params)]
+            jobs = [job_from_row(r) for r in conn.execute(q("schedule_jobs"), params)]
             skips = [
                 _skip_from_row(r)
                 for r in conn.execute(q("schedule_skips"), {"id": sid, "limit": limit})
             ]
             return jobs, skips
 
-        return self._read(read)
+        return self.db.read(read)
 
-    def schedule_totals(self: _Host) -> dict[str, Any]:
+    def schedule_totals(self) -> dict[str, Any]:
         def read(conn: sqlite3.Connection) -> dict[str, Any]:
             totals = dict(conn.execute(q("schedule_totals")).fetchone())
             nxt = conn.execute(q("next_schedule_run")).fetchone()["t"]
             totals["next_run_at"] = rows.from_ms(nxt)
             return totals
 
-        return self._read(read)
+        return self.db.read(read)
 
     # -- materialization ----------------------------------------------------------------
 
-    def schedule_wakeup(self: _Host) -> datetime | None:
+    def schedule_wakeup(self) -> datetime | None:
         """When the materializer has work next (now if a waiting occurrence was released)."""
 
         def read(conn: sqlite3.Connection) -> datetime | None:
             if conn.execute(q("any_released")).fetchone() is not None:
-                return self.clock.now()
+                return self.db.clock.now()
             return rows.from_ms(conn.execute(q("next_schedule_run")).fetchone()["t"])
 
-        return self._read(read)
+        return self.db.read(read)
 
-    def materialize(self: _Host, limit: int) -> Materialized:
+    def materialize(self, limit: int) -> Materialized:
         """Handle up to ``limit`` schedules with due or released occurrences."""
-        return self._writer.call(lambda conn: materialize_tx(conn, self.clock.now(), limit))
+        return self.db.write(lambda conn: materialize_tx(conn, self.db.clock.now(), limit))
 
 
 def create_many_tx(
@@ -236,17 +231,14 @@ def create_many_tx(
             todo.append((i, spec, _schedule_params(spec, now, spec.timing.next_after(now))))
         except JobctlError as exc:
             out[i] = exc
-    conn.execute("SAVEPOINT create_schedules")
     try:
-        conn.executemany(q("insert_schedule_def"), [p for _, _, p in todo])
-        conn.executemany(q("insert_schedule_cursor"), [p for _, _, p in todo])
+        with savepoint(conn, "create_schedules"):
+            conn.executemany(q("insert_schedule_def"), [p for _, _, p in todo])
+            conn.executemany(q("insert_schedule_cursor"), [p for _, _, p in todo])
     except sqlite3.IntegrityError:
-        conn.execute("ROLLBACK TO create_schedules")
-        conn.execute("RELEASE create_schedules")
         for i, spec, params in todo:
             out[i] = _insert_in_savepoint(conn, spec, params)
     else:
-        conn.execute("RELEASE create_schedules")
         for i, spec, params in todo:
             out[i] = _created(spec, params)
     return [out[i] for i in range(len(specs))]
@@ -259,14 +251,11 @@ _REFUSED: tuple[type[Exception], ...] = (JobctlError, *ITEM_ERRORS)
 def _insert_in_savepoint(
     conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any]
 ) -> Schedule | JobctlError:
-    conn.execute("SAVEPOINT create_schedule")
     try:
-        _insert_one(conn, spec, params)
+        with savepoint(conn, "create_schedule"):
+            _insert_one(conn, spec, params)
     except _REFUSED as exc:
-        conn.execute("ROLLBACK TO create_schedule")
-        conn.execute("RELEASE create_schedule")
         return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
-    conn.execute("RELEASE create_schedule")
     return _created(spec, params)
 
 

@@ -2,25 +2,30 @@
 
 All SQL comes from ``sql/queries.sql``; every change runs inside the group-commit
 writer (:mod:`jobctl.store.writer`), so an answer means the change is on disk.
+
+:class:`SqliteStore` is assembled by composition: one :class:`SqliteDb` (the file, the
+writer, the readers, the clock) shared by a handful of parts, each a small class in its
+own module. This class is the table of contents: every method of the store contract
+(:class:`jobctl.store.base.Store`) and the part that implements it.
 """
 
 from __future__ import annotations
 
-import logging
 import random
-import sqlite3
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from datetime import timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
+from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
-from jobctl.domain.dispatch import AGING_STEP, Fairness
+from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
     Attempt,
     AttemptResult,
+    Claim,
+    Finished,
     Job,
     JobSpec,
     Orphan,
@@ -28,49 +33,29 @@ from jobctl.domain.models import (
     QueueStats,
 )
 from jobctl.domain.quota import Limits
-from jobctl.domain.retry import crash_poison, next_step
-from jobctl.domain.states import JobStatus, Outcome, check_transition
-from jobctl.errors import IllegalTransition, JobctlError, LeaseLost, NotFound
-from jobctl.lograte import RateLimitedLog
-from jobctl.store import rows
-from jobctl.store.audit import AuditBuffer, AuditOps
+from jobctl.domain.schedule import (
+    Materialized,
+    Schedule,
+    ScheduleEdit,
+    ScheduleSpec,
+    SkipRecord,
+    Skips,
+)
+from jobctl.domain.states import JobStatus
+from jobctl.errors import IllegalTransition, JobctlError
+from jobctl.store.audit import PRUNE_AUDIT_BATCH, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
-from jobctl.store.crashes import CrashOps, crash_streak
-from jobctl.store.dblock import DbLock
-from jobctl.store.finishing import FinishOps, stale
-from jobctl.store.health import Health, check_at_start, is_corruption, refused_at_start
-from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
-from jobctl.store.migrate import migrate
-from jobctl.store.queries import q
-from jobctl.store.queues import QueueOps, claimable, over_queued_quota
-from jobctl.store.retention import RetentionOps
+from jobctl.store.crashes import CrashMark, CrashOps
+from jobctl.store.finishing import FinishItem, FinishOps
+from jobctl.store.health import Health
+from jobctl.store.jobs import JobOps
+from jobctl.store.queues import QueueOps
+from jobctl.store.retention import PRUNE_BATCH, Pruned, RetentionOps
 from jobctl.store.schedules import ScheduleOps
-from jobctl.store.writer import Writer
-
-T = TypeVar("T")
-BUSY_TIMEOUT_MS = 10_000
-AGING_MS = int(AGING_STEP * 1000)
-#: ``stats`` counts at most this many due jobs the timer has not promoted yet, so a
-#: status call stays bounded whatever the backlog (the timer promotes them within ticks).
-LATE_COUNT_CAP = 10_000
+from jobctl.store.sqlitedb import SqliteDb, connect
 
 
-def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-    )
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys=ON")
-    if readonly:
-        conn.execute("PRAGMA query_only=ON")
-    else:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-    return conn
-
-
-class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, AuditOps):
+class SqliteStore:
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -81,285 +66,62 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         *,
         lock: bool = True,
     ) -> None:
-        self.path = str(path)
+        self.db = SqliteDb(path, clock, rng, lock=lock)
+        self.path = self.db.path
         self.clock = clock
-        self._rng = rng or random.Random()
-        self._lock = DbLock(self.path) if lock else None
-        self._fairness = Fairness()  # touched only by the writer thread
-        #: Per-owner quotas (the daemon sets it); None: nobody has a quota.
-        self.quota: Callable[[int], Limits] | None = None
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-        self._audit = AuditBuffer()  # rides along with the writer's next commit
-        errors = RateLimitedLog(logging.getLogger("jobctl.store"), clock)
-        self.health = Health(self.path)
-        try:
-            self._writer = Writer(
-                self._open_writer,
-                rider=self._audit,
-                errors=errors,
-                translate=self.health.translate,
-                refusal=self.health.refusal,
-            )
-        except BaseException as exc:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
-            if is_corruption(exc):
-                raise refused_at_start(self.path, exc) from None
-            raise
-        self._audit.nudge = self._writer.nudge
+        self.health: Health = self.db.health
+        self._jobs = JobOps(self.db)
+        self._finishing = FinishOps(self.db, self._jobs)
+        self._crashes = CrashOps(self.db)
+        self._queues = QueueOps(self.db)
+        self._schedules = ScheduleOps(self.db, self._jobs)
+        self._retention = RetentionOps(self.db)
+        self._audit = AuditOps(self.db)
 
-    def _open_writer(self) -> sqlite3.Connection:
-        conn = connect(self.path)
-        try:
-            check_at_start(conn, self.path)
-            migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+    @property
+    def quota(self) -> Callable[[int], Limits] | None:
+        """Per-owner quotas (the daemon sets it); None: nobody has a quota."""
+        return self.db.quota
+
+    @quota.setter
+    def quota(self, value: Callable[[int], Limits] | None) -> None:
+        self.db.quota = value
 
     def degraded(self) -> str | None:
         return self.health.degraded
 
-    def _now_ms(self) -> int:
-        return rows.to_ms(self.clock.now())
+    def close(self) -> None:
+        self.db.close()
 
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path, readonly=True)
-            self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        try:
-            conn.execute("BEGIN")
-            try:
-                return fn(conn)
-            finally:
-                conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            error = self.health.translate(exc)
-            if error is exc:
-                raise
-            raise error from None
-
-    # -- writes -----------------------------------------------------------------------
+    # -- jobs (jobctl.store.jobs) --------------------------------------------------------
 
     def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
-        (outcome,) = self.submit_insert_groups([specs]).result()
-        if isinstance(outcome, JobctlError):
-            raise outcome
-        return outcome
+        return self._jobs.insert(specs)
 
     def submit_insert_groups(
         self, groups: Sequence[Sequence[JobSpec]]
     ) -> Future[list[list[Inserted] | JobctlError]]:
-        """Several callers' inserts as one write: each group answers what inserting it
-        alone, in this order, would have answered (its jobs, or the error that refused it).
-
-        The daemon hands every enqueue request of one event-loop turn over together: one
-        id lookup, one ``executemany`` and one count upsert for all of them, instead of a
-        savepoint, statements and a thread wake-up per request.
-        """
-        return self._writer.submit(lambda conn: self._insert_groups_tx(conn, groups))
-
-    def _insert_groups_tx(
-        self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
-    ) -> list[list[Inserted] | JobctlError]:
-        refused = over_queued_quota(conn, self.quota, groups)
-        if refused:
-            return [
-                refused.get(i) or self._insert_in_savepoint(conn, group)
-                for i, group in enumerate(groups)
-            ]
-        if len(groups) > 1:
-            flat = self._insert_in_savepoint(conn, [spec for group in groups for spec in group])
-            if not isinstance(flat, JobctlError):
-                out: list[list[Inserted] | JobctlError] = []
-                start = 0
-                for group in groups:
-                    out.append(flat[start : start + len(group)])
-                    start += len(group)
-                return out
-            # one group is refused (a key conflict, a row the store refuses): take them one
-            # by one, so that it fails alone and its neighbours commit
-        return [self._insert_in_savepoint(conn, group) for group in groups]
-
-    def _insert_in_savepoint(
-        self, conn: sqlite3.Connection, specs: Sequence[JobSpec]
-    ) -> list[Inserted] | JobctlError:
-        """:meth:`_insert_tx`, or the error that refused it, with nothing of it written."""
-        conn.execute("SAVEPOINT insert_group")
-        try:
-            done = self._insert_tx(conn, specs)
-        except JobctlError as exc:
-            conn.execute("ROLLBACK TO insert_group")
-            conn.execute("RELEASE insert_group")
-            return exc
-        except ITEM_ERRORS as exc:  # a row the store refuses (CHECK): this group alone
-            conn.execute("ROLLBACK TO insert_group")
-            conn.execute("RELEASE insert_group")
-            return refused_by_store(exc)
-        conn.execute("RELEASE insert_group")
-        return done
-
-    def _insert_tx(self, conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Inserted]:
-        now_ms = self._now_ms()
-        created_at = rows.ms_to_dt(now_ms)
-        out = []
-        for spec, new in zip(specs, insert_jobs(conn, specs, now_ms), strict=True):
-            if new.created:  # everything is known: no need to read the row back
-                out.append(Inserted(created_job(spec, new, created_at), True))
-            else:
-                row = conn.execute(q("job_by_id"), {"id": new.id}).fetchone()
-                out.append(Inserted(rows.job_from_row(row), False))
-        return out
+        return self._jobs.submit_insert_groups(groups)
 
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
     ) -> None:
-        if self.record_processes([ProcessRecord(job_id, generation, pid, pid_start, log_path)]):
-            raise LeaseLost(
-                f"job {job_id}: lease lost (generation {generation} is stale)",
-                job_id=job_id,
-                generation=generation,
-            )
+        self._jobs.record_process(job_id, generation, pid, pid_start, log_path)
 
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
-        def tx(conn: sqlite3.Connection) -> list[int]:
-            until = self._now_ms() + int(lease_ttl * 1000)
-            lost = []
-            for job_id, gen in leases:
-                params = {"id": job_id, "generation": gen, "lease_until": until}
-                if conn.execute(q("heartbeat"), params).fetchone() is None:
-                    lost.append(job_id)
-            return lost
-
-        return self._writer.call(tx)
+        return self._jobs.heartbeat(leases, lease_ttl)
 
     def finish(self, job_id: int, generation: int, result: AttemptResult) -> Job:
-        return self._writer.call(lambda conn: self._finish_tx(conn, job_id, generation, result))
-
-    def _finish_tx(
-        self,
-        conn: sqlite3.Connection,
-        job_id: int,
-        generation: int,
-        result: AttemptResult,
-        op: str = "finish",
-    ) -> Job:
-        job = self._running_job(conn, job_id, generation)
-        now = self.clock.now()
-        poison = result.outcome is Outcome.LEASE_EXPIRED and crash_poison(
-            job_id, crash_streak(conn, job_id)
-        )
-        step = next_step(
-            job,
-            result.outcome,
-            result.exit_code,
-            now,
-            self._rng,
-            poison,
-            result.dead_reason,
-            result.transient,
-        )
-        check_transition(job_id, job.status, step.status, op)
-        now_ms = rows.to_ms(now)
-        conn.execute(
-            q("finish_attempt"),
-            {
-                "job_id": job_id,
-                "generation": generation,
-                "now": now_ms,
-                "outcome": result.outcome.value,
-                "exit_code": result.exit_code,
-                "error": result.error,
-                "output_tail": result.output_tail,
-            },
-        )
-        final = step.status is not JobStatus.SCHEDULED
-        run_at = None if step.run_at is None else rows.to_ms(step.run_at)
-        row = conn.execute(
-            q("finish_job"),
-            {
-                "id": job_id,
-                "generation": generation,
-                "status": step.status.value,
-                "due": int(run_at is not None and run_at <= now_ms),
-                "run_at": run_at,
-                "failures": step.failures,
-                "finished_at": now_ms if final else None,
-                "last_error": None if result.outcome is Outcome.SUCCEEDED else result.error,
-                "dead_reason": step.dead_reason,
-                "aging_ms": AGING_MS,
-            },
-        ).fetchone()
-        return rows.job_from_row(row)
-
-    def _running_job(self, conn: sqlite3.Connection, job_id: int, generation: int) -> Job:
-        row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
-        if row is None:
-            raise NotFound(f"no job {job_id}", job_id=job_id)
-        if row["status"] != "running" or row["generation"] != generation:
-            raise stale(job_id, generation, row)
-        return rows.job_from_row(row)
+        return self._jobs.finish(job_id, generation, result)
 
     def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
-        def tx(conn: sqlite3.Connection) -> list[Job]:
-            now_ms = self._now_ms()
-            expired = conn.execute(
-                q("expired_leases"), {"now": now_ms, "limit": limit, "spare": spare_owner}
-            )
-            out = []
-            for row in expired.fetchall():
-                error = (
-                    f"lease of {row['lease_owner']} expired at "
-                    f"{rows.ms_to_dt(row['lease_until']).isoformat()} without a heartbeat"
-                )
-                result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
-                out.append(self._finish_tx(conn, row["id"], row["generation"], result, "reclaim"))
-            return out
-
-        return self._writer.call(tx)
+        return self._jobs.reclaim_expired(limit, spare_owner)
 
     def reclaim(self, job_id: int, generation: int, error: str) -> Job:
-        result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
-        return self._writer.call(
-            lambda conn: self._finish_tx(conn, job_id, generation, result, "reclaim")
-        )
+        return self._jobs.reclaim(job_id, generation, error)
 
     def cancel(self, job_id: int, reason: str) -> Cancelled:
-        return self._writer.call(lambda conn: self._cancel_tx(conn, job_id, reason))
-
-    def _cancel_tx(self, conn: sqlite3.Connection, job_id: int, reason: str) -> Cancelled:
-        row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
-        if row is None:
-            raise NotFound(f"no job {job_id}", job_id=job_id)
-        status, gen, now_ms = JobStatus(row["status"]), row["generation"], self._now_ms()
-        if status is JobStatus.CANCELLED:
-            return Cancelled(rows.job_from_row(row), False, gen)
-        check_transition(job_id, status, JobStatus.CANCELLED, "cancel")
-        params = {"id": job_id, "generation": gen, "now": now_ms, "reason": reason}
-        if status is JobStatus.SCHEDULED:
-            new = conn.execute(q("cancel_scheduled"), params).fetchone()
-            return Cancelled(rows.job_from_row(new), False, gen)
-        conn.execute(
-            q("finish_attempt"),
-            {
-                "job_id": job_id,
-                "generation": gen,
-                "now": now_ms,
-                "outcome": "cancelled",
-                "exit_code": None,
-                "error": reason,
-                "output_tail": "",
-            },
-        )
-        new = conn.execute(q("cancel_running"), params).fetchone()
-        return Cancelled(rows.job_from_row(new), True, gen)
+        return self._jobs.cancel(job_id, reason)
 
     def replay(
         self,
@@ -370,58 +132,13 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         rate: float | None = None,
         owner: int | None = None,
     ) -> list[Job]:
-        def tx(conn: sqlite3.Connection) -> list[Job]:
-            now_ms = self._now_ms()
-            if job_ids:
-                ids = list(job_ids)
-            else:
-                params = {
-                    "queue": queue,
-                    "reason": reason,
-                    "since": 0,
-                    "limit": limit,
-                    "owner": owner,
-                }
-                ids = [r["id"] for r in conn.execute(q("dead_ids"), params)]
-            out: list[Job] = []
-            for job_id in ids[:limit]:
-                # Released at most ``rate`` per second: the n-th replayed job is due n/rate
-                # seconds from now, durably, whatever happens to the caller afterwards.
-                run_at = now_ms + (int(len(out) * 1000 / rate) if rate else 0)
-                params = {
-                    "id": job_id,
-                    "now": now_ms,
-                    "run_at": run_at,
-                    "aging_ms": AGING_MS,
-                    "owner": owner,
-                }
-                row = conn.execute(q("replay_dead"), params).fetchone()
-                if row is not None:
-                    out.append(rows.job_from_row(row))
-            return out
-
-        return self._writer.call(tx)
-
-    # -- reads ------------------------------------------------------------------------
+        return self._jobs.replay(job_ids, limit, queue, reason, rate, owner)
 
     def get(self, job_id: int, attempts: bool = True) -> Job:
-        def read(conn: sqlite3.Connection) -> Job:
-            row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
-            if row is None:
-                raise NotFound(f"no job {job_id}", job_id=job_id)
-            if not attempts:
-                return rows.job_from_row(row)
-            found = conn.execute(q("attempts_of"), {"job_id": job_id}).fetchall()
-            return rows.job_from_row(row, [rows.attempt_from_row(a) for a in found])
-
-        return self._read(read)
+        return self._jobs.get(job_id, attempts)
 
     def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
-        params = {"job_id": job_id, "limit": limit, "after": after}
-        sql = q("attempts_page")
-        return self._read(
-            lambda conn: [rows.attempt_from_row(r) for r in conn.execute(sql, params)]
-        )
+        return self._jobs.list_attempts(job_id, limit, after)
 
     def list_jobs(
         self,
@@ -431,102 +148,156 @@ class SqliteStore(FinishOps, CrashOps, ScheduleOps, QueueOps, RetentionOps, Audi
         before: int | None,
         owner: int | None = None,
     ) -> list[Job]:
-        name = (
-            "list_jobs"
-            + ("_by_status" if status else "")
-            + (("_queue" if status else "_by_queue") if queue else "")
-        )
-        params = {
-            "status": status.value if status else None,
-            "queue": queue,
-            "limit": limit,
-            "before": before if before is not None else 2**62,
-            "owner": owner,
-        }
-        return self._read(
-            lambda conn: [rows.job_from_row(r) for r in conn.execute(q(name), params)]
-        )
+        return self._jobs.list_jobs(status, queue, limit, before, owner)
 
     def stats(self) -> list[QueueStats]:
-        return self._read(self._stats)
-
-    def _stats(self, conn: sqlite3.Connection) -> list[QueueStats]:
-        now_ms = self._now_ms()
-        counts: dict[str, dict[str, int]] = {}
-        for r in conn.execute(q("counts")):
-            counts.setdefault(r["queue"], {})[r["bucket"]] = r["n"]
-        late_params = {"now": now_ms, "cap": LATE_COUNT_CAP}
-        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), late_params)}
-        out = []
-        for queue in sorted(counts):
-            c = counts[queue]
-            oldest = [
-                conn.execute(q(name), {"queue": queue, "now": now_ms}).fetchone()["t"]
-                for name in ("oldest_due", "oldest_future_due")
-            ]
-            known = [t for t in oldest if t is not None]
-            out.append(
-                QueueStats(
-                    queue=queue,
-                    scheduled=c.get("scheduled", 0) + c.get("due", 0),
-                    due=c.get("due", 0) + late.get(queue, 0),
-                    running=c.get("running", 0),
-                    succeeded=c.get("succeeded", 0),
-                    dead=c.get("dead", 0),
-                    cancelled=c.get("cancelled", 0),
-                    oldest_due=rows.from_ms(min(known)) if known else None,
-                )
-            )
-        return out
+        return self._jobs.stats()
 
     def owner_usage(self, uid: int) -> dict[str, int]:
-        """One owner's queued (scheduled, waiting or due) and running jobs, and live
-        schedules: from the per-lane counters and the owner index, never a scan of jobs."""
-
-        def read(conn: sqlite3.Connection) -> dict[str, int]:
-            b = {r["bucket"]: r["n"] for r in conn.execute(q("owner_counts"), {"uid": uid})}
-            scheds = conn.execute(q("owner_schedules"), {"uid": uid}).fetchone()["n"]
-            queued = b.get("scheduled", 0) + b.get("due", 0)
-            return {"queued": queued, "running": b.get("running", 0), "schedules": scheds}
-
-        return self._read(read)
+        return self._jobs.owner_usage(uid)
 
     def running(self) -> list[Orphan]:
-        return self._read(
-            lambda conn: [
-                Orphan(r["job_id"], r["generation"], r["lease_owner"], r["pid"], r["pid_start"])
-                for r in conn.execute(q("running_jobs"))
-            ]
-        )
+        return self._jobs.running()
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
-        def read(conn: sqlite3.Connection) -> Wakeups:
-            now = self.clock.now()
-            now_ms = rows.to_ms(now)
-            nxt = conn.execute(q("next_future")).fetchone()["t"]
-            due, token_at = claimable(conn, now, self.quota)
-            unpromoted = nxt is not None and nxt <= now_ms
-            due = due or unpromoted
-            lease = conn.execute(q("next_lease_expiry"), {"spare": spare_owner}).fetchone()["t"]
-            candidates = [t for t in (rows.from_ms(nxt), token_at) if t is not None]
-            return Wakeups(
-                due,
-                min(candidates) if candidates else None,
-                None if lease is None else rows.ms_to_dt(lease) + timedelta(milliseconds=1),
-                unpromoted=unpromoted,
-            )
+        return self._jobs.wakeups(spare_owner)
 
-        return self._read(read)
+    # -- executor batches (jobctl.store.finishing) and crash evidence --------------------
 
-    def close(self) -> None:
-        self._writer.close()
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-        if self._lock is not None:  # after the connections: see jobctl.store.dblock
-            self._lock.release()
-            self._lock = None
+    def finish_many(self, items: Sequence[FinishItem]) -> list[Finished | JobctlError]:
+        return self._finishing.finish_many(items)
+
+    def submit_finish_many(
+        self, items: Sequence[FinishItem]
+    ) -> Future[list[Finished | JobctlError]]:
+        return self._finishing.submit_finish_many(items)
+
+    def record_processes(self, records: Sequence[ProcessRecord]) -> list[int]:
+        return self._finishing.record_processes(records)
+
+    def submit_record_processes(self, records: Sequence[ProcessRecord]) -> Future[list[int]]:
+        return self._finishing.submit_record_processes(records)
+
+    def log_bytes(self, uid: int | None = None) -> int:
+        return self._finishing.log_bytes(uid)
+
+    def mark_crash_evidence(self, marks: Sequence[CrashMark]) -> None:
+        self._crashes.mark_crash_evidence(marks)
+
+    # -- queues and the dead-letter queue (jobctl.store.queues) --------------------------
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        return self._queues.claim_due(owner, limit, lease_ttl)
+
+    def promote_due(self, limit: int) -> int:
+        return self._queues.promote_due(limit)
+
+    def queues(self) -> list[tuple[QueuePolicy, float | None]]:
+        return self._queues.queues()
+
+    def queue_policy(self, name: str) -> QueuePolicy:
+        return self._queues.queue_policy(name)
+
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        return self._queues.set_queue(policy)
+
+    def list_dead(
+        self,
+        queue: str | None,
+        reason: str | None,
+        since: datetime | None,
+        limit: int,
+        owner: int | None = None,
+        before: tuple[datetime, int] | None = None,
+    ) -> list[Job]:
+        return self._queues.list_dead(queue, reason, since, limit, owner, before)
+
+    def purge_dead(
+        self, older_than: datetime, limit: int, owner: int | None = None
+    ) -> tuple[int, list[str]]:
+        return self._queues.purge_dead(older_than, limit, owner)
+
+    # -- retention (jobctl.store.retention) and the audit trail (jobctl.store.audit) -----
+
+    def prunable(self, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+        return self._retention.prunable(cutoffs)
+
+    def prune(self, cutoffs: Mapping[str, datetime], limit: int = PRUNE_BATCH) -> Pruned:
+        return self._retention.prune(cutoffs, limit)
+
+    def checkpoint(self) -> tuple[int, int]:
+        return self._retention.checkpoint()
+
+    def audit(self, records: Sequence[AuditRecord]) -> None:
+        self._audit.audit(records)
+
+    def flush_audit(self) -> None:
+        self._audit.flush_audit()
+
+    def list_audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        return self._audit.list_audit(uid, action, since, before, limit)
+
+    def prune_audit(self, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
+        return self._audit.prune_audit(before, limit)
+
+    # -- schedules (jobctl.store.schedules) ----------------------------------------------
+
+    def create_schedule(self, spec: ScheduleSpec) -> Schedule:
+        return self._schedules.create_schedule(spec)
+
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
+        return self._schedules.create_schedules(specs)
+
+    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
+        return self._schedules.get_schedule(ref, owner)
+
+    def list_schedules(
+        self,
+        include_deleted: bool = False,
+        limit: int = 1000,
+        after: str | None = None,
+        owner: int | None = None,
+    ) -> list[Schedule]:
+        return self._schedules.list_schedules(include_deleted, limit, after, owner)
+
+    def pause_schedule(self, ref: str) -> Schedule:
+        return self._schedules.pause_schedule(ref)
+
+    def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
+        return self._schedules.resume_schedule(ref)
+
+    def delete_schedule(self, ref: str) -> Schedule:
+        return self._schedules.delete_schedule(ref)
+
+    def edit_schedule(
+        self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
+    ) -> tuple[Schedule, ScheduleEdit]:
+        return self._schedules.edit_schedule(ref, spec, base, editor_uid)
+
+    def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
+        return self._schedules.schedule_edits(ref, limit)
+
+    def trigger_schedule(self, ref: str) -> Job:
+        return self._schedules.trigger_schedule(ref)
+
+    def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
+        return self._schedules.schedule_history(ref, limit)
+
+    def schedule_totals(self) -> dict[str, Any]:
+        return self._schedules.schedule_totals()
+
+    def schedule_wakeup(self) -> datetime | None:
+        return self._schedules.schedule_wakeup()
+
+    def materialize(self, limit: int) -> Materialized:
+        return self._schedules.materialize(limit)
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

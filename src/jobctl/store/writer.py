@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from jobctl.errors import OutOfResources, StorageFull, StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
+from jobctl.store.sqltx import savepoint
 
 T = TypeVar("T")
 log = logging.getLogger("jobctl.store")
@@ -300,14 +301,12 @@ def _caller_error(
 def _run_in_savepoint(
     conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]
 ) -> tuple[bool, Any]:
-    conn.execute("SAVEPOINT op")
     try:
-        value = fn(conn)
+        # a disk error is the disk, not this op: SQLite may have ended the transaction
+        with savepoint(conn, "op", lost=disk_error):
+            value = fn(conn)
     except Exception as exc:
         if disk_error(exc) is not None:
-            raise  # the disk, not this op: SQLite may have ended the transaction already
-        conn.execute("ROLLBACK TO op")
-        conn.execute("RELEASE op")
+            raise
         return False, exc
-    conn.execute("RELEASE op")
     return True, value

@@ -2,13 +2,11 @@
 -- Parameters are named (:name). Times are integer milliseconds, UTC.
 
 -- name: insert_job_row
--- Positional, for executemany: id, key, fingerprint, then jobctl.store.inserts.row_tail.
+-- Positional, for executemany: the columns of jobctl.store.jobrow.INSERT_COLUMNS, which
+-- the two macros spell (the row layout is declared there, once).
 -- The id is assigned by the single writer, and job_counts is kept by jobctl.store.inserts.
-INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,
-                  max_attempts, timeout_ms, backoff_base_ms, backoff_cap_ms,
-                  created_at, run_at, due, schedule_id, scheduled_for, sort_key,
-                  retry_on, no_retry_on, status)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'scheduled');
+INSERT INTO jobs ({job_insert_columns}, status)
+VALUES ({job_insert_params}, 'scheduled');
 
 -- name: count_inserted
 INSERT INTO job_counts (queue, owner_uid, bucket, n) VALUES (?, ?, ?, ?)
@@ -307,7 +305,11 @@ VALUES (:id, :now, :editor_uid, :changes, :next_before, :next_after, :cleared_br
 SELECT * FROM schedule_edits WHERE schedule_id = :id ORDER BY id DESC LIMIT :limit;
 
 -- name: set_last_job
-UPDATE schedule_cursors SET last_job_id = :job_id WHERE id = :id;
+-- A manual occurrence: the cursor's last job only moves forward (a materializer may have
+-- recorded a newer one meanwhile), and the cursor row must be there (RETURNING checks).
+UPDATE schedule_cursors SET last_job_id = max(coalesce(last_job_id, 0), :job_id)
+WHERE id = :id
+RETURNING last_job_id;
 
 -- name: schedule_jobs
 -- Through the key index: every job of schedule S has its owner's key '<S>@...' ('A'
@@ -373,7 +375,10 @@ ON CONFLICT (name) DO UPDATE SET
 RETURNING *;
 
 -- name: spend_tokens
-UPDATE queues SET tokens = :tokens, tokens_at = :now WHERE name = :name;
+-- Compare-and-set on the bucket as the claim read it (tokens and when): one row or the
+-- claim fails (jobctl.store.queues._spend_tokens).
+UPDATE queues SET tokens = :tokens, tokens_at = :now
+WHERE name = :name AND tokens = :read_tokens AND tokens_at = :read_at;
 
 -- Retention -------------------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""The jobs row is declared once (jobctl.store.jobrow): the encoders, the insert
+statement, the materializer and the decoder all follow the one column list."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import Backoff, JobSpec, JobTemplate
+from jobctl.store import jobrow
+from jobctl.store.materialize import RowMaker
+from jobctl.store.queries import queries
+from jobctl.store.rows import to_ms
+from jobctl.store.sqlite import SqliteStore
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+SPEC = JobSpec(
+    command=("echo", "x"),
+    run_at=T0 + timedelta(seconds=5),
+    owner_uid=1000,
+    key="k-1",
+    queue="q",
+    priority=3,
+    max_attempts=4,
+    timeout=1.5,
+    backoff=Backoff(1, 9),
+    env=(("A", "1"),),
+    cwd="/tmp",
+    schedule_id="sch-1",
+    scheduled_for=T0,
+    retry_on=(3, 4),
+    no_retry_on=(1,),
+)
+
+
+def test_every_insert_column_is_a_jobs_column_and_the_statement_names_them_in_order(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "c.db", FakeClock(T0))
+    try:
+        table = store.db.read(lambda c: [r[1] for r in c.execute("PRAGMA table_info(jobs)")])
+    finally:
+        store.close()
+    assert set(jobrow.INSERT_COLUMNS) <= set(table)
+    assert len(set(jobrow.INSERT_COLUMNS)) == len(jobrow.INSERT_COLUMNS)
+    sql = queries()["insert_job_row"]
+    assert f"({', '.join(jobrow.INSERT_COLUMNS)}, status)" in sql
+    assert sql.count("?") == len(jobrow.INSERT_COLUMNS)
+    assert jobrow.TAIL_COLUMNS[jobrow.QUEUE] == "queue"
+    assert jobrow.TAIL_COLUMNS[jobrow.OWNER] == "owner_uid"
+    assert jobrow.TAIL_COLUMNS[jobrow.DUE] == "due"
+    assert set(jobrow.FINGERPRINT_COLUMNS) <= set(jobrow.TAIL_COLUMNS)
+
+
+def test_each_encoded_value_is_what_its_column_holds(tmp_path: Path) -> None:
+    """row_tail's values, named by TAIL_COLUMNS, equal the stored row's columns (an
+    encoder out of step with its column tuple fails here), and decode back to the spec."""
+    store = SqliteStore(tmp_path / "e.db", FakeClock(T0))
+    try:
+        [ins] = store.insert([SPEC])
+        row = store.db.read(lambda c: c.execute("SELECT * FROM jobs").fetchone())
+    finally:
+        store.close()
+    tail = jobrow.row_tail(SPEC, to_ms(T0))
+    assert dict(zip(jobrow.TAIL_COLUMNS, tail, strict=True)) == {
+        c: row[c] for c in jobrow.TAIL_COLUMNS
+    }
+    assert jobrow.job_from_row(row) == ins.job
+    assert jobrow.job_from_row(row).spec == SPEC.__class__(**{**_fields(SPEC), "key": "k-1"})
+
+
+def test_the_materializer_builds_the_same_row_from_the_same_parts() -> None:
+    template = JobTemplate(command=("echo", "x"), queue="q", priority=3, retry_on=(3,))
+    maker = RowMaker(template, 1000)
+    key, fp, tail = maker.item("sch-1", maker.fingerprint("sch-1"), T0, T0, to_ms(T0))
+    spec = template.to_spec(T0, key, 1000, "sch-1", T0)
+    assert (fp, tail) == (spec.fingerprint(), jobrow.row_tail(spec, to_ms(T0)))
+    n = len(jobrow.TEMPLATE_COLUMNS)
+    assert tail[:n] == jobrow.template_values(template, 1000, jobrow.TextMemo())
+
+
+def _fields(spec: JobSpec) -> dict[str, object]:
+    return {name: getattr(spec, name) for name in JobSpec.__dataclass_fields__}

@@ -41,8 +41,8 @@ PATTERN_HELP = {
 }
 
 
-def _cron_field(value: str) -> str:
-    return rf"(\*(/[1-9])?|{value}(,{value})*)"
+def _cron_field(value: str, step: str = "[1-9]") -> str:
+    return rf"(\*(/{step})?|{value}(,{value})*)"
 
 
 #: The OpenAPI document's description of ``cron``: a subset of what the API accepts (the
@@ -52,13 +52,13 @@ def _cron_field(value: str) -> str:
 CRON_SCHEMA_PATTERN = (
     r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|"
     + " ".join(
-        _cron_field(v)
-        for v in (
-            "[1-5]?[0-9]",
-            "(1?[0-9]|2[0-3])",
-            "([1-9]|1[0-9]|2[0-8])",
-            "([1-9]|1[0-2])",
-            "[0-7]",
+        _cron_field(v, step)
+        for v, step in (
+            ("[1-5]?[0-9]", "[1-9]"),
+            ("(1?[0-9]|2[0-3])", "[1-9]"),
+            ("([1-9]|1[0-9]|2[0-8])", "[1-9]"),
+            ("([1-9]|1[0-2])", "[1-9]"),
+            ("[0-7]", "[1-7]"),  # the parser takes day-of-week steps up to 7 only
         )
     )
     + ")$"

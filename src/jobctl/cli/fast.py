@@ -15,7 +15,8 @@ Options served (the rest of each command's options go through Typer):
   [--timeout D] [--env N=V]... [--env-from-shell] [--shell|--no-shell] [--json]
   [--socket P] [--] CMD...``
 * ``status [--json] [--socket P]``
-* ``list [--status S] [--queue Q] [--limit N] [--all-users] [--json] [--socket P]``
+* ``list [--status S] [--queue Q] [--limit N] [--cursor C] [--all] [--all-users] [--json]
+  [--socket P]``
 * ``show ID [--json] [--socket P]``
 """
 
@@ -26,6 +27,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
+
+#: The largest ``--limit`` of ``list`` (the API's list limit), as its Typer option says.
+MAX_PAGE = 10_000
 
 
 class Spec(NamedTuple):
@@ -49,7 +53,10 @@ SPECS: dict[str, Spec] = {
         rest=True,
     ),
     "status": Spec(frozenset({"--socket"}), _OUT),
-    "list": Spec(frozenset({"--status", "--queue", "--limit", "--socket"}), _OUT | {"--all-users"}),
+    "list": Spec(
+        frozenset({"--status", "--queue", "--limit", "--cursor", "--socket"}),
+        _OUT | {"--all-users", "--all"},
+    ),
     "show": Spec(frozenset({"--socket"}), _OUT, arguments=1),
 }
 
@@ -173,11 +180,21 @@ def _list(p: Parsed) -> Callable[[], object]:
     status = p.values.get("--status")
     if status is not None and status not in {s.value for s in JobStatus}:
         raise ValueError(status)  # Click words the choice error
-    limit = _int(p.values["--limit"]) if "--limit" in p.values else 50
+    limit = _int(p.values["--limit"], low=1) if "--limit" in p.values else 50
+    if limit > MAX_PAGE:
+        raise ValueError(limit)  # Click words the range error
     queue = p.values.get("--queue")
     all_users = "--all-users" in p.flags
     return partial(
-        job_actions.list_jobs, status, queue, limit, all_users, "--json" in p.flags, _socket(p)
+        job_actions.list_jobs,
+        status,
+        queue,
+        limit,
+        all_users,
+        "--json" in p.flags,
+        _socket(p),
+        p.values.get("--cursor"),
+        "--all" in p.flags,
     )
 
 

@@ -94,18 +94,35 @@ def list_jobs(
     all_users: bool,
     json_: bool,
     socket: Path | None,
+    cursor: str | None = None,
+    every: bool = False,
 ) -> None:
+    """A page of jobs (or, with ``every``, every page as it comes): see
+    :mod:`jobctl.cli.pages`."""
+    from jobctl.cli import pages
+
+    query = pages.params(limit, cursor, status=status, queue=queue, all_users=all_users)
+    again = " ".join(
+        ["jobctl list"]
+        + [f"--{k} {v}" for k, v in (("status", status), ("queue", queue)) if v]
+        + [f"--limit {limit}"]
+        + (["--all-users"] if all_users else [])
+    )
     with client(socket) as c:
-        jobs = c.list_jobs(status, queue, limit, all_users=all_users)
-    if json_:
-        print_json(jobs)
-        return
+        pages.show(
+            c.pages("/v1/jobs", query),
+            every=every,
+            json_=json_,
+            draw=_jobs_table,
+            empty="no jobs",
+            again=again,
+        )
+
+
+def _jobs_table(items: list[dict[str, Any]]) -> Any:
     from jobctl.cli import render
 
-    if jobs:
-        render.console.print(render.jobs_table(jobs))
-    else:
-        render.console.print("no jobs")
+    return render.jobs_table(items)
 
 
 def show_job(job_id: int, json_: bool, socket: Path | None) -> None:

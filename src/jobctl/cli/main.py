@@ -76,6 +76,7 @@ def _app() -> typer.Typer:
     app.command("add", context_settings=no_intersperse)(jobs.add)
     app.command("list")(jobs.list_)
     app.command("show")(jobs.show)
+    app.command("attempts")(jobs.attempts)
     app.command("logs")(jobs.logs)
     app.command("cancel")(jobs.cancel)
     app.command("status")(admin.status)

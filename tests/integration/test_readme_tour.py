@@ -241,7 +241,7 @@ def test_the_tour_as_a_normal_user_with_their_own_daemon(
         listed = as_user(host_users, ["jobctl", "list", "--json", "--limit", "1000"], env,
                          stdout=subprocess.PIPE, text=True, cwd="/")  # fmt: skip
         text, _ = listed.communicate(timeout=60)  # type: ignore[attr-defined]
-        assert_pipeline_failure_is_seen(json.loads(text), fetch)
+        assert_pipeline_failure_is_seen(json.loads(text)["items"], fetch)
     finally:
         daemon.terminate()  # type: ignore[attr-defined]
         daemon.communicate(timeout=30)  # type: ignore[attr-defined]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import itertools
 import json
 import os
 import shutil
@@ -44,9 +43,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
-import bench_schedules as S  # noqa: E402  (process, daemon and report helpers)
 
-log = S.log
+log = C.log
 UTC = dt.UTC
 MARKS = ("<!-- bench_herd:start -->", "<!-- bench_herd:end -->")
 QUEUE = "herd"
@@ -136,8 +134,8 @@ def status_truth(
         s["queue"]["oldest_due_age"] for s in backlog if s["queue"]["oldest_due_age"] is not None
     ]
     dues = [s["queue"]["due"] for s in backlog]
-    monotonic_age = all(b >= a for a, b in itertools.pairwise(ages))
-    monotonic_due = all(b <= a for a, b in itertools.pairwise(dues))
+    monotonic_age = all(b >= a for a, b in zip(ages, ages[1:], strict=False))
+    monotonic_due = all(b <= a for a, b in zip(dues, dues[1:], strict=False))
     q_sums_ok = all(
         s["queue"] is None
         or s["queue"]["waiting"]
@@ -175,8 +173,8 @@ def status_truth(
 
 def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
     n = sz.jobs
-    S.wait_quiet("the daemon herd")
-    d = S.Daemon(tmp / "wa", concurrency=sz.concurrency)
+    C.wait_quiet("the daemon herd")
+    d = C.Daemon(tmp / "wa", concurrency=sz.concurrency)
     try:
         c = d.client()
         # All jobs get one run_at: far enough ahead for the enqueue to finish, close
@@ -357,13 +355,13 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     astore = AsyncStore(store)
     ex = InstantExecutor(astore, sz.slots)
     ex.target = n
-    timer = Timer(astore, clock, ex)  # type: ignore[arg-type]  # the part of an Executor it uses
+    timer = Timer(astore, clock, ex)
     ex.timer = timer
     task = asyncio.get_running_loop().create_task(timer.run())
     await asyncio.sleep(0.5)  # first tick: nothing due, the timer sleeps until `due`
     assert ex.started == 0
     ticks0 = timer.ticks
-    S.wait_quiet("the in-process herd")
+    C.wait_quiet("the in-process herd")
     cpu0 = time.process_time()
     t_due = time.perf_counter()
     clock.set(due)  # 200,000 jobs are due now
@@ -426,7 +424,7 @@ def report(
         "",
         "## Thundering herd (`bench/bench_herd.py`)",
         "",
-        S.header(info, elapsed),
+        C.header(info, elapsed),
         "",
         f"Command: `{cmd}`",
         "",
@@ -435,7 +433,7 @@ def report(
     ]
 
     def row(num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        lines.append(f"| {num} | {name} | {value} | {target} | {S.verdict(ok)} |")
+        lines.append(f"| {num} | {name} | {value} | {target} | {C.verdict(ok)} |")
         if ok is not None:
             checks.append((f"{num} {name}", ok))
 
@@ -445,17 +443,17 @@ def report(
             "a",
             f"{n:,} × `true` due in one second, daemon `--concurrency "
             f"{sz.concurrency}`: due → last start (s)",
-            f"{a['last_start_after_due']:.1f} s ({S.fmt(a['start_rate'])} starts/s)",
+            f"{a['last_start_after_due']:.1f} s ({C.fmt(a['start_rate'])} starts/s)",
             "",
             None,
         )
-        row("a", "… jobs/s, first start → last finish", S.fmt(a["rate"]), "", None)
+        row("a", "… jobs/s, first start → last finish", C.fmt(a["rate"]), "", None)
     if "rate" in b:
         row(
             "b",
             f"{n:,} due in one second, in-process engine, instant executor with "
             f"{sz.slots:,} slots: jobs/s (due → last start)",
-            f"{S.fmt(b['rate'])} ({b['last_start_s']:.1f} s)",
+            f"{C.fmt(b['rate'])} ({b['last_start_s']:.1f} s)",
             "≥ 10,000/s",
             b["rate"] >= TARGETS["engine_rate"],
         )
@@ -482,14 +480,13 @@ def report(
             f"* **a**: one `jobctl daemon --concurrency {sz.concurrency}`; {n:,} jobs "
             f"(`true`, queue `{QUEUE}`) enqueued with `Client.enqueue_many`, "
             f"{sz.batch:,} per request, all with one `run_at` ({a['enqueue_s']:.1f} s, "
-            f"{S.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
+            f"{C.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
             f"{not a['late_enqueue']}). The due instant was chosen {a['margin_s']:.0f} s "
             f"ahead from one probe request of {sz.batch:,} jobs due in 2099 in queue `probe` "
-            f"({S.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts "
-            f"table (read-only, afterwards): first "
+            f"({C.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts table (read-only, afterwards): first "
             f"start {a['first_start_after_due'] * 1000:.0f} ms after the due instant, last start "
             f"{a['last_start_after_due']:.1f} s, last finish {a['last_finish_after_due']:.1f} "
-            f"s; peak {S.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
+            f"s; peak {C.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
             f"{a['daemon_cores']:.2f} cores (its children not counted); RSS at the end "
             f"{a['rss_mb']:.0f} MB (peak {a['hwm_mb']:.0f}). Checked: {a['attempts']:,} "
             f"attempts, {a['succeeded']:,} succeeded, {n:,} distinct ids: {a['verified']}."
@@ -498,7 +495,7 @@ def report(
         lines.append(
             f"* **b**: `SqliteStore` + `AsyncStore` + `engine.timer.Timer` in one process "
             f"(uvloop), `FakeClock`. {n:,} jobs inserted with `store.insert` in batches of "
-            f"{sz.batch:,} ({S.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
+            f"{sz.batch:,} ({C.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
             f"sleeps until the clock is set to it. The executor is a stand-in with "
             f"{sz.slots:,} slots whose `start(claim)` awaits `AsyncStore.finish(SUCCEEDED)` "
             f"(batched into `store.finish_many`, as the real executor does) and then wakes "
@@ -516,8 +513,7 @@ def report(
             f"connection) every {sz.status_every * 1000:.0f} ms during (a); latency over the "
             f"{st['n']:,} calls between the due instant and the last finish "
             f"({st['errors']} errors); before the due instant, with nothing running, "
-            f"status took {S.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over "
-            f"the {tr['with_backlog']:,} answers taken "
+            f"status took {C.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the {tr['with_backlog']:,} answers taken "
             f"while jobs were still due: the job counts summed to {n + sz.batch:,} (herd + "
             f"probe) in every answer, and the `{QUEUE}` queue's waiting + running + finished "
             f"to {n:,}: {tr['counts_ok']}; "
@@ -526,7 +522,7 @@ def report(
             f"backlog (time since the due instant, at the middle of the call) by at most "
             f"{tr['age_diff_max_ms']:.0f} ms, of which at most {tr['age_err_max_ms']:.0f} ms "
             f"is not explained by the call's own duration; it reached "
-            f"{S.fmt(tr['max_age'], 1)} s; `due` started at {S.fmt(tr['first_due'])} and only "
+            f"{C.fmt(tr['max_age'], 1)} s; `due` started at {C.fmt(tr['first_due'])} and only "
             f"went down ({tr['due_monotonic']})."
         )
     for key in ("a", "b"):
@@ -536,7 +532,7 @@ def report(
     return "\n".join(lines), checks
 
 
-def parse_args() -> argparse.Namespace:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20,000 jobs (development)")
     ap.add_argument("--only", default="a,b", help="workloads: a (daemon, with c), b (engine)")
@@ -555,14 +551,10 @@ def parse_args() -> argparse.Namespace:
         metavar="FILE",
         help="no benchmark: render the report of a saved bench/results/*.json",
     )
-    return ap.parse_args()
-
-
-def main() -> int:
-    args = parse_args()
+    args = ap.parse_args()
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        S.BACKGROUND[:] = saved["background"]
+        C.BACKGROUND[:] = saved["background"]
         section, _ = report(
             saved["results"],
             Sizes(**saved["sizes"]),
@@ -572,18 +564,18 @@ def main() -> int:
         )
         print(section)
         if not args.no_write:
-            S.write_section(MARKS, section)
+            C.write_section(MARKS, section)
         return 0
     sz = QUICK if args.quick else FULL
     if args.jobs:
         sz = Sizes(jobs=args.jobs)
-    S.QUIET_BUDGET[0] = args.quiet_wait
+    C.QUIET_BUDGET[0] = args.quiet_wait
     only = set(args.only.split(","))
-    signal.signal(signal.SIGTERM, S.on_signal)
-    signal.signal(signal.SIGINT, S.on_signal)
+    signal.signal(signal.SIGTERM, C.on_signal)
+    signal.signal(signal.SIGINT, C.on_signal)
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-herd-", dir=args.tmpdir))
     started = time.time()
-    info = S.machine()
+    info = C.machine()
     log(f"bench_herd {'quick' if args.quick else 'full'} in {tmp}: {info}")
     R: dict[str, Any] = {}
 
@@ -600,11 +592,11 @@ def main() -> int:
         if "a" in only:
             run("a", wa_daemon)
     finally:
-        S.kill_all()
+        C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.time() - started
     cmd = "python bench/bench_herd.py" + "".join(f" {a}" for a in sys.argv[1:])
-    saved = S.save_json(
+    saved = C.save_json(
         "bench_herd",
         {
             "results": R,
@@ -612,7 +604,7 @@ def main() -> int:
             "command": cmd,
             "machine": info,
             "elapsed": elapsed,
-            "background": S.BACKGROUND,
+            "background": C.BACKGROUND,
         },
     )
     log(f"raw results in {saved}")
@@ -625,8 +617,8 @@ def main() -> int:
     if bad:
         print("  WARNING: verification failed for " + ", ".join(bad))
     if not args.no_write:
-        S.write_section(MARKS, section)
-        log(f"wrote {S.DOC}")
+        C.write_section(MARKS, section)
+        log(f"wrote {C.DOC}")
     log(f"done in {elapsed / 60:.1f} min")
     return 0
 

@@ -17,14 +17,14 @@ from core_peers import HueyConsumer, run_aps
 
 def _list_ids(http: C.UdsHttp, status: str) -> list[int]:
     ids: list[int] = []
-    before = None
+    cursor = None
     while True:
-        path = f"/v1/jobs?status={status}&limit=10000" + (f"&before={before}" if before else "")
+        path = f"/v1/jobs?status={status}&limit=10000" + (f"&cursor={cursor}" if cursor else "")
         page = http.json("GET", path)
-        if not page:
+        ids += [j["id"] for j in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
             return ids
-        ids += [j["id"] for j in page]
-        before = page[-1]["id"]
 
 
 def _margin(n: int, rate: float | None, floor: float) -> float:

@@ -44,11 +44,11 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config) ;;
+        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
-        config) _jobctl_r=(show) ;;
+        config) _jobctl_r=(show get) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -57,9 +57,10 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
-        list) _jobctl_r=(--status --queue --limit --all-users --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        list) _jobctl_r=(--status --queue --limit --cursor --all --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
+        attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
@@ -71,9 +72,9 @@ _jobctl_options() {
         export) _jobctl_r=(--format -f --output -o --owner --db --help) ;;
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
-        audit) _jobctl_r=(--uid --action --since --before --limit --json --socket --help) ;;
+        audit) _jobctl_r=(--uid --action --since --before --limit --cursor --all --json --socket --help) ;;
         dlq) _jobctl_r=(--help) ;;
-        'dlq list') _jobctl_r=(--queue --reason --since --limit --all-users --json --socket --help) ;;
+        'dlq list') _jobctl_r=(--queue --reason --since --limit --cursor --all --all-users --json --socket --help) ;;
         'dlq show') _jobctl_r=(--json --socket --help) ;;
         'dlq replay') _jobctl_r=(--limit --queue --reason --id --rate --dry-run --no-dry-run --wait --no-wait --all-users --json --socket --help) ;;
         'dlq purge') _jobctl_r=(--older-than --yes --all-users --socket --help) ;;
@@ -83,7 +84,7 @@ _jobctl_options() {
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
-        'schedules list') _jobctl_r=(--deleted --no-deleted --limit --all-users --json --socket --help) ;;
+        'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
         'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
@@ -92,6 +93,7 @@ _jobctl_options() {
         'schedules delete') _jobctl_r=(--json --socket --help) ;;
         config) _jobctl_r=(--help) ;;
         'config show') _jobctl_r=(--config --json --local --socket --help) ;;
+        'config get') _jobctl_r=(--config --local --socket --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -105,7 +107,8 @@ _jobctl_nvalues() {
         'add --cpu-quota'|'add --cron'|'add --every'|'add --tz'|'add --name'|\
         'add --misfire'|'add --catch-up-limit'|'add --overlap'|'add --jitter'|\
         'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
-        'list --socket'|'show --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
+        'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
+        'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
         'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
         'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
         'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
@@ -115,13 +118,14 @@ _jobctl_nvalues() {
         'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
         'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
         'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
-        'audit --socket'|'dlq list --queue'|'dlq list --reason'|'dlq list --since'|\
-        'dlq list --limit'|'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|\
-        'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|\
-        'dlq replay --socket'|'dlq purge --older-than'|'dlq purge --socket'|\
-        'queues list --socket'|'queues set --concurrency'|'queues set --rate'|\
-        'queues set --burst'|'queues set --weight'|'queues set --socket'|\
-        'queues pause --socket'|'queues resume --socket'|'schedules list --limit'|\
+        'audit --cursor'|'audit --socket'|'dlq list --queue'|'dlq list --reason'|\
+        'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|\
+        'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
+        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
+        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
+        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
+        'queues resume --socket'|'schedules list --limit'|'schedules list --cursor'|\
         'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
         'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
         'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
@@ -131,7 +135,7 @@ _jobctl_nvalues() {
         'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
         'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
-        'config show --socket') _jobctl_r=(1) ;;
+        'config show --socket'|'config get --config'|'config get --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -140,9 +144,9 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add) _jobctl_r=(0 1) ;;
-        show|logs|cancel|next|import-crontab|backup|export|'dlq show'|'queues set'|\
-        'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
-        'schedules resume'|'schedules trigger'|'schedules delete') _jobctl_r=(1 0) ;;
+        show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
+        'queues set'|'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
+        'schedules resume'|'schedules trigger'|'schedules delete'|'config get') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -162,11 +166,11 @@ _jobctl_value() {
         'add --cwd'|'schedules edit --cwd') _jobctl_files dir ;;
         'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
         'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
-        'add --socket'|'add #*'|'list --socket'|'show --socket'|'logs --socket'|\
-        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --socket'|\
-        'daemon --config'|'next #1'|'import-crontab --socket'|'import-crontab #1'|\
-        'top --socket'|'backup --db'|'backup #1'|'export --output'|'export -o'|\
-        'export --db'|'prune --socket'|'metrics --socket'|'audit --socket'|\
+        'add --socket'|'add #*'|'list --socket'|'show --socket'|'attempts --socket'|\
+        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'daemon --socket'|'daemon --config'|'next #1'|'import-crontab --socket'|\
+        'import-crontab #1'|'top --socket'|'backup --db'|'backup #1'|'export --output'|\
+        'export -o'|'export --db'|'prune --socket'|'metrics --socket'|'audit --socket'|\
         'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
         'dlq purge --socket'|'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
@@ -175,9 +179,10 @@ _jobctl_value() {
         'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
         'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
         'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config'|'config show --socket') _jobctl_files ;;
+        'config show --config'|'config show --socket'|'config get --config'|\
+        'config get --socket'|'config get #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
-        'show #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
         'export --format'|'export -f') _jobctl_words jsonl csv ;;
         'export #1') _jobctl_words jobs attempts schedules ;;

@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -67,7 +67,7 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
         case 'schedules'
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
-            printf '%s\n' 'show'
+            printf '%s\n' 'show' 'get'
     end
 end
 
@@ -79,8 +79,9 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --cpu-quota' 'add --cron' 'add --every' 'add --tz' 'add --name' \
             'add --misfire' 'add --catch-up-limit' 'add --overlap' 'add --jitter' \
             'add --batch' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
-            'list --socket' 'show --socket' 'logs --attempt' 'logs --tail' 'logs -n' \
-            'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
+            'list --cursor' 'list --socket' 'show --socket' 'attempts --limit' \
+            'attempts --cursor' 'attempts --socket' 'logs --attempt' 'logs --tail' \
+            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
             'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
             'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
             'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
@@ -89,14 +90,15 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'top --socket' 'backup --db' 'export --format' 'export -f' 'export --output' \
             'export -o' 'export --owner' 'export --db' 'prune --socket' \
             'metrics --socket' 'audit --uid' 'audit --action' 'audit --since' \
-            'audit --before' 'audit --limit' 'audit --socket' 'dlq list --queue' \
-            'dlq list --reason' 'dlq list --since' 'dlq list --limit' 'dlq list --socket' \
-            'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
-            'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
-            'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
-            'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
-            'queues set --burst' 'queues set --weight' 'queues set --socket' \
-            'queues pause --socket' 'queues resume --socket' 'schedules list --limit' \
+            'audit --before' 'audit --limit' 'audit --cursor' 'audit --socket' \
+            'dlq list --queue' 'dlq list --reason' 'dlq list --since' 'dlq list --limit' \
+            'dlq list --cursor' 'dlq list --socket' 'dlq show --socket' \
+            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
+            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
+            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
+            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
+            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
+            'queues resume --socket' 'schedules list --limit' 'schedules list --cursor' \
             'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
             'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
             'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
@@ -107,7 +109,8 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'schedules edit --retry-on' 'schedules edit --no-retry-on' \
             'schedules edit --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
-            'schedules delete --socket' 'config show --config' 'config show --socket'
+            'schedules delete --socket' 'config show --config' 'config show --socket' \
+            'config get --config' 'config get --socket'
             echo 1
         case '*'
             echo 0
@@ -127,8 +130,9 @@ complete -c jobctl -f
 
 # jobctl
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first (admins: --all-users for everyone\'s).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first, a page at a time (admins: --all-users for...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'attempts' -d 'List a job\'s attempts in order, a page at a time (a job replayed many times...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
@@ -159,7 +163,8 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'timeout' -x -d 'Kill aft
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP], e.g. 10s:1h'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env-from-shell' -d 'Run with your current environment (PATH included), as at does, plus --env; default: a small clean one'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through bash -o pipefail -c (a failing pipeline stage fails the job); /bin/sh -c where there is no bash'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'nice' -x -d 'Run at this niceness (-20..19)'
@@ -173,7 +178,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'misfire' -x -a 'skip onc
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'catch-up-limit' -x -d '--misfire all: at most this many'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'overlap' -x -a 'skip queue allow' -d 'While the previous run is unfinished'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'jitter' -x -d 'Spread start by a stable offset below this'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'batch' -x -d 'Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'batch' -x -d 'Enqueue the jobs and create the schedules of FILE (- for stdin): JSON lines, one API job or schedule object (with cron or every) each'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -182,7 +187,9 @@ complete -c jobctl -n '__jobctl_at \'add\' \'#1+\'' -F -d 'Command and arguments
 # jobctl list
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'status' -x -a 'scheduled running succeeded dead cancelled' -d 'Only jobs in this state'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
-complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'At most this many, newest first'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'limit' -x -d 'Jobs per page, newest first'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -193,6 +200,15 @@ complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'json' -d 'Print JSON in
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'show\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
+
+# jobctl attempts
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'limit' -x -d 'Attempts per page'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'attempts\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
 # jobctl logs
 complete -c jobctl -n '__jobctl_at \'logs\' \'opt\'' -l 'attempt' -x -d 'Attempt number'
@@ -279,13 +295,15 @@ complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'uid' -x -d 'Only reque
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'action' -x -d 'Only this action, or every action under it (e.g. schedules)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'since' -x -d 'At or after this time (ISO or local), or this long ago (e.g. 1h)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'before' -x -d 'Only records with an id below this (paging)'
-complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'limit' -x -d 'Records per page'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first, a page at a...'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with every attempt and why it died.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete your dead jobs (with their attempts and logs) that died longer ago...'
@@ -295,7 +313,9 @@ complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this mess
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'At most this many'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'Dead jobs per page'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -363,7 +383,7 @@ complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'help' -d 'Show
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
-complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts.'
+complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts, a page at a time.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'show' -d 'Expression, zone, policies, next fires, last run, skips and recent occurrences.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'edit' -d 'Change a schedule in place: only the options given change, the rest is kept.'
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'pause' -d 'Stop creating occurrences until resumed.'
@@ -374,7 +394,9 @@ complete -c jobctl -n '__jobctl_at \'schedules\' \'opt\'' -l 'help' -d 'Show thi
 
 # jobctl schedules list
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'deleted' -l 'no-deleted' -d 'Include deleted schedules'
-complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Show at most N (oldest first); default: all'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'limit' -x -d 'Schedules per page, oldest first'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
+complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -404,7 +426,7 @@ complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'max-attempts'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'backoff' -x -d 'Retry backoff BASE[:CAP]'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'env' -x -d 'NAME=VALUE (replaces the whole env)'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cwd' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Working directory'
-complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command through /bin/sh -c'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command as add --shell does'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
@@ -439,6 +461,7 @@ complete -c jobctl -n '__jobctl_at \'schedules delete\' \'#1\'' -F -d 'Schedule 
 
 # jobctl config
 complete -c jobctl -n '__jobctl_at \'config\' \'sub\'' -a 'show' -d 'Print every effective daemon setting and where it came from.'
+complete -c jobctl -n '__jobctl_at \'config\' \'sub\'' -a 'get' -d 'Print one effective setting\'s value alone, for scripts: sock=$(jobctl config...'
 complete -c jobctl -n '__jobctl_at \'config\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl config show
@@ -447,3 +470,10 @@ complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'json' -d 'Print 
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'config show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl config get
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'config' -r -F -d 'Config file (TOML); must exist when given'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'local' -d 'Do not ask the daemon: show what jobctl daemon would load here (checks the file)'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'config get\' \'#1\'' -F -d 'A setting, e.g. socket, retry.max_attempts'

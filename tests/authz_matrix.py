@@ -82,6 +82,7 @@ async def _reads_and_lists(call: Call, job: dict[str, Any], dead: int, sid: str)
     jid = job["id"]
     await expect(call, "GET", f"/v1/jobs/{jid}", None, each(200, 404, 200))
     await expect(call, "GET", f"/v1/jobs/{dead}/attempts/1/log", None, each(200, 404, 200))
+    await expect(call, "GET", f"/v1/jobs/{dead}/attempts", None, each(200, 404, 200))
     await expect(call, "GET", f"/v1/dlq/{dead}", None, each(200, 404, 200))
     await expect(call, "GET", f"/v1/schedules/{sid}", None, each(200, 404, 200))
     # ids leak nothing: another user's job answers exactly what a missing one does
@@ -94,11 +95,26 @@ async def _reads_and_lists(call: Call, job: dict[str, Any], dead: int, sid: str)
         _, mine = await call(OWNER, "GET", path, None)
         _, seen = await call(OTHER, "GET", path, None)
         _, every = await call(ADMIN, "GET", f"{path}?all_users=true", None)
-        ours = {x["id"] for x in mine}
-        assert ours and not ours & {x["id"] for x in seen}, path
-        assert ours <= {x["id"] for x in every}, path
+        ours = {x["id"] for x in mine["items"]}
+        assert ours and not ours & {x["id"] for x in seen["items"]}, path
+        assert ours <= {x["id"] for x in every["items"]}, path
+        await _cursors_stay_with_their_list(call, path)
     _, refused = await call(OTHER, "GET", "/v1/jobs?all_users=true", None)
     assert refused["error"]["code"] == "forbidden" and "admin" in refused["error"]["message"]
+
+
+async def _cursors_stay_with_their_list(call: Call, path: str) -> None:
+    """A cursor is good only for the list (caller, filters) it came from: an admin's
+    everyone's-page cursor, or another user's, is refused, never a view of their rows."""
+    _, first = await call(ADMIN, "GET", f"{path}?all_users=true&limit=1", None)
+    if first["next_cursor"] is None:
+        return
+    status, refused = await call(OWNER, "GET", f"{path}?cursor={first['next_cursor']}", None)
+    assert status == 422 and "another" in refused["error"]["message"], (path, refused)
+    _, own = await call(OWNER, "GET", f"{path}?limit=1", None)
+    if own["next_cursor"] is not None:
+        status, _ = await call(OTHER, "GET", f"{path}?cursor={own['next_cursor']}", None)
+        assert status == 422, path
 
 
 async def _jobs(call: Call, job: dict[str, Any], dead: int) -> None:

@@ -356,17 +356,18 @@ class Settings:
         "If it exists and no allow file does, the users it lists may not use jobctl",
         default=Path("/etc/jobctl/jobctl.deny")))  # fmt: skip
     concurrency: int = field(metadata=_spec(
-        "concurrency", "integer >= 1", _integer(1), "Commands running at once",
+        "concurrency", "integer from 1 to 100000", _integer(1, 100_000), "Commands running at once",
         default=16, flag="--concurrency"))  # fmt: skip
     lease_ttl: float = field(metadata=_spec(
-        "lease_ttl", "duration >= 1s", _duration(1),
+        "lease_ttl", "duration from 1s to 1d", _duration(1, 86400),
         "Lease length; the daemon renews leases every lease_ttl / 3",
         default=30.0, flag="--lease-ttl"))  # fmt: skip
     kill_grace: float = field(metadata=_spec(
-        "kill_grace", "duration", _duration(0), "SIGTERM to SIGKILL when stopping a command",
+        "kill_grace", "duration up to 1d", _duration(0, 86400),
+        "SIGTERM to SIGKILL when stopping a command",
         default=10.0, flag="--kill-grace"))  # fmt: skip
     shutdown_grace: float = field(metadata=_spec(
-        "shutdown_grace", "duration", _duration(0),
+        "shutdown_grace", "duration up to 1d", _duration(0, 86400),
         "How long running commands may finish when the daemon stops",
         default=30.0, flag="--shutdown-grace"))  # fmt: skip
     log_level: str = field(metadata=_spec(

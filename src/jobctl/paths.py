@@ -24,6 +24,11 @@ def default_db() -> Path:
 def default_socket() -> Path:
     if env := os.environ.get("JOBCTL_SOCKET"):
         return Path(env)
+    return standard_socket()
+
+
+def standard_socket() -> Path:
+    """Where this user's daemon listens unless told otherwise (JOBCTL_SOCKET aside)."""
     if os.geteuid() == 0:
         return Path("/run/jobctl/jobctl.sock")
     runtime = os.environ.get("XDG_RUNTIME_DIR")

@@ -52,7 +52,7 @@ async def test_batch_enqueue_is_atomic(api: Any) -> None:
         client, [{"command": ["true"], "key": "new"}, {"command": ["false"], "key": "b0"}]
     )
     assert r.status_code == 409
-    assert len((await client.get("/v1/jobs")).json()) == 3
+    assert len((await client.get("/v1/jobs")).json()["items"]) == 3
 
 
 @pytest.mark.parametrize(
@@ -96,8 +96,8 @@ async def test_get_list_cancel_and_not_found(api: Any) -> None:
     await _post(client, {"command": ["true"], "queue": "q2"})
     got = (await client.get(f"/v1/jobs/{job['id']}")).json()
     assert got["attempts"] == [] and got["queue"] == "q1"
-    assert [j["queue"] for j in (await client.get("/v1/jobs?queue=q2")).json()] == ["q2"]
-    assert len((await client.get("/v1/jobs?status=scheduled&limit=1")).json()) == 1
+    assert [j["queue"] for j in (await client.get("/v1/jobs?queue=q2")).json()["items"]] == ["q2"]
+    assert len((await client.get("/v1/jobs?status=scheduled&limit=1")).json()["items"]) == 1
     assert (await client.get("/v1/jobs?status=weird")).status_code == 422
     r = await client.post(f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
@@ -115,7 +115,7 @@ async def test_status_and_dlq_shapes(api: Any) -> None:
     assert s["counts"]["scheduled"] == 1 and s["version"]
     [q] = s["queues"]
     assert q["queue"] == "default" and q["due"] == 1 and q["oldest_due_age"] == 0
-    assert (await client.get("/v1/dlq")).json() == []
+    assert (await client.get("/v1/dlq")).json()["items"] == []
     r = await client.post("/v1/dlq/replay", json={"limit": 10})
     assert r.json() == {"replayed": []}
     assert (await client.post("/v1/dlq/replay", json={"limit": 0})).status_code == 422

@@ -172,12 +172,14 @@ async def test_admin_reads_the_trail_with_filters_and_paging(
         for name in ("a", "b", "c"):
             await c.post(f"/v1/queues/{name}/resume")
         await c.post("/v1/jobs", json=JOB)
-        everything = (await c.get("/v1/audit")).json()
-        mine = (await c.get("/v1/audit", params={"uid": OTHER})).json()
-        queues = (await c.get("/v1/audit", params={"action": "queues"})).json()
-        recent = (await c.get("/v1/audit", params={"since": "2027-03-01T12:00:30Z"})).json()
-        page = (await c.get("/v1/audit", params={"limit": 2})).json()
-        rest = (await c.get("/v1/audit", params={"before": page[-1]["id"]})).json()
+        everything = (await c.get("/v1/audit")).json()["items"]
+        mine = (await c.get("/v1/audit", params={"uid": OTHER})).json()["items"]
+        queues = (await c.get("/v1/audit", params={"action": "queues"})).json()["items"]
+        recent = (await c.get("/v1/audit", params={"since": "2027-03-01T12:00:30Z"})).json()[
+            "items"
+        ]
+        page = (await c.get("/v1/audit", params={"limit": 2})).json()["items"]
+        rest = (await c.get("/v1/audit", params={"before": page[-1]["id"]})).json()["items"]
         naive = await c.get("/v1/audit", params={"since": "2027-03-01T12:00:30"})
     assert [r["action"] for r in everything] == [
         "jobs.enqueue",

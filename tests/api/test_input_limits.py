@@ -59,7 +59,7 @@ async def test_bad_job_fields_are_422_on_the_fast_path(
     client, _ = api
     _assert_422(await client.post("/v1/jobs", json={**GOOD, **extra}), field)
     _assert_422(await client.post("/v1/jobs", json=[GOOD, {**GOOD, **extra}]), field)
-    assert (await client.get("/v1/jobs")).json() == []  # nothing of either request stayed
+    assert (await client.get("/v1/jobs")).json()["items"] == []  # nothing of either request stayed
 
 
 @pytest.mark.parametrize(("extra", "field"), JOB_CASES)
@@ -73,7 +73,7 @@ async def test_bad_template_fields_are_422_on_schedules(
     else:
         body = {**GOOD_SCHEDULE, "job": {**GOOD, **extra}}
     _assert_422(await client.post("/v1/schedules", json=body), field)
-    assert (await client.get("/v1/schedules")).json() == []
+    assert (await client.get("/v1/schedules")).json()["items"] == []
 
 
 @pytest.mark.parametrize(

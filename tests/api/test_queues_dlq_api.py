@@ -45,16 +45,16 @@ async def _kill_jobs(client: Any, store: Any, n: int, queue: str = "default") ->
     await client.post("/v1/jobs", json=body)
     for c in store.claim_due("w", 100, 30):
         store.finish(c.job.id, c.generation, AttemptResult(Outcome.FAILED, 1, "exit code 1"))
-    return [j["id"] for j in (await client.get("/v1/dlq")).json()]
+    return [j["id"] for j in (await client.get("/v1/dlq")).json()["items"]]
 
 
 async def test_dlq_list_replay_purge(api: Any, app_store: Any, clock: FakeClock) -> None:
     client, _ = api
     ids = await _kill_jobs(client, app_store, 3)
     await _kill_jobs(client, app_store, 1, queue="other")
-    assert len((await client.get("/v1/dlq")).json()) == 4
-    assert len((await client.get("/v1/dlq?queue=other")).json()) == 1
-    assert (await client.get("/v1/dlq?reason=poison")).json() == []
+    assert len((await client.get("/v1/dlq")).json()["items"]) == 4
+    assert len((await client.get("/v1/dlq?queue=other")).json()["items"]) == 1
+    assert (await client.get("/v1/dlq?reason=poison")).json()["items"] == []
     assert (await client.get("/v1/dlq?reason=bogus")).status_code == 422
     shown = (await client.get(f"/v1/dlq/{ids[0]}")).json()
     assert shown["dead_reason"] == "max_attempts" and len(shown["attempts"]) == 1
@@ -68,5 +68,5 @@ async def test_dlq_list_replay_purge(api: Any, app_store: Any, clock: FakeClock)
     clock.advance(1)
     purged = await client.delete("/v1/dlq?older_than=0.5")
     assert purged.json() == {"purged": 2}
-    assert (await client.get("/v1/dlq")).json() == []
+    assert (await client.get("/v1/dlq")).json()["items"] == []
     assert (await client.delete("/v1/dlq")).status_code == 422

@@ -101,7 +101,7 @@ async def test_edit_is_audited_as_schedules_update(api: Any) -> None:
     client, _ = api
     s = await _create(client, cron="0 6 * * *")
     assert (await client.patch(f"/v1/schedules/{s['id']}", json={"jitter": 5.0})).status_code == 200
-    trail = (await client.get("/v1/audit", params={"action": "schedules.update"})).json()
+    trail = (await client.get("/v1/audit", params={"action": "schedules.update"})).json()["items"]
     assert [(r["action"], r["target"]) for r in trail] == [
         ("schedules.update", f"schedule:{s['id']}")
     ]

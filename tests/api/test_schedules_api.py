@@ -37,7 +37,7 @@ async def test_create_show_and_act(api: Any) -> None:
     assert paused["paused"] is True
     resumed = (await client.post("/v1/schedules/report/resume")).json()
     assert resumed["paused"] is False and resumed["skipped_while_paused"] == 0
-    listed = (await client.get("/v1/schedules")).json()
+    listed = (await client.get("/v1/schedules")).json()["items"]
     assert [x["id"] for x in listed] == [s["id"]]
     status = (await client.get("/v1/status")).json()
     assert status["schedules"]["total"] == 1
@@ -86,8 +86,8 @@ async def test_duplicate_name_is_409(api: Any) -> None:
 async def test_list_is_paged_with_limit_and_after(api: Any) -> None:
     client, _ = api
     ids = [(await _create(client, cron="@daily", name=f"s{n}")).json()["id"] for n in range(5)]
-    first = (await client.get("/v1/schedules", params={"limit": 2})).json()
-    rest = (await client.get("/v1/schedules", params={"after": first[-1]["id"]})).json()
+    first = (await client.get("/v1/schedules", params={"limit": 2})).json()["items"]
+    rest = (await client.get("/v1/schedules", params={"after": first[-1]["id"]})).json()["items"]
     assert sorted(s["id"] for s in first + rest) == sorted(ids) and len(first) == 2
     bad = await client.get("/v1/schedules", params={"limit": 0})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"

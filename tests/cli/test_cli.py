@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,11 +86,21 @@ def test_job_body_options() -> None:
         env=["A=1", "B=x=y"],
         shell=True,
     )
-    assert body["command"] == ["/bin/sh", "-c", "echo hi && date"]
+    assert body["command"] == ["/bin/bash", "-o", "pipefail", "-c", "echo hi && date"]
     assert (body["key"], body["queue"], body["priority"], body["max_attempts"]) == ("k", "q", 5, 7)
     assert body["timeout"] == 600 and body["backoff"] == {"base": 2, "cap": 60}
     assert body["env"] == {"A": "1", "B": "x=y"} and body["cwd"] == "/srv"
     assert body["run_at"].endswith("+00:00")
+
+
+def test_shell_is_bash_with_pipefail_else_sh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dash (/bin/sh here) has no pipefail: `false | gzip` would succeed (issue 12, 8)."""
+    from jobctl.cli import bodies
+
+    argv = job_body(["false | cat"], shell=True)["command"]
+    assert subprocess.run(argv).returncode == 1  # was 0 through /bin/sh -c
+    monkeypatch.setattr(bodies, "BASH_PATHS", ("/nonexistent/bash",))
+    assert job_body(["x"], shell=True)["command"] == ["/bin/sh", "-c", "x"]
 
 
 def test_job_body_local_time_uses_tz(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,3 +127,39 @@ def test_a_403_from_the_daemon_is_forbidden_exit_77() -> None:
     err = _error_from(403, body)
     assert isinstance(err, Forbidden) and err.message == "only admins may act on all"
     assert exit_code_for(err) == 77
+
+
+def test_the_not_running_hint_fits_who_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root has no per-user runtime directory: its hint names the system service, a user
+    without one is not sent to `systemctl --user` (issue 12, defect 8)."""
+    from jobctl.client.client import start_hint
+    from jobctl.paths import standard_socket
+
+    monkeypatch.delenv("JOBCTL_SOCKET", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert standard_socket() == Path("/run/jobctl/jobctl.sock")
+    assert start_hint(standard_socket()) == (
+        "start it with 'systemctl start jobctl.socket' or 'jobctl daemon'"
+    )
+    monkeypatch.setattr(os, "geteuid", lambda: 4_000_000)  # no /run/user/4000000
+    assert standard_socket() == Path("/tmp/jobctl-4000000/jobctl.sock")
+    assert "systemctl" not in start_hint(standard_socket())
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/4000000")
+    assert "systemctl --user start" in start_hint(standard_socket())
+    assert start_hint(Path("/elsewhere.sock")) == (
+        "start one there with 'jobctl daemon --socket /elsewhere.sock'"
+    )
+
+
+def test_config_get_prints_one_value(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("JOBCTL_SOCKET", str(tmp_path / "s.sock"))
+    assert run_cli(capsys, "config", "get", "socket", "--local") == (
+        0, f"{tmp_path / 's.sock'}\n", ""
+    )  # fmt: skip
+    assert run_cli(capsys, "config", "get", "concurrency")[:2] == (0, "16\n")
+    code, out, err = run_cli(capsys, "config", "get", "nope", "--local")
+    assert (code, out) == (2, "") and "no setting 'nope'" in err
+    assert run_cli(capsys, "config", "get", "socket_group", "--local") == (1, "", "")

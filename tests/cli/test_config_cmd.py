@@ -123,7 +123,7 @@ def test_show_json_has_values_in_plain_units_and_sources(
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('concurrency = "many"\n', 'concurrency: must be an integer >= 1, got "many"'),
+        ('concurrency = "many"\n', 'concurrency: must be an integer from 1 to 100000, got "many"'),
         ("concurency = 4\n", "concurency: unknown key (did you mean concurrency?)"),
         ("lease_ttl = \n", "invalid TOML at line 1, column 13: invalid value"),
     ],
@@ -159,7 +159,8 @@ def test_daemon_with_a_bad_config_fails_before_creating_anything(
     argv = ["daemon", "--config", str(bad), "--db", str(db), "--socket", str(sock)]
     code, out, err = run_cli(capsys, *argv)
     assert (code, out, started) == (2, "", [])
-    assert err == f'jobctl: error: {bad}: concurrency: must be an integer >= 1, got "many"\n'
+    problem = 'must be an integer from 1 to 100000, got "many"'
+    assert err == f"jobctl: error: {bad}: concurrency: {problem}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
 
 

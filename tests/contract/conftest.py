@@ -1,10 +1,24 @@
-"""The store contract suite runs once per backend; add a backend to BACKENDS."""
+"""The store contract suite runs once per backend; add a backend to BACKENDS.
+
+Each backend says which parts of the contract it implements; a test (or module) that
+needs a part names it with ``@pytest.mark.store_parts(...)`` and runs on the backends
+that have it (the others are not parametrized, not skipped).
+
+PostgreSQL: each test gets a schema of its own in the database of
+``JOBCTL_TEST_POSTGRES`` (default: the local server, user postgres), dropped afterwards.
+Without a server or psycopg the PostgreSQL tests skip, unless ``JOBCTL_REQUIRE_POSTGRES=1``
+(CI sets it), which turns that skip into a failure.
+"""
 
 from __future__ import annotations
 
+import os
 import random
+import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -12,16 +26,76 @@ from jobctl.domain.clock import FakeClock
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
 
-
-def _sqlite(tmp_path: Path, clock: FakeClock) -> Store:
-    return SqliteStore(tmp_path / "contract.db", clock, random.Random(7))
-
-
-BACKENDS: dict[str, Callable[[Path, FakeClock], Store]] = {"sqlite": _sqlite}
+PG_DSN = os.environ.get("JOBCTL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_PG = os.environ.get("JOBCTL_REQUIRE_POSTGRES") == "1"
+ALL_PARTS = frozenset({"jobs", "schedules"})
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
-    backend = BACKENDS[request.param](tmp_path, clock)
-    yield backend
-    backend.close()
+@dataclass(frozen=True)
+class Backend:
+    #: Opens the store for one test; what it yields is closed and cleaned up after it.
+    open: Callable[[Path, FakeClock], Iterator[Store]]
+    parts: frozenset[str]
+
+
+def _sqlite(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+    store = SqliteStore(tmp_path / "contract.db", clock, random.Random(7))
+    yield store
+    store.close()
+
+
+def no_postgres(why: str) -> NoReturn:
+    if REQUIRE_PG:
+        pytest.fail(f"JOBCTL_REQUIRE_POSTGRES=1 but {why}")
+    pytest.skip(why)
+
+
+def pg_schema() -> Iterator[str]:
+    """A fresh schema in the test database, dropped afterwards."""
+    try:
+        import psycopg
+    except ImportError:
+        no_postgres("psycopg is not installed (extra 'postgres')")
+    schema = "jobctl_t_" + secrets.token_hex(6)
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    except psycopg.OperationalError as exc:
+        no_postgres(f"no PostgreSQL at {PG_DSN}: {exc}")
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _postgres(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+    for schema in pg_schema():
+        from jobctl.store.pg.store import PostgresStore
+
+        store = PostgresStore(PG_DSN, clock, random.Random(7), schema=schema, pool_size=4)
+        try:
+            yield store  # type: ignore[misc]  # the job part of the contract (see parts)
+        finally:
+            store.close()
+
+
+BACKENDS: dict[str, Backend] = {
+    "sqlite": Backend(_sqlite, ALL_PARTS),
+    "postgres": Backend(_postgres, frozenset({"jobs"})),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    needed = {"jobs"}
+    for marker in metafunc.definition.iter_markers("store_parts"):
+        needed |= set(marker.args)
+    names = [name for name in sorted(BACKENDS) if needed <= BACKENDS[name].parts]
+    metafunc.parametrize("backend", names)
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+    yield from BACKENDS[backend].open(tmp_path, clock)

@@ -99,3 +99,17 @@ def test_one_batch_of_two_owners_with_one_key_makes_two_jobs(
     )
     assert a.created and b.created and a.job.id != b.job.id
     assert (store.get(a.job.id).spec.owner_uid, store.get(b.job.id).spec.owner_uid) == (1001, 1002)
+
+
+def test_resource_limits_come_back_from_a_read_and_a_claim(store: Store, clock: FakeClock) -> None:
+    """``jobs.resources`` is a column of both backends (jobrow's one declaration)."""
+    from jobctl.domain.resources import Resources
+
+    limits = Resources(nice=5, memory_max=256 << 20, cpu_quota=50.0)
+    limited, plain = store.insert([spec(clock, resources=limits, key="l"), spec(clock)])
+    assert store.get(limited.job.id).spec.resources == limits == limited.job.spec.resources
+    assert store.get(plain.job.id).spec.resources is None
+    claimed = {c.job.id: c.job.spec.resources for c in store.claim_due(OWNER, 10, 30)}
+    assert claimed == {limited.job.id: limits, plain.job.id: None}
+    [again] = store.insert([spec(clock, resources=limits, key="l")])
+    assert not again.created  # the same request: its limits are part of its fingerprint

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
@@ -40,6 +42,7 @@ def test_pruning_every_job_does_not_free_their_ids(store: Store, clock: FakeCloc
     assert min(after) > max(given) and after[1] == after[0] + 1
 
 
+@pytest.mark.store_parts("schedules")
 def test_materialized_jobs_do_not_reuse_ids_either(store: Store, clock: FakeClock) -> None:
     ids = _dead(store, clock, 2)
     clock.advance(days=1)

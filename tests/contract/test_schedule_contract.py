@@ -14,6 +14,8 @@ from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import Conflict, InvalidInput, NotFound
 from jobctl.store.base import Store
 
+pytestmark = pytest.mark.store_parts("schedules")
+
 TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
 
 

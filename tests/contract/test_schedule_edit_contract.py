@@ -18,6 +18,8 @@ from jobctl.errors import Conflict, NotFound
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.store_parts("schedules")
+
 TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -19,7 +19,7 @@ import pytest
 from jobctl.domain.quota import DiskFloor, Limits
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.process import CUT_MARK
+from jobctl.engine.process import CUT_MARK, log_cut_note
 from tests.engine.conftest import Engine
 
 pytestmark = pytest.mark.asyncio
@@ -68,7 +68,10 @@ async def test_output_past_the_log_cap_is_cut_and_the_command_goes_on(engine: En
     [result] = await engine.finishes(1)
     assert result.outcome is Outcome.SUCCEEDED  # EFBIG, not SIGXFSZ: nothing was killed
     attempt = engine.store.get(ok.id).attempts[0]
-    assert attempt.log_path and os.path.getsize(attempt.log_path) == 5120  # 512-byte blocks
+    assert attempt.log_path  # 5120: whole 512-byte blocks of output, then the note
+    with open(attempt.log_path, "rb") as log:  # the log itself says it was cut
+        assert log.read(5120) == (b"0123456789\n" * 500)[:5120]
+        assert log.read() == log_cut_note(5120)
     assert CUT_MARK in attempt.output_tail
     bad = engine.add("yes | head -c 100000; exit 3", max_attempts=1)
     results = await engine.finishes(2)

@@ -90,7 +90,10 @@ def test_requests_are_atomic_and_the_error_names_the_line(
     ("lines", "fragment"),
     [
         (['{"command": ["true"]}', "{not json"], "--batch line 2: not valid JSON"),
-        (['{"command": ["true"]}', '["true"]'], "--batch line 2: a job must be a JSON object"),
+        (
+            ['{"command": ["true"]}', '["true"]'],
+            "--batch line 2: a job or schedule must be a JSON object",
+        ),
         (["", "  "], "--batch: no jobs in "),
         (['{"command": []}', '{"command": ["x"], "bogus": 1}'], "--batch line 1: command: "),
     ],
@@ -129,3 +132,35 @@ def test_batch_refuses_the_options_of_one_job(
 def test_unreadable_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(capsys, "add", "--batch", str(tmp_path / "missing.jsonl"))
     assert code == 2 and "--batch: cannot read " in err and err.count("\n") == 1
+
+
+def test_schedule_lines_are_created_in_batches_each_answering_alone(
+    capsys: pytest.CaptureFixture[str],
+    sock: DaemonProc,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lines with cron or every are schedules (POST /v1/schedules with a list); a refused
+    one is reported with its line and the others are created; ids come in file order."""
+    monkeypatch.setattr(batch, "SCHEDULE_CHUNK", 2)
+    job = {"command": ["true"], "run_at": FAR}
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        jsonl(
+            {"cron": "0 6 * * *", "name": "daily", "job": {"command": ["./a.sh"]}},
+            {"every": 3600, "job": {"command": ["./b.sh"], "cwd": "/"}},
+            job,
+            {"cron": "0 7 * * *", "name": "daily", "job": {"command": ["./c.sh"]}},
+            {"cron": "0 0 30 2 *", "job": {"command": ["./never.sh"]}},
+            {"cron": "15 * * * *", "tz": "Asia/Tokyo", "job": {"command": ["./d.sh"]}},
+        )
+    )
+    code, out, err = run_cli(capsys, "add", "--batch", str(path))
+    assert code != 0 and "2 schedule line(s) refused" in err
+    assert "line 4: a schedule named 'daily' exists" in err and "line 5: " in err
+    ids = out.split()
+    assert [i.startswith("sch-") for i in ids] == [True, True, False, True]
+    shown = {s["id"]: s for s in sock.client().schedules()}
+    assert shown[ids[0]]["name"] == "daily" and shown[ids[0]]["job"]["cwd"] == str(Path.cwd())
+    assert shown[ids[1]]["job"]["cwd"] == "/" and shown[ids[3]]["tz"] == "Asia/Tokyo"
+    assert stored_count(sock) >= 1

@@ -187,11 +187,11 @@ def test_the_cli_passes_all_users(
         (["schedules", "list"], "id", sched["id"]),
     ):
         assert run([*argv, "--json", "--socket", sock]) == 0
-        assert theirs not in {x[key] for x in json.loads(capsys.readouterr().out)}
+        assert theirs not in {x[key] for x in json.loads(capsys.readouterr().out)["items"]}
         assert run([*argv, "--all-users", "--json", "--socket", sock]) == 0
-        assert theirs in {x[key] for x in json.loads(capsys.readouterr().out)}
+        assert theirs in {x[key] for x in json.loads(capsys.readouterr().out)["items"]}
     assert run(["dlq", "list", "--all-users", "--json", "--socket", sock]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out)["items"] == []
 
 
 def test_a_user_denied_after_enqueue_is_refused_and_their_job_not_run(

@@ -58,7 +58,7 @@ def test_crontab_lines_with_the_extended_syntax_import(daemon: DaemonProc, tmp_p
     done = cli(daemon, "import-crontab", str(path), "--json")
     assert done.returncode == 0, done.stderr
     assert [r["action"] for r in json.loads(done.stdout)["lines"]] == ["created"] * 5
-    listed = json.loads(cli(daemon, "schedules", "list", "--json").stdout)
+    listed = json.loads(cli(daemon, "schedules", "list", "--json").stdout)["items"]
     by_cron = {s["cron"]: s for s in listed}
     assert set(by_cron) == {
         "0 9 * * 1#1",

@@ -93,7 +93,7 @@ def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc) -> None:
     )
     job_id = int(out.stdout)
     daemon.wait_for_line(f"event=dead job={job_id} ")
-    dead = json.loads(cli(daemon, "dlq", "list", "--json").stdout)
+    dead = json.loads(cli(daemon, "dlq", "list", "--json").stdout)["items"]
     assert [(j["id"], j["dead_reason"], j["last_error"]) for j in dead] == [
         (job_id, "max_attempts", "exit code 4")
     ]

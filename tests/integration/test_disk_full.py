@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.client import Client
+from jobctl.engine.process import log_cut_note
 from jobctl.errors import JobctlError
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 
@@ -228,7 +229,7 @@ def test_below_the_floor_new_work_waits_and_resumes_without_a_restart(
     wait_until(lambda: client.get(loud["id"])["status"] == "succeeded", what="the loud job")
     attempt = client.get(loud["id"])["attempts"][0]
     log = d.db.parent / "logs" / f"{loud['id'] // 1000:06d}" / f"{loud['id']}.1.log"
-    assert attempt["output_cut"] and log.stat().st_size == MiB
+    assert attempt["output_cut"] and log.stat().st_size == MiB + len(log_cut_note(MiB))
     assert before - free_bytes(tmpfs) < 2 * MiB
     filler = tmpfs / "filler"
     load = Load(d.socket).start()

@@ -12,7 +12,7 @@ from tests.integration.test_daemon import cli
 def schedules(d: DaemonProc) -> list[dict[str, object]]:
     out = cli(d, "schedules", "list", "--json")
     assert out.returncode == 0, out.stderr
-    listed: list[dict[str, object]] = json.loads(out.stdout)
+    listed: list[dict[str, object]] = json.loads(out.stdout)["items"]
     return listed
 
 

@@ -21,4 +21,4 @@ def test_prune_uses_the_configured_retention(make_daemon: Callable[..., DaemonPr
         what="the job to pass its retention age",
     )
     assert cli(d, "prune").stdout.startswith("pruned 1 job(s)")
-    assert json.loads(cli(d, "list", "--json").stdout) == []
+    assert json.loads(cli(d, "list", "--json").stdout)["items"] == []

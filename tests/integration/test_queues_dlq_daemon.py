@@ -57,11 +57,13 @@ def test_queue_limits_via_cli(daemon: DaemonProc) -> None:
 
 def test_dlq_dry_run_gated_replay_and_purge(daemon: DaemonProc) -> None:
     ids = _dead_jobs(daemon, 3)
-    listed = json.loads(cli(daemon, "dlq", "list", "--reason", "max_attempts", "--json").stdout)
+    listed = json.loads(cli(daemon, "dlq", "list", "--reason", "max_attempts", "--json").stdout)[
+        "items"
+    ]
     assert sorted(j["id"] for j in listed) == ids
     dry = cli(daemon, "dlq", "replay", "--limit", "2", "--dry-run")
     assert dry.stdout.strip() == f"would replay 2 job(s) at 1/s: {ids[0]} {ids[1]}"
-    assert len(json.loads(cli(daemon, "dlq", "list", "--json").stdout)) == 3  # unchanged
+    assert len(json.loads(cli(daemon, "dlq", "list", "--json").stdout)["items"]) == 3  # unchanged
     out = cli(daemon, "dlq", "replay", "--limit", "2", "--rate", "20/s", "--json")
     replayed = json.loads(out.stdout)
     assert [j["id"] for j in replayed] == ids[:2]

@@ -49,7 +49,7 @@ def test_cron_schedule_and_trigger(daemon: DaemonProc) -> None:
     assert sched["next_run_at"].endswith("T21:00:00.000Z")
     job_id = int(cli(daemon, "schedules", "trigger", sched["id"]).stdout)
     daemon.wait_for_line(f"event=succeeded job={job_id} ")
-    listed = json.loads(cli(daemon, "schedules", "list", "--json").stdout)
+    listed = json.loads(cli(daemon, "schedules", "list", "--json").stdout)["items"]
     assert [s["id"] for s in listed] == [sched["id"]]
     deleted = cli(daemon, "schedules", "delete", sched["id"])
     assert deleted.stdout.strip() == f"schedule {sched['id']} deleted"

@@ -317,7 +317,7 @@ def test_quota_overrides_name_a_bad_key_and_value(tmp_path: Path) -> None:
 
 def test_a_bad_value_names_the_file_the_key_and_the_problem(tmp_path: Path) -> None:
     path = write(tmp_path, 'concurrency = "many"\n')
-    assert error_of(path) == f'{path}: concurrency: must be an integer >= 1, got "many"'
+    assert error_of(path) == f'{path}: concurrency: must be an integer from 1 to 100000, got "many"'
 
 
 def test_a_value_in_a_table_is_named_with_its_table(tmp_path: Path) -> None:
@@ -379,11 +379,11 @@ _LISTEN = 'must be "HOST:PORT" with a port from 1 to 65535, such as "127.0.0.1:9
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ("concurrency = true", "must be an integer >= 1, got true"),
-        ("concurrency = 2.0", "must be an integer >= 1, got 2.0"),
-        ('concurrency = "4"', 'must be an integer >= 1, got "4"'),
-        ("concurrency = [4]", "must be an integer >= 1, got an array"),
-        ("[concurrency]", "must be an integer >= 1, got a table"),
+        ("concurrency = true", "must be an integer from 1 to 100000, got true"),
+        ("concurrency = 2.0", "must be an integer from 1 to 100000, got 2.0"),
+        ('concurrency = "4"', 'must be an integer from 1 to 100000, got "4"'),
+        ("concurrency = [4]", "must be an integer from 1 to 100000, got an array"),
+        ("[concurrency]", "must be an integer from 1 to 100000, got a table"),
         ("db = 5", "must be a path (a non-empty string), got 5"),
         ('db = ""', 'must be a path (a non-empty string), got ""'),
         ('socket_group = "two words"', 'must be a group name, got "two words"'),
@@ -425,11 +425,14 @@ def test_durations_take_the_duration_syntax_or_seconds(
     ("line", "problem"),
     [
         ('kill_grace = "5x"', f'{_NOT_A_DURATION}, got "5x"'),
-        ("kill_grace = -1", 'must be at least 0s, got -1'),
+        ("kill_grace = -1", 'must be from 0s to 1d, got -1'),
+        ("kill_grace = 1e30", 'must be from 0s to 1d, got 1e+30'),
+        ("concurrency = 99999999999999999999", "must be an integer from 1 to 100000, got "
+         "99999999999999999999"),
         ("kill_grace = inf", f"{_NOT_A_DURATION}, got Infinity"),
         ("kill_grace = nan", f"{_NOT_A_DURATION}, got NaN"),
         ("kill_grace = true", f"{_NOT_A_DURATION}, got true"),
-        ('lease_ttl = "500ms"', 'must be at least 1s, got "500ms"'),
+        ('lease_ttl = "500ms"', 'must be from 1s to 1d, got "500ms"'),
         ("[retention]\ndead = 0", "must be at least 1s, got 0"),
         ('[retry]\nbackoff_cap = "31d"', 'must be from 0s to 30d, got "31d"'),
     ],
@@ -458,7 +461,7 @@ def test_format_seconds_is_short() -> None:
 
 def test_environment_errors_name_the_variable() -> None:
     assert error_of(env={"JOBCTL_CONCURRENCY": "many"}) == (
-        'environment variable JOBCTL_CONCURRENCY: must be an integer >= 1, got "many"'
+        'environment variable JOBCTL_CONCURRENCY: must be an integer from 1 to 100000, got "many"'
     )
     assert error_of(env={"JOBCTL_LEASE_TTL": "soon"}).startswith(
         f'environment variable JOBCTL_LEASE_TTL: {_NOT_A_DURATION}, got "soon"'
@@ -473,8 +476,8 @@ def test_environment_values_are_text_so_numbers_may_be_spelled() -> None:
 
 
 def test_flag_errors_name_the_option() -> None:
-    assert (
-        error_of(flags={"concurrency": 0}) == "option --concurrency: must be an integer >= 1, got 0"
+    assert error_of(flags={"concurrency": 0}) == (
+        "option --concurrency: must be an integer from 1 to 100000, got 0"
     )
     assert error_of(flags={"log_format": "xml"}).startswith("option --log-format: ")
 

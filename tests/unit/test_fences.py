@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import os
 import tomllib
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -122,7 +123,8 @@ def test_the_logging_switches_still_skip_the_caller_lookup() -> None:
     try:
         logging._srcfile = None
         logger.warning("skipped")
-        logging._srcfile = saved
+        # what logging sets at import (an earlier test may have run the daemon's setup)
+        logging._srcfile = os.path.normcase(logging.addLevelName.__code__.co_filename)
         logger.warning("looked up")
     finally:
         logging._srcfile = saved

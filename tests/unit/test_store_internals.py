@@ -185,7 +185,7 @@ def test_migration_9_keeps_jobs_and_attempts_and_scopes_keys_per_owner(tmp_path:
     cols = ", ".join(d[0] for d in conn.execute("SELECT * FROM attempts").description)
     job_cols = ", ".join(d[0] for d in conn.execute("SELECT * FROM jobs").description)
     assert migrate(conn) == len(migrations())
-    # later migrations add columns (0017: log_bytes; 0018: jobs.resources)
+    # later migrations add columns (0017: log_bytes; 0019: jobs.resources)
     assert [tuple(r) for r in conn.execute(f"SELECT {job_cols} FROM jobs")] == jobs
     assert [tuple(r) for r in conn.execute(f"SELECT {cols} FROM attempts")] == attempts
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1

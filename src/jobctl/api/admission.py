@@ -67,10 +67,12 @@ class Admission:
         if refusal is not None:
             raise refusal
 
-    def admit_schedule(self, uid: int, schedules: int) -> None:
+    def admit_schedule(self, uid: int, schedules: int, adding: int = 1) -> None:
+        """Refuse ``adding`` new schedules to ``uid``'s ``schedules`` live ones if the disk
+        is low (503) or they would pass the quota (429)."""
         if self.disk is not None:
             self.disk.check()
-        refusal = over("schedules", self.limits_for(uid).schedules, schedules, 1)
+        refusal = over("schedules", self.limits_for(uid).schedules, schedules, adding)
         if refusal is not None:
             raise refusal
 

@@ -26,10 +26,10 @@ from starlette.exceptions import HTTPException
 from jobctl import __version__, errors
 from jobctl.access import Access
 from jobctl.api import errors as api_errors
-from jobctl.api import fast, logfile, policy
+from jobctl.api import fast, logfile, pages, policy
 from jobctl.api.admission import Admission
 from jobctl.api.middleware import AuditMiddleware
-from jobctl.api.schemas import EnqueueBody, job_out, queue_out
+from jobctl.api.schemas import EnqueueBody, attempt_out, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job, QueueStats
@@ -149,19 +149,54 @@ async def enqueue(body: EnqueueBody, request: Request, ctx: Ctx) -> JSONResponse
     return JSONResponse(out, status)
 
 
-@router.get("/jobs", summary="List jobs, newest first")
+@router.get(
+    "/jobs",
+    summary="List jobs, newest first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_jobs(
     ctx: Ctx,
     who: Who,
     status: JobStatus | None = None,
     queue: str | None = None,
     limit: ListLimit = 100,
-    before: Annotated[int | None, Query(ge=1, le=limits.MAX_ID)] = None,
+    cursor: pages.CursorParam = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=limits.MAX_ID, description="Ids below this (else: cursor)")
+    ] = None,
     all_users: AllUsers = False,
-) -> list[dict[str, Any]]:
+) -> pages.PageResponse:
     owner = who.owner_filter(all_users)
-    jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit, before, owner)
-    return [job_out(j) for j in jobs]
+    scope = (owner, status, queue)
+    if cursor is not None:
+        [before] = pages.decode(cursor, "jobs", scope, (int,))  # type: ignore[assignment]
+    jobs = await ctx.store.run(ctx.st.list_jobs, status, queue, limit + 1, before, owner)
+    return pages.page(jobs, limit, job_out, lambda j: (j.id,), "jobs", scope)
+
+
+@router.get(
+    "/jobs/{job_id}/attempts",
+    summary="A job's attempts, in order (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
+async def list_attempts(
+    job_id: JobIdPath,
+    ctx: Ctx,
+    who: Who,
+    limit: ListLimit = 100,
+    cursor: pages.CursorParam = None,
+) -> pages.PageResponse:
+    job = await ctx.store.run(ctx.st.get, job_id, False)
+    who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
+    after = 0
+    if cursor is not None:
+        [after] = pages.decode(cursor, "attempts", (job_id,), (int,))  # type: ignore[assignment]
+    found = await ctx.store.run(ctx.st.list_attempts, job_id, limit + 1, after)
+    return pages.page(found, limit, attempt_out, lambda a: (a.number,), "attempts", (job_id,))
 
 
 @router.get("/jobs/{job_id}", summary="One job with its attempts")

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from jobctl.api import pages
 from jobctl.api.app import Ctx, owner_uid
 from jobctl.api.schemas import TIME_SCHEMA, since_time
 from jobctl.domain.audit import AuditRecord
@@ -31,7 +32,13 @@ def record_out(r: AuditRecord) -> dict[str, Any]:
     }
 
 
-@router.get("/audit", summary="The audit trail, newest first (admins only)")
+@router.get(
+    "/audit",
+    summary="The audit trail, newest first (a page; admins only)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_audit(
     request: Request,
     ctx: Ctx,
@@ -47,14 +54,20 @@ async def list_audit(
             json_schema_extra=TIME_SCHEMA,
         ),
     ] = None,
-    before: Annotated[int | None, Query(ge=1, le=2**62, description="Ids below this")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=2**62, description="Ids below this (else: cursor)")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-) -> list[dict[str, Any]]:
+    cursor: pages.CursorParam = None,
+) -> pages.PageResponse:
     # the gate refuses non-admins already (ROUTES: audit); checked here too, in depth
     if not ctx.hooks.access.is_admin(owner_uid(request)):
         request.state.denied = True
         raise Forbidden("only admins may read the audit trail")
     when = since_time(since)
+    scope = (uid, action, None if when is None else iso(when))
+    if cursor is not None:
+        [before] = pages.decode(cursor, "audit", scope, (int,))  # type: ignore[assignment]
     await ctx.store.run(ctx.st.flush_audit)  # what was just done is in the answer
-    found = await ctx.store.run(ctx.st.list_audit, uid, action, when, before, limit)
-    return [record_out(r) for r in found]
+    found = await ctx.store.run(ctx.st.list_audit, uid, action, when, before, limit + 1)
+    return pages.page(found, limit, record_out, lambda r: (r.id or 0,), "audit", scope)

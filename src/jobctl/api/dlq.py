@@ -9,31 +9,52 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from jobctl.api import pages
 from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, visible_job
 from jobctl.api.schemas import TIME_SCHEMA, ReplayIn, job_out, since_time
 from jobctl.domain import limits
+from jobctl.domain.clock import iso
+from jobctl.domain.models import Job
 from jobctl.domain.states import DeadReason
+from jobctl.store.rows import ms_to_dt, to_ms
 
 router = APIRouter(prefix="/v1/dlq")
 _TIME = TIME_SCHEMA
 
 
-@router.get("", summary="Dead jobs, most recent deaths first")
+@router.get(
+    "",
+    summary="Dead jobs, most recent deaths first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_dead(
     ctx: Ctx,
     who: Who,
     limit: ListLimit = 100,
+    cursor: pages.CursorParam = None,
     queue: str | None = None,
     reason: DeadReason | None = None,
     since: Annotated[
         str | None, Query(description="ISO-8601 with an offset", json_schema_extra=_TIME)
     ] = None,
     all_users: AllUsers = False,
-) -> list[dict[str, Any]]:
+) -> pages.PageResponse:
     when = since_time(since)
     owner = who.owner_filter(all_users, "dead jobs")
-    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, when, limit, owner)
-    return [job_out(j) for j in jobs]
+    scope = (owner, queue, reason, None if when is None else iso(when))
+    before = None
+    if cursor is not None:
+        at, job_id = pages.decode(cursor, "dead", scope, (int, int))
+        before = (ms_to_dt(int(at)), int(job_id))
+    jobs = await ctx.store.run(ctx.st.list_dead, queue, reason, when, limit + 1, owner, before)
+    return pages.page(jobs, limit, job_out, _dead_key, "dead", scope)
+
+
+def _dead_key(job: Job) -> tuple[int, int]:
+    assert job.finished_at is not None  # a dead job has finished
+    return to_ms(job.finished_at), job.id
 
 
 @router.get("/{job_id}", summary="One dead job with its attempts")

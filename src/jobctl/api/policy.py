@@ -96,6 +96,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/jobs"): Action.WRITE_OWN,
     ("GET", "/v1/jobs"): Action.READ_OWN,
     ("GET", "/v1/jobs/{job_id}"): Action.READ_OWN,
+    ("GET", "/v1/jobs/{job_id}/attempts"): Action.READ_OWN,
     ("GET", "/v1/jobs/{job_id}/attempts/{number}/log"): Action.READ_OWN,
     ("POST", "/v1/jobs/{job_id}/cancel"): Action.WRITE_OWN,
     ("GET", "/v1/status"): Action.READ_SHARED,

@@ -136,6 +136,13 @@ class ScheduleIn(BaseModel):
         return ScheduleSpec(timing, policy, template, owner_uid, self.name)
 
 
+#: The body of ``POST /v1/schedules``: one schedule, or a list of 1 to ``MAX_SCHEDULE_BATCH``.
+ScheduleBody = (
+    ScheduleIn
+    | Annotated[list[ScheduleIn], Field(min_length=1, max_length=limits.MAX_SCHEDULE_BATCH)]
+)
+
+
 def description(s: Schedule) -> str:
     t = s.spec.timing
     if t.cron is not None:

@@ -9,13 +9,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from jobctl.api import errors as api_errors
+from jobctl.api import pages
 from jobctl.api.app import AllUsers, Context, Ctx, ListLimit, Who, owner_uid
 from jobctl.api.policy import Caller
 from jobctl.api.schedule_edit import SchedulePatch, edit_out
-from jobctl.api.schedule_schemas import ScheduleIn, detail_out, schedule_out
+from jobctl.api.schedule_schemas import ScheduleBody, ScheduleIn, detail_out, schedule_out
 from jobctl.api.schemas import job_out
-from jobctl.domain.schedule import Schedule
-from jobctl.errors import InvalidInput, InvalidSchedule, NotFound, NotVisible
+from jobctl.domain.schedule import Schedule, ScheduleSpec
+from jobctl.errors import InvalidInput, InvalidSchedule, JobctlError, NotFound, NotVisible
 from jobctl.localzone import local_zone_name
 
 router = APIRouter(prefix="/v1/schedules")
@@ -32,34 +34,86 @@ async def visible(ctx: Context, who: Caller, ref: str) -> Schedule:
     return sched
 
 
-@router.post("", status_code=201, summary="Create a cron or interval schedule")
-async def create(body: ScheduleIn, request: Request, ctx: Ctx) -> JSONResponse:
-    spec = body.to_spec(
-        owner_uid(request), ctx.store.clock.now(), local_zone_name(), ctx.hooks.retry
-    )
-    spec.timing.next_after(ctx.store.clock.now())  # refuses one that can never fire
+@router.post(
+    "",
+    status_code=201,
+    summary="Create a cron or interval schedule, or a list of them",
+    description="A list is created in one transaction; each item answers alone, in order: "
+    "the schedule with `created: true`, or `created: false` and the `error` that refused it "
+    "(a name taken: `conflict`). 201 if any item was created, else 200.",
+    responses={200: {"description": "A list of which no item was created"}},
+)
+async def create(body: ScheduleBody, request: Request, ctx: Ctx) -> JSONResponse:
+    uid, now = owner_uid(request), ctx.store.clock.now()
+    if not isinstance(body, list):
+        spec = body.to_spec(uid, now, local_zone_name(), ctx.hooks.retry)
+        spec.timing.next_after(now)  # refuses one that can never fire
+        _check_limits(spec, ctx)
+        usage = await ctx.store.run(ctx.st.owner_usage, uid)
+        ctx.hooks.admission.admit_schedule(uid, usage["schedules"])  # 503 / 429
+        sched = await ctx.store.run(ctx.st.create_schedule, spec)
+        ctx.hooks.schedules_changed()
+        return JSONResponse(schedule_out(sched), 201)
+    specs = _specs(body, uid, now, ctx)
+    usage = await ctx.store.run(ctx.st.owner_usage, uid)
+    ctx.hooks.admission.admit_schedule(uid, usage["schedules"], len(specs))  # 503 / 429
+    answers = await ctx.store.run(ctx.st.create_schedules, specs)
+    ctx.hooks.schedules_changed()
+    created = any(isinstance(a, Schedule) for a in answers)
+    return JSONResponse([_item_out(a) for a in answers], 201 if created else 200)
+
+
+def _specs(items: list[ScheduleIn], uid: int, now: datetime, ctx: Context) -> list[ScheduleSpec]:
+    """The specs of a list, an error naming the item for one that can never be stored."""
+    zone, out = local_zone_name(), []
+    for i, item in enumerate(items):
+        try:
+            spec = item.to_spec(uid, now, zone, ctx.hooks.retry)
+            _check_limits(spec, ctx)
+        except JobctlError as exc:
+            raise type(exc)(f"{i}: {exc.message}", **exc.details) from None
+        out.append(spec)
+    return out
+
+
+def _check_limits(spec: ScheduleSpec, ctx: Context) -> None:
+    """Refuse resource limits this daemon cannot apply (a 400 now, not a failed attempt
+    at every occurrence)."""
     refused = ctx.hooks.resources(spec.template.resources)
     if refused is not None:
         raise InvalidInput(f"job: {refused}")
-    usage = await ctx.store.run(ctx.st.owner_usage, spec.owner_uid)
-    ctx.hooks.admission.admit_schedule(spec.owner_uid, usage["schedules"])  # 503 / 429
-    sched = await ctx.store.run(ctx.st.create_schedule, spec)
-    ctx.hooks.schedules_changed()
-    return JSONResponse(schedule_out(sched), 201)
 
 
-@router.get("", summary="Schedules, oldest first; page with limit and after")
+def _item_out(answer: Schedule | JobctlError) -> dict[str, Any]:
+    if isinstance(answer, Schedule):
+        return schedule_out(answer) | {"created": True}
+    return {"created": False} | api_errors.error_body(answer.code, answer.message, **answer.details)
+
+
+@router.get(
+    "",
+    summary="Schedules, oldest first (a page)",
+    description=pages.PAGE_DOC,
+    response_class=pages.PageResponse,
+    responses=pages.PAGE_RESPONSES,
+)
 async def list_schedules(
     ctx: Ctx,
     who: Who,
     deleted: bool = False,
-    limit: ListLimit = 1000,
-    after: Annotated[str | None, Query(description="id of the last schedule seen")] = None,
+    limit: ListLimit = 100,
+    cursor: pages.CursorParam = None,
+    after: Annotated[
+        str | None, Query(max_length=64, description="Id of the last schedule seen (else: cursor)")
+    ] = None,
     all_users: AllUsers = False,
-) -> list[dict[str, Any]]:
+) -> pages.PageResponse:
     owner = who.owner_filter(all_users, "schedules")
-    found = await ctx.store.run(ctx.st.list_schedules, deleted, limit, after, owner)
-    return [schedule_out(s) for s in found]
+    scope = (owner, deleted)
+    if cursor is not None:
+        [after] = pages.decode(cursor, "schedules", scope, (str,))  # type: ignore[assignment]
+    found = await ctx.store.run(ctx.st.list_schedules, deleted, limit + 1, after, owner)
+    return pages.page(found, limit, schedule_out, lambda s: (s.id,), "schedules", scope)
 
 
 @router.get("/{ref}", summary="One schedule (id or name) with next fires and history")

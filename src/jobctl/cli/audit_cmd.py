@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
+from jobctl.cli.options import AllPagesOpt, CursorOpt, JsonOpt, SocketOpt, client
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone
@@ -32,26 +32,31 @@ def audit(
     before: Annotated[
         int | None, typer.Option(min=1, help="Only records with an id below this (paging)")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Records per page")] = 50,
+    cursor: CursorOpt = None,
+    all_: AllPagesOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
     """Show who did what: every change and every refused request, newest first (admins only).
 
-    Each record holds the caller's uid, gid and pid (from the socket), the action and its target, the answer (HTTP status and error code) and the request id every answer carries in X-Request-Id. Page back with --before set to the last id shown.
+    Each record holds the caller's uid, gid and pid (from the socket), the action and its target, the answer (HTTP status and error code) and the request id every answer carries in X-Request-Id. A page holds --limit records; when more follow, the command that shows the next page is printed on standard error; --all prints every page as it arrives.
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
-    after = _since(since) if since else None
-    with client(socket) as c:
-        records = c.audit(uid=uid, action=action, since=after, before=before, limit=limit)
-    if json_:
-        print_json(records)
-        return
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+    from jobctl.cli import pages
 
-    if records:
-        render.console.print(audit_table(records))
-    else:
-        render.console.print("no audit records")
+    after = _since(since) if since else None
+    query = pages.params(limit, cursor, uid=uid, action=action, since=after, before=before)
+    given = (("uid", uid), ("action", action), ("since", after), ("before", before))
+    flags = [f"--{k} {v}" for k, v in given if v is not None] + [f"--limit {limit}"]
+    with client(socket) as c:
+        pages.show(
+            c.pages("/v1/audit", query),
+            every=all_,
+            json_=json_,
+            draw=audit_table,
+            empty="no audit records",
+            again=" ".join(["jobctl audit", *flags]),
+        )
 
 
 def _since(text: str) -> str:
@@ -60,7 +65,12 @@ def _since(text: str) -> str:
         ago = parse_duration(text)
     except InvalidInput:
         return parse_when(text, local_zone()).isoformat()
-    return (datetime.now(UTC) - timedelta(seconds=ago)).isoformat()
+    try:
+        return (datetime.now(UTC) - timedelta(seconds=ago)).isoformat()
+    except OverflowError:  # before the year 1
+        raise InvalidInput(
+            f"--since {text}: too far back (the calendar starts in year 1)"
+        ) from None
 
 
 def audit_table(records: list[dict[str, Any]]) -> Table:

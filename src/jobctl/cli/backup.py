@@ -22,7 +22,7 @@ from typing import Annotated
 
 import typer
 
-from jobctl.errors import Conflict, InvalidInput, NotFound, StoreError
+from jobctl.errors import Conflict, InvalidInput, JobctlError, NotFound, StoreError
 from jobctl.paths import default_db
 
 #: How long to wait for a lock the daemon holds (a checkpoint), in seconds.
@@ -61,7 +61,14 @@ def backup(
 
     To restore: stop the daemon; move the database and its -wal and -shm files away; copy FILE to the database path; start the daemon. Jobs that were running at backup time are reclaimed as after a crash, and work finished after the backup may run again.
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
-    source = db or default_db()
+    try:
+        _backup(file, db or default_db(), force)
+    except OSError as exc:  # a name too long, no such directory, no room: one line, no bug
+        where = exc.filename or file
+        raise JobctlError(f"backup {file}: {where}: {exc.strerror or exc}") from None
+
+
+def _backup(file: Path, source: Path, force: bool) -> None:
     if not source.is_file():
         raise NotFound(f"no database at {source}", path=str(source))
     if file.exists() and not force:

@@ -2,8 +2,16 @@
 
 Each non-blank line is one job object in the API's job body format (``POST /v1/jobs``:
 ``command``, ``run_at``, ``queue``, ``priority``, ``key``, ``max_attempts``, ``timeout``,
-``backoff``, ``env``, ``cwd``, ``retry_on``, ``no_retry_on``), so a file is what a program
-would send; a line without ``cwd`` runs in the current directory, as with ``jobctl add``.
+``backoff``, ``env``, ``cwd``, ``retry_on``, ``no_retry_on``), or one schedule object (a
+line with ``cron`` or ``every``: ``POST /v1/schedules``' body, its job under ``job``), so a
+file is what a program would send; a job without ``cwd`` runs in the current directory, as
+with ``jobctl add``.
+
+Schedules go in requests of up to :data:`SCHEDULE_CHUNK` (the batch form of ``POST
+/v1/schedules``), and each line answers alone: a refused one (a name taken, a zone that
+never fires) is reported on standard error naming its line, the others are created, and
+the command exits 1 at the end. Consecutive lines of one kind share a request, so ids are
+printed in the file's order.
 
 Every line is read and checked as JSON before anything is sent, so a malformed file
 enqueues nothing. The jobs then go in requests of at most :data:`CHUNK` jobs (the batch
@@ -54,8 +62,10 @@ def read_lines(source: str) -> list[Line]:
         except ValueError as exc:
             raise InvalidInput(f"--batch line {number}: not valid JSON ({exc})") from None
         if not isinstance(job, dict):
-            raise InvalidInput(f"--batch line {number}: a job must be a JSON object")
-        job.setdefault("cwd", cwd)
+            raise InvalidInput(f"--batch line {number}: a job or schedule must be a JSON object")
+        target = job.get("job") if is_schedule(job) else job
+        if isinstance(target, dict):
+            target.setdefault("cwd", cwd)
         jobs.append(Line(number, job))
     if not jobs:
         raise InvalidInput(f"--batch: no jobs in {source}")
@@ -90,24 +100,61 @@ def in_lines(exc: JobctlError, chunk: list[Line], done: int) -> JobctlError:
 
 
 def add_batch(source: str, json_: bool, socket: Path | None) -> None:
-    """Enqueue every job of ``source``; print the ids as each request is stored (or, with
-    ``json_``, one JSON list of the jobs at the end)."""
+    """Enqueue every job and create every schedule of ``source``; print the ids as each
+    request is stored (or, with ``json_``, one JSON list of the answers at the end)."""
     from jobctl.cli.job_actions import client, print_json
 
     lines = read_lines(source)
     answers: list[dict[str, Any]] = []
-    done = 0
+    done = refused = 0
     with client(socket) as c:
-        for chunk in chunks(lines):
-            try:
-                jobs = c.enqueue_many([line.job for line in chunk])
-            except JobctlError as exc:
-                raise in_lines(exc, chunk, done) from None
-            done += len(jobs)
-            if json_:
-                answers += jobs
+        for chunk in kind_chunks(lines):
+            if is_schedule(chunk[0].job):
+                got = c.create_schedules([line.job for line in chunk])
+                refused += _report_refused(chunk, got)
             else:
-                sys.stdout.write("".join(f"{job['id']}\n" for job in jobs))
+                try:
+                    got = c.enqueue_many([line.job for line in chunk])
+                except JobctlError as exc:
+                    raise in_lines(exc, chunk, done) from None
+            done += len(got)
+            if json_:
+                answers += got
+            else:
+                sys.stdout.write("".join(f"{a['id']}\n" for a in got if "id" in a))
                 sys.stdout.flush()
     if json_:
         print_json(answers)
+    if refused:
+        raise BatchIncomplete(f"--batch: {refused} schedule line(s) refused (see above)")
+
+
+#: Schedules per request (the API's batch limit).
+SCHEDULE_CHUNK = 1000
+
+
+class BatchIncomplete(InvalidInput):
+    """Some schedule lines were refused, each reported; the others were created."""
+
+
+def is_schedule(item: dict[str, Any]) -> bool:
+    return "cron" in item or "every" in item
+
+
+def kind_chunks(lines: list[Line]) -> Iterator[list[Line]]:
+    """Runs of consecutive lines of one kind (jobs, schedules), cut into requests."""
+    run: list[Line] = []
+    for line in lines:
+        if run and is_schedule(run[0].job) != is_schedule(line.job):
+            yield from chunks(run, SCHEDULE_CHUNK if is_schedule(run[0].job) else None)
+            run = []
+        run.append(line)
+    if run:
+        yield from chunks(run, SCHEDULE_CHUNK if is_schedule(run[0].job) else None)
+
+
+def _report_refused(chunk: list[Line], answers: list[dict[str, Any]]) -> int:
+    bad = [(line, a) for line, a in zip(chunk, answers, strict=True) if not a["created"]]
+    for line, answer in bad:
+        sys.stderr.write(f"jobctl: --batch line {line.number}: {answer['error']['message']}\n")
+    return len(bad)

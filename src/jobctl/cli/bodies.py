@@ -35,10 +35,13 @@ def job_body(
     nice: int | None = None,
     memory_max: str | None = None,
     cpu_quota: str | None = None,
+    env_from_shell: bool = False,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
     A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
+    ``env_from_shell``: the job gets this process's environment (as ``at`` does), then the
+    ``env`` entries; otherwise only the ``env`` entries (the daemon's clean default).
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
@@ -47,13 +50,13 @@ def job_body(
     if shell:
         if len(command) != 1:
             raise InvalidInput("--shell takes the whole command as one quoted string")
-        command = ["/bin/sh", "-c", command[0]]
+        command = shell_argv(command[0])
     body: dict[str, Any] = {
         "command": command,
         "queue": queue,
         "priority": priority,
         "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _env(env or []),
+        "env": _job_env(env or [], env_from_shell),
     }
     optional = {
         "run_at": _run_at(at, in_, tz),
@@ -87,6 +90,18 @@ def _percent(text: str) -> float:
         return float(text.removesuffix("%"))
     except ValueError:
         raise InvalidInput(f"--cpu-quota {text!r}: give a percentage such as 50%") from None
+
+
+#: Where ``--shell`` looks for bash (the daemon runs the command on this host).
+BASH_PATHS = ("/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash")
+
+
+def shell_argv(script: str) -> list[str]:
+    """``--shell``: ``bash -o pipefail -c SCRIPT``, so ``pg_dump app | gzip > f`` fails
+    when pg_dump fails (``/bin/sh`` is often dash, which has no pipefail and reports the
+    last stage's status); ``/bin/sh -c`` only on a host without bash."""
+    bash = next((p for p in BASH_PATHS if os.access(p, os.X_OK)), None)
+    return [bash, "-o", "pipefail", "-c", script] if bash else ["/bin/sh", "-c", script]
 
 
 def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
@@ -124,6 +139,14 @@ def parse_codes(text: str, option: str) -> list[int]:
             raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
         codes.update(range(first, last + 1))
     return sorted(codes)
+
+
+def _job_env(pairs: list[str], from_shell: bool) -> dict[str, str]:
+    if not from_shell:
+        return _env(pairs)
+    from jobctl.domain.jobenv import from_shell as shell_env
+
+    return shell_env(os.environ) | _env(pairs)
 
 
 def _env(pairs: list[str]) -> dict[str, str]:

@@ -87,6 +87,33 @@ def show(
         sys.stdout.write(as_toml(view))
 
 
+@app.command("get")
+def get(
+    ctx: typer.Context,
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="A setting, e.g. socket, retry.max_attempts")
+    ],
+    config: ConfigOpt = None,
+    local: LocalOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """Print one effective setting's value alone, for scripts: sock=$(jobctl config get socket).
+
+    The same value jobctl config show prints (the running daemon's when one answers, else what jobctl daemon would load here), without quotes; durations in seconds. A setting that is not set prints nothing and exits 1.
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    from jobctl.errors import InvalidInput
+
+    path = config if from_command_line(ctx, "config") else None
+    view = None if local or path is not None else daemon_view(socket)[0]
+    settings = (view or local_view(path))["settings"]
+    if key not in settings:
+        raise InvalidInput(f"no setting {key!r}; jobctl config show lists them")
+    value = settings[key]["value"]
+    if value is None:
+        raise typer.Exit(1)
+    print(json.dumps(value) if isinstance(value, dict) else value)
+
+
 def local_view(path: Path | None) -> dict[str, Any]:
     """What ``jobctl daemon`` would load here, in the form of :func:`as_json`."""
     from jobctl.config import Host, load, locate

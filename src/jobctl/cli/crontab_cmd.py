@@ -32,7 +32,7 @@ from jobctl.cli.bodies import job_body
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.cli.schedules import schedule_body
 from jobctl.domain.schedule import Misfire, Overlap
-from jobctl.errors import Conflict, DaemonUnavailable, InvalidInput
+from jobctl.errors import Conflict, DaemonUnavailable, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -162,36 +162,50 @@ def _plan(
 
 
 def _apply(rows: list[Row], socket: Path | None, dry_run: bool) -> None:
-    """Mark the entries that exist, then create the others unless this is a dry run."""
+    """Create the entries (a request per :data:`CHUNK`, each entry answering alone; a name
+    that is taken is "exists"), or for a dry run only look up which exist."""
     todo = [r for r in rows if r.action == "create"]
     if not todo:
         return
     with client(socket) as c:
-        try:
-            live = {s["name"]: s["id"] for s in c.schedules() if s["name"]}
-        except DaemonUnavailable as exc:
-            if not dry_run:
-                raise
-            sys.stderr.write(f"jobctl: warning: {exc.message}; cannot tell which entries exist\n")
+        if dry_run:
+            try:
+                for row in todo:
+                    _mark_if_exists(c, row)
+            except DaemonUnavailable as exc:
+                sys.stderr.write(
+                    f"jobctl: warning: {exc.message}; cannot tell which entries exist\n"
+                )
             return
-        for row in todo:
-            if row.name in live:
-                row.action, row.id = "exists", live[row.name]
-            elif not dry_run:
-                _create(c, row)
+        for start in range(0, len(todo), CHUNK):
+            _create(c, todo[start : start + CHUNK])
 
 
-def _create(c: Client, row: Row) -> None:
-    """Create one schedule; a name taken meanwhile (HTTP 409) is "exists", not an error."""
-    assert row.body is not None
+#: Entries per creation request (the API takes up to 1,000 schedules in one).
+CHUNK = 1000
+
+
+def _mark_if_exists(c: Client, row: Row) -> None:
+    assert row.name is not None
     try:
-        out = c.create_schedule(row.body)
-    except Conflict:
-        row.action = "exists"
-    except InvalidInput as exc:  # the daemon knows something this client did not check
-        row.action, row.note = "error", exc.message
-    else:
-        row.action, row.id = "created", out["id"]
+        found = c.schedule(row.name)  # a name means the caller's live schedule
+    except NotFound:
+        return
+    row.action, row.id = "exists", found["id"]
+
+
+def _create(c: Client, rows: list[Row]) -> None:
+    """Create ``rows`` in one request; a name taken (its item answers 409 ``conflict``,
+    maybe in a race) is "exists", not an error."""
+    answers = c.create_schedules([row.body for row in rows if row.body is not None])
+    for row, answer in zip(rows, answers, strict=True):
+        if answer["created"]:
+            row.action, row.id = "created", answer["id"]
+        elif answer["error"]["code"] == Conflict.code:
+            row.action = "exists"
+            _mark_if_exists(c, row)
+        else:  # the daemon knows something this client did not check
+            row.action, row.note = "error", answer["error"]["message"]
 
 
 def _fail_on_errors(rows: list[Row], blocked: bool) -> None:

@@ -15,7 +15,16 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli import jobs
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
+from jobctl.cli.options import (
+    AllPagesOpt,
+    AllUsersOpt,
+    CursorOpt,
+    JsonOpt,
+    SocketOpt,
+    client,
+    command_group,
+    print_json,
+)
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.states import DeadReason
 from jobctl.errors import InvalidInput
@@ -45,24 +54,37 @@ def list_(
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
     since: Annotated[str | None, typer.Option(help="Died at or after (ISO or local)")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Dead jobs per page")] = 50,
+    cursor: CursorOpt = None,
+    all_: AllPagesOpt = False,
     all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List your dead jobs with their reasons, most recent deaths first."""
+    """List your dead jobs with their reasons, most recent deaths first, a page at a time."""
+    from jobctl.cli import pages
+
     after = parse_when(since, local_zone()).isoformat() if since else None
+    query = pages.params(
+        limit, cursor, queue=queue, reason=reason, since=after, all_users=all_users
+    )
+    given = (("queue", queue), ("reason", reason), ("since", after))
+    flags = [f"--{k} {v}" for k, v in given if v] + [f"--limit {limit}"]
     with client(socket) as c:
-        jobs = c.dead(limit, queue, reason, after, all_users=all_users)
-    if json_:
-        print_json(jobs)
-        return
+        pages.show(
+            c.pages("/v1/dlq", query),
+            every=all_,
+            json_=json_,
+            draw=_table,
+            empty="no dead jobs",
+            again=" ".join(["jobctl dlq list", *flags] + ["--all-users"] * all_users),
+        )
+
+
+def _table(items: list[dict[str, Any]]) -> Any:
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
-    if jobs:
-        render.console.print(render.dead_table(jobs))
-    else:
-        render.console.print("no dead jobs")
+    return render.dead_table(items)
 
 
 # A dead job is a job: `dlq show` is `jobctl show` (attempts, errors, dead reason).

@@ -12,18 +12,24 @@ differently) is left to Typer, so usage errors keep Click's own messages.
 Options served (the rest of each command's options go through Typer):
 
 * ``add [--queue Q] [--priority N] [--key K] [--in DELAY] [--max-attempts N]
-  [--timeout D] [--env N=V]... [--shell|--no-shell] [--json] [--socket P] [--] CMD...``
+  [--timeout D] [--env N=V]... [--env-from-shell] [--shell|--no-shell] [--json]
+  [--socket P] [--] CMD...``
 * ``status [--json] [--socket P]``
-* ``list [--status S] [--queue Q] [--limit N] [--all-users] [--json] [--socket P]``
+* ``list [--status S] [--queue Q] [--limit N] [--cursor C] [--all] [--all-users] [--json]
+  [--socket P]``
 * ``show ID [--json] [--socket P]``
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
+
+#: The largest ``--limit`` of ``list`` (the API's list limit), as its Typer option says.
+MAX_PAGE = 10_000
 
 
 class Spec(NamedTuple):
@@ -42,12 +48,15 @@ SPECS: dict[str, Spec] = {
         frozenset(
             {"--queue", "--priority", "--key", "--in", "--max-attempts", "--timeout", "--socket"}
         ),
-        _OUT | {"--shell", "--no-shell"},
+        _OUT | {"--shell", "--no-shell", "--env-from-shell"},
         multi=frozenset({"--env"}),
         rest=True,
     ),
     "status": Spec(frozenset({"--socket"}), _OUT),
-    "list": Spec(frozenset({"--status", "--queue", "--limit", "--socket"}), _OUT | {"--all-users"}),
+    "list": Spec(
+        frozenset({"--status", "--queue", "--limit", "--cursor", "--socket"}),
+        _OUT | {"--all-users", "--all"},
+    ),
     "show": Spec(frozenset({"--socket"}), _OUT, arguments=1),
 }
 
@@ -137,6 +146,8 @@ def _add(p: Parsed) -> Callable[[], object]:
     from jobctl.cli.bodies import job_body
 
     v = p.values
+    if "JOBCTL_ENV_FROM_SHELL" in os.environ:
+        raise ValueError("JOBCTL_ENV_FROM_SHELL")  # Click reads its boolean forms
     shell = next((f == "--shell" for f in reversed(p.flags) if f.endswith("shell")), False)
     priority = _int(v["--priority"]) if "--priority" in v else 0
     max_attempts = _int(v["--max-attempts"], low=1) if "--max-attempts" in v else None
@@ -151,6 +162,7 @@ def _add(p: Parsed) -> Callable[[], object]:
         timeout=v.get("--timeout"),
         env=p.multi.get("--env"),
         shell=shell,
+        env_from_shell="--env-from-shell" in p.flags,
     )
     return partial(job_actions.add_job, body, "--json" in p.flags, socket)
 
@@ -168,11 +180,21 @@ def _list(p: Parsed) -> Callable[[], object]:
     status = p.values.get("--status")
     if status is not None and status not in {s.value for s in JobStatus}:
         raise ValueError(status)  # Click words the choice error
-    limit = _int(p.values["--limit"]) if "--limit" in p.values else 50
+    limit = _int(p.values["--limit"], low=1) if "--limit" in p.values else 50
+    if limit > MAX_PAGE:
+        raise ValueError(limit)  # Click words the range error
     queue = p.values.get("--queue")
     all_users = "--all-users" in p.flags
     return partial(
-        job_actions.list_jobs, status, queue, limit, all_users, "--json" in p.flags, _socket(p)
+        job_actions.list_jobs,
+        status,
+        queue,
+        limit,
+        all_users,
+        "--json" in p.flags,
+        _socket(p),
+        p.values.get("--cursor"),
+        "--all" in p.flags,
     )
 
 

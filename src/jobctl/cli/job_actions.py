@@ -32,6 +32,7 @@ def print_json(data: Any) -> None:
 
 def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> dict[str, Any]:
     """Enqueue one job body; print its id (or the job as JSON); return the job."""
+    warn_unrunnable(body)
     with client(socket) as c:
         out = c.enqueue(body)
     if json_:
@@ -39,6 +40,40 @@ def add_job(body: dict[str, Any], json_: bool, socket: Path | None) -> dict[str,
     else:
         print(out["id"])
     return out
+
+
+def warn_unrunnable(body: dict[str, Any]) -> None:
+    """Say on stderr (a warning, not an error: it may appear by then) when the job's
+    command is not found on the PATH it will run with, or its directory does not exist."""
+    import os
+
+    from jobctl.domain.jobenv import resolved_path
+
+    cwd, program = body["cwd"], body["command"][0]
+    path = resolved_path(body.get("env") or {}, os.geteuid())
+    if not os.path.isdir(cwd):
+        _warn(f"--cwd {cwd} does not exist; the job fails (exit 125) if it still does not")
+    if "/" in program:
+        target = os.path.join(cwd, program)
+        if not _runnable(target):
+            _warn(f"{program} is not an executable file (from {cwd}); the job would fail")
+    elif not any(_runnable(os.path.join(d or ".", program)) for d in path.split(":")):
+        _warn(
+            f"{program!r} is not found on the job's PATH ({path}); the job would fail with "
+            "127: give its full path, --env PATH=..., or --env-from-shell"
+        )
+
+
+def _runnable(path: str) -> bool:
+    """An executable file (``shutil.which``'s test, without importing shutil: the fast
+    path's start-up counts)."""
+    import os
+
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"jobctl: warning: {message}\n")
 
 
 def show_status(json_: bool, socket: Path | None) -> None:
@@ -59,18 +94,35 @@ def list_jobs(
     all_users: bool,
     json_: bool,
     socket: Path | None,
+    cursor: str | None = None,
+    every: bool = False,
 ) -> None:
+    """A page of jobs (or, with ``every``, every page as it comes): see
+    :mod:`jobctl.cli.pages`."""
+    from jobctl.cli import pages
+
+    query = pages.params(limit, cursor, status=status, queue=queue, all_users=all_users)
+    again = " ".join(
+        ["jobctl list"]
+        + [f"--{k} {v}" for k, v in (("status", status), ("queue", queue)) if v]
+        + [f"--limit {limit}"]
+        + (["--all-users"] if all_users else [])
+    )
     with client(socket) as c:
-        jobs = c.list_jobs(status, queue, limit, all_users=all_users)
-    if json_:
-        print_json(jobs)
-        return
+        pages.show(
+            c.pages("/v1/jobs", query),
+            every=every,
+            json_=json_,
+            draw=_jobs_table,
+            empty="no jobs",
+            again=again,
+        )
+
+
+def _jobs_table(items: list[dict[str, Any]]) -> Any:
     from jobctl.cli import render
 
-    if jobs:
-        render.console.print(render.jobs_table(jobs))
-    else:
-        render.console.print("no jobs")
+    return render.jobs_table(items)
 
 
 def show_job(job_id: int, json_: bool, socket: Path | None) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from jobctl.cli import job_actions
 from jobctl.cli.bodies import job_body
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client
+from jobctl.cli.options import AllPagesOpt, AllUsersOpt, CursorOpt, JsonOpt, SocketOpt, client
 from jobctl.cli.schedules import schedule_body, user_zone
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
@@ -48,7 +48,23 @@ def add(
         typer.Option(file_okay=False, help="Working directory", show_default="current"),
     ] = None,
     env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
-    shell: Annotated[bool, typer.Option(help="Run one string through /bin/sh -c")] = False,
+    env_from_shell: Annotated[
+        bool,
+        typer.Option(
+            "--env-from-shell",
+            envvar="JOBCTL_ENV_FROM_SHELL",
+            show_envvar=True,
+            help="Run with your current environment (PATH included), as at does, plus --env; "
+            "default: a small clean one",
+        ),
+    ] = False,
+    shell: Annotated[
+        bool,
+        typer.Option(
+            help="Run one string through bash -o pipefail -c (a failing pipeline stage fails "
+            "the job); /bin/sh -c where there is no bash"
+        ),
+    ] = False,
     retry_on: Annotated[
         str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
     ] = None,
@@ -81,7 +97,8 @@ def add(
         str | None,
         typer.Option(
             metavar="FILE|-",
-            help="Enqueue the jobs of FILE (- for stdin): JSON lines, one API job object each",
+            help="Enqueue the jobs and create the schedules of FILE (- for stdin): JSON lines, "
+            "one API job or schedule object (with cron or every) each",
         ),
     ] = None,
     json_: JsonOpt = False,
@@ -124,6 +141,7 @@ def add(
         nice=nice,
         memory_max=memory_max,
         cpu_quota=cpu_quota,
+        env_from_shell=env_from_shell,
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -131,6 +149,7 @@ def add(
             _say_when(job, at, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
+    job_actions.warn_unrunnable(body)
     with client(socket) as c:
         out = c.create_schedule(sched)
     if json_:
@@ -198,13 +217,20 @@ def _sched(help_: str, **kw: Any) -> Any:
 def list_(
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Jobs per page, newest first")] = 50,
+    cursor: CursorOpt = None,
+    all_: AllPagesOpt = False,
     all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List your jobs, newest first (admins: --all-users for everyone's)."""
-    job_actions.list_jobs(status.value if status else None, queue, limit, all_users, json_, socket)
+    """List your jobs, newest first, a page at a time (admins: --all-users for everyone's).
+
+    A page holds --limit jobs; when more follow, the command that shows the next page is printed on standard error. --all prints every page as it arrives.
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    job_actions.list_jobs(
+        status.value if status else None, queue, limit, all_users, json_, socket, cursor, all_
+    )
 
 
 def show(
@@ -214,6 +240,37 @@ def show(
 ) -> None:
     """Show one job with every attempt."""
     job_actions.show_job(job_id, json_, socket)
+
+
+def attempts(
+    job_id: Annotated[int, typer.Argument(metavar="ID", help="Job id")],
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Attempts per page")] = 50,
+    cursor: CursorOpt = None,
+    all_: AllPagesOpt = False,
+    json_: JsonOpt = False,
+    socket: SocketOpt = None,
+) -> None:
+    """List a job's attempts in order, a page at a time (a job replayed many times has many).
+
+    A page holds --limit attempts; when more follow, the command that shows the next page is printed on standard error. --all prints every page as it arrives.
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    from jobctl.cli import pages
+
+    with client(socket) as c:
+        pages.show(
+            c.pages(f"/v1/jobs/{job_id}/attempts", pages.params(limit, cursor)),
+            every=all_,
+            json_=json_,
+            draw=_attempts_table,
+            empty=f"job {job_id} has no attempts",
+            again=f"jobctl attempts {job_id} --limit {limit}",
+        )
+
+
+def _attempts_table(items: list[dict[str, Any]]) -> Any:
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
+    return render.attempts_table(items)
 
 
 def logs(

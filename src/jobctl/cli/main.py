@@ -76,6 +76,7 @@ def _app() -> typer.Typer:
     app.command("add", context_settings=no_intersperse)(jobs.add)
     app.command("list")(jobs.list_)
     app.command("show")(jobs.show)
+    app.command("attempts")(jobs.attempts)
     app.command("logs")(jobs.logs)
     app.command("cancel")(jobs.cancel)
     app.command("status")(admin.status)
@@ -136,7 +137,7 @@ def _run_typer(args: list[str]) -> int:
     """
     import typer
 
-    command = typer.main.get_command(_app())
+    command = _command()
     try:
         result = command.main(args=args, prog_name="jobctl", standalone_mode=False)
     except typer.Exit as exc:
@@ -148,6 +149,17 @@ def _run_typer(args: list[str]) -> int:
         fail(exc.format_message())
         return USAGE if exc.exit_code in (1, 2) else exc.exit_code
     return result if isinstance(result, int) else 0
+
+
+@functools.cache
+def _command() -> typer.core.TyperGroup:
+    """The click command of the app: building it costs ~0.25 s, so a process that runs
+    many command lines (the tests, a program calling :func:`run`) builds it once."""
+    import typer
+
+    command = typer.main.get_command(_app())
+    assert isinstance(command, typer.core.TyperGroup)
+    return command
 
 
 def entry() -> None:

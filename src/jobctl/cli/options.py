@@ -10,7 +10,9 @@ import typer
 from jobctl.cli.job_actions import client, print_json
 
 __all__ = [
+    "AllPagesOpt",
     "AllUsersOpt",
+    "CursorOpt",
     "JsonOpt",
     "SocketOpt",
     "client",
@@ -31,6 +33,16 @@ SocketOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+CursorOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Start at this page: the cursor a previous page printed (--json: next_cursor)"
+    ),
+]
+AllPagesOpt = Annotated[
+    bool,
+    typer.Option("--all", help="Every page, printed as each arrives (--json: one page per line)"),
+]
 AllUsersOpt = Annotated[
     bool,
     typer.Option("--all-users", help="Everyone's, not only yours (admins only)"),

@@ -84,6 +84,15 @@ def budget(job: dict[str, Any]) -> str:
     return f"{'?' if failures is None else failures}/{job['max_attempts']}"
 
 
+def _path_line(job: dict[str, Any]) -> str:
+    """The PATH the command is looked up on, and where it comes from."""
+    from jobctl.domain.jobenv import resolved_path
+
+    env = job.get("env") or {}
+    source = "from the job's env" if env.get("PATH") else "default"
+    return f"{esc(resolved_path(env, job.get('owner_uid', -1)))} ({source})"
+
+
 def job_detail(job: dict[str, Any]) -> None:
     fields = [
         ("id", job["id"]),
@@ -93,6 +102,7 @@ def job_detail(job: dict[str, Any]) -> None:
         ("priority", job["priority"]),
         ("command", esc(" ".join(job["command"]))),
         ("cwd", job["cwd"]),
+        ("PATH", _path_line(job)),
         ("run at", when(job["run_at"])),
         (
             "attempts",

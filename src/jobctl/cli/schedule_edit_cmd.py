@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.bodies import _backoff, _env, parse_codes
+from jobctl.cli.bodies import _backoff, _env, parse_codes, shell_argv
 from jobctl.cli.humantime import parse_at
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration
@@ -51,7 +51,7 @@ def edit(
     backoff: Annotated[str | None, _opt(_JOB, "Retry backoff BASE[:CAP]")] = None,
     env: Annotated[list[str] | None, _opt(_JOB, "NAME=VALUE (replaces the whole env)")] = None,
     cwd: Annotated[Path | None, _opt(_JOB, "Working directory", file_okay=False)] = None,
-    shell: Annotated[bool, _opt(_JOB, "Run the new command through /bin/sh -c")] = False,
+    shell: Annotated[bool, _opt(_JOB, "Run the new command as add --shell does")] = False,
     retry_on: Annotated[str | None, _opt(_JOB, "Retry only these exit codes")] = None,
     no_retry_on: Annotated[str | None, _opt(_JOB, "Never retry these exit codes")] = None,
     json_: JsonOpt = False,
@@ -123,7 +123,7 @@ def _job_patch(o: dict[str, Any], given: set[str]) -> dict[str, Any]:
     if o["shell"]:
         if not command or len(command) != 1:
             raise InvalidInput("--shell takes the new command as one quoted string after --")
-        command = ["/bin/sh", "-c", command[0]]
+        command = shell_argv(command[0])
     if command:
         job["command"] = command
     return job

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli.humantime import parse_at
-from jobctl.cli.options import AllUsersOpt, JsonOpt, SocketOpt, client, command_group, print_json
+from jobctl.cli.options import (
+    AllPagesOpt,
+    AllUsersOpt,
+    CursorOpt,
+    JsonOpt,
+    SocketOpt,
+    client,
+    command_group,
+    print_json,
+)
 from jobctl.domain.durations import parse_duration
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.errors import InvalidInput
@@ -76,24 +85,37 @@ Ref = Annotated[str, typer.Argument(metavar="ID|NAME", help="Schedule id or name
 def list_(
     deleted: Annotated[bool, typer.Option(help="Include deleted schedules")] = False,
     limit: Annotated[
-        int | None, typer.Option(min=1, help="Show at most N (oldest first); default: all")
-    ] = None,
+        int, typer.Option(min=1, max=10_000, help="Schedules per page, oldest first")
+    ] = 50,
+    cursor: CursorOpt = None,
+    all_: AllPagesOpt = False,
     all_users: AllUsersOpt = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """List your schedules with their next run and skip counts."""
+    """List your schedules with their next run and skip counts, a page at a time.
+
+    A page holds --limit schedules; when more follow, the command that shows the next page is printed on standard error. --all prints every page as it arrives.
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    from jobctl.cli import pages
+
+    query = pages.params(limit, cursor, deleted=deleted, all_users=all_users)
+    flags = [f"--limit {limit}"] + ["--deleted"] * deleted + ["--all-users"] * all_users
     with client(socket) as c:
-        found = c.schedules(deleted, limit, all_users=all_users)
-    if json_:
-        print_json(found)
-        return
+        pages.show(
+            c.pages("/v1/schedules", query),
+            every=all_,
+            json_=json_,
+            draw=_table,
+            empty="no schedules",
+            again=" ".join(["jobctl schedules list", *flags]),
+        )
+
+
+def _table(items: list[dict[str, Any]]) -> Any:
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
-    if found:
-        render.console.print(render.schedules_table(found))
-    else:
-        render.console.print("no schedules")
+    return render.schedules_table(items)
 
 
 @app.command("show")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,8 +80,8 @@ class Client:
             yield
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise errors.DaemonUnavailable(
-                f"the daemon is not running (no answer on {self.socket}); start it with "
-                f"'jobctl daemon' or 'systemctl --user start jobctl'",
+                f"the daemon is not running (no answer on {self.socket}); "
+                f"{start_hint(self.socket)}",
                 socket=str(self.socket),
             ) from exc
         except OSError as exc:
@@ -124,6 +125,23 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/v1/jobs/{job_id}")
         return result
 
+    def page(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One page of a list route: ``{"items": [...], "next_cursor": ...}``; pass
+        ``cursor`` (the previous page's ``next_cursor``) in ``params`` for the next."""
+        result: dict[str, Any] = self.request("GET", path, params=params)
+        return result
+
+    def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Every page of a list route from ``params["cursor"]`` (or the first) on, one
+        request each as the caller asks for it: a walk of any length in bounded memory."""
+        params = dict(params or {})
+        while True:
+            got = self.page(path, params)
+            yield got
+            if got["next_cursor"] is None:
+                return
+            params["cursor"] = got["next_cursor"]
+
     def list_jobs(
         self,
         status: str | None = None,
@@ -133,13 +151,17 @@ class Client:
         *,
         all_users: bool = False,
     ) -> list[dict[str, Any]]:
-        params = {
-            k: v
-            for k, v in {"status": status, "queue": queue, "limit": limit, "before": before}.items()
-            if v is not None
-        } | _all_users(all_users)
-        result: list[dict[str, Any]] = self.request("GET", "/v1/jobs", params=params)
-        return result
+        """One page of jobs, newest first (its items; :meth:`page` gives the cursor)."""
+        params = {"status": status, "queue": queue, "limit": limit, "before": before}
+        items: list[dict[str, Any]] = self.page("/v1/jobs", params | _all_users(all_users))["items"]
+        return items
+
+    def attempts(self, job_id: int, limit: int = 100) -> list[dict[str, Any]]:
+        """Every attempt of a job, in order, fetched a page of ``limit`` at a time."""
+        params = {"limit": limit}
+        return [
+            a for got in self.pages(f"/v1/jobs/{job_id}/attempts", params) for a in got["items"]
+        ]
 
     def log(self, job_id: int, attempt: int) -> str:
         return str(self.request("GET", f"/v1/jobs/{job_id}/attempts/{attempt}/log"))
@@ -186,10 +208,11 @@ class Client:
         *,
         all_users: bool = False,
     ) -> list[dict[str, Any]]:
+        """One page of dead jobs, most recent deaths first (:meth:`page` gives the cursor)."""
         params = {"limit": limit, "queue": queue, "reason": reason, "since": since}
         params |= _all_users(all_users)
-        result: list[dict[str, Any]] = self.request("GET", "/v1/dlq", params=params)
-        return result
+        items: list[dict[str, Any]] = self.page("/v1/dlq", params)["items"]
+        return items
 
     def replay(
         self,
@@ -248,13 +271,19 @@ class Client:
     ) -> list[dict[str, Any]]:
         """Audit records, newest first (admins only: others get Forbidden)."""
         params = {"uid": uid, "action": action, "since": since, "before": before, "limit": limit}
-        result: list[dict[str, Any]] = self.request("GET", "/v1/audit", params=params)
-        return result
+        items: list[dict[str, Any]] = self.page("/v1/audit", params)["items"]
+        return items
 
     # -- schedules -----------------------------------------------------------------------
 
     def create_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", "/v1/schedules", json_body=body)
+        return result
+
+    def create_schedules(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create up to 1,000 schedules in one request; one answer per body, in order: the
+        schedule with ``created: True``, or ``created: False`` and its ``error``."""
+        result: list[dict[str, Any]] = self.request("POST", "/v1/schedules", json_body=bodies)
         return result
 
     def schedules(
@@ -265,18 +294,15 @@ class Client:
         *,
         all_users: bool = False,
     ) -> list[dict[str, Any]]:
-        """Schedules oldest first: all of them, or the first ``limit``, fetched by pages."""
+        """Schedules oldest first: all of them, or the first ``limit``, fetched by pages
+        of ``page`` (for a walk in bounded memory, iterate :meth:`pages` instead)."""
+        size = page if limit is None else min(page, limit)
+        params = {"deleted": "true" if deleted else None, "limit": size} | _all_users(all_users)
         found: list[dict[str, Any]] = []
-        after = None
-        while limit is None or len(found) < limit:
-            size = page if limit is None else min(page, limit - len(found))
-            params = {"deleted": "true" if deleted else None, "limit": size, "after": after}
-            params |= _all_users(all_users)
-            got: list[dict[str, Any]] = self.request("GET", "/v1/schedules", params=params)
-            found += got
-            if len(got) < size:
-                break
-            after = got[-1]["id"]
+        for got in self.pages("/v1/schedules", params):
+            found += got["items"]
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
         return found
 
     def schedule(self, ref: str) -> dict[str, Any]:
@@ -323,3 +349,18 @@ def _error_from(status: int, data: bytes) -> errors.JobctlError:
         return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
     cls = _BY_CODE.get(code, errors.JobctlError)
     return cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})
+
+
+def start_hint(socket: Path) -> str:
+    """How to start the daemon this client looks for: root's system service, a user's
+    own (only where the user has a runtime directory, so a systemd user instance), or by
+    hand on the socket asked for."""
+    from jobctl.paths import standard_socket
+
+    if socket != standard_socket():
+        return f"start one there with 'jobctl daemon --socket {socket}'"
+    if os.geteuid() == 0:
+        return "start it with 'systemctl start jobctl.socket' or 'jobctl daemon'"
+    if os.environ.get("XDG_RUNTIME_DIR") or os.path.isdir(f"/run/user/{os.geteuid()}"):
+        return "start it with 'systemctl --user start jobctl.socket' or 'jobctl daemon'"
+    return "start it with 'jobctl daemon' (no runtime directory here for a systemd user service)"

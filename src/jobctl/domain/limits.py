@@ -41,8 +41,8 @@ PATTERN_HELP = {
 }
 
 
-def _cron_field(value: str) -> str:
-    return rf"(\*(/[1-9])?|{value}(,{value})*)"
+def _cron_field(value: str, step: str = "[1-9]") -> str:
+    return rf"(\*(/{step})?|{value}(,{value})*)"
 
 
 #: The OpenAPI document's description of ``cron``: a subset of what the API accepts (the
@@ -52,13 +52,13 @@ def _cron_field(value: str) -> str:
 CRON_SCHEMA_PATTERN = (
     r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|"
     + " ".join(
-        _cron_field(v)
-        for v in (
-            "[1-5]?[0-9]",
-            "(1?[0-9]|2[0-3])",
-            "([1-9]|1[0-9]|2[0-8])",
-            "([1-9]|1[0-2])",
-            "[0-7]",
+        _cron_field(v, step)
+        for v, step in (
+            ("[1-5]?[0-9]", "[1-9]"),
+            ("(1?[0-9]|2[0-3])", "[1-9]"),
+            ("([1-9]|1[0-9]|2[0-8])", "[1-9]"),
+            ("([1-9]|1[0-2])", "[1-9]"),
+            ("[0-7]", "[1-7]"),  # the parser takes day-of-week steps up to 7 only
         )
     )
     + ")$"
@@ -68,6 +68,9 @@ CRON_SCHEMA_PATTERN = (
 MAX_PAYLOAD_BYTES = 64 * 1024
 #: Jobs in one enqueue request.
 MAX_BATCH = 10_000
+#: Schedules in one creation request: each computes its first fire time (a cron walk), so
+#: a request stays well under a second of the daemon's time (clients send several).
+MAX_SCHEDULE_BATCH = 1_000
 #: Bytes of one enqueue request body.
 MAX_BODY = 256 * 1024 * 1024
 #: Ids: SQLite keeps signed 64-bit integers, but JSON (I-JSON, RFC 7493) exchanges
@@ -157,6 +160,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("schedule `every`", f"{_n(MIN_EVERY)} to {_n(MAX_EVERY)} s"),
     Limit("schedule `jitter`", f"0 to {_n(MAX_JITTER)} s"),
     Limit("schedule `catch_up_limit`", f"1 to {_n(MAX_CATCH_UP)}"),
+    Limit("schedule batch", f"1 to {_n(MAX_SCHEDULE_BATCH)} schedules"),
+    Limit("list `cursor`", "the `next_cursor` of a page of the same list, at most 512 characters"),
     Limit("queue `rate`", f"{MIN_RATE:g} to {_n(MAX_QUEUE_RATE)} jobs/s"),
     Limit("queue `concurrency`, `burst`", f"1 to {_n(MAX_QUEUE_CONCURRENCY)}"),
     Limit("queue `weight`", f"1 to {_n(MAX_QUEUE_WEIGHT)}"),

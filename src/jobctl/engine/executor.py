@@ -213,6 +213,7 @@ class Executor:
         tail = process.read_tail(run.log_path)
         size = process.log_size(run)
         if run.log_cap is not None and process.output_cut(run):
+            await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
             tail = process.cut_note(run.log_cap) + tail  # first: output may hold NULs
             result = _result(run, code, tail)
             if result.error:  # a failure says it too, in the attempt's error

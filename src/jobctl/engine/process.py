@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from jobctl import files
+from jobctl.domain import jobenv
 from jobctl.domain.models import Claim
 from jobctl.domain.schedule import nominal_text
 from jobctl.domain.states import StopReason
@@ -47,8 +48,6 @@ __all__ = ["find_by_env", "has_markers", "process_start_time"]
 
 TAIL_BYTES = 4096
 _log = logging.getLogger("jobctl.executor")
-_PATH = "/usr/local/bin:/usr/bin:/bin"
-_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class Child(Protocol):
@@ -188,7 +187,7 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
     job = claim.job
     name, home, shell, _ = _account(job.spec.owner_uid)
     env = {
-        "PATH": _ROOT_PATH if job.spec.owner_uid == 0 else _PATH,
+        "PATH": jobenv.default_path(job.spec.owner_uid),
         "HOME": home,
         "USER": name,
         "LOGNAME": name,
@@ -219,6 +218,27 @@ CUT_MARK = "[jobctl: output cut at "
 
 def cut_note(cap: int) -> str:
     return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
+
+
+def log_cut_note(cap: int) -> bytes:
+    """The line appended to a log that reached its cap, so the log itself says so."""
+    return (
+        f"\n{CUT_MARK}{cap} bytes by the log_bytes quota; what the command wrote after "
+        "that was dropped]\n"
+    ).encode()
+
+
+def mark_cut(run: Running) -> None:
+    """Append :func:`log_cut_note` to the attempt's log (the command's ``RLIMIT_FSIZE``
+    does not bind the daemon). Best effort: a full disk leaves the log as it is, and
+    ``show`` still says the output was cut."""
+    if run.log_cap is None:
+        return
+    try:
+        with open(run.log_path, "ab") as log:
+            log.write(log_cut_note(run.log_cap))
+    except OSError as exc:
+        _log.warning("event=cut_note_failed job=%s error=%s", run.claim.job.id, exc)
 
 
 def log_size(run: Running) -> int:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jobctl.domain.audit import AuditRecord
 from jobctl.store import rows
 from jobctl.store.queries import q
+from jobctl.store.rows import RowLike
 from jobctl.store.sqltx import savepoint
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _params(r: AuditRecord) -> dict[str, Any]:
     }
 
 
-def record_from_row(row: sqlite3.Row) -> AuditRecord:
+def record_from_row(row: RowLike) -> AuditRecord:
     return AuditRecord(
         at=rows.ms_to_dt(row["at"]),
         request_id=row["request_id"],

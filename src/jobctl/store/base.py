@@ -22,6 +22,7 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
+    Attempt,
     AttemptResult,
     Claim,
     Finished,
@@ -177,8 +178,9 @@ class Store(Protocol):
         """
         ...
 
-    def get(self, job_id: int) -> Job:
-        """The job with its attempts; NotFound if unknown."""
+    def get(self, job_id: int, attempts: bool = True) -> Job:
+        """The job with its attempts (none with ``attempts=False``: a page of them is
+        :meth:`list_attempts`); NotFound if unknown."""
         ...
 
     def list_jobs(
@@ -188,7 +190,14 @@ class Store(Protocol):
         limit: int,
         before: int | None,
         owner: int | None = None,
-    ) -> list[Job]: ...
+    ) -> list[Job]:
+        """Newest first: a page of at most ``limit`` jobs with ids below ``before``."""
+        ...
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        """A page of the job's attempts in order, numbers above ``after`` (a job replayed
+        again and again has no bound on its attempts)."""
+        ...
 
     def stats(self) -> list[QueueStats]: ...
 
@@ -225,7 +234,11 @@ class Store(Protocol):
         since: datetime | None,
         limit: int,
         owner: int | None = None,
-    ) -> list[Job]: ...
+        before: tuple[datetime, int] | None = None,
+    ) -> list[Job]:
+        """Most recent deaths first: a page of at most ``limit``, before the keyset
+        ``(finished_at, id)`` of the last job of the previous page."""
+        ...
 
     def purge_dead(
         self, older_than: datetime, limit: int, owner: int | None = None
@@ -280,6 +293,14 @@ class Store(Protocol):
         """Store a schedule; its cursor starts at the first fire time after now."""
         ...
 
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
+        """Store many schedules in one transaction, each answering alone and in order: the
+        schedule, or the error :meth:`create_schedule` would have raised for it (a name
+        taken: Conflict; a template the store refuses: InvalidInput). One refused item
+        never sinks the others. Why: an import of many schedules is one request and one
+        commit, not one each (issue 18)."""
+        ...
+
     def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
         """By id or name (deleted ones by id only); NotFound otherwise. Names are unique
         per owner: with ``owner``, a name means that user's schedule."""
@@ -294,7 +315,9 @@ class Store(Protocol):
     ) -> list[Schedule]:
         """A page of schedules, oldest first, after the one with id ``after``.
 
-        Paged because a daemon with 100,000 schedules must not build them all at once.
+        Paged because a daemon with 1,000,000 schedules must not build them all at once;
+        ``after`` only positions the page (keyset on creation time and id): the ``owner``
+        filter applies to every page whoever's schedule ``after`` names.
         """
         ...
 
@@ -327,7 +350,11 @@ class Store(Protocol):
 
     def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]: ...
 
-    def schedule_totals(self) -> dict[str, Any]: ...
+    def schedule_totals(self) -> dict[str, Any]:
+        """Live schedules, paused, broken and the skip counts of live schedules, with the
+        next run: read from counters kept in the transaction of every change, so the cost
+        does not grow with the number of schedules."""
+        ...
 
     def schedule_wakeup(self) -> datetime | None:
         """When the materializer has work next."""

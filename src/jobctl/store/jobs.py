@@ -13,7 +13,15 @@ from concurrent.futures import Future
 from datetime import timedelta
 
 from jobctl.domain.dispatch import AGING_STEP
-from jobctl.domain.models import AttemptResult, Job, JobSpec, Orphan, ProcessRecord, QueueStats
+from jobctl.domain.models import (
+    Attempt,
+    AttemptResult,
+    Job,
+    JobSpec,
+    Orphan,
+    ProcessRecord,
+    QueueStats,
+)
 from jobctl.domain.retry import crash_poison, next_step
 from jobctl.domain.states import JobStatus, Op, Outcome, check_transition
 from jobctl.errors import JobctlError, LeaseLost, NotFound
@@ -29,6 +37,9 @@ from jobctl.store.sqlitedb import SqliteDb
 from jobctl.store.sqltx import savepoint
 
 AGING_MS = int(AGING_STEP * 1000)
+#: ``stats`` counts at most this many due jobs the timer has not promoted yet, so a
+#: status call stays bounded whatever the backlog (the timer promotes them within ticks).
+LATE_COUNT_CAP = 10_000
 
 
 class JobOps:
@@ -270,15 +281,24 @@ class JobOps:
 
     # -- reads ------------------------------------------------------------------------
 
-    def get(self, job_id: int) -> Job:
+    def get(self, job_id: int, attempts: bool = True) -> Job:
         def read(conn: sqlite3.Connection) -> Job:
             row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
             if row is None:
                 raise NotFound(f"no job {job_id}", job_id=job_id)
+            if not attempts:
+                return job_from_row(row)
             found = conn.execute(q("attempts_of"), {"job_id": job_id}).fetchall()
             return job_from_row(row, [rows.attempt_from_row(a) for a in found])
 
         return self.db.read(read)
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        params = {"job_id": job_id, "limit": limit, "after": after}
+        sql = q("attempts_page")
+        return self.db.read(
+            lambda conn: [rows.attempt_from_row(r) for r in conn.execute(sql, params)]
+        )
 
     def list_jobs(
         self,
@@ -310,7 +330,8 @@ class JobOps:
         counts: dict[str, dict[str, int]] = {}
         for r in conn.execute(q("counts")):
             counts.setdefault(r["queue"], {})[r["bucket"]] = r["n"]
-        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), {"now": now_ms})}
+        late_params = {"now": now_ms, "cap": LATE_COUNT_CAP}
+        late = {r["queue"]: r["n"] for r in conn.execute(q("count_future_due"), late_params)}
         out = []
         for queue in sorted(counts):
             c = counts[queue]

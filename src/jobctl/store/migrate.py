@@ -31,8 +31,9 @@ class Migration:
     sql: str
 
 
-def migrations() -> list[Migration]:
-    folder = resources.files("jobctl.store").joinpath("sql/migrations")
+def migrations(path: str = "sql/migrations") -> list[Migration]:
+    """The migrations of one backend (``path`` under ``jobctl.store``), checked 1..N."""
+    folder = resources.files("jobctl.store").joinpath(path)
     found = []
     for entry in folder.iterdir():
         m = _FILE.match(entry.name)

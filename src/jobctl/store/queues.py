@@ -108,8 +108,15 @@ class QueueOps:
         since: datetime | None,
         limit: int,
         owner: int | None = None,
+        before: tuple[datetime, int] | None = None,
     ) -> list[Job]:
-        params = _dead_params(queue, reason, since, limit) | {"owner": owner}
+        """Most recent deaths first; ``before`` (finished_at, id) is a page's keyset cursor."""
+        at, job_id = (2**62, 2**62) if before is None else (rows.to_ms(before[0]), before[1])
+        params = _dead_params(queue, reason, since, limit) | {
+            "owner": owner,
+            "before_at": at,
+            "before_id": job_id,
+        }
         return self.db.read(
             lambda conn: [job_from_row(r) for r in conn.execute(q("list_dead"), params)]
         )

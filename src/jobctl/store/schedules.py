@@ -8,9 +8,11 @@ restart or a second materializer can never create a second job for one occurrenc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +31,14 @@ from jobctl.domain.schedule import (
     hash_seed,
     manual_key,
 )
-from jobctl.errors import Conflict, InvalidSchedule, NotFound
+from jobctl.errors import Conflict, InvalidSchedule, JobctlError, NotFound
 from jobctl.store import rows
+from jobctl.store.inserts import ITEM_ERRORS, refused_by_store
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.queries import q
 from jobctl.store.schedule_edit import edit_from_row, edit_tx
+from jobctl.store.sqltx import savepoint
 
 if TYPE_CHECKING:
     from jobctl.store.jobs import JobOps
@@ -56,19 +60,15 @@ class ScheduleOps:
 
         def tx(conn: sqlite3.Connection) -> Schedule:
             now = self.db.clock.now()
-            named = {"ref": spec.name, "owner": spec.owner_uid}
-            if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
-                raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
-            sid = new_schedule_id()
-            while conn.execute(q("schedule_by_id"), {"ref": sid}).fetchone():
-                sid = new_schedule_id()  # 48 random bits: rare, but never an error
-            first = spec.timing.seeded(sid).next_after(now)  # H is hashed from the id
-            params = _schedule_params(spec, now, first, sid)
-            conn.execute(q("insert_schedule_def"), params)
-            conn.execute(q("insert_schedule_cursor"), params)
+            params = _new_params(spec, now)
+            _insert_one(conn, spec, params, now)
             return schedule_from_row(_find(conn, params["id"]))
 
         return self.db.write(tx)
+
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
+        """Many schedules in one transaction; each item answers alone (see the contract)."""
+        return self.db.write(lambda conn: create_many_tx(conn, specs, self.db.clock.now()))
 
     def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
         return self.db.read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
@@ -81,7 +81,9 @@ class ScheduleOps:
         owner: int | None = None,
     ) -> list[Schedule]:
         params = {"deleted": include_deleted, "limit": limit, "after": after, "owner": owner}
-        name = "list_schedules" if after is None else "list_schedules_after"
+        name = ("list_schedules" if owner is None else "list_schedules_of") + (
+            "" if after is None else "_after"
+        )
         return self.db.read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
         )
@@ -213,6 +215,95 @@ class ScheduleOps:
     def materialize(self, limit: int) -> Materialized:
         """Handle up to ``limit`` schedules with due or released occurrences."""
         return self.db.write(lambda conn: materialize_tx(conn, self.db.clock.now(), limit))
+
+
+def create_many_tx(
+    conn: sqlite3.Connection, specs: Sequence[ScheduleSpec], now: datetime
+) -> list[Schedule | JobctlError]:
+    """Insert every schedule it can: all at once (two ``executemany``), and only if one is
+    refused (a name taken, an id drawn twice) one by one, each in its own savepoint, so
+    that the refused one fails alone. A schedule is answered from its spec, not read back.
+    """
+    out: dict[int, Schedule | JobctlError] = {}
+    todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    for i, spec in enumerate(specs):
+        try:
+            spec.template.check(spec.owner_uid)
+            todo.append((i, spec, _new_params(spec, now)))
+        except JobctlError as exc:
+            out[i] = exc
+    try:
+        with savepoint(conn, "create_schedules"):
+            conn.executemany(q("insert_schedule_def"), [p for _, _, p in todo])
+            conn.executemany(q("insert_schedule_cursor"), [p for _, _, p in todo])
+    except sqlite3.IntegrityError:
+        for i, spec, params in todo:
+            out[i] = _insert_in_savepoint(conn, spec, params, now)
+    else:
+        for i, spec, params in todo:
+            out[i] = _created(spec, params)
+    return [out[i] for i in range(len(specs))]
+
+
+#: What refuses one schedule of a batch alone: a name taken, a row the store refuses.
+_REFUSED: tuple[type[Exception], ...] = (JobctlError, *ITEM_ERRORS)
+
+
+def _insert_in_savepoint(
+    conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any], now: datetime
+) -> Schedule | JobctlError:
+    try:
+        with savepoint(conn, "create_schedule"):
+            _insert_one(conn, spec, params, now)
+    except _REFUSED as exc:
+        return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
+    return _created(spec, params)
+
+
+def _new_params(spec: ScheduleSpec, now: datetime) -> dict[str, Any]:
+    """A new schedule's row: a fresh id, then its first fire (``H`` is hashed from the id)."""
+    sid = new_schedule_id()
+    return _schedule_params(spec, now, spec.timing.seeded(sid).next_after(now), sid)
+
+
+def _insert_one(
+    conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any], now: datetime
+) -> None:
+    """One schedule, its name checked first (Conflict) and a fresh id drawn if taken."""
+    named = {"ref": spec.name, "owner": spec.owner_uid}
+    if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
+        raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
+    while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
+        params.update(_new_params(spec, now))  # 48 random bits: rare, but never an error
+    conn.execute(q("insert_schedule_def"), params)
+    conn.execute(q("insert_schedule_cursor"), params)
+
+
+def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
+    """The schedule just inserted, as reading it back would give it (times in ms)."""
+    t = spec.timing.seeded(params["id"])  # as read back: H hashed from the id
+    if t.anchor is not None and t.anchor != rows.from_ms(params["anchor"]):
+        t = timing_of(params["tz"], params["cron"], params["every_ms"], params["anchor"], t.seed)
+    if t is not spec.timing:
+        spec = dataclasses.replace(spec, timing=t)
+    return Schedule(
+        id=params["id"],
+        spec=spec,
+        paused=False,
+        deleted_at=None,
+        created_at=rows.ms_to_dt(params["now"]),
+        next_run_at=rows.ms_to_dt(params["next_run_at"]),
+        waiting=None,
+        last_job_id=None,
+        misfire_skips=0,
+        overlap_skips=0,
+        pause_skips=0,
+        last_skip_at=None,
+        last_skip_reason=None,
+        last_skip_nominal=None,
+        broken_at=None,
+        broken_reason=None,
+    )
 
 
 def _record_skip(

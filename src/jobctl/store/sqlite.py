@@ -22,6 +22,7 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
+    Attempt,
     AttemptResult,
     Claim,
     Finished,
@@ -133,8 +134,11 @@ class SqliteStore:
     ) -> list[Job]:
         return self._jobs.replay(job_ids, limit, queue, reason, rate, owner)
 
-    def get(self, job_id: int) -> Job:
-        return self._jobs.get(job_id)
+    def get(self, job_id: int, attempts: bool = True) -> Job:
+        return self._jobs.get(job_id, attempts)
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        return self._jobs.list_attempts(job_id, limit, after)
 
     def list_jobs(
         self,
@@ -204,8 +208,9 @@ class SqliteStore:
         since: datetime | None,
         limit: int,
         owner: int | None = None,
+        before: tuple[datetime, int] | None = None,
     ) -> list[Job]:
-        return self._queues.list_dead(queue, reason, since, limit, owner)
+        return self._queues.list_dead(queue, reason, since, limit, owner, before)
 
     def purge_dead(
         self, older_than: datetime, limit: int, owner: int | None = None
@@ -246,6 +251,9 @@ class SqliteStore:
 
     def create_schedule(self, spec: ScheduleSpec) -> Schedule:
         return self._schedules.create_schedule(spec)
+
+    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
+        return self._schedules.create_schedules(specs)
 
     def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
         return self._schedules.get_schedule(ref, owner)

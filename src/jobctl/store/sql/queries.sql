@@ -117,9 +117,12 @@ WHERE status = 'dead' AND (:owner IS NULL OR owner_uid = :owner) AND (:queue IS 
 ORDER BY finished_at, id LIMIT :limit;
 
 -- name: list_dead
+-- Most recent deaths first; keyset on (finished_at, id) before (:before_at, :before_id)
+-- (the cursor; 2^62 for the first page), walking jobs_dead backwards.
 SELECT * FROM jobs INDEXED BY jobs_dead
 WHERE status = 'dead' AND (:owner IS NULL OR owner_uid = :owner) AND (:queue IS NULL OR queue = :queue)
   AND (:reason IS NULL OR dead_reason = :reason) AND finished_at >= :since
+  AND (finished_at, id) < (:before_at, :before_id)
 ORDER BY finished_at DESC, id DESC LIMIT :limit;
 
 -- name: purge_dead_logs
@@ -141,6 +144,10 @@ SELECT outcome FROM attempts WHERE job_id = :job_id ORDER BY number DESC LIMIT :
 -- name: attempts_of
 SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 
+-- name: attempts_page
+-- A page of one job's attempts in order, after attempt number :after (0: the first).
+SELECT * FROM attempts WHERE job_id = :job_id AND number > :after ORDER BY number LIMIT :limit;
+
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future WHERE status = 'scheduled' AND due = 0;
 
@@ -159,8 +166,12 @@ SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future
 WHERE status = 'scheduled' AND due = 0 AND queue = :queue AND run_at <= :now;
 
 -- name: count_future_due
-SELECT queue, count(*) AS n FROM jobs INDEXED BY jobs_future
-WHERE status = 'scheduled' AND due = 0 AND run_at <= :now GROUP BY queue;
+-- Due jobs not promoted yet, per queue: at most :cap of them (the oldest), so that status
+-- stays bounded; the timer promotes them a batch per tick.
+SELECT queue, count(*) AS n FROM (
+    SELECT queue FROM jobs INDEXED BY jobs_future
+    WHERE status = 'scheduled' AND due = 0 AND run_at <= :now ORDER BY run_at LIMIT :cap)
+GROUP BY queue;
 
 -- name: list_jobs
 SELECT * FROM jobs WHERE id < :before AND (:owner IS NULL OR owner_uid = :owner) ORDER BY id DESC LIMIT :limit;
@@ -207,15 +218,31 @@ SELECT * FROM schedules WHERE id = (
     SELECT id FROM schedule_defs WHERE name = :ref ORDER BY owner_uid LIMIT 1);
 
 -- name: list_schedules
--- The first page, oldest first (index schedules_created).
-SELECT * FROM schedules WHERE (deleted_at IS NULL OR :deleted) AND (:owner IS NULL OR owner_uid = :owner)
+-- The first page of everyone's schedules, oldest first (index schedules_created). A page
+-- reads :limit rows plus the deleted ones it passes over.
+SELECT * FROM schedules WHERE (deleted_at IS NULL OR :deleted)
 ORDER BY created_at, id LIMIT :limit;
 
 -- name: list_schedules_after
 -- A later page: keyset on (created_at, id), which is unique, after the schedule :after.
 SELECT * FROM schedules
-WHERE (created_at, id) > (SELECT created_at, id FROM schedules WHERE id = :after)
-  AND (deleted_at IS NULL OR :deleted) AND (:owner IS NULL OR owner_uid = :owner)
+WHERE (created_at, id) > (SELECT created_at, id FROM schedule_defs WHERE id = :after)
+  AND (deleted_at IS NULL OR :deleted)
+ORDER BY created_at, id LIMIT :limit;
+
+-- name: list_schedules_of
+-- One owner's first page, through schedule_defs_owner (owner_uid, created_at, id): never
+-- a walk over other users' schedules.
+SELECT * FROM schedules WHERE owner_uid = :owner AND (deleted_at IS NULL OR :deleted)
+ORDER BY created_at, id LIMIT :limit;
+
+-- name: list_schedules_of_after
+-- One owner's later page. The schedule :after only positions the page; the owner filter
+-- always applies, so a cursor naming another user's schedule shows nothing of theirs.
+SELECT * FROM schedules
+WHERE owner_uid = :owner
+  AND (created_at, id) > (SELECT created_at, id FROM schedule_defs WHERE id = :after)
+  AND (deleted_at IS NULL OR :deleted)
 ORDER BY created_at, id LIMIT :limit;
 
 -- name: insert_skip
@@ -306,25 +333,29 @@ WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
 LIMIT 1;
 
 -- name: schedule_totals
--- Not through the view (its join costs a lookup per schedule on every status call):
--- counts from the narrow cursors, skips summed over all definitions minus the deleted
--- schedules' (a scan of the cursors, a lookup only for the deleted ones).
-SELECT c.total, c.paused, c.broken,
-       d.misfire_skips - x.misfire_skips AS misfire_skips,
-       d.overlap_skips - x.overlap_skips AS overlap_skips,
-       d.pause_skips - x.pause_skips AS pause_skips
-FROM (SELECT count(*) AS total, coalesce(sum(paused), 0) AS paused,
-             coalesce(sum(paused = 0 AND broken_at IS NOT NULL), 0) AS broken
-      FROM schedule_cursors WHERE deleted_at IS NULL) AS c,
-     (SELECT coalesce(sum(misfire_skips), 0) AS misfire_skips,
-             coalesce(sum(overlap_skips), 0) AS overlap_skips,
-             coalesce(sum(pause_skips), 0) AS pause_skips
-      FROM schedule_defs) AS d,
-     (SELECT coalesce(sum(s.misfire_skips), 0) AS misfire_skips,
-             coalesce(sum(s.overlap_skips), 0) AS overlap_skips,
-             coalesce(sum(s.pause_skips), 0) AS pause_skips
-      FROM schedule_cursors AS k JOIN schedule_defs AS s ON s.id = k.id
-      WHERE k.deleted_at IS NOT NULL) AS x;
+-- From the per-owner counters (migration 0018), kept by triggers in the transaction of
+-- every change: a row per owner, never a scan of the schedules.
+SELECT coalesce(sum(live), 0) AS total, coalesce(sum(paused), 0) AS paused,
+       coalesce(sum(broken), 0) AS broken, coalesce(sum(misfire_skips), 0) AS misfire_skips,
+       coalesce(sum(overlap_skips), 0) AS overlap_skips,
+       coalesce(sum(pause_skips), 0) AS pause_skips
+FROM schedule_counts;
+
+-- name: recount_schedule_totals
+-- What schedule_counts must equal: the same sums over every live schedule (a full scan;
+-- for tests and `jobctl doctor`-style checks, never on a request path).
+SELECT d.owner_uid, count(*) AS live, sum(c.paused) AS paused,
+       sum(c.paused = 0 AND c.broken_at IS NOT NULL) AS broken,
+       sum(d.misfire_skips) AS misfire_skips, sum(d.overlap_skips) AS overlap_skips,
+       sum(d.pause_skips) AS pause_skips
+FROM schedule_defs d JOIN schedule_cursors c ON c.id = d.id
+WHERE c.deleted_at IS NULL GROUP BY d.owner_uid ORDER BY d.owner_uid;
+
+-- name: schedule_counts_by_owner
+SELECT owner_uid, live, paused, broken, misfire_skips, overlap_skips, pause_skips
+FROM schedule_counts WHERE live != 0 OR paused != 0 OR broken != 0 OR misfire_skips != 0
+  OR overlap_skips != 0 OR pause_skips != 0
+ORDER BY owner_uid;
 
 -- Queues ------------------------------------------------------------------------------
 
@@ -533,9 +564,8 @@ SELECT bucket, sum(n) AS n FROM job_counts
 WHERE owner_uid = :uid AND bucket IN ('scheduled', 'due', 'running') GROUP BY bucket;
 
 -- name: owner_schedules
-SELECT count(*) AS n FROM schedule_defs d INDEXED BY schedule_defs_owner
-JOIN schedule_cursors c ON c.id = d.id
-WHERE d.owner_uid = :uid AND c.deleted_at IS NULL;
+-- One owner's live schedules, from the counters (migration 0018).
+SELECT coalesce((SELECT live FROM schedule_counts WHERE owner_uid = :uid), 0) AS n;
 
 -- name: running_by_owner
 SELECT owner_uid, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY owner_uid;

@@ -1,0 +1,253 @@
+"""What every part of the PostgreSQL backend shares: the pool, the group commit, the
+named queries and the clock.
+
+Writes go through :class:`GroupCommit`: a few committer threads each take every write
+waiting at that moment and run them in one transaction, each write in its own savepoint
+(``conn.transaction()`` nested: the one savepoint helper of this backend), and answer
+them after the commit. A commit costs one fsync on the server however many writes it
+carries, so concurrent enqueues do not queue behind each other's commits. Reads run in
+their own short transactions on the pool.
+
+Each session sets ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (a
+hung statement or a forgotten transaction cannot hold a lease-critical path) and
+``synchronous_commit = on`` (an answer means the change is durable on the server).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from jobctl.domain.clock import Clock
+from jobctl.domain.dispatch import Fairness
+from jobctl.domain.quota import Limits
+from jobctl.errors import StoreError, Unavailable
+from jobctl.store import rows
+from jobctl.store.pg.migrate import migrate
+from jobctl.store.queries import load
+
+log = logging.getLogger("jobctl.store")
+T = TypeVar("T")
+PgConn = psycopg.Connection[dict[str, Any]]
+Op = Callable[[PgConn], Any]
+
+#: Bounds of every statement and of an idle open transaction, per session (seconds).
+STATEMENT_TIMEOUT = 10.0
+IDLE_IN_TRANSACTION_TIMEOUT = 30.0
+#: Writes one commit carries at most.
+BATCH_MAX = 512
+#: Connections of the leases' own pool (heartbeats).
+LEASE_POOL = 2
+#: A serialization failure or a deadlock is retried this many times.
+RETRIES = 5
+
+
+def _queries() -> dict[str, str]:
+    return load("sql/postgres/queries.sql", "%s")
+
+
+class PgDb:
+    """One PostgreSQL database (or one schema of it, for tests and side-by-side set-ups)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        clock: Clock,
+        rng: random.Random | None = None,
+        *,
+        schema: str | None = None,
+        pool_size: int = 8,
+        committers: int = 2,
+    ) -> None:
+        self.dsn = dsn
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.schema = schema
+        #: The LISTEN/NOTIFY channel of this database (and schema: side by side, apart).
+        self.channel = "jobctl_wake" + ("" if schema is None else "_" + schema)
+        self.fairness = Fairness()
+        self.fairness_lock = threading.Lock()
+        self.quota: Callable[[int], Limits] | None = None
+        self._queries = _queries()
+        self.pool = self._pool(dsn, pool_size, "jobctl")
+        #: Leases' own small pool: heartbeats are never starved by a busy main pool (a
+        #: lease that cannot be renewed in time is lost, and its command stopped).
+        self.lease_pool = self._pool(dsn, LEASE_POOL, "jobctl-leases")
+        try:
+            self.pool.open(wait=True, timeout=10)
+            self.lease_pool.open(wait=True, timeout=10)
+            with self.pool.connection() as conn:
+                migrate(conn)
+        except BaseException:
+            self.pool.close()
+            self.lease_pool.close()
+            raise
+        self.commits = GroupCommit(self, committers)
+
+    def _pool(self, dsn: str, size: int, name: str) -> ConnectionPool[PgConn]:
+        return ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            configure=self._configure,
+            open=False,
+            name=name,
+        )
+
+    def _configure(self, conn: PgConn) -> None:
+        conn.autocommit = True
+        if self.schema is not None:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        conn.execute(f"SET statement_timeout = {int(STATEMENT_TIMEOUT * 1000)}")
+        timeout = int(IDLE_IN_TRANSACTION_TIMEOUT * 1000)
+        conn.execute(f"SET idle_in_transaction_session_timeout = {timeout}")
+        conn.execute("SET synchronous_commit = on")
+        conn.autocommit = False
+
+    def q(self, name: str) -> str:
+        """The SQL text of query ``name`` of ``sql/postgres/queries.sql``."""
+        return self._queries[name]
+
+    def now_ms(self) -> int:
+        return rows.to_ms(self.clock.now())
+
+    def write(self, fn: Callable[[PgConn], T]) -> T:
+        """Run ``fn`` in the next group commit; its answer once that is committed."""
+        return self.submit(fn).result()
+
+    def submit(self, fn: Callable[[PgConn], T]) -> Future[T]:
+        return self.commits.submit(fn)
+
+    def read(self, fn: Callable[[PgConn], T]) -> T:
+        """Run ``fn`` in a transaction of its own (retried on a lost connection)."""
+        return self.transaction(fn)
+
+    def lease_write(self, fn: Callable[[PgConn], T]) -> T:
+        """``fn`` in its own transaction on the leases' pool, outside the group commit."""
+        return self.transaction(fn, self.lease_pool)
+
+    def transaction(
+        self, fn: Callable[[PgConn], T], pool: ConnectionPool[PgConn] | None = None
+    ) -> T:
+        """``fn`` in one transaction on a pooled connection, retried whole on a
+        serialization failure or deadlock; a lost database is :class:`Unavailable` (503)."""
+        for attempt in range(RETRIES):
+            try:
+                with (pool or self.pool).connection() as conn, conn.transaction():
+                    return fn(conn)
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                if attempt == RETRIES - 1:
+                    raise
+            except psycopg.OperationalError as exc:
+                raise unavailable(exc) from exc
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.commits.close()
+        self.pool.close()
+        self.lease_pool.close()
+
+
+def unavailable(exc: BaseException) -> Unavailable:
+    """What a caller is told while the database cannot be reached (restarting, network)."""
+    return Unavailable(f"the database is unavailable: {exc}", retry_after=1)
+
+
+class GroupCommit:
+    """Concurrent writes, a batch per transaction (see the module docstring)."""
+
+    def __init__(self, db: PgDb, threads: int) -> None:
+        self._db = db
+        self._queue: queue.SimpleQueue[tuple[Op, Future[Any]] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"jobctl-pg-commit-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        self._closed = False
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[[PgConn], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        if self._closed:
+            fut.set_exception(StoreError("the store is closed"))
+            return fut
+        self._queue.put((fn, fut))
+        return fut
+
+    def close(self) -> None:
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < BATCH_MAX:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # this thread stops after the batch
+                    break
+                batch.append(item)
+            self._commit(batch)
+
+    def _commit(self, batch: list[tuple[Op, Future[Any]]]) -> None:
+        try:
+            outcomes = self._db.transaction(
+                lambda conn: [_in_savepoint(conn, fn) for fn, _ in batch]
+            )
+        except BaseException as exc:  # nothing of the batch is committed
+            if len(batch) > 1 and isinstance(exc, psycopg.Error):
+                for op in batch:  # one op's failure must not sink the others: alone
+                    self._commit([op])
+                return
+            if isinstance(exc, psycopg.Error):
+                log.error("event=pg_commit_failed writes=%d error=%s", len(batch), exc)
+            for _, fut in batch:
+                _settle(fut, False, exc)
+            return
+        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            _settle(fut, ok, value)
+
+
+def _in_savepoint(conn: PgConn, fn: Op) -> tuple[bool, Any]:
+    try:
+        with conn.transaction():
+            return True, fn(conn)
+    except psycopg.OperationalError:
+        raise  # the connection, not this op
+    except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+        raise  # the whole transaction is retried
+    except Exception as exc:
+        return False, exc
+
+
+def _settle(fut: Future[Any], ok: bool, value: Any) -> None:
+    if fut.done():  # the caller gave up on it (cancelled): nothing to tell
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
+
+
+__all__ = ["GroupCommit", "PgConn", "PgDb", "unavailable"]

@@ -1,0 +1,176 @@
+"""Batched job inserts on PostgreSQL: one key lookup, one id fetch and one ``COPY`` for a
+whole batch (a pipelined ``executemany`` of 500 rows took about a second under load).
+
+Idempotency and the outcome per group are :mod:`jobctl.store.inserts`'s: a known key of
+the same owner answers the stored job, or :class:`KeyConflict` when the body differs
+(:func:`jobctl.store.jobrow.same_body`). Ids come from a sequence, never reused. Two
+daemons racing for one new key meet the unique index: the loser's group is redone the
+checked way and answers the winner's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import psycopg
+
+from jobctl.domain.models import JobSpec
+from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
+from jobctl.errors import JobctlError, KeyConflict, QuotaExceeded
+from jobctl.store.base import Inserted
+from jobctl.store.inserts import NewJob, created_job, refused_by_store
+from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
+from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.rows import RowLike, ms_to_dt
+
+#: Errors one row brings on itself (a CHECK, a number out of range, bad text): the group
+#: holding it fails alone, as on SQLite.
+ITEM_ERRORS: tuple[type[Exception], ...] = (
+    psycopg.errors.IntegrityError,
+    psycopg.errors.DataError,
+    OverflowError,
+    ValueError,
+)
+
+
+def insert_groups_tx(
+    db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]]
+) -> list[list[Inserted] | JobctlError]:
+    """Each group's outcome as if inserted alone, in order (see the module docstring)."""
+    refused = over_queued_quota(db, conn, groups)
+    out: list[list[Inserted] | JobctlError] = []
+    for i, group in enumerate(groups):
+        error = refused.get(i)
+        out.append(error if error is not None else _group(db, conn, group))
+    return out
+
+
+def _group(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted] | JobctlError:
+    try:
+        with conn.transaction():  # a savepoint: a refused group leaves nothing behind
+            return insert_tx(db, conn, specs)
+    except JobctlError as exc:
+        return exc
+    except psycopg.errors.UniqueViolation:  # another daemon took a key meanwhile
+        return _group(db, conn, specs)
+    except ITEM_ERRORS as exc:
+        return refused_by_store(exc)
+
+
+def insert_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted]:
+    now_ms = db.now_ms()
+    created_at = ms_to_dt(now_ms)
+    text = TextMemo()
+    items = [
+        (s.key, "" if s.key is None else s.fingerprint(), row_tail(s, now_ms, text)) for s in specs
+    ]
+    out = []
+    for spec, new in zip(specs, _insert(db, conn, items, now_ms), strict=True):
+        if new.created:
+            out.append(Inserted(created_job(spec, new, created_at), True))
+        else:
+            row = conn.execute(db.q("job_by_id"), {"id": new.id}).fetchone()
+            out.append(Inserted(job_from_row(_row(row)), False))
+    return out
+
+
+def _insert(
+    db: PgDb, conn: PgConn, items: list[tuple[str | None, str, tuple[object, ...]]], now_ms: int
+) -> list[NewJob]:
+    known = _known_keys(db, conn, [(t[OWNER], k) for k, _, t in items if k is not None])
+    ids = [r["id"] for r in conn.execute(db.q("next_job_ids"), {"n": len(items)})]
+    out: list[NewJob] = []
+    rows: list[tuple[object, ...]] = []
+    for (asked, fingerprint, tail), job_id in zip(items, ids, strict=True):
+        key = asked if asked is not None else _auto_key(now_ms, job_id)
+        seen = known.get((tail[OWNER], key)) if asked is not None else None
+        if seen is not None:
+            if not same_body(seen[1], fingerprint, partial(_read_row, db, conn, seen[0])):
+                raise KeyConflict(
+                    f"key {key!r} already names job {seen[0]} with a different body",
+                    key=key,
+                    job_id=seen[0],
+                )
+            out.append(NewJob(seen[0], False, key, seen[2]))
+            continue
+        due = bool(tail[DUE])
+        rows.append((job_id, key, fingerprint if asked is not None else "", *tail))
+        known[tail[OWNER], key] = (job_id, fingerprint, due)
+        out.append(NewJob(job_id, True, key, due))
+    if rows:
+        with conn.cursor() as cur, cur.copy(db.q("insert_job_row")) as copy:
+            for row in rows:
+                copy.write_row((*row, "scheduled"))
+    return out
+
+
+def _known_keys(
+    db: PgDb, conn: PgConn, keys: list[tuple[object, str]]
+) -> dict[tuple[object, str], tuple[int, str, bool]]:
+    found: dict[tuple[object, str], tuple[int, str, bool]] = {}
+    by_owner: dict[object, list[str]] = {}
+    for owner, key in dict.fromkeys(keys):
+        by_owner.setdefault(owner, []).append(key)
+    for owner, unique in by_owner.items():
+        params = {"owner": owner, "keys": unique}
+        for r in conn.execute(db.q("jobs_by_keys"), params):
+            found[owner, r["key"]] = (r["id"], r["fingerprint"], bool(r["due"]))
+    return found
+
+
+def _read_row(db: PgDb, conn: PgConn, job_id: int) -> RowLike:
+    return _row(conn.execute(db.q("job_by_id"), {"id": job_id}).fetchone())
+
+
+def _row(row: RowLike | None) -> RowLike:
+    if row is None:  # read in the transaction that found it: cannot be gone
+        raise AssertionError("a job read in this transaction vanished")
+    return row
+
+
+def _auto_key(now_ms: int, job_id: int) -> str:
+    """A key for a job enqueued without one: time first (the index's right edge), then the
+    job's id, unique by itself (the sequence never repeats)."""
+    return f"job-{now_ms:012x}{job_id:016x}"
+
+
+def over_queued_quota(
+    db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]]
+) -> dict[int, JobctlError]:
+    """Groups that would take their owner past the ``queued`` quota (as on SQLite)."""
+    quota: Callable[[int], Limits] | None = db.quota
+    if quota is None:
+        return {}
+    limits = {s.owner_uid: quota(s.owner_uid).queued for g in groups for s in g}
+    limited = {uid: n for uid, n in limits.items() if n is not None}
+    have = {uid: _queued(db, conn, uid) for uid in limited}
+    refused: dict[int, JobctlError] = {}
+    for i, group in enumerate(groups):
+        adding: dict[int, int] = {}
+        for spec in group:
+            if spec.owner_uid in limited:
+                adding[spec.owner_uid] = adding.get(spec.owner_uid, 0) + 1
+        over = [uid for uid, n in adding.items() if have[uid] + n > limited[uid]]
+        if over:
+            uid = over[0]
+            refused[i] = QuotaExceeded(
+                f"queued quota: you have {have[uid]} scheduled jobs of at most "
+                f"{limited[uid]}; {adding[uid]} more would pass it",
+                quota="queued",
+                limit=limited[uid],
+                used=have[uid],
+                retry_after=COUNT_RETRY_AFTER,
+            )
+            continue
+        for uid, n in adding.items():
+            have[uid] += n
+    return refused
+
+
+def _queued(db: PgDb, conn: PgConn, uid: int) -> int:
+    counts = {r["bucket"]: r["n"] for r in conn.execute(db.q("owner_counts"), {"uid": uid})}
+    return int(counts.get("scheduled", 0) + counts.get("due", 0))
+
+
+__all__ = ["ITEM_ERRORS", "insert_groups_tx", "insert_tx", "over_queued_quota"]

@@ -1,0 +1,278 @@
+"""Claims, queues, the DLQ, retention and the audit trail on PostgreSQL.
+
+A claim, in one transaction: promote due jobs (``SKIP LOCKED``), lock the rows of the
+limited queues it may take from (in name order), read the lanes and the running counts
+(fresh: each statement of a READ COMMITTED transaction sees what committed before it),
+plan with :func:`jobctl.domain.dispatch.plan_claims`, and take every lane's jobs with one
+statement (``claim_lanes``: ``FOR UPDATE SKIP LOCKED`` per lane inside a materialized
+CTE, the lease and the attempt rows). Holding the queue rows is what makes
+``concurrency``, ``rate`` and pause hold across daemons: two claims on one limited queue
+take turns; claims on unlimited queues never wait for each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from jobctl.domain.audit import AuditRecord
+from jobctl.domain.dispatch import Bucket, QueuePolicy, allowance, plan_claims
+from jobctl.domain.models import Claim, Job
+from jobctl.errors import Conflict
+from jobctl.store.audit import record_from_row
+from jobctl.store.claims import claims_from_rows
+from jobctl.store.jobrow import job_from_row
+from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.queues import PROMOTE_BATCH, next_token_at
+from jobctl.store.retention import Pruned
+from jobctl.store.rows import RowLike, ms_to_dt, to_ms
+
+
+def policy_of(row: RowLike) -> QueuePolicy:
+    return QueuePolicy(
+        row["name"], row["concurrency"], row["rate"], row["burst"], row["weight"],
+        bool(row["paused"]),
+    )  # fmt: skip
+
+
+def _limited(policy: QueuePolicy) -> bool:
+    return policy.paused or policy.concurrency is not None or policy.rate is not None
+
+
+class PgQueues:
+    def __init__(self, db: PgDb) -> None:
+        self.db = db
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        found = self.db.write(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl))
+        found.sort(key=lambda r: (r["sort_key"], r["id"]))
+        return claims_from_rows(found)
+
+    def _claim_tx(
+        self, conn: PgConn, owner: str, limit: int, lease_ttl: float
+    ) -> list[dict[str, Any]]:
+        now = self.db.clock.now()
+        now_ms = to_ms(now)
+        conn.execute(self.db.q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
+        if limit <= 0:
+            return []
+        lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(self.db.q("due_lanes"))}
+        if not lanes:
+            return []
+        configured = {r["name"]: r for r in conn.execute(self.db.q("all_queues"))}
+        names = sorted(
+            n
+            for n in {q for q, _ in lanes}
+            if n in configured and _limited(policy_of(configured[n]))
+        )
+        held = {
+            r["name"]: r for r in conn.execute(self.db.q("lock_limited_queues"), {"names": names})
+        }
+        running = {r["queue"]: r["n"] for r in conn.execute(self.db.q("running_by_queue"))}
+        allow, weights, tokens = {}, {}, {}
+        for name in {q for q, _ in lanes}:
+            row = held.get(name, configured.get(name))  # held: read under the lock
+            policy = QueuePolicy(name) if row is None else policy_of(row)
+            have = None
+            if row is not None and policy.rate is not None:
+                have = Bucket(row["tokens"], ms_to_dt(row["tokens_at"])).refill(
+                    policy.rate, policy.burst, now
+                )
+            tokens[name] = have
+            allow[name] = allowance(policy, running.get(name, 0), have)
+            weights[name] = policy.weight
+        room = self._owner_room(conn, {o for _, o in lanes})
+        with self.db.fairness_lock:
+            plan = plan_claims(limit, lanes, allow, weights, self.db.fairness, room)
+        plan = {lane: n for lane, n in plan.items() if n > 0}
+        if not plan:
+            return []
+        params = {
+            "queues": [q for q, _ in plan],
+            "owners": [o for _, o in plan],
+            "limits": list(plan.values()),
+            "owner": owner,
+            "lease_until": now_ms + int(lease_ttl * 1000),
+            "now": now_ms,
+        }
+        found = conn.execute(self.db.q("claim_lanes"), params).fetchall()
+        self._spend(conn, found, tokens, held, now_ms)
+        return found
+
+    def _owner_room(self, conn: PgConn, owners: set[int]) -> dict[int, int]:
+        quota = self.db.quota
+        if quota is None:
+            return {}
+        limits = {uid: quota(uid).running for uid in owners}
+        if all(v is None for v in limits.values()):
+            return {}
+        running = {r["owner_uid"]: r["n"] for r in conn.execute(self.db.q("running_by_owner"))}
+        return {uid: max(0, n - running.get(uid, 0)) for uid, n in limits.items() if n is not None}
+
+    def _spend(
+        self,
+        conn: PgConn,
+        found: Sequence[RowLike],
+        tokens: Mapping[str, float | None],
+        held: Mapping[str, RowLike],
+        now_ms: int,
+    ) -> None:
+        used: dict[str, int] = {}
+        for r in found:
+            used[r["queue"]] = used.get(r["queue"], 0) + 1
+        for name, n in used.items():
+            have = tokens.get(name)
+            if have is None:
+                continue
+            read = held[name]
+            params = {
+                "name": name,
+                "tokens": have - n,
+                "now": now_ms,
+                "read_tokens": read["tokens"],
+                "read_at": read["tokens_at"],
+            }
+            if conn.execute(self.db.q("spend_tokens"), params).rowcount != 1:
+                raise Conflict(f"queue {name!r}: its tokens changed during a claim; try again")
+
+    def promote_due(self, limit: int) -> int:
+        params = {"now": self.db.now_ms(), "limit": limit}
+        return self.db.write(lambda conn: conn.execute(self.db.q("promote_due"), params).rowcount)
+
+    def queues(self) -> list[tuple[QueuePolicy, float | None]]:
+        def read(conn: PgConn) -> list[tuple[QueuePolicy, float | None]]:
+            now = self.db.clock.now()
+            out = []
+            for r in conn.execute(self.db.q("all_queues")):
+                policy = policy_of(r)
+                tokens = None
+                if policy.rate is not None:
+                    bucket = Bucket(r["tokens"], ms_to_dt(r["tokens_at"]))
+                    tokens = bucket.refill(policy.rate, policy.burst, now)
+                out.append((policy, tokens))
+            return out
+
+        return self.db.read(read)
+
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        params = {
+            "name": policy.name,
+            "concurrency": policy.concurrency,
+            "rate": policy.rate,
+            "burst": policy.burst,
+            "weight": policy.weight,
+            "paused": int(policy.paused),
+            "now": self.db.now_ms(),
+        }
+        return self.db.write(
+            lambda conn: policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
+        )
+
+    def queue_policy(self, name: str) -> QueuePolicy:
+        def read(conn: PgConn) -> QueuePolicy:
+            row = conn.execute(self.db.q("queue_by_name"), {"name": name}).fetchone()
+            return QueuePolicy(name) if row is None else policy_of(row)
+
+        return self.db.read(read)
+
+    def list_dead(self, params: dict[str, object]) -> list[Job]:
+        return self.db.read(
+            lambda conn: [job_from_row(r) for r in conn.execute(self.db.q("list_dead"), params)]
+        )
+
+    def purge_dead(
+        self, older_than: datetime, limit: int, owner: int | None
+    ) -> tuple[int, list[str]]:
+        params = {"before": to_ms(older_than), "limit": limit, "owner": owner}
+
+        def tx(conn: PgConn) -> tuple[int, list[str]]:
+            found = conn.execute(self.db.q("purge_dead"), params).fetchall()
+            return len({r["id"] for r in found}), [r["log_path"] for r in found if r["log_path"]]
+
+        return self.db.write(tx)
+
+    # -- retention and the audit trail -----------------------------------------------
+
+    def prunable(self, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+        def read(conn: PgConn) -> dict[str, int]:
+            q = self.db.q("count_prunable")
+            return {
+                status: _one(
+                    conn.execute(q, {"status": status, "before": to_ms(before)}).fetchone()
+                )["n"]
+                for status, before in cutoffs.items()
+            }
+
+        return self.db.read(read)
+
+    def prune(self, cutoffs: Mapping[str, datetime], limit: int) -> Pruned:
+        def tx(conn: PgConn) -> Pruned:
+            deleted: dict[str, int] = {}
+            logs: list[str] = []
+            left = limit
+            for status, before in cutoffs.items():
+                if status not in ("succeeded", "cancelled", "dead"):
+                    raise ValueError(f"only final jobs are pruned, not {status!r}")
+                params = {"status": status, "before": to_ms(before), "limit": left}
+                found = conn.execute(self.db.q("prune"), params).fetchall()
+                deleted[status] = len({r["id"] for r in found})
+                logs += [r["log_path"] for r in found if r["log_path"]]
+                left -= deleted[status]
+                if left <= 0:
+                    break
+            return Pruned(deleted, tuple(logs))
+
+        return self.db.write(tx)
+
+    def write_audit(self, records: Sequence[AuditRecord]) -> None:
+        from jobctl.store.audit import _params
+
+        rows = [_params(r) for r in records]
+        if rows:
+            self.db.write(lambda conn: conn.cursor().executemany(self.db.q("insert_audit"), rows))
+
+    def list_audit(self, params: dict[str, object]) -> list[AuditRecord]:
+        return self.db.read(
+            lambda conn: [record_from_row(r) for r in conn.execute(self.db.q("list_audit"), params)]
+        )
+
+    def prune_audit(self, before: datetime, limit: int) -> int:
+        params = {"before": to_ms(before), "limit": limit}
+        return self.db.write(lambda conn: conn.execute(self.db.q("prune_audit"), params).rowcount)
+
+
+def claimable(db: PgDb, conn: PgConn, now: datetime) -> tuple[bool, datetime | None]:
+    """Whether some due job may start now, else when a rate-limited queue next may (as
+    :func:`jobctl.store.queues.claimable`, without locking anything)."""
+    lanes = [(r["queue"], r["owner_uid"]) for r in conn.execute(db.q("due_lanes"))]
+    if not lanes:
+        return False, None
+    queues = {q for q, _ in lanes}
+    configured = {r["name"]: r for r in conn.execute(db.q("all_queues"))}
+    running = {r["queue"]: r["n"] for r in conn.execute(db.q("running_by_queue"))}
+    waits: list[datetime] = []
+    for name in queues:
+        row = configured.get(name)
+        policy = QueuePolicy(name) if row is None else policy_of(row)
+        have = None
+        if row is not None and policy.rate is not None:
+            have = Bucket(row["tokens"], ms_to_dt(row["tokens_at"])).refill(
+                policy.rate, policy.burst, now
+            )
+        if allowance(policy, running.get(name, 0), have) > 0:
+            return True, None
+        if have is not None and not policy.paused:
+            at = next_token_at(policy, have, now)
+            if at is not None:
+                waits.append(at)
+    return False, min(waits) if waits else None
+
+
+def _one(row: RowLike | None) -> RowLike:
+    if row is None:
+        raise AssertionError("the statement returned no row")
+    return row
+
+
+__all__ = ["PgQueues", "claimable", "policy_of"]

@@ -1,0 +1,362 @@
+"""The PostgreSQL backend (extra ``postgres``): several daemons may share one database.
+
+:class:`PostgresStore` is composed like :class:`jobctl.store.sqlite.SqliteStore`: one
+:class:`~jobctl.store.pg.db.PgDb` (pool, group commit, named queries, clock) and the parts
+that use it. It implements the job, queue, dead-letter, retention, audit and crash-evidence
+part of the store contract (:class:`PgJobStore`); schedules are not on this backend yet
+(docs/architecture.md, "The PostgreSQL backend"), so the daemon does not accept a
+``postgresql://`` database yet.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from datetime import datetime
+from typing import Any
+
+from jobctl.domain.audit import AuditRecord
+from jobctl.domain.clock import Clock
+from jobctl.domain.dispatch import QueuePolicy
+from jobctl.domain.models import (
+    AttemptResult,
+    Claim,
+    Finished,
+    Job,
+    JobSpec,
+    Orphan,
+    ProcessRecord,
+    QueueStats,
+)
+from jobctl.domain.quota import Limits
+from jobctl.domain.states import JobStatus, Op
+from jobctl.errors import JobctlError, LeaseLost
+from jobctl.store.audit import PRUNE_AUDIT_BATCH
+from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.finishing import FinishItem
+from jobctl.store.pg.db import PgDb
+from jobctl.store.pg.inserts import insert_groups_tx
+from jobctl.store.pg.jobs import PgJobs
+from jobctl.store.pg.notify import Listener, Notifier
+from jobctl.store.pg.queues import PgQueues
+from jobctl.store.retention import PRUNE_BATCH, Pruned
+
+
+class PostgresStore:
+    """See :class:`jobctl.store.base.Store` for the contract of each method."""
+
+    def __init__(
+        self,
+        dsn: str,
+        clock: Clock,
+        rng: random.Random | None = None,
+        *,
+        schema: str | None = None,
+        pool_size: int = 8,
+    ) -> None:
+        self.db = PgDb(dsn, clock, rng, schema=schema, pool_size=pool_size)
+        self.clock = clock
+        self._jobs = PgJobs(self.db)
+        self._queues = PgQueues(self.db)
+        self.notifier = Notifier(self.db)
+        self._inserts = InsertBatcher(self.db, self.notifier)
+        self._audit_lock = threading.Lock()
+        self._audit_pending: list[Future[None]] = []
+
+    @property
+    def quota(self) -> Callable[[int], Limits] | None:
+        return self.db.quota
+
+    @quota.setter
+    def quota(self, value: Callable[[int], Limits] | None) -> None:
+        self.db.quota = value
+
+    def degraded(self) -> str | None:
+        return None  # the server keeps its own files; an outage is a 503 per request
+
+    def close(self) -> None:
+        self.flush_audit()
+        self.db.close()
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def insert(self, specs: Sequence[JobSpec]) -> list[Inserted]:
+        (outcome,) = self.submit_insert_groups([specs]).result()
+        if isinstance(outcome, JobctlError):
+            raise outcome
+        return outcome
+
+    def submit_insert_groups(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> Future[list[list[Inserted] | JobctlError]]:
+        """Concurrent callers' groups join one write (see :class:`InsertBatcher`)."""
+        return self._inserts.submit(groups)
+
+    def record_process(
+        self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
+    ) -> None:
+        if self.record_processes([ProcessRecord(job_id, generation, pid, pid_start, log_path)]):
+            raise LeaseLost(
+                f"job {job_id}: lease lost (generation {generation} is stale)",
+                job_id=job_id,
+                generation=generation,
+            )
+
+    def record_processes(self, records: Sequence[ProcessRecord]) -> list[int]:
+        return self.submit_record_processes(records).result()
+
+    def submit_record_processes(self, records: Sequence[ProcessRecord]) -> Future[list[int]]:
+        return self.db.submit(lambda conn: self._jobs.record_processes_tx(conn, records))
+
+    def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
+        return self._jobs.heartbeat(leases, lease_ttl)
+
+    def finish(self, job_id: int, generation: int, result: AttemptResult) -> Job:
+        return self.db.write(lambda conn: self._jobs.finish_tx(conn, job_id, generation, result))
+
+    def finish_many(self, items: Sequence[FinishItem]) -> list[Finished | JobctlError]:
+        return self.submit_finish_many(items).result()
+
+    def submit_finish_many(
+        self, items: Sequence[FinishItem]
+    ) -> Future[list[Finished | JobctlError]]:
+        return self.db.submit(lambda conn: self._jobs.finish_many_tx(conn, items))
+
+    def reclaim_expired(self, limit: int, spare_owner: str | None = None) -> list[Job]:
+        return self._jobs.reclaim_expired(limit, spare_owner)
+
+    def reclaim(self, job_id: int, generation: int, error: str) -> Job:
+        from jobctl.domain.states import Outcome
+
+        result = AttemptResult(Outcome.LEASE_EXPIRED, error=error)
+        return self.db.write(
+            lambda conn: self._jobs.finish_tx(conn, job_id, generation, result, Op.RECLAIM)
+        )
+
+    def cancel(self, job_id: int, reason: str) -> Cancelled:
+        done = self.db.write(lambda conn: self._jobs.cancel_tx(conn, job_id, reason))
+        self.notifier.wake([done.job.spec.queue])  # its daemon stops it; a slot frees
+        return done
+
+    def listen(self, on_wake: Callable[[], None], *, poll_only: bool = False) -> Listener:
+        """Call ``on_wake`` whenever another daemon enqueued, cancelled or replayed (see
+        :mod:`jobctl.store.pg.notify`); close the listener to stop."""
+        return Listener(self.db, on_wake, poll_only=poll_only)
+
+    def replay(
+        self,
+        job_ids: Sequence[int] | None,
+        limit: int,
+        queue: str | None = None,
+        reason: str | None = None,
+        rate: float | None = None,
+        owner: int | None = None,
+    ) -> list[Job]:
+        filters: dict[str, object] = {"queue": queue, "reason": reason, "owner": owner}
+        jobs = self.db.write(lambda conn: self._jobs.replay_tx(conn, job_ids, limit, filters, rate))
+        if jobs:
+            self.notifier.wake({j.spec.queue for j in jobs})
+        return jobs
+
+    def mark_crash_evidence(self, marks: Sequence[tuple[int, int, bool]]) -> None:
+        self._jobs.mark_crash_evidence(marks)
+
+    def get(self, job_id: int) -> Job:
+        return self._jobs.get(job_id)
+
+    def list_jobs(
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        before: int | None,
+        owner: int | None = None,
+    ) -> list[Job]:
+        params: dict[str, object] = {
+            "status": status.value if status else None,
+            "queue": queue,
+            "limit": limit,
+            "before": before if before is not None else 2**62,
+            "owner": owner,
+        }
+        return self._jobs.list_jobs(params)
+
+    def stats(self) -> list[QueueStats]:
+        return self._jobs.stats()
+
+    def log_bytes(self, uid: int | None = None) -> int:
+        return self._jobs.log_bytes(uid)
+
+    def owner_usage(self, uid: int) -> dict[str, int]:
+        return self._jobs.owner_usage(uid)
+
+    def running(self) -> list[Orphan]:
+        return self._jobs.running()
+
+    def wakeups(self, spare_owner: str | None = None) -> Wakeups:
+        return self._jobs.wakeups(spare_owner)
+
+    # -- queues, the dead-letter queue, retention ----------------------------------------
+
+    def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
+        return self._queues.claim_due(owner, limit, lease_ttl)
+
+    def promote_due(self, limit: int) -> int:
+        return self._queues.promote_due(limit)
+
+    def queues(self) -> list[tuple[QueuePolicy, float | None]]:
+        return self._queues.queues()
+
+    def queue_policy(self, name: str) -> QueuePolicy:
+        return self._queues.queue_policy(name)
+
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        return self._queues.set_queue(policy)
+
+    def list_dead(
+        self,
+        queue: str | None,
+        reason: str | None,
+        since: datetime | None,
+        limit: int,
+        owner: int | None = None,
+    ) -> list[Job]:
+        from jobctl.store.rows import to_ms
+
+        params: dict[str, object] = {
+            "queue": queue,
+            "reason": reason,
+            "limit": limit,
+            "since": to_ms(since) if since else 0,
+            "owner": owner,
+        }
+        return self._queues.list_dead(params)
+
+    def purge_dead(
+        self, older_than: datetime, limit: int, owner: int | None = None
+    ) -> tuple[int, list[str]]:
+        return self._queues.purge_dead(older_than, limit, owner)
+
+    def prunable(self, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+        return self._queues.prunable(cutoffs)
+
+    def prune(self, cutoffs: Mapping[str, datetime], limit: int = PRUNE_BATCH) -> Pruned:
+        return self._queues.prune(cutoffs, limit)
+
+    def checkpoint(self) -> tuple[int, int]:
+        return 0, 0  # no write-ahead log of ours to bound: the server checkpoints itself
+
+    # -- the audit trail -----------------------------------------------------------------
+
+    def audit(self, records: Sequence[AuditRecord]) -> None:
+        """Written by the next group commit; :meth:`flush_audit` waits for them."""
+        from jobctl.store.audit import _params
+
+        rows = [_params(r) for r in records]
+        if not rows:
+            return
+        q = self.db.q("insert_audit")
+        fut = self.db.submit(lambda conn: conn.cursor().executemany(q, rows))
+        with self._audit_lock:
+            self._audit_pending = [f for f in self._audit_pending if not f.done()] + [fut]
+
+    def flush_audit(self) -> None:
+        with self._audit_lock:
+            pending, self._audit_pending = self._audit_pending, []
+        for fut in pending:
+            fut.exception()  # a failed audit write is logged by the commit, not raised here
+
+    def list_audit(
+        self,
+        uid: int | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        from jobctl.store.rows import to_ms
+
+        params: dict[str, Any] = {
+            "uid": uid,
+            "action": action,
+            "since": 0 if since is None else to_ms(since),
+            "before": 2**62 if before is None else before,
+            "limit": limit,
+        }
+        return self._queues.list_audit(params)
+
+    def prune_audit(self, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
+        return self._queues.prune_audit(before, limit)
+
+
+class InsertBatcher:
+    """Insert groups of concurrent callers as one write: one id fetch, one ``COPY`` and one
+    counter update per lane for all of them, instead of a write each.
+
+    Why: on PostgreSQL every insert of a lane updates that lane's counter row, held until
+    commit; one write per caller made the callers queue on that row, one commit at a
+    time. One write of inserts is in flight at a time; the groups that arrive meanwhile
+    form the next one. Each caller is answered after the commit.
+    """
+
+    def __init__(self, db: PgDb, notifier: Notifier) -> None:
+        self._db = db
+        self._notifier = notifier
+        self._lock = threading.Lock()
+        self._waiting: list[_Caller] = []
+        self._busy = False  # a write of ours is queued or running
+
+    def submit(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> Future[list[list[Inserted] | JobctlError]]:
+        fut: Future[list[list[Inserted] | JobctlError]] = Future()
+        with self._lock:
+            self._waiting.append((groups, fut))
+            start, self._busy = not self._busy, True
+        if start:
+            self._start()
+        return fut
+
+    def _start(self) -> None:
+        """One write for everyone waiting when it runs; the next starts when it is done,
+        so the callers that came meanwhile share a commit instead of a lock queue."""
+        taken: list[_Caller] = []
+        write = self._db.submit(lambda conn: self._write(conn, taken))
+        write.add_done_callback(lambda done: self._done(done, taken))
+
+    def _write(self, conn: Any, taken: list[_Caller]) -> list[list[Inserted] | JobctlError]:
+        if not taken:  # a retried transaction keeps the callers its first run took
+            taken += self._take()
+        return insert_groups_tx(self._db, conn, [g for groups, _ in taken for g in groups])
+
+    def _take(self) -> list[_Caller]:
+        with self._lock:
+            taken, self._waiting = self._waiting, []
+        return taken
+
+    def _done(self, done: Future[Any], taken: list[_Caller]) -> None:
+        error = done.exception()
+        if error is not None:  # nothing of the write is stored: everyone it holds fails
+            for _, fut in taken or self._take():
+                if not fut.done():
+                    fut.set_exception(error)
+        else:
+            outcomes, start = done.result(), 0
+            for groups, fut in taken:
+                if not fut.done():
+                    fut.set_result(outcomes[start : start + len(groups)])
+                start += len(groups)
+            self._notifier.wake({s.queue for groups, _ in taken for g in groups for s in g})
+        with self._lock:
+            self._busy = bool(self._waiting)
+            again = self._busy
+        if again:
+            self._start()
+
+
+_Caller = tuple[Sequence[Sequence[JobSpec]], Future[Any]]
+
+
+__all__ = ["InsertBatcher", "PostgresStore"]

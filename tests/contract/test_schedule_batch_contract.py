@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import Policy, Schedule, ScheduleSpec, Timing
 from jobctl.errors import Conflict, InvalidInput, InvalidSchedule
 from jobctl.store.base import Store
+
+pytestmark = pytest.mark.store_parts("schedules")
 
 TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
 

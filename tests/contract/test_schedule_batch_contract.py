@@ -12,7 +12,7 @@ from jobctl.domain.schedule import Policy, Schedule, ScheduleSpec, Timing
 from jobctl.errors import Conflict, InvalidInput, InvalidSchedule
 from jobctl.store.base import Store
 
-pytestmark = pytest.mark.store_parts("schedules")  # not in the PostgreSQL store yet
+pytestmark = pytest.mark.store_parts("schedules")
 
 TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
 

@@ -25,7 +25,7 @@ from jobctl.errors import JobctlError
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
 
-pytestmark = pytest.mark.store_parts("schedules")  # not in the PostgreSQL store yet
+pytestmark = pytest.mark.store_parts("schedules")
 
 OWNERS = (1000, 1001, 1002)
 SKIPS = ("misfire_skips", "overlap_skips", "pause_skips")

@@ -29,7 +29,7 @@ def test_jobctl_audit_shows_who_did_what(daemon: DaemonProc) -> None:
 
     out = cli(daemon, "audit", "--json")
     assert out.returncode == 0, out.stderr
-    records = json.loads(out.stdout)
+    records = json.loads(out.stdout)["items"]
     assert [r["action"] for r in records] == ["queues.pause", "jobs.enqueue"]
     pause = records[0]
     assert (pause["uid"], pause["gid"], pause["target"], pause["status"]) == (
@@ -86,7 +86,7 @@ def test_a_non_admin_is_refused_and_the_refusal_recorded(
 
     out = cli(shared_daemon, "audit", "--json", "--uid", str(other_user.pw_uid))
     assert out.returncode == 0, out.stderr
-    (record,) = json.loads(out.stdout)
+    (record,) = json.loads(out.stdout)["items"]
     assert (record["uid"], record["gid"], record["action"]) == (
         other_user.pw_uid,
         other_user.pw_gid,

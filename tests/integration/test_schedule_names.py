@@ -30,7 +30,7 @@ def test_reimport_after_deleting_one_of_its_schedules(daemon: DaemonProc, tmp_pa
     path = tmp_path / "crontab"
     path.write_text("0 6 * * * echo one\n0 7 * * * echo two\n")
     assert cli(daemon, "import-crontab", str(path)).returncode == 0
-    one, two = schedules(daemon)
+    one, two = sorted(schedules(daemon), key=lambda s: str(s["cron"]))  # 06:00 first
     assert cli(daemon, "schedules", "delete", str(one["name"])).returncode == 0
     dry = json.loads(cli(daemon, "import-crontab", str(path), "--dry-run", "--json").stdout)
     assert [r["action"] for r in dry["lines"]] == ["create", "exists"]

@@ -468,6 +468,20 @@ def wait_quiet(what: str) -> float:
     return bg
 
 
+def extract_src(rev: str, tmp: Path) -> tuple[Path, str]:
+    """``src/`` of ``rev`` extracted under ``tmp`` with ``git archive`` (read-only for the
+    repository, and unaffected by edits to the working tree): (its path, the short rev)."""
+    short = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    dest = tmp / f"src-{short}"
+    if not dest.exists():
+        dest.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", short, "src"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest / "src", short
+
+
 def source_info() -> str:
     """What was measured: the working tree the venv's editable install points at."""
     import jobctl
@@ -560,6 +574,9 @@ def save_json(name: str, payload: dict[str, Any]) -> Path:
 
 
 def fmt(x: Any, digits: int = 0) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    """A number for a report table: thousands separated; missing or NaN as "n/a", text as is."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
+    if isinstance(x, str):
+        return x
     return f"{x:,.{digits}f}"

@@ -36,7 +36,6 @@ sys.path.insert(0, str(BENCH_DIR))
 import _common as C  # noqa: E402
 from _common import log, spawn, stop_proc  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
 MARK_START, MARK_END = "<!-- bench_cli:start -->", "<!-- bench_cli:end -->"
 LAUNCHER = "import sys\nfrom jobctl.cli.main import entry\nsys.exit(entry())\n"
 TARGET_MS = 100.0
@@ -44,20 +43,8 @@ TARGET_MS = 100.0
 
 def snapshot(rev: str, tmp: Path) -> tuple[str, str]:
     """``src/`` of ``rev`` extracted under ``tmp``: (its path, a short name)."""
-    short = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", rev],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    dest = tmp / f"src-{short}"
-    if not dest.exists():
-        dest.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", short, "src"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return str(dest / "src"), f"{rev} ({short})"
+    src, short = C.extract_src(rev, tmp)
+    return str(src), f"{rev} ({short})"
 
 
 def env_for(src: str, sock: Path) -> dict[str, str]:
@@ -250,16 +237,6 @@ def report(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + section + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", default="main", help="revision of the 'before' CLI")
@@ -302,8 +279,8 @@ def main() -> int:
     section = report(res)
     print(section)
     if not args.no_write:
-        write_doc(section)
-        log(f"wrote {DOC}")
+        C.write_section((MARK_START, MARK_END), section)
+        log(f"wrote {C.DOC}")
     return 0
 
 

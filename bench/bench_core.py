@@ -40,11 +40,9 @@ from _common import log  # noqa: E402
 from core_e2e import w2_aps, w2_huey, w2_jobctl  # noqa: E402
 from core_enqueue import w1_aps, w1_huey, w1_jobctl  # noqa: E402
 from core_harness import (  # noqa: E402
-    DOC,
     FULL,
     NOISE,
     QUICK,
-    RESULTS,
     Sizes,
     use_snapshot,
     use_worktree,
@@ -98,7 +96,7 @@ def from_json(path: str, write: bool) -> int:
     print(section)
     if write:
         write_doc(section)
-        log(f"wrote {DOC}")
+        log(f"wrote {C.DOC}")
     return 0
 
 
@@ -138,12 +136,9 @@ def run_workloads(R: Results, tmp: Path, sz: Sizes, only: set[str], peers: bool)
 
 def save(R: Results, sz: Sizes, cmd: str, info: dict[str, str], elapsed: float) -> None:
     """Keep the raw results (bench/results/, git-ignored) for ``--from-json``."""
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"bench_core-{time.strftime('%Y%m%dT%H%M%S')}.json"
     raw = {"results": R, "sizes": sz.__dict__, "command": cmd, "machine": info,
            "elapsed": elapsed, "background": NOISE.background, "redone": NOISE.redone}  # fmt: skip
-    path.write_text(json.dumps(raw, default=str))
-    log(f"raw results in {path}")
+    log(f"raw results in {C.save_json('bench_core', raw)}")
 
 
 def summarise(R: Results, checks: list[tuple[str, bool]]) -> None:
@@ -184,7 +179,7 @@ def main() -> int:
     summarise(R, checks)
     if not args.no_write:
         write_doc(section)
-        log(f"wrote {DOC}")
+        log(f"wrote {C.DOC}")
     log(f"done in {elapsed / 60:.1f} min")
     return 0
 

@@ -17,20 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from _common import log, spawn, stop_proc
-
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
+from _common import ROOT, UTC, background_cores, log, spawn, stop_proc
 
 PY = sys.executable
 #: The daemon is started through the interpreter so that PYTHONPATH decides which jobctl
 #: runs: by default a snapshot of a committed revision (see ``use_snapshot``).
 JOBCTL = [PY, "-c", "from jobctl.cli.main import entry; entry()"]
-DOC = ROOT / "docs" / "benchmarks.md"
-RESULTS = BENCH_DIR / "results"  # raw results as JSON (git-ignored)
 MARK_START, MARK_END = "<!-- bench_core:start -->", "<!-- bench_core:end -->"
 FAR = "2099-01-01T00:00:00Z"
-UTC = dt.UTC
 # Kept run directories: workloads that run commands keep each run's directory (its
 # attempt logs) until the bench ends. Deleting 20,000 logs right before the next run made
 # ext4 check every recently deleted inode on each new file for about 30 s (perf:
@@ -177,19 +171,8 @@ def use_snapshot(rev: str, tmp: Path) -> str:
     Other engineers edit src/ while benchmarks run; a committed snapshot keeps one run
     consistent and names exactly what was measured. Returns a description for the report.
     """
-    full = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", rev],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    dest = tmp / f"src-{full}"
-    dest.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", full, "src"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    src = str(dest / "src")
+    extracted, full = C.extract_src(rev, tmp)
+    src = str(extracted)
     os.environ["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
     sys.path.insert(0, src)
     return f"commit {full} (committed src/ extracted with git archive)"
@@ -215,21 +198,6 @@ def use_worktree() -> str:
     except Exception:
         return "working tree (git unavailable)"
     return f"working tree at {rev}" + (" with uncommitted changes in src/" if dirty else "")
-
-
-def _cpu_busy() -> tuple[int, int]:
-    with open("/proc/stat") as f:
-        vals = [int(v) for v in f.readline().split()[1:]]
-    idle = vals[3] + vals[4]
-    return sum(vals) - idle, sum(vals)
-
-
-def background_cores(seconds: float = 0.5) -> float:
-    """CPU cores busy (all processes) over a short idle moment of the bench itself."""
-    b0, t0 = _cpu_busy()
-    time.sleep(seconds)
-    b1, t1 = _cpu_busy()
-    return (b1 - b0) / max(1, t1 - t0) * len(os.sched_getaffinity(0))
 
 
 #: Before each run, wait until other processes use at most QUIET_CORES (sampled for 1 s),
@@ -286,7 +254,7 @@ class Guard:
 
 
 def _busy_seconds() -> float:
-    return _cpu_busy()[0] / C._CLK_TCK
+    return C._cpu_busy()[0] / C._CLK_TCK
 
 
 def _own_cpu() -> float:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from _common import spawn, stop_proc
-from core_harness import BENCH_DIR, PY
+from _common import BENCH_DIR, spawn, stop_proc
+from core_harness import PY
 
 
 class HueyConsumer:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import _common as C
+from _common import UTC, fmt, verdict
 from core_harness import (
-    DOC,
     MARK_END,
     MARK_START,
     MAX_OTHER,
@@ -23,7 +23,6 @@ from core_harness import (
     NOISE,
     RETRY_BUDGET_TOTAL,
     TARGETS,
-    UTC,
     Sizes,
 )
 
@@ -58,24 +57,10 @@ def machine(source: str) -> dict[str, str]:
     }
 
 
-def fmt(x: Any, digits: int = 0) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, float) and math.isnan(x):
-        return "n/a"
-    return f"{x:,.{digits}f}"
-
-
 def ratio(a: float | None, b: float | None) -> str:
     if not a or not b or math.isnan(a) or math.isnan(b):
         return "n/a"
     return f"{a / b:.2f}×"
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("**PASS**" if ok else "**MISS**")
 
 
 def val(d: dict[str, Any], workload: str, key: str) -> Any:
@@ -516,20 +501,5 @@ def _details(R: dict[str, Any]) -> list[str]:
 
 
 def write_doc(section: str) -> None:
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    if DOC.exists():
-        text = DOC.read_text()
-    else:
-        text = (
-            "# Benchmarks\n\nHow fast jobctl is, measured by the scripts in `bench/` on "
-            "a named machine, against the targets in the design brief and against huey "
-            "and APScheduler. Each script rewrites only its own section (between its "
-            "markers); anything else in this file is kept.\n\n"
-        )
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        tail = rest.split(MARK_END, 1)[1]
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    """Replace bench_core's section of docs/benchmarks.md, keeping the rest."""
+    C.write_section((MARK_START, MARK_END), section)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from _common import log
-from core_harness import UTC, Daemon, Sizes, guarded_runs
+from _common import UTC, log
+from core_harness import Daemon, Sizes, guarded_runs
 
 
 class ShiftedClock:

@@ -66,12 +66,14 @@ class UdsHttp:
             self.sock.close()
             self._connect()
         data = body or b""
-        head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        )
         self.sock.sendall(head.encode() + data)
         while (end := self.buf.find(b"\r\n\r\n")) < 0:
             self._recv()
-        header, self.buf = self.buf[:end], self.buf[end + 4:]
+        header, self.buf = self.buf[:end], self.buf[end + 4 :]
         status = int(header[9:12])
         length = None
         for line in header.split(b"\r\n")[1:]:
@@ -89,10 +91,12 @@ class UdsHttp:
         self.used = time.monotonic()
         return status, payload
 
-    def json(self, method: str, path: str, obj: Any = None,
-             expect: Sequence[int] = (200, 201)) -> Any:
+    def json(
+        self, method: str, path: str, obj: Any = None, expect: Sequence[int] = (200, 201)
+    ) -> Any:
         status, payload = self.request(
-            method, path, None if obj is None else json.dumps(obj).encode())
+            method, path, None if obj is None else json.dumps(obj).encode()
+        )
         if status not in expect:
             raise RuntimeError(f"{method} {path}: HTTP {status}: {payload[:300]!r}")
         return json.loads(payload)
@@ -147,8 +151,9 @@ def proc_status_kb(pid: int, field: str) -> int:
 # -- client processes ---------------------------------------------------------------
 
 
-def run_clients(target: Callable[..., None], per_client_args: Sequence[tuple[Any, ...]],
-                timeout: float = 600.0) -> list[dict[str, Any]]:
+def run_clients(
+    target: Callable[..., None], per_client_args: Sequence[tuple[Any, ...]], timeout: float = 600.0
+) -> list[dict[str, Any]]:
     """Run ``target(*args, barrier, queue)`` in one spawned process per args tuple.
 
     Each client connects and warms up, then waits on the barrier; all start together.
@@ -157,8 +162,9 @@ def run_clients(target: Callable[..., None], per_client_args: Sequence[tuple[Any
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(len(per_client_args))
     out: Any = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*a, barrier, out), daemon=True)
-             for a in per_client_args]
+    procs = [
+        ctx.Process(target=target, args=(*a, barrier, out), daemon=True) for a in per_client_args
+    ]
     for p in procs:
         p.start()
     results = []
@@ -177,8 +183,9 @@ def run_clients(target: Callable[..., None], per_client_args: Sequence[tuple[Any
     return results
 
 
-def jobctl_enqueue_client(sock: str, body: bytes, per_request: int, warmup: int,
-                          duration: float, barrier: Any, out: Any) -> None:
+def jobctl_enqueue_client(
+    sock: str, body: bytes, per_request: int, warmup: int, duration: float, barrier: Any, out: Any
+) -> None:
     """POST ``body`` (one job or a batch of ``per_request``) until ``duration`` is over."""
     try:
         c = UdsHttp(sock)
@@ -201,15 +208,24 @@ def jobctl_enqueue_client(sock: str, body: bytes, per_request: int, warmup: int,
                 n += per_request
             else:
                 errs += 1
-        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
-                 "warm_jobs": warmup * per_request})
+        out.put(
+            {
+                "jobs": n,
+                "t0": t0,
+                "last": time.time(),
+                "lat": lat,
+                "errors": errs,
+                "warm_jobs": warmup * per_request,
+            }
+        )
         c.close()
     except BaseException as exc:  # reported to the parent, which raises
         out.put({"error": repr(exc)})
 
 
-def jobctl_client_enqueue_client(sock: str, job: dict[str, Any], warmup: int, duration: float,
-                                 barrier: Any, out: Any) -> None:
+def jobctl_client_enqueue_client(
+    sock: str, job: dict[str, Any], warmup: int, duration: float, barrier: Any, out: Any
+) -> None:
     """Enqueue ``job`` through the shipped client (``jobctl.client.Client.enqueue``), one job
     per call, until ``duration`` is over: what a Python producer program pays."""
     try:
@@ -237,8 +253,17 @@ def jobctl_client_enqueue_client(sock: str, job: dict[str, Any], warmup: int, du
                 errs += 1
             lat.append(time.time() - s)
         cpu = time.process_time() - cpu0
-        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
-                 "warm_jobs": warmup, "client_cpu_us": 1e6 * cpu / max(1, n + errs)})
+        out.put(
+            {
+                "jobs": n,
+                "t0": t0,
+                "last": time.time(),
+                "lat": lat,
+                "errors": errs,
+                "warm_jobs": warmup,
+                "client_cpu_us": 1e6 * cpu / max(1, n + errs),
+            }
+        )
         c.close()
     except BaseException as exc:  # reported to the parent, which raises
         out.put({"error": repr(exc)})
@@ -268,14 +293,23 @@ def huey_enqueue_client(db: str, warmup: int, duration: float, barrier: Any, out
             except Exception:
                 errs += 1
             lat.append(time.time() - s)
-        out.put({"jobs": n, "t0": t0, "last": time.time(), "lat": lat, "errors": errs,
-                 "warm_jobs": warmup})
+        out.put(
+            {
+                "jobs": n,
+                "t0": t0,
+                "last": time.time(),
+                "lat": lat,
+                "errors": errs,
+                "warm_jobs": warmup,
+            }
+        )
     except BaseException as exc:
         out.put({"error": repr(exc)})
 
 
-def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
-                     barrier: Any, out: Any) -> None:
+def huey_fill_client(
+    db: str, kind: str, items: list[tuple[float, float]], barrier: Any, out: Any
+) -> None:
     """Enqueue prepared huey tasks: ``items`` are (eta epoch seconds, arg) pairs."""
     try:
         import peer_huey
@@ -305,6 +339,7 @@ def huey_fill_client(db: str, kind: str, items: list[tuple[float, float]],
 
 
 # -- processes the benchmarks start, and their cleanup ------------------------------------
+
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -353,7 +388,7 @@ def on_signal(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through the finally blocks that clean up
 
 
-# == daemons, quiet waits and reports (bench_schedules.py, bench_herd.py) ===================================================
+# == daemons, quiet waits and reports (bench_schedules.py, bench_herd.py) ==================
 
 
 def clean_env(workdir: Path) -> dict[str, str]:
@@ -382,8 +417,13 @@ class Daemon:
     Waits for ``event=ready`` on stderr; ``t_spawn``/``t_ready`` are wall-clock times.
     """
 
-    def __init__(self, workdir: Path, concurrency: int = 16, db: Path | None = None,
-                 ready_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        concurrency: int = 16,
+        db: Path | None = None,
+        ready_timeout: float = 300.0,
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.dir = workdir
         self.db = db or workdir / "jobctl.db"
@@ -391,9 +431,21 @@ class Daemon:
         self.log_path = workdir / "daemon.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.t_spawn = time.time()
-        self.proc = spawn([JOBCTL_BIN, "daemon", "--db", str(self.db), "--socket",
-                           str(self.sock), "--concurrency", str(concurrency)],
-                          stdout=subprocess.DEVNULL, stderr=self._log, env=clean_env(workdir))
+        self.proc = spawn(
+            [
+                JOBCTL_BIN,
+                "daemon",
+                "--db",
+                str(self.db),
+                "--socket",
+                str(self.sock),
+                "--concurrency",
+                str(concurrency),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env=clean_env(workdir),
+        )
         self.pid = self.proc.pid
         deadline = self.t_spawn + ready_timeout
         pos = 0
@@ -418,8 +470,10 @@ class Daemon:
         return Client(self.sock, timeout=timeout)
 
     def rss(self) -> dict[str, float]:
-        return {"rss_mb": proc_status_kb(self.pid, "VmRSS") / 1024,
-                "hwm_mb": proc_status_kb(self.pid, "VmHWM") / 1024}
+        return {
+            "rss_mb": proc_status_kb(self.pid, "VmRSS") / 1024,
+            "hwm_mb": proc_status_kb(self.pid, "VmHWM") / 1024,
+        }
 
     def stop(self) -> None:
         stop_proc(self.proc)
@@ -471,13 +525,18 @@ def wait_quiet(what: str) -> float:
 def extract_src(rev: str, tmp: Path) -> tuple[Path, str]:
     """``src/`` of ``rev`` extracted under ``tmp`` with ``git archive`` (read-only for the
     repository, and unaffected by edits to the working tree): (its path, the short rev)."""
-    short = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    short = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     dest = tmp / f"src-{short}"
     if not dest.exists():
         dest.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", short, "src"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", short, "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest / "src", short
 
@@ -488,15 +547,26 @@ def source_info() -> str:
 
     where = Path(jobctl.__file__).resolve().parent
     try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except Exception:
         return f"working tree ({where})"
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
-    return (f"working tree at {rev}" + (" with uncommitted changes in src/" if dirty else "")
-            + f" (jobctl {jobctl.__version__} imported from {shown})")
+    return (
+        f"working tree at {rev}"
+        + (" with uncommitted changes in src/" if dirty else "")
+        + f" (jobctl {jobctl.__version__} imported from {shown})"
+    )
 
 
 def machine() -> dict[str, str]:
@@ -518,31 +588,46 @@ def machine() -> dict[str, str]:
             pass
     return {
         "date": dt.datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(len(os.sched_getaffinity(0))), "cpu": model, "mem": f"{mem:.0f} GiB",
-        "kernel": platform.release(), "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version, "libs": ", ".join(versions),
+        "nproc": str(len(os.sched_getaffinity(0))),
+        "cpu": model,
+        "mem": f"{mem:.0f} GiB",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "libs": ", ".join(versions),
         "jobctl": source_info(),
     }
 
 
 def machine_line(info: dict[str, str]) -> str:
-    return (f"Run on {info['date']}: {info['nproc']} CPUs ({info['cpu']}), {info['mem']} RAM, "
-            f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}, "
-            f"{info['libs']}; jobctl: {info['jobctl']}. Temp files on the root disk (real "
-            f"fsync).")
+    return (
+        f"Run on {info['date']}: {info['nproc']} CPUs ({info['cpu']}), {info['mem']} RAM, "
+        f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}, "
+        f"{info['libs']}; jobctl: {info['jobctl']}. Temp files on the root disk (real "
+        f"fsync)."
+    )
 
 
 def background_line() -> str:
     if not BACKGROUND:
         return ""
-    return (f"CPU used by other processes just before each measurement (other engineers' "
-            f"tests and benchmarks share this machine): median {median(BACKGROUND):.2f}, "
-            f"max {max(BACKGROUND):.2f} cores.")
+    return (
+        f"CPU used by other processes just before each measurement (other engineers' "
+        f"tests and benchmarks share this machine): median {median(BACKGROUND):.2f}, "
+        f"max {max(BACKGROUND):.2f} cores."
+    )
 
 
 def header(info: dict[str, str], elapsed: float) -> str:
-    return " ".join(x for x in (machine_line(info), background_line(),
-                                f"Total bench time {elapsed / 60:.1f} min.") if x)
+    return " ".join(
+        x
+        for x in (
+            machine_line(info),
+            background_line(),
+            f"Total bench time {elapsed / 60:.1f} min.",
+        )
+        if x
+    )
 
 
 def verdict(ok: bool | None) -> str:
@@ -554,9 +639,14 @@ def write_section(marks: tuple[str, str], section: str) -> None:
 
     One read-modify-write right away (other scripts write their own sections)."""
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text() if DOC.exists() else (
-        "# Benchmarks\n\nHow fast jobctl is, measured by the scripts in `bench/`; each "
-        "script rewrites only its own section (between its markers).\n")
+    text = (
+        DOC.read_text()
+        if DOC.exists()
+        else (
+            "# Benchmarks\n\nHow fast jobctl is, measured by the scripts in `bench/`; each "
+            "script rewrites only its own section (between its markers).\n"
+        )
+    )
     start, end = marks
     if start in text and end in text:
         head, rest = text.split(start, 1)
@@ -564,6 +654,69 @@ def write_section(marks: tuple[str, str], section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     DOC.write_text(text)
+
+
+#: A script's report: (results, sizes, command, machine, elapsed) -> (section, checks).
+Report = Callable[
+    [dict[str, Any], Any, str, dict[str, str], float], tuple[str, list[tuple[str, bool]]]
+]
+
+
+def render_saved(
+    path: str, report: Report, sizes: Callable[..., Any], marks: tuple[str, str], write: bool
+) -> None:
+    """``--from-json``: print (and unless ``write`` is false, write) the report of a saved
+    result file again, without running anything."""
+    saved = json.loads(Path(path).read_text())
+    BACKGROUND[:] = saved["background"]
+    section, _ = report(
+        saved["results"],
+        sizes(**saved["sizes"]),
+        saved["command"],
+        saved["machine"],
+        saved["elapsed"],
+    )
+    print(section)
+    if write:
+        write_section(marks, section)
+
+
+def conclude(
+    script: str,
+    R: dict[str, Any],
+    sz: Any,
+    info: dict[str, str],
+    elapsed: float,
+    report: Report,
+    marks: tuple[str, str],
+    write: bool,
+) -> None:
+    """After the runs: keep the raw results, print the report and each target met or
+    missed, and (unless ``write`` is false) write the script's section of the doc."""
+    cmd = f"python bench/{script}.py" + "".join(f" {a}" for a in sys.argv[1:])
+    saved = save_json(
+        script,
+        {
+            "results": R,
+            "sizes": sz.__dict__,
+            "command": cmd,
+            "machine": info,
+            "elapsed": elapsed,
+            "background": BACKGROUND,
+        },
+    )
+    log(f"raw results in {saved}")
+    section, checks = report(R, sz, cmd, info, elapsed)
+    print(section)
+    print("\nTargets:")
+    for name, ok in checks:
+        print(f"  {'PASS' if ok else 'MISS'}  {name}")
+    bad = [k for k, v in R.items() if isinstance(v, dict) and v.get("verified") is False]
+    if bad:
+        print("  WARNING: verification failed for " + ", ".join(bad))
+    if write:
+        write_section(marks, section)
+        log(f"wrote {DOC}")
 
 
 def save_json(name: str, payload: dict[str, Any]) -> Path:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
+import itertools
 import os
 import shutil
 import signal
@@ -37,12 +37,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
+
+if TYPE_CHECKING:
+    from jobctl.engine.executor import Executor
 
 log = C.log
 UTC = dt.UTC
@@ -134,8 +137,8 @@ def status_truth(
         s["queue"]["oldest_due_age"] for s in backlog if s["queue"]["oldest_due_age"] is not None
     ]
     dues = [s["queue"]["due"] for s in backlog]
-    monotonic_age = all(b >= a for a, b in zip(ages, ages[1:], strict=False))
-    monotonic_due = all(b <= a for a, b in zip(dues, dues[1:], strict=False))
+    monotonic_age = all(b >= a for a, b in itertools.pairwise(ages))
+    monotonic_due = all(b <= a for a, b in itertools.pairwise(dues))
     q_sums_ok = all(
         s["queue"] is None
         or s["queue"]["waiting"]
@@ -355,7 +358,7 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     astore = AsyncStore(store)
     ex = InstantExecutor(astore, sz.slots)
     ex.target = n
-    timer = Timer(astore, clock, ex)
+    timer = Timer(astore, clock, cast("Executor", ex))  # the part of one the Timer uses
     ex.timer = timer
     task = asyncio.get_running_loop().create_task(timer.run())
     await asyncio.sleep(0.5)  # first tick: nothing due, the timer sleeps until `due`
@@ -483,7 +486,8 @@ def report(
             f"{C.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
             f"{not a['late_enqueue']}). The due instant was chosen {a['margin_s']:.0f} s "
             f"ahead from one probe request of {sz.batch:,} jobs due in 2099 in queue `probe` "
-            f"({C.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the attempts table (read-only, afterwards): first "
+            f"({C.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the "
+            f"attempts table (read-only, afterwards): first "
             f"start {a['first_start_after_due'] * 1000:.0f} ms after the due instant, last start "
             f"{a['last_start_after_due']:.1f} s, last finish {a['last_finish_after_due']:.1f} "
             f"s; peak {C.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
@@ -513,7 +517,8 @@ def report(
             f"connection) every {sz.status_every * 1000:.0f} ms during (a); latency over the "
             f"{st['n']:,} calls between the due instant and the last finish "
             f"({st['errors']} errors); before the due instant, with nothing running, "
-            f"status took {C.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the {tr['with_backlog']:,} answers taken "
+            f"status took {C.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the "
+            f"{tr['with_backlog']:,} answers taken "
             f"while jobs were still due: the job counts summed to {n + sz.batch:,} (herd + "
             f"probe) in every answer, and the `{QUEUE}` queue's waiting + running + finished "
             f"to {n:,}: {tr['counts_ok']}; "
@@ -553,18 +558,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        C.BACKGROUND[:] = saved["background"]
-        section, _ = report(
-            saved["results"],
-            Sizes(**saved["sizes"]),
-            saved["command"],
-            saved["machine"],
-            saved["elapsed"],
-        )
-        print(section)
-        if not args.no_write:
-            C.write_section(MARKS, section)
+        C.render_saved(args.from_json, report, Sizes, MARKS, write=not args.no_write)
         return 0
     sz = QUICK if args.quick else FULL
     if args.jobs:
@@ -595,30 +589,7 @@ def main() -> int:
         C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.time() - started
-    cmd = "python bench/bench_herd.py" + "".join(f" {a}" for a in sys.argv[1:])
-    saved = C.save_json(
-        "bench_herd",
-        {
-            "results": R,
-            "sizes": sz.__dict__,
-            "command": cmd,
-            "machine": info,
-            "elapsed": elapsed,
-            "background": C.BACKGROUND,
-        },
-    )
-    log(f"raw results in {saved}")
-    section, checks = report(R, sz, cmd, info, elapsed)
-    print(section)
-    print("\nTargets:")
-    for name, ok in checks:
-        print(f"  {'PASS' if ok else 'MISS'}  {name}")
-    bad = [k for k, v in R.items() if v.get("verified") is False]
-    if bad:
-        print("  WARNING: verification failed for " + ", ".join(bad))
-    if not args.no_write:
-        C.write_section(MARKS, section)
-        log(f"wrote {C.DOC}")
+    C.conclude("bench_herd", R, sz, info, elapsed, report, MARKS, write=not args.no_write)
     log(f"done in {elapsed / 60:.1f} min")
     return 0
 

@@ -22,7 +22,7 @@ import cronsim
 import pytest
 from cronsim.cronsim import Field
 
-from jobctl.domain.cron import iter_fires, next_fire, parse_cron
+from jobctl.domain.cron import CronExpr, iter_fires, next_fire, parse_cron
 from jobctl.errors import InvalidSchedule
 
 MINUTE = timedelta(minutes=1)
@@ -303,6 +303,16 @@ def random_dst_expr(rng: random.Random) -> str:
     return f"{minute} {hour} {dom} * {dow}"
 
 
+def _fired(expr: CronExpr, zone: ZoneInfo, start: datetime, end: datetime) -> list[datetime]:
+    """jobctl's fire instants in [start, end)."""
+    got = []
+    for instant in iter_fires(expr, zone, start - timedelta(seconds=1)):
+        if instant >= end:
+            break
+        got.append(instant)
+    return got
+
+
 def _check_invariants(text: str, zone: ZoneInfo, got: list[datetime]) -> None:
     expr = parse_cron(text)
     matches = _matcher(text)
@@ -327,11 +337,7 @@ def test_dst_windows_match_oracle(windows: list[tuple[ZoneInfo, list[Minute]]]) 
         for zone, minutes in windows:
             start, end = minutes[0][0], minutes[-1][0] + MINUTE
             expected = oracle(text, minutes)
-            got = []
-            for instant in iter_fires(expr, zone, start - timedelta(seconds=1)):
-                if instant >= end:
-                    break
-                got.append(instant)
+            got = _fired(expr, zone, start, end)
             assert got == expected, (text, zone.key, start)
             _check_invariants(text, zone, got)
             for _ in range(4):  # and from arbitrary points inside the window
@@ -414,11 +420,7 @@ def test_dst_windows_match_oracle_with_extended_days(
                 or (matches(wall) and (wildcard or not second_pass))
             ]
             start, end = window[0][0], window[-1][0] + MINUTE
-            got = []
-            for instant in iter_fires(expr, zone, start - timedelta(seconds=1)):
-                if instant >= end:
-                    break
-                got.append(instant)
+            got = _fired(expr, zone, start, end)
             assert got == expected, (text, zone.key, start)
             fired += len(expected)
     assert fired > 100  # the windows hold fires: the comparison is not vacuous

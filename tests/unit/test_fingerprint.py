@@ -70,15 +70,8 @@ def test_a_templates_fingerprinter_equals_its_specs() -> None:
 def test_a_stored_row_gives_back_the_fingerprint_of_the_spec_that_wrote_it(
     tmp_path: Path,
 ) -> None:
-    store = SqliteStore(tmp_path / "f.db", FakeClock(T0))
-    try:
-        [ins] = store.insert([FULL])
-        row = store.db.read(
-            lambda c: c.execute("SELECT * FROM jobs WHERE id = ?", (ins.job.id,)).fetchone()
-        )
-        assert row["fingerprint"] == FULL.fingerprint() == row_fingerprint(row)
-    finally:
-        store.close()
+    _, row = _stored(tmp_path / "f.db", FULL)
+    assert row["fingerprint"] == FULL.fingerprint() == row_fingerprint(row)
 
 
 LIMITED = replace(FULL, resources=Resources(nice=5, cpu_quota=50.0))
@@ -96,19 +89,25 @@ def test_resource_limits_count_only_when_set() -> None:
 
 
 def test_a_limited_row_and_template_give_the_specs_fingerprint(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "r.db", FakeClock(T0))
-    try:
-        [ins] = store.insert([LIMITED])
-        row = store.db.read(
-            lambda c: c.execute("SELECT * FROM jobs WHERE id = ?", (ins.job.id,)).fetchone()
-        )
-        assert row["fingerprint"] == LIMITED.fingerprint() == row_fingerprint(row)
-        assert ins.job.spec.resources == LIMITED.resources
-    finally:
-        store.close()
+    stored, row = _stored(tmp_path / "r.db", LIMITED)
+    assert row["fingerprint"] == LIMITED.fingerprint() == row_fingerprint(row)
+    assert stored.resources == LIMITED.resources
     template = JobTemplate(command=("a",), resources=Resources(memory_max=1 << 30))
     spec = template.to_spec(T0, "k", 7, "sch-1", T0)
     assert template.fingerprinter(7)("sch-1") == spec.fingerprint()
+
+
+def _stored(db: Path, spec: JobSpec) -> tuple[JobSpec, Any]:
+    """Insert ``spec`` into a fresh store: (the spec it gives back, its raw jobs row)."""
+    store = SqliteStore(db, FakeClock(T0))
+    try:
+        [ins] = store.insert([spec])
+        row = store.db.read(
+            lambda c: c.execute("SELECT * FROM jobs WHERE id = ?", (ins.job.id,)).fetchone()
+        )
+    finally:
+        store.close()
+    return ins.job.spec, row
 
 
 def _canonical_of(spec: JobSpec) -> str:

@@ -192,29 +192,12 @@ def test_an_answer_sent_before_the_request_was_read_is_still_read(tmp_path: Path
         listener.close()
 
 
-def _serve_once(path: Path, answer: bytes) -> threading.Thread:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
-    sock.listen(1)
-
-    def serve() -> None:
-        conn, _ = sock.accept()
-        with conn, sock:
-            while b"\r\n\r\n" not in conn.recv(65536):
-                pass
-            conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
-
-
 def test_a_large_body_is_read_in_linear_time(tmp_path: Path) -> None:
     """64 MiB with a Content-Length: appending each recv to the buffer was quadratic
     (a 400 MB log did not arrive in minutes); joined once it takes well under a second."""
     size = 64 * 1024 * 1024
     head = f"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {size}\r\n\r\n"
-    thread = _serve_once(tmp_path / "big.sock", head.encode() + b"x" * size)
+    thread = serve_once(tmp_path / "big.sock", head.encode() + b"x" * size)
     t = UnixTransport(tmp_path / "big.sock")
     t0 = time.monotonic()
     status, _, body = t.request("GET", "/big", None, {})
@@ -231,7 +214,7 @@ def test_stream_hands_a_chunked_body_to_the_sink_piece_by_piece(tmp_path: Path) 
         b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-log-start: 7\r\n"
         b"transfer-encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
     )
-    thread = _serve_once(tmp_path / "c.sock", answer)
+    thread = serve_once(tmp_path / "c.sock", answer)
     got: list[bytes] = []
     status, fields, rest = UnixTransport(tmp_path / "c.sock").stream("/log", got.append)
     thread.join(5)

@@ -219,8 +219,9 @@ async def enqueue_body(
     ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     request_id = None if state is None else state.get("request_id")
-    if ctx.enqueued([i.job for i in inserted if i.created], request_id) and state is not None:
-        state["audit_logged"] = request_id is not None
+    logged = ctx.enqueued([i.job for i in inserted if i.created], request_id)
+    if logged and state is not None and request_id is not None:
+        state["audit_logged"] = True
     created = any(i.created for i in inserted)
     if created:
         ctx.hooks.due(min(i.job.run_at for i in inserted if i.created))

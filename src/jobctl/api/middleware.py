@@ -192,8 +192,9 @@ def _target(scope: Scope, state: dict[str, Any], body: Any) -> str:
     if given:
         return clip(str(given))
     params = scope.get("path_params")
-    if not params and state.get("audit_route"):  # refused before routing: from the path
-        params = path_params(state["audit_route"], scope.get("path", ""))
+    route = state.get("audit_route")
+    if not params and route and "{" in route:  # refused before routing: from the path
+        params = path_params(route, scope.get("path", ""))
     if params:
         return target_for(params)
     if isinstance(body, dict) and "id" in body and "error" not in body:

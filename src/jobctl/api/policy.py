@@ -133,7 +133,7 @@ def _pattern(template: str) -> re.Pattern[str]:
 _MATCHERS = [(route, _pattern(route[1])) for route in ROUTES if "{" in route[1]]
 #: Routes without placeholders, found by one dict lookup: every request passes the gate,
 #: and walking the patterns cost the enqueue fast path several regex matches each time.
-_FIXED = {route: route for route in ROUTES if "{" not in route[1]}
+_FIXED = frozenset(route for route in ROUTES if "{" not in route[1])
 
 
 def path_params(template: str, path: str) -> dict[str, str]:
@@ -150,8 +150,8 @@ def route_for(method: str, path: str) -> tuple[str, str] | None:
     ``HEAD`` is ``GET`` without the body (Starlette serves it from the GET route)."""
     if method == "HEAD":
         method = "GET"
-    fixed = _FIXED.get((method, path[:-1] if path.endswith("/") else path))
-    if fixed is not None:
+    fixed = (method, path[:-1] if path.endswith("/") else path)
+    if fixed in _FIXED:
         return fixed
     for route, pattern in _MATCHERS:
         if route[0] == method and pattern.fullmatch(path):

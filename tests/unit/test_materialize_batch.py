@@ -13,14 +13,20 @@ from jobctl.domain.cron import next_fire, parse_cron
 from jobctl.domain.models import Backoff, JobTemplate
 from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.errors import Conflict, KeyConflict
+from jobctl.store.base import Inserted
 from jobctl.store.inserts import Prepared, insert_fresh, insert_prepared
 from jobctl.store.jobrow import row_tail
 from jobctl.store.materialize import RowMaker, materialize_tx
 from jobctl.store.rows import to_ms
+from jobctl.store.schedconn import SqliteSchedConn
 from jobctl.store.sqlite import SqliteStore, connect
 
 T0 = datetime(2027, 3, 13, 12, 0, tzinfo=UTC)
 TEMPLATE = JobTemplate(command=("true",), max_attempts=1)
+
+
+def _no_specs(conn: object, specs: object) -> list[Inserted]:
+    raise AssertionError("a materializer inserts occurrences, not specs")
 
 
 def test_a_cursor_moved_by_someone_else_fails_the_whole_batch(tmp_path: Path) -> None:
@@ -38,7 +44,7 @@ def test_a_cursor_moved_by_someone_else_fails_the_whole_batch(tmp_path: Path) ->
         f"UPDATE schedule_cursors SET next_run_at = next_run_at + 1 WHERE id = '{b.id}'; END"
     )
     with pytest.raises(Conflict, match="1 of 2 schedules"):
-        materialize_tx(conn, T0 + timedelta(hours=1), 100)
+        materialize_tx(SqliteSchedConn(conn, _no_specs), T0 + timedelta(hours=1), 100)
     conn.execute("ROLLBACK")
     assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
     assert {r[0] for r in conn.execute("SELECT next_run_at FROM schedules")} == {

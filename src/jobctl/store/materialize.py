@@ -20,9 +20,9 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import sqlite3
 from datetime import datetime
 from operator import itemgetter
+from typing import Any
 
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import (
@@ -39,11 +39,10 @@ from jobctl.domain.schedule import (
     plan,
 )
 from jobctl.errors import Conflict, InvalidSchedule, JobctlError
-from jobctl.store.inserts import ITEM_ERRORS, NewJob, Prepared, insert_fresh
+from jobctl.store.inserts import NewJob, Prepared
 from jobctl.store.jobrow import TextMemo, per_job_values, template_values
-from jobctl.store.queries import q
 from jobctl.store.rows import from_ms, ms_to_dt, opt_ms, to_ms
-from jobctl.store.sqltx import savepoint
+from jobctl.store.schedconn import SchedConn
 
 _ACTIVE = frozenset(("scheduled", "running"))
 #: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
@@ -63,7 +62,7 @@ _Created = tuple[str, int, datetime]
 REASON_CHARS = 500
 
 
-def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Materialized:
+def materialize_tx(conn: SchedConn, now: datetime, limit: int) -> Materialized:
     """Handle up to ``limit`` schedules with due or released occurrences (in ``conn``'s
     open transaction)."""
     batch = _Batch(now)
@@ -72,24 +71,20 @@ def materialize_tx(conn: sqlite3.Connection, now: datetime, limit: int) -> Mater
     return batch.apply(conn)
 
 
-def materialize_one_tx(conn: sqlite3.Connection, now: datetime, schedule_id: str) -> Materialized:
+def materialize_one_tx(conn: SchedConn, now: datetime, schedule_id: str) -> Materialized:
     """Handle schedule ``schedule_id`` if it is due (not paused, broken or deleted), in
     ``conn``'s open transaction: an edit settles what was due under the old definition."""
     batch = _Batch(now)
-    cur = conn.cursor()
-    cur.row_factory = None
-    for row in cur.execute(q("materialize_one"), {"id": schedule_id, "now": batch.now_ms}):
+    for row in conn.tuples("materialize_one", {"id": schedule_id, "now": batch.now_ms}):
         batch.add(row)
     return batch.apply(conn)
 
 
-def due_rows(conn: sqlite3.Connection, now_ms: int, limit: int) -> list[Row]:
+def due_rows(conn: SchedConn, now_ms: int, limit: int) -> list[Row]:
     """Due schedules, oldest cursor first, then released ones not already among them."""
-    cur = conn.cursor()
-    cur.row_factory = None  # plain tuples: only a few columns matter here
     params = {"now": now_ms, "limit": limit}
-    found: dict[str, Row] = {r[0]: r for r in cur.execute(q("materialize_due"), params)}
-    for r in cur.execute(q("materialize_released"), params):
+    found: dict[str, Any] = {r[0]: r for r in conn.tuples("materialize_due", params)}
+    for r in conn.tuples("materialize_released", params):
         found.setdefault(r[0], r)
     return list(found.values())
 
@@ -150,42 +145,40 @@ class _Batch:
             self.plans[key] = found
         return found
 
-    def apply(self, conn: sqlite3.Connection) -> Materialized:
+    def apply(self, conn: SchedConn) -> Materialized:
         # In schedule id order (stable: a schedule's occurrences stay oldest first), so
         # the key index entries go in ascending order: fewer page visits.
         occ = sorted(self.occurrences, key=itemgetter(0))
         created = self._insert(conn, occ)
         self._advance(conn, {sid: job_id for sid, job_id, _ in created})
         if self.skipped:
-            conn.executemany(q("materialize_skips"), [_skip_params(r) for r in self.skipped])
+            conn.many("materialize_skips", [_skip_params(r) for r in self.skipped])
         if self.broken:
             params = [(self.now_ms, why, sid, nxt, wait) for sid, why, nxt, wait in self.broken]
-            conn.executemany(q("materialize_broken"), params)
+            conn.many("materialize_broken", params)
         broken = tuple((sid, why) for sid, why, _, _ in self.broken)
         return Materialized(self.rows, created, tuple(self.skipped), broken)
 
-    def _insert(self, conn: sqlite3.Connection, occ: list[_Occurrence]) -> tuple[_Created, ...]:
+    def _insert(self, conn: SchedConn, occ: list[_Occurrence]) -> tuple[_Created, ...]:
         """Insert every occurrence's job at once; should the store refuse a row, again
         schedule by schedule, each in its own savepoint, and break the ones refused."""
         if not occ:
             return ()
         try:
-            with savepoint(conn, "occurrences"):
-                new = insert_fresh(conn, [o[2] for o in occ], self.now_ms)
-        except ITEM_ERRORS:
+            with conn.savepoint("occurrences"):
+                new = conn.insert_fresh([o[2] for o in occ], self.now_ms)
+        except conn.item_errors:
             return self._insert_each(conn, occ)
         return tuple((o[0], n[0], o[1]) for o, n in zip(occ, new, strict=True))
 
-    def _insert_each(
-        self, conn: sqlite3.Connection, occ: list[_Occurrence]
-    ) -> tuple[_Created, ...]:
+    def _insert_each(self, conn: SchedConn, occ: list[_Occurrence]) -> tuple[_Created, ...]:
         created: list[_Created] = []
         for sid, group in itertools.groupby(occ, key=itemgetter(0)):
             mine = list(group)
             try:
-                with savepoint(conn, "occurrence"):
-                    new: list[NewJob] = insert_fresh(conn, [o[2] for o in mine], self.now_ms)
-            except ITEM_ERRORS as exc:
+                with conn.savepoint("occurrence"):
+                    new: list[NewJob] = conn.insert_fresh([o[2] for o in mine], self.now_ms)
+            except conn.item_errors as exc:
                 self._break(sid, broken_reason(exc))
                 continue
             created += [(o[0], n[0], o[1]) for o, n in zip(mine, new, strict=True)]
@@ -198,7 +191,7 @@ class _Batch:
         self.skipped = [r for r in self.skipped if r.schedule_id != sid]
         self.broken.append((sid, reason, cursor[2], cursor[3]))
 
-    def _advance(self, conn: sqlite3.Connection, last_job: dict[str, int]) -> None:
+    def _advance(self, conn: SchedConn, last_job: dict[str, int]) -> None:
         """Move every cursor (compare-and-set), in id order, the cursor table's own order:
         fewer page visits. Nothing waiting before or after takes a leaner statement; the
         skip counters of schedules that skipped something follow in one more."""
@@ -216,12 +209,12 @@ class _Batch:
         changed = 0
         for name, params in (("materialize_advance_plain", plain), ("materialize_advance", full)):
             if params:
-                changed += conn.executemany(q(name), params).rowcount
+                changed += conn.many(name, params)
         if changed != len(self.cursors):
             n = len(self.cursors)
             raise Conflict(f"{n - changed} of {n} schedules were advanced concurrently")
         if counts:
-            conn.executemany(q("materialize_skip_counts"), counts)
+            conn.many("materialize_skip_counts", counts)
 
 
 def broken_reason(exc: BaseException) -> str:

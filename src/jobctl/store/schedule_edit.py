@@ -26,7 +26,6 @@ Occurrences already materialized as jobs stay as they are; their keys
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +40,8 @@ from jobctl.domain.schedule import (
 from jobctl.errors import Conflict, InvalidInput, NotFound
 from jobctl.store import rows
 from jobctl.store.materialize import materialize_one_tx
-from jobctl.store.queries import q
+from jobctl.store.rows import RowLike
+from jobctl.store.schedconn import SchedConn
 
 #: The definition columns compared by ``edit_schedule_def`` (``old_<column>``).
 _DEF_COLUMNS = (
@@ -51,9 +51,9 @@ _DEF_COLUMNS = (
 
 
 def edit_tx(
-    conn: sqlite3.Connection,
+    conn: SchedConn,
     now: datetime,
-    row: sqlite3.Row,
+    row: RowLike,
     spec: ScheduleSpec,
     base: ScheduleSpec,
     editor_uid: int,
@@ -75,7 +75,7 @@ def edit_tx(
         if old.paused:
             _record_paused(conn, sid, old.spec.timing, old.next_run_at, now)
     params = _def_params(spec) | {f"old_{c}": row[c] for c in _DEF_COLUMNS} | {"id": sid}
-    if not conn.execute(q("edit_schedule_def"), params).rowcount:
+    if not conn.run("edit_schedule_def", params):
         raise Conflict(f"schedule {sid} was changed concurrently; try again", schedule_id=sid)
     cursor = {
         "id": sid,
@@ -83,11 +83,11 @@ def edit_tx(
         "old_next": row["next_run_at"],
         "old_waiting": row["waiting"],
     }
-    if not conn.execute(q("edit_schedule_cursor"), cursor).rowcount:
+    if not conn.run("edit_schedule_cursor", cursor):
         raise Conflict(f"schedule {sid} was advanced concurrently; try again", schedule_id=sid)
     edit = ScheduleEdit(sid, now, editor_uid, changes, old.next_run_at, nxt, _broken(old))
     if changes or edit.cleared_broken:
-        conn.execute(q("insert_schedule_edit"), _edit_params(edit))
+        conn.run("insert_schedule_edit", _edit_params(edit))
     return edit
 
 
@@ -105,17 +105,17 @@ def _broken(old: Schedule) -> bool:
     return old.broken_at is not None
 
 
-def _rename_check(conn: sqlite3.Connection, old: Schedule, spec: ScheduleSpec) -> None:
+def _rename_check(conn: SchedConn, old: Schedule, spec: ScheduleSpec) -> None:
     """Names are unique per owner: a rename onto another live schedule's name is refused."""
     if spec.name is None or spec.name == old.spec.name:
         return
     named = {"ref": spec.name, "owner": spec.owner_uid}
-    if conn.execute(q("schedule_by_name"), named).fetchone() is not None:
+    if conn.one("schedule_by_name", named) is not None:
         raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
 
 
 def _record_paused(
-    conn: sqlite3.Connection, sid: str, timing: Timing, first: datetime, now: datetime
+    conn: SchedConn, sid: str, timing: Timing, first: datetime, now: datetime
 ) -> None:
     """The old timing's occurrences passed while paused: skipped, as ``resume`` records."""
     from jobctl.store.schedules import passed, record_skip
@@ -130,7 +130,7 @@ def _record_paused(
         "now": rows.to_ms(now),
         "last_nominal": rows.opt_ms(skipped.last),
     }
-    conn.execute(q("resume_schedule_skips"), params)
+    conn.run("resume_schedule_skips", params)
 
 
 def fields(spec: ScheduleSpec) -> dict[str, Any]:
@@ -184,7 +184,7 @@ def _edit_params(e: ScheduleEdit) -> dict[str, Any]:
     }
 
 
-def edit_from_row(row: sqlite3.Row) -> ScheduleEdit:
+def edit_from_row(row: RowLike) -> ScheduleEdit:
     changes = {k: (v[0], v[1]) for k, v in json.loads(row["changes"]).items()}
     return ScheduleEdit(
         schedule_id=row["schedule_id"],

@@ -1,4 +1,6 @@
-"""Schedule operations of the SQLite store (a part of :class:`SqliteStore`).
+"""Schedule operations of the store, for either backend (a part of :class:`SqliteStore`
+and of :class:`jobctl.store.pg.store.PostgresStore`): written once against
+:class:`jobctl.store.schedconn.SchedConn`, the backend's open transaction.
 
 Materializing an occurrence, recording its skips and advancing the schedule's cursor
 happen in one transaction, and the cursor moves by compare-and-set, so a crash, a
@@ -11,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobctl.domain.models import Job
 from jobctl.domain.schedule import (
@@ -33,45 +34,55 @@ from jobctl.domain.schedule import (
 )
 from jobctl.errors import Conflict, InvalidSchedule, JobctlError, NotFound
 from jobctl.store import rows
-from jobctl.store.inserts import ITEM_ERRORS, refused_by_store
+from jobctl.store.inserts import refused_by_store
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
-from jobctl.store.queries import q
+from jobctl.store.rows import RowLike
+from jobctl.store.schedconn import SchedConn
 from jobctl.store.schedule_edit import edit_from_row, edit_tx
-from jobctl.store.sqltx import savepoint
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from jobctl.store.jobs import JobOps
-    from jobctl.store.sqlitedb import SqliteDb
+    from jobctl.domain.clock import Clock
+    from jobctl.store.schedconn import ScheduleDb
 
 
 class ScheduleOps:
-    """Schedule methods of the store contract; a manual occurrence is inserted through
-    :meth:`JobOps.insert_tx` like any job."""
+    """Schedule methods of the store contract. ``db`` runs reads and writes (each in a
+    transaction of the backend), ``wrap`` makes a :class:`SchedConn` of the connection it
+    hands them; a manual occurrence is inserted like any job (``SchedConn.insert_specs``)."""
 
-    def __init__(self, db: SqliteDb, jobs: JobOps) -> None:
-        self.db = db
-        self.jobs = jobs
+    def __init__(self, db: ScheduleDb, clock: Clock, wrap: Callable[[Any], SchedConn]) -> None:
+        self._db = db
+        self.clock = clock
+        self._wrap = wrap
+
+    def _write(self, fn: Callable[[SchedConn], T]) -> T:
+        return self._db.write(lambda conn: fn(self._wrap(conn)))
+
+    def _read(self, fn: Callable[[SchedConn], T]) -> T:
+        return self._db.read(lambda conn: fn(self._wrap(conn)))
 
     # -- definitions --------------------------------------------------------------------
 
     def create_schedule(self, spec: ScheduleSpec) -> Schedule:
         spec.template.check(spec.owner_uid)  # a template the store could not run is refused
 
-        def tx(conn: sqlite3.Connection) -> Schedule:
-            now = self.db.clock.now()
+        def tx(conn: SchedConn) -> Schedule:
+            now = self.clock.now()
             params = _new_params(spec, now)
             _insert_one(conn, spec, params, now)
             return schedule_from_row(_find(conn, params["id"]))
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
         """Many schedules in one transaction; each item answers alone (see the contract)."""
-        return self.db.write(lambda conn: create_many_tx(conn, specs, self.db.clock.now()))
+        return self._write(lambda conn: create_many_tx(conn, specs, self.clock.now()))
 
     def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
-        return self.db.read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
+        return self._read(lambda conn: schedule_from_row(_find(conn, ref, owner)))
 
     def list_schedules(
         self,
@@ -84,28 +95,26 @@ class ScheduleOps:
         name = ("list_schedules" if owner is None else "list_schedules_of") + (
             "" if after is None else "_after"
         )
-        return self.db.read(
-            lambda conn: [schedule_from_row(r) for r in conn.execute(q(name), params)]
-        )
+        return self._read(lambda conn: [schedule_from_row(r) for r in conn.rows(name, params)])
 
     def pause_schedule(self, ref: str) -> Schedule:
-        def tx(conn: sqlite3.Connection) -> Schedule:
+        def tx(conn: SchedConn) -> Schedule:
             row = _find(conn, ref)
-            conn.execute(q("pause_schedule"), {"id": row["id"]})
+            conn.run("pause_schedule", {"id": row["id"]})
             return schedule_from_row(_find(conn, row["id"]))
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
         """Resume; occurrences that passed while paused are recorded as skipped."""
 
-        def tx(conn: sqlite3.Connection) -> tuple[Schedule, Skips]:
+        def tx(conn: SchedConn) -> tuple[Schedule, Skips]:
             row = _find(conn, ref)
             sched = schedule_from_row(row)
-            now = self.db.clock.now()
+            now = self.clock.now()
             passed, nxt = _passed(sched.spec.timing, sched.next_run_at, now)
             if sched.broken_at is not None:  # resume retries the occurrence that failed
-                conn.execute(q("clear_broken"), {"id": sched.id})
+                conn.run("clear_broken", {"id": sched.id})
             if sched.paused:
                 params = {
                     "id": sched.id,
@@ -114,24 +123,24 @@ class ScheduleOps:
                     "now": rows.to_ms(now),
                     "last_nominal": rows.opt_ms(passed.last),
                 }
-                if conn.execute(q("resume_schedule"), params).rowcount:
-                    conn.execute(q("resume_schedule_skips"), params)
+                if conn.run("resume_schedule", params):
+                    conn.run("resume_schedule_skips", params)
                 _record_skip(conn, sched.id, "paused", passed, now)
             else:
                 passed = Skips()
             return schedule_from_row(_find(conn, sched.id)), passed
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def delete_schedule(self, ref: str) -> Schedule:
-        def tx(conn: sqlite3.Connection) -> Schedule:
+        def tx(conn: SchedConn) -> Schedule:
             row = _find(conn, ref)
-            params = {"id": row["id"], "now": rows.to_ms(self.db.clock.now())}
-            if conn.execute(q("delete_schedule"), params).rowcount:
-                conn.execute(q("release_schedule_name"), params)
+            params = {"id": row["id"], "now": rows.to_ms(self.clock.now())}
+            if conn.run("delete_schedule", params):
+                conn.run("release_schedule_name", params)
             return schedule_from_row(_find(conn, row["id"]))
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def edit_schedule(
         self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
@@ -140,85 +149,85 @@ class ScheduleOps:
         transaction; see :mod:`jobctl.store.schedule_edit` for what happens to the cursor."""
         spec.template.check(spec.owner_uid)  # as create_schedule: a template it could run
 
-        def tx(conn: sqlite3.Connection) -> tuple[Schedule, ScheduleEdit]:
+        def tx(conn: SchedConn) -> tuple[Schedule, ScheduleEdit]:
             row = _find(conn, ref)
-            edit = edit_tx(conn, self.db.clock.now(), row, spec, base, editor_uid)
+            edit = edit_tx(conn, self.clock.now(), row, spec, base, editor_uid)
             return schedule_from_row(_find(conn, row["id"])), edit
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
         """The schedule's recorded edits, newest first."""
 
-        def read(conn: sqlite3.Connection) -> list[ScheduleEdit]:
+        def read(conn: SchedConn) -> list[ScheduleEdit]:
             params = {"id": _find(conn, ref)["id"], "limit": limit}
-            return [edit_from_row(r) for r in conn.execute(q("schedule_edits"), params)]
+            return [edit_from_row(r) for r in conn.rows("schedule_edits", params)]
 
-        return self.db.read(read)
+        return self._read(read)
 
     def trigger_schedule(self, ref: str) -> Job:
         """Run the schedule now as a manual occurrence with its own key."""
 
-        def tx(conn: sqlite3.Connection) -> Job:
+        def tx(conn: SchedConn) -> Job:
             sched = schedule_from_row(_find(conn, ref))
             if sched.deleted_at is not None:
                 raise Conflict(f"schedule {sched.id} is deleted", schedule_id=sched.id)
-            now = self.db.clock.now()
+            now = self.clock.now()
             spec = sched.spec.template.to_spec(
                 now, manual_key(sched.id, now), sched.spec.owner_uid, sched.id, None
             )
-            [ins] = self.jobs.insert_tx(conn, [spec])
+            [ins] = conn.insert_specs([spec])
             params = {"id": sched.id, "job_id": ins.job.id}
-            if conn.execute(q("set_last_job"), params).fetchone() is None:
+            if conn.one("set_last_job", params) is None:
                 raise NotFound(f"schedule {sched.id}: its cursor is gone", schedule_id=sched.id)
             return ins.job
 
-        return self.db.write(tx)
+        return self._write(tx)
 
     def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
         """The schedule's most recent occurrences (jobs) and skip records, newest first."""
 
-        def read(conn: sqlite3.Connection) -> tuple[list[Job], list[SkipRecord]]:
+        def read(conn: SchedConn) -> tuple[list[Job], list[SkipRecord]]:
             found = _find(conn, ref)
             sid, owner = found["id"], found["owner_uid"]
             params = {"id": sid, "owner": owner, "limit": limit}
-            jobs = [job_from_row(r) for r in conn.execute(q("schedule_jobs"), params)]
+            jobs = [job_from_row(r) for r in conn.rows("schedule_jobs", params)]
             skips = [
-                _skip_from_row(r)
-                for r in conn.execute(q("schedule_skips"), {"id": sid, "limit": limit})
+                _skip_from_row(r) for r in conn.rows("schedule_skips", {"id": sid, "limit": limit})
             ]
             return jobs, skips
 
-        return self.db.read(read)
+        return self._read(read)
 
     def schedule_totals(self) -> dict[str, Any]:
-        def read(conn: sqlite3.Connection) -> dict[str, Any]:
-            totals = dict(conn.execute(q("schedule_totals")).fetchone())
-            nxt = conn.execute(q("next_schedule_run")).fetchone()["t"]
+        def read(conn: SchedConn) -> dict[str, Any]:
+            row = _one(conn, "schedule_totals")
+            totals: dict[str, Any] = {k: row[k] for k in _TOTALS}
+            nxt = _one(conn, "next_schedule_run")["t"]
             totals["next_run_at"] = rows.from_ms(nxt)
             return totals
 
-        return self.db.read(read)
+        return self._read(read)
 
     # -- materialization ----------------------------------------------------------------
 
     def schedule_wakeup(self) -> datetime | None:
         """When the materializer has work next (now if a waiting occurrence was released)."""
 
-        def read(conn: sqlite3.Connection) -> datetime | None:
-            if conn.execute(q("any_released")).fetchone() is not None:
-                return self.db.clock.now()
-            return rows.from_ms(conn.execute(q("next_schedule_run")).fetchone()["t"])
+        def read(conn: SchedConn) -> datetime | None:
+            if conn.one("any_released") is not None:
+                return self.clock.now()
+            return rows.from_ms(_one(conn, "next_schedule_run")["t"])
 
-        return self.db.read(read)
+        return self._read(read)
 
     def materialize(self, limit: int) -> Materialized:
         """Handle up to ``limit`` schedules with due or released occurrences."""
-        return self.db.write(lambda conn: materialize_tx(conn, self.db.clock.now(), limit))
+        return self._write(lambda conn: materialize_tx(conn, self.clock.now(), limit))
 
 
 def create_many_tx(
-    conn: sqlite3.Connection, specs: Sequence[ScheduleSpec], now: datetime
+    conn: SchedConn, specs: Sequence[ScheduleSpec], now: datetime
 ) -> list[Schedule | JobctlError]:
     """Insert every schedule it can: all at once (two ``executemany``), and only if one is
     refused (a name taken, an id drawn twice) one by one, each in its own savepoint, so
@@ -233,10 +242,10 @@ def create_many_tx(
         except JobctlError as exc:
             out[i] = exc
     try:
-        with savepoint(conn, "create_schedules"):
-            conn.executemany(q("insert_schedule_def"), [p for _, _, p in todo])
-            conn.executemany(q("insert_schedule_cursor"), [p for _, _, p in todo])
-    except sqlite3.IntegrityError:
+        with conn.savepoint("create_schedules"):
+            conn.many("insert_schedule_def", [p for _, _, p in todo])
+            conn.many("insert_schedule_cursor", [p for _, _, p in todo])
+    except conn.integrity_error:
         for i, spec, params in todo:
             out[i] = _insert_in_savepoint(conn, spec, params, now)
     else:
@@ -245,17 +254,14 @@ def create_many_tx(
     return [out[i] for i in range(len(specs))]
 
 
-#: What refuses one schedule of a batch alone: a name taken, a row the store refuses.
-_REFUSED: tuple[type[Exception], ...] = (JobctlError, *ITEM_ERRORS)
-
-
 def _insert_in_savepoint(
-    conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any], now: datetime
+    conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now: datetime
 ) -> Schedule | JobctlError:
+    refused: tuple[type[Exception], ...] = (JobctlError, *conn.item_errors)
     try:
-        with savepoint(conn, "create_schedule"):
+        with conn.savepoint("create_schedule"):
             _insert_one(conn, spec, params, now)
-    except _REFUSED as exc:
+    except refused as exc:  # a name taken, a row the store refuses
         return exc if isinstance(exc, JobctlError) else refused_by_store(exc)
     return _created(spec, params)
 
@@ -266,17 +272,15 @@ def _new_params(spec: ScheduleSpec, now: datetime) -> dict[str, Any]:
     return _schedule_params(spec, now, spec.timing.seeded(sid).next_after(now), sid)
 
 
-def _insert_one(
-    conn: sqlite3.Connection, spec: ScheduleSpec, params: dict[str, Any], now: datetime
-) -> None:
+def _insert_one(conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now: datetime) -> None:
     """One schedule, its name checked first (Conflict) and a fresh id drawn if taken."""
     named = {"ref": spec.name, "owner": spec.owner_uid}
-    if spec.name and conn.execute(q("schedule_by_name"), named).fetchone():
+    if spec.name and conn.one("schedule_by_name", named):
         raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
-    while conn.execute(q("schedule_by_id"), {"ref": params["id"]}).fetchone():
+    while conn.one("schedule_by_id", {"ref": params["id"]}):
         params.update(_new_params(spec, now))  # 48 random bits: rare, but never an error
-    conn.execute(q("insert_schedule_def"), params)
-    conn.execute(q("insert_schedule_cursor"), params)
+    conn.run("insert_schedule_def", params)
+    conn.run("insert_schedule_cursor", params)
 
 
 def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
@@ -307,12 +311,12 @@ def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
 
 
 def _record_skip(
-    conn: sqlite3.Connection, schedule_id: str, reason: str, skips: Skips, now: datetime
+    conn: SchedConn, schedule_id: str, reason: str, skips: Skips, now: datetime
 ) -> None:
     if not skips.count:
         return
-    conn.execute(
-        q("insert_skip"),
+    conn.run(
+        "insert_skip",
         {
             "schedule_id": schedule_id,
             "reason": reason,
@@ -334,16 +338,28 @@ def _passed(timing: Timing, first: datetime, now: datetime) -> tuple[Skips, date
     return Skips().add(times), t
 
 
-def _find(conn: sqlite3.Connection, ref: str, owner: int | None = None) -> sqlite3.Row:
+#: The columns of ``schedule_totals``.
+_TOTALS = ("total", "paused", "broken", "misfire_skips", "overlap_skips", "pause_skips")
+
+
+def _one(conn: SchedConn, name: str) -> RowLike:
+    """The one row an aggregate always has."""
+    row = conn.one(name)
+    if row is None:
+        raise AssertionError(f"{name} returned no row")
+    return row
+
+
+def _find(conn: SchedConn, ref: str, owner: int | None = None) -> RowLike:
     """By id, else by a live schedule's name (``owner``'s, when given)."""
-    row = conn.execute(q("schedule_by_id"), {"ref": ref}).fetchone()
+    row = conn.one("schedule_by_id", {"ref": ref})
     if row is None and owner is None:
-        row = conn.execute(q("schedule_by_name_any"), {"ref": ref}).fetchone()
+        row = conn.one("schedule_by_name_any", {"ref": ref})
     elif row is None:
-        row = conn.execute(q("schedule_by_name"), {"ref": ref, "owner": owner}).fetchone()
+        row = conn.one("schedule_by_name", {"ref": ref, "owner": owner})
     if row is None:
         raise NotFound(f"no schedule {ref!r}", schedule=ref)
-    found: sqlite3.Row = row
+    found: RowLike = row
     return found
 
 
@@ -374,7 +390,7 @@ def _schedule_params(
     }
 
 
-def schedule_from_row(row: sqlite3.Row) -> Schedule:
+def schedule_from_row(row: RowLike) -> Schedule:
     seed = hash_seed(row["cron"], row["id"])
     try:
         timing = timing_of(row["tz"], row["cron"], row["every_ms"], row["anchor"], seed)
@@ -415,7 +431,7 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
     )
 
 
-def _skip_from_row(row: sqlite3.Row) -> SkipRecord:
+def _skip_from_row(row: RowLike) -> SkipRecord:
     skips = Skips(
         row["count"], rows.from_ms(row["first_nominal"]), rows.from_ms(row["last_nominal"])
     )

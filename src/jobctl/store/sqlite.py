@@ -51,6 +51,7 @@ from jobctl.store.health import Health
 from jobctl.store.jobs import JobOps
 from jobctl.store.queues import QueueOps
 from jobctl.store.retention import PRUNE_BATCH, Pruned, RetentionOps
+from jobctl.store.schedconn import SqliteSchedConn
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.sqlitedb import SqliteDb, connect
 
@@ -74,7 +75,9 @@ class SqliteStore:
         self._finishing = FinishOps(self.db, self._jobs)
         self._crashes = CrashOps(self.db)
         self._queues = QueueOps(self.db)
-        self._schedules = ScheduleOps(self.db, self._jobs)
+        self._schedules = ScheduleOps(
+            self.db, clock, lambda conn: SqliteSchedConn(conn, self._jobs.insert_tx)
+        )
         self._retention = RetentionOps(self.db)
         self._audit = AuditOps(self.db)
 

@@ -82,7 +82,7 @@ def _postgres(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
 
 BACKENDS: dict[str, Backend] = {
     "sqlite": Backend(_sqlite, ALL_PARTS),
-    "postgres": Backend(_postgres, frozenset({"jobs"})),
+    "postgres": Backend(_postgres, ALL_PARTS),
 }
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,7 @@ from jobctl.domain.schedule import Misfire, Overlap, Policy, Schedule, ScheduleS
 from jobctl.domain.states import Outcome
 from jobctl.errors import JobctlError
 from jobctl.store.base import Store
-from jobctl.store.sqlite import SqliteStore
+from tests.contract.raw import raw_write
 
 pytestmark = pytest.mark.store_parts("schedules")
 
@@ -67,18 +66,12 @@ def _spec(rng: random.Random, clock: FakeClock) -> ScheduleSpec:
 
 def _poison(store: Store, sid: str) -> None:
     """A template the store refuses to run (as an older version could store it): the next
-    materialization marks the schedule broken. SQLite only: it rewrites the row."""
-    if not isinstance(store, SqliteStore):
-        return
-
-    def tx(conn: Any) -> None:
-        row = conn.execute("SELECT template FROM schedule_defs WHERE id = ?", (sid,)).fetchone()
-        template = json.loads(row[0]) | {"max_attempts": 0}
-        conn.execute(
-            "UPDATE schedule_defs SET template = ? WHERE id = ?", (json.dumps(template), sid)
-        )
-
-    store.db.writer.call(tx)
+    materialization marks the schedule broken."""
+    [(text,)] = raw_write(store, "SELECT template FROM schedule_defs WHERE id = ?", (sid,))
+    template = json.loads(text) | {"max_attempts": 0}
+    raw_write(
+        store, "UPDATE schedule_defs SET template = ? WHERE id = ?", (json.dumps(template), sid)
+    )
 
 
 def _run_some(store: Store, rng: random.Random) -> None:

@@ -17,6 +17,7 @@ from jobctl.domain.schedule import Misfire, Overlap, Policy, ScheduleSpec, Timin
 from jobctl.errors import Conflict, NotFound
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
+from tests.contract.raw import raw_write
 
 pytestmark = pytest.mark.store_parts("schedules")
 
@@ -120,12 +121,10 @@ def test_paused_schedule_stays_paused_and_records_what_passed(
 
 def test_edit_clears_broken(store: Store, clock: FakeClock) -> None:
     s = store.create_schedule(every_minute())
-    assert isinstance(store, SqliteStore)
-    store.db.writer.call(  # as the materializer marks it (see test_broken_schedules)
-        lambda c: c.execute(
-            "UPDATE schedule_cursors SET broken_at = 1, broken_reason = 'x' WHERE id = ?",
-            (s.id,),
-        )
+    raw_write(  # as the materializer marks it (see test_broken_schedules)
+        store,
+        "UPDATE schedule_cursors SET broken_at = 1, broken_reason = 'x' WHERE id = ?",
+        (s.id,),
     )
     clock.set(T0 + timedelta(minutes=2, seconds=30))
     other = dataclasses.replace(TEMPLATE, command=("echo", "fixed"))

@@ -19,7 +19,7 @@ from jobctl.domain.models import JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
 from jobctl.errors import JobctlError, KeyConflict, QuotaExceeded
 from jobctl.store.base import Inserted
-from jobctl.store.inserts import NewJob, created_job, refused_by_store
+from jobctl.store.inserts import NewJob, Prepared, created_job, refused_by_store
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.rows import RowLike, ms_to_dt
@@ -66,7 +66,7 @@ def insert_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted
         (s.key, "" if s.key is None else s.fingerprint(), row_tail(s, now_ms, text)) for s in specs
     ]
     out = []
-    for spec, new in zip(specs, _insert(db, conn, items, now_ms), strict=True):
+    for spec, new in zip(specs, insert_prepared(db, conn, items, now_ms), strict=True):
         if new.created:
             out.append(Inserted(created_job(spec, new, created_at), True))
         else:
@@ -75,9 +75,9 @@ def insert_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted
     return out
 
 
-def _insert(
-    db: PgDb, conn: PgConn, items: list[tuple[str | None, str, tuple[object, ...]]], now_ms: int
-) -> list[NewJob]:
+def insert_prepared(db: PgDb, conn: PgConn, items: Sequence[Prepared], now_ms: int) -> list[NewJob]:
+    """Prepared rows (key, fingerprint, :func:`row_tail`), each key looked up first: a
+    known key answers its job (or :class:`KeyConflict`), as SQLite's ``insert_prepared``."""
     known = _known_keys(db, conn, [(t[OWNER], k) for k, _, t in items if k is not None])
     ids = [r["id"] for r in conn.execute(db.q("next_job_ids"), {"n": len(items)})]
     out: list[NewJob] = []
@@ -173,4 +173,4 @@ def _queued(db: PgDb, conn: PgConn, uid: int) -> int:
     return int(counts.get("scheduled", 0) + counts.get("due", 0))
 
 
-__all__ = ["ITEM_ERRORS", "insert_groups_tx", "insert_tx", "over_queued_quota"]
+__all__ = ["ITEM_ERRORS", "insert_groups_tx", "insert_prepared", "insert_tx", "over_queued_quota"]

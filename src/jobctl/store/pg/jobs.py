@@ -341,8 +341,9 @@ class PgJobs:
             q = self.db.q("owner_counts")
             b = {r["bucket"]: r["n"] for r in conn.execute(q, {"uid": uid})}
             queued = b.get("scheduled", 0) + b.get("due", 0)
-            # schedules are not on this backend yet: an owner has none here
-            return {"queued": queued, "running": b.get("running", 0), "schedules": 0}
+            row = conn.execute(self.db.q("owner_schedules"), {"uid": uid}).fetchone()
+            scheds = 0 if row is None else int(row["n"])
+            return {"queued": queued, "running": b.get("running", 0), "schedules": scheds}
 
         return self.db.read(read)
 

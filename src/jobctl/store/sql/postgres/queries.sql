@@ -294,3 +294,218 @@ SELECT clock_timestamp() AS t;
 -- name: wake
 -- A cross-daemon wake-up, sent after a write committed; no payload (jobctl.store.pg.notify).
 SELECT pg_notify(%(channel)s, '');
+
+-- Schedules ---------------------------------------------------------------------------
+-- The same statements, under the same names, as sql/queries.sql: jobctl.store.schedules,
+-- jobctl.store.materialize and jobctl.store.schedule_edit run them on either backend.
+
+-- name: insert_schedule_def
+INSERT INTO schedule_defs (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
+                           catch_up_limit, overlap, jitter_ms, created_at)
+VALUES (%(id)s, %(name)s, %(cron)s, %(every_ms)s, %(anchor)s, %(tz)s, %(template)s,
+        %(owner_uid)s, %(misfire)s, %(catch_up_limit)s, %(overlap)s, %(jitter_ms)s, %(now)s);
+
+-- name: insert_schedule_cursor
+INSERT INTO schedule_cursors (id, next_run_at) VALUES (%(id)s, %(next_run_at)s);
+
+-- name: schedule_by_id
+SELECT * FROM schedules WHERE id = %(ref)s;
+
+-- name: schedule_by_name
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = %(ref)s AND owner_uid = %(owner)s);
+
+-- name: schedule_by_name_any
+SELECT * FROM schedules WHERE id = (
+    SELECT id FROM schedule_defs WHERE name = %(ref)s ORDER BY owner_uid LIMIT 1);
+
+-- name: list_schedules
+SELECT * FROM schedules WHERE (deleted_at IS NULL OR %(deleted)s)
+ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: list_schedules_after
+SELECT * FROM schedules
+WHERE (created_at, id) > (SELECT created_at, id FROM schedule_defs WHERE id = %(after)s)
+  AND (deleted_at IS NULL OR %(deleted)s)
+ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: list_schedules_of
+SELECT * FROM schedules WHERE owner_uid = %(owner)s AND (deleted_at IS NULL OR %(deleted)s)
+ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: list_schedules_of_after
+SELECT * FROM schedules
+WHERE owner_uid = %(owner)s
+  AND (created_at, id) > (SELECT created_at, id FROM schedule_defs WHERE id = %(after)s)
+  AND (deleted_at IS NULL OR %(deleted)s)
+ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: insert_skip
+INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
+VALUES (%(schedule_id)s, %(reason)s, %(first_nominal)s, %(last_nominal)s, %(count)s, %(now)s);
+
+-- name: pause_schedule
+UPDATE schedule_cursors SET paused = 1
+WHERE id = %(id)s AND deleted_at IS NULL AND paused = 0;
+
+-- name: resume_schedule
+UPDATE schedule_cursors SET paused = 0, next_run_at = %(next_run_at)s
+WHERE id = %(id)s AND deleted_at IS NULL AND paused = 1;
+
+-- name: clear_broken
+UPDATE schedule_cursors SET broken_at = NULL, broken_reason = NULL
+WHERE id = %(id)s AND deleted_at IS NULL AND broken_at IS NOT NULL;
+
+-- name: resume_schedule_skips
+UPDATE schedule_defs
+SET pause_skips = pause_skips + %(count)s,
+    last_skip_at = CASE WHEN %(count)s > 0 THEN %(now)s ELSE last_skip_at END,
+    last_skip_reason = CASE WHEN %(count)s > 0 THEN 'paused' ELSE last_skip_reason END,
+    last_skip_nominal = CASE WHEN %(count)s > 0 THEN %(last_nominal)s::bigint
+                             ELSE last_skip_nominal END
+WHERE id = %(id)s;
+
+-- name: delete_schedule
+UPDATE schedule_cursors SET deleted_at = %(now)s, waiting = NULL
+WHERE id = %(id)s AND deleted_at IS NULL;
+
+-- name: release_schedule_name
+UPDATE schedule_defs SET deleted_name = name, name = NULL
+WHERE id = %(id)s AND name IS NOT NULL;
+
+-- name: edit_schedule_def
+UPDATE schedule_defs
+SET name = %(name)s, cron = %(cron)s, every_ms = %(every_ms)s, anchor = %(anchor)s,
+    tz = %(tz)s, template = %(template)s, misfire = %(misfire)s,
+    catch_up_limit = %(catch_up_limit)s, overlap = %(overlap)s, jitter_ms = %(jitter_ms)s
+WHERE id = %(id)s AND name IS NOT DISTINCT FROM %(old_name)s::text
+  AND cron IS NOT DISTINCT FROM %(old_cron)s::text
+  AND every_ms IS NOT DISTINCT FROM %(old_every_ms)s::bigint
+  AND anchor IS NOT DISTINCT FROM %(old_anchor)s::bigint AND tz = %(old_tz)s
+  AND template = %(old_template)s AND misfire = %(old_misfire)s
+  AND catch_up_limit = %(old_catch_up_limit)s AND overlap = %(old_overlap)s
+  AND jitter_ms = %(old_jitter_ms)s;
+
+-- name: edit_schedule_cursor
+UPDATE schedule_cursors
+SET next_run_at = %(next_run_at)s, broken_at = NULL, broken_reason = NULL
+WHERE id = %(id)s AND deleted_at IS NULL AND next_run_at = %(old_next)s
+  AND waiting IS NOT DISTINCT FROM %(old_waiting)s::bigint;
+
+-- name: insert_schedule_edit
+INSERT INTO schedule_edits (schedule_id, edited_at, editor_uid, changes, next_before,
+                            next_after, cleared_broken)
+VALUES (%(id)s, %(now)s, %(editor_uid)s, %(changes)s, %(next_before)s, %(next_after)s,
+        %(cleared_broken)s);
+
+-- name: schedule_edits
+SELECT * FROM schedule_edits WHERE schedule_id = %(id)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: set_last_job
+UPDATE schedule_cursors SET last_job_id = greatest(coalesce(last_job_id, 0), %(job_id)s)
+WHERE id = %(id)s
+RETURNING last_job_id;
+
+-- name: schedule_jobs
+-- Through jobs_schedule (migration 0003).
+SELECT * FROM jobs WHERE schedule_id = %(id)s AND owner_uid = %(owner)s
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: schedule_skips
+SELECT * FROM schedule_skips WHERE schedule_id = %(id)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: next_schedule_run
+SELECT min(next_run_at) AS t FROM schedule_cursors
+WHERE paused = 0 AND deleted_at IS NULL AND broken_at IS NULL;
+
+-- name: any_released
+SELECT 1 FROM schedule_cursors s
+JOIN jobs j ON j.id = s.last_job_id
+WHERE s.waiting IS NOT NULL AND s.paused = 0 AND s.deleted_at IS NULL
+  AND s.broken_at IS NULL AND j.status IN ('succeeded', 'dead', 'cancelled')
+LIMIT 1;
+
+-- name: schedule_totals
+SELECT coalesce(sum(live), 0)::bigint AS total, coalesce(sum(paused), 0)::bigint AS paused,
+       coalesce(sum(broken), 0)::bigint AS broken,
+       coalesce(sum(misfire_skips), 0)::bigint AS misfire_skips,
+       coalesce(sum(overlap_skips), 0)::bigint AS overlap_skips,
+       coalesce(sum(pause_skips), 0)::bigint AS pause_skips
+FROM schedule_counts;
+
+-- name: owner_schedules
+SELECT coalesce((SELECT live FROM schedule_counts WHERE owner_uid = %(uid)s), 0) AS n;
+
+-- materializer ------------------------------------------------------------------------
+-- Lean rows for jobctl.store.materialize (tuples, in this column order). The due and the
+-- released schedules are locked FOR UPDATE OF the cursor, SKIP LOCKED: materializers on
+-- several daemons take disjoint batches, and the cursor compare-and-set plus the unique
+-- occurrence key stay the guarantee behind the lock.
+
+-- name: materialize_due
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c
+JOIN schedule_defs d ON d.id = c.id
+LEFT JOIN jobs j ON j.id = c.last_job_id
+WHERE c.paused = 0 AND c.deleted_at IS NULL AND c.broken_at IS NULL
+  AND c.next_run_at <= %(now)s
+ORDER BY c.next_run_at LIMIT %(limit)s
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: materialize_one
+-- One schedule, when due (an edit): waits for a materializer holding it.
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c
+JOIN schedule_defs d ON d.id = c.id
+LEFT JOIN jobs j ON j.id = c.last_job_id
+WHERE c.id = %(id)s AND c.paused = 0 AND c.deleted_at IS NULL AND c.broken_at IS NULL
+  AND c.next_run_at <= %(now)s
+FOR UPDATE OF c;
+
+-- name: materialize_released
+SELECT c.id, d.cron, d.every_ms, d.anchor, d.tz, d.template, d.owner_uid, d.misfire,
+       d.catch_up_limit, d.overlap, d.jitter_ms, c.next_run_at, c.waiting,
+       j.status AS last_status
+FROM schedule_cursors c
+JOIN schedule_defs d ON d.id = c.id
+JOIN jobs j ON j.id = c.last_job_id
+WHERE c.waiting IS NOT NULL AND c.paused = 0 AND c.deleted_at IS NULL
+  AND c.broken_at IS NULL AND j.status IN ('succeeded', 'dead', 'cancelled')
+LIMIT %(limit)s
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: materialize_advance
+-- Positional: next_run_at, waiting, last_job_id, id, old next_run_at, old waiting.
+UPDATE schedule_cursors
+SET next_run_at = %s, waiting = %s::bigint, last_job_id = coalesce(%s::bigint, last_job_id)
+WHERE id = %s AND next_run_at = %s AND waiting IS NOT DISTINCT FROM %s::bigint;
+
+-- name: materialize_advance_plain
+-- Positional: next_run_at, last_job_id, id, old next_run_at.
+UPDATE schedule_cursors SET next_run_at = %s, last_job_id = coalesce(%s::bigint, last_job_id)
+WHERE id = %s AND next_run_at = %s AND waiting IS NULL;
+
+-- name: materialize_broken
+-- Positional: broken_at, reason, id, old next_run_at, old waiting.
+UPDATE schedule_cursors SET broken_at = %s, broken_reason = %s
+WHERE id = %s AND next_run_at = %s AND waiting IS NOT DISTINCT FROM %s::bigint
+  AND broken_at IS NULL;
+
+-- name: materialize_skip_counts
+-- Positional: misfire_skips, overlap_skips, skip_at, skip_reason, skip_nominal, id.
+UPDATE schedule_defs
+SET misfire_skips = misfire_skips + %s,
+    overlap_skips = overlap_skips + %s,
+    last_skip_at = coalesce(%s::bigint, last_skip_at),
+    last_skip_reason = coalesce(%s::text, last_skip_reason),
+    last_skip_nominal = coalesce(%s::bigint, last_skip_nominal)
+WHERE id = %s;
+
+-- name: materialize_skips
+-- Positional: schedule_id, reason, first_nominal, last_nominal, count, now.
+INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
+VALUES (%s, %s, %s, %s, %s, %s);

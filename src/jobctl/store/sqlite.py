@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
@@ -33,14 +32,6 @@ from jobctl.domain.models import (
     QueueStats,
 )
 from jobctl.domain.quota import Limits
-from jobctl.domain.schedule import (
-    Materialized,
-    Schedule,
-    ScheduleEdit,
-    ScheduleSpec,
-    SkipRecord,
-    Skips,
-)
 from jobctl.domain.states import JobStatus
 from jobctl.errors import IllegalTransition, JobctlError
 from jobctl.store.audit import PRUNE_AUDIT_BATCH, AuditOps
@@ -52,12 +43,14 @@ from jobctl.store.jobs import JobOps
 from jobctl.store.queues import QueueOps
 from jobctl.store.retention import PRUNE_BATCH, Pruned, RetentionOps
 from jobctl.store.schedconn import SqliteSchedConn
+from jobctl.store.schedule_methods import ScheduleMethods
 from jobctl.store.schedules import ScheduleOps
 from jobctl.store.sqlitedb import SqliteDb, connect
 
 
-class SqliteStore:
-    """See :class:`jobctl.store.base.Store` for the contract of each method."""
+class SqliteStore(ScheduleMethods):
+    """See :class:`jobctl.store.base.Store` for the contract of each method. The schedule
+    methods are :class:`ScheduleMethods`' (``schedule_ops``: jobctl.store.schedules)."""
 
     def __init__(
         self,
@@ -75,7 +68,7 @@ class SqliteStore:
         self._finishing = FinishOps(self.db, self._jobs)
         self._crashes = CrashOps(self.db)
         self._queues = QueueOps(self.db)
-        self._schedules = ScheduleOps(
+        self.schedule_ops = ScheduleOps(
             self.db, clock, lambda conn: SqliteSchedConn(conn, self._jobs.insert_tx)
         )
         self._retention = RetentionOps(self.db)
@@ -249,58 +242,6 @@ class SqliteStore:
 
     def prune_audit(self, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
         return self._audit.prune_audit(before, limit)
-
-    # -- schedules (jobctl.store.schedules) ----------------------------------------------
-
-    def create_schedule(self, spec: ScheduleSpec) -> Schedule:
-        return self._schedules.create_schedule(spec)
-
-    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
-        return self._schedules.create_schedules(specs)
-
-    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
-        return self._schedules.get_schedule(ref, owner)
-
-    def list_schedules(
-        self,
-        include_deleted: bool = False,
-        limit: int = 1000,
-        after: str | None = None,
-        owner: int | None = None,
-    ) -> list[Schedule]:
-        return self._schedules.list_schedules(include_deleted, limit, after, owner)
-
-    def pause_schedule(self, ref: str) -> Schedule:
-        return self._schedules.pause_schedule(ref)
-
-    def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
-        return self._schedules.resume_schedule(ref)
-
-    def delete_schedule(self, ref: str) -> Schedule:
-        return self._schedules.delete_schedule(ref)
-
-    def edit_schedule(
-        self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
-    ) -> tuple[Schedule, ScheduleEdit]:
-        return self._schedules.edit_schedule(ref, spec, base, editor_uid)
-
-    def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
-        return self._schedules.schedule_edits(ref, limit)
-
-    def trigger_schedule(self, ref: str) -> Job:
-        return self._schedules.trigger_schedule(ref)
-
-    def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
-        return self._schedules.schedule_history(ref, limit)
-
-    def schedule_totals(self) -> dict[str, Any]:
-        return self._schedules.schedule_totals()
-
-    def schedule_wakeup(self) -> datetime | None:
-        return self._schedules.schedule_wakeup()
-
-    def materialize(self, limit: int) -> Materialized:
-        return self._schedules.materialize(limit)
 
 
 __all__ = ["IllegalTransition", "SqliteStore", "connect"]

@@ -33,11 +33,6 @@ from jobctl.domain.models import (
 from jobctl.domain.quota import Limits
 from jobctl.domain.schedule import (
     Materialized,
-    Schedule,
-    ScheduleEdit,
-    ScheduleSpec,
-    SkipRecord,
-    Skips,
 )
 from jobctl.domain.states import JobStatus, Op
 from jobctl.errors import JobctlError, LeaseLost
@@ -51,13 +46,14 @@ from jobctl.store.pg.notify import Listener, Notifier
 from jobctl.store.pg.queues import PgQueues
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
+from jobctl.store.schedule_methods import ScheduleMethods
 from jobctl.store.schedules import ScheduleOps
 
 #: The wake-up a materialization sends (its jobs' queues are not read back).
 SCHEDULES_CHANNEL_KEY = "schedules"
 
 
-class PostgresStore:
+class PostgresStore(ScheduleMethods):
     """See :class:`jobctl.store.base.Store` for the contract of each method."""
 
     def __init__(
@@ -75,7 +71,7 @@ class PostgresStore:
         self._queues = PgQueues(self.db)
         self.notifier = Notifier(self.db)
         self._inserts = InsertBatcher(self.db, self.notifier)
-        self._schedules = ScheduleOps(self.db, clock, lambda conn: PgSchedConn(self.db, conn))
+        self.schedule_ops = ScheduleOps(self.db, clock, lambda conn: PgSchedConn(self.db, conn))
         self._audit_lock = threading.Lock()
         self._audit_pending: list[Future[None]] = []
 
@@ -304,59 +300,15 @@ class PostgresStore:
     def prune_audit(self, before: datetime, limit: int = PRUNE_AUDIT_BATCH) -> int:
         return self._queues.prune_audit(before, limit)
 
-    # -- schedules (jobctl.store.schedules, the logic SQLite runs too) -------------------
-
-    def create_schedule(self, spec: ScheduleSpec) -> Schedule:
-        return self._schedules.create_schedule(spec)
-
-    def create_schedules(self, specs: Sequence[ScheduleSpec]) -> list[Schedule | JobctlError]:
-        return self._schedules.create_schedules(specs)
-
-    def get_schedule(self, ref: str, owner: int | None = None) -> Schedule:
-        return self._schedules.get_schedule(ref, owner)
-
-    def list_schedules(
-        self,
-        include_deleted: bool = False,
-        limit: int = 1000,
-        after: str | None = None,
-        owner: int | None = None,
-    ) -> list[Schedule]:
-        return self._schedules.list_schedules(include_deleted, limit, after, owner)
-
-    def pause_schedule(self, ref: str) -> Schedule:
-        return self._schedules.pause_schedule(ref)
-
-    def resume_schedule(self, ref: str) -> tuple[Schedule, Skips]:
-        return self._schedules.resume_schedule(ref)
-
-    def delete_schedule(self, ref: str) -> Schedule:
-        return self._schedules.delete_schedule(ref)
-
-    def edit_schedule(
-        self, ref: str, spec: ScheduleSpec, base: ScheduleSpec, editor_uid: int
-    ) -> tuple[Schedule, ScheduleEdit]:
-        return self._schedules.edit_schedule(ref, spec, base, editor_uid)
-
-    def schedule_edits(self, ref: str, limit: int) -> list[ScheduleEdit]:
-        return self._schedules.schedule_edits(ref, limit)
+    # -- schedules (ScheduleMethods over jobctl.store.schedules, SQLite's logic too) ---
 
     def trigger_schedule(self, ref: str) -> Job:
-        job = self._schedules.trigger_schedule(ref)
+        job = super().trigger_schedule(ref)
         self.notifier.wake([job.spec.queue])
         return job
 
-    def schedule_history(self, ref: str, limit: int) -> tuple[list[Job], list[SkipRecord]]:
-        return self._schedules.schedule_history(ref, limit)
-
-    def schedule_totals(self) -> dict[str, Any]:
-        return self._schedules.schedule_totals()
-
-    def schedule_wakeup(self) -> datetime | None:
-        return self._schedules.schedule_wakeup()
-
     def materialize(self, limit: int) -> Materialized:
-        done = self._schedules.materialize(limit)
+        done = super().materialize(limit)
         if done.created:  # jobs due now, which any daemon may run
             self.notifier.wake([SCHEDULES_CHANNEL_KEY])
         return done

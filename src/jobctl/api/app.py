@@ -32,6 +32,7 @@ from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, attempt_out, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.models import Job, QueueStats
 from jobctl.domain.resources import Resources
 from jobctl.domain.retention import DEFAULT_RETENTION
@@ -285,8 +286,11 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     usage: dict[str, int] | None = None
     totals: dict[str, Any] | None = None
     logs: dict[str, int] | None = None
+    daemons: list[DaemonBeat] = []
     with contextlib.suppress(errors.StoreCorrupt):  # degraded: what cannot be read stays empty
-        stats, usage, totals, logs = await ctx.store.run(_status_reads, ctx.st, owner_uid(request))
+        stats, usage, totals, logs, daemons = await ctx.store.run(
+            _status_reads, ctx.st, owner_uid(request)
+        )
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
@@ -306,16 +310,32 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
         "disk": adm.disk.info() if adm.disk is not None else None,
         "quota": None if usage is None else adm.usage(owner_uid(request), usage),
         "logs": logs,
+        "daemons": [daemon_out(d, now) for d in daemons],
         **ctx.hooks.info(),
     }
 
 
 def _status_reads(
     st: Store, uid: int
-) -> tuple[list[QueueStats], dict[str, int], dict[str, Any], dict[str, int]]:
+) -> tuple[list[QueueStats], dict[str, int], dict[str, Any], dict[str, int], list[DaemonBeat]]:
     """Every read ``status`` makes, in one trip to the store's thread pool."""
     logs = {"bytes": st.log_bytes(None), "owner_bytes": st.log_bytes(uid)}
-    return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs
+    return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs, st.daemons()
+
+
+def daemon_out(d: DaemonBeat, now: datetime) -> dict[str, Any]:
+    """One daemon of the cluster (PostgreSQL), as ``status`` shows it."""
+    return {
+        "owner": d.owner,
+        "host": d.host,
+        "pid": d.pid,
+        "version": d.version,
+        "started_at": iso(d.started_at),
+        "last_seen": iso(d.last_seen),
+        "running": d.running,
+        "slots": d.slots,
+        "state": d.state(now),
+    }
 
 
 def _schedule_totals(totals: dict[str, Any], now: datetime) -> dict[str, Any]:

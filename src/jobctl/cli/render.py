@@ -215,6 +215,7 @@ def status_view(s: dict[str, Any]) -> None:
             f"{sch['misfire_skips']} misfire, {sch['overlap_skips']} overlap, "
             f"{sch['pause_skips']} while paused{lag}"
         )
+    _daemon_lines(s.get("daemons"))
     _disk_lines(s.get("disk"))
     _quota_line(s.get("quota"))
     if s.get("logs"):
@@ -247,6 +248,18 @@ def _size(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def _daemon_lines(daemons: list[dict[str, Any]] | None) -> None:
+    """The daemons sharing the database (PostgreSQL): one line each."""
+    for d in daemons or ():
+        state = {"live": "[green]live[/]", "gone": "[bold red]gone[/]"}.get(d["state"], d["state"])
+        console.print(
+            f"daemon: {esc(d['host'])} pid {d['pid']} {esc(d['version'])} {state}  "
+            f"running {d['running']}/{d['slots']}  started {d['started_at']}  "
+            f"last seen {d['last_seen']}",
+            highlight=False,
+        )
 
 
 def _disk_lines(disk: dict[str, Any] | None) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
     Attempt,
@@ -215,6 +216,11 @@ class Store(Protocol):
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         """What the timer waits for: due work now, the next run_at, the next lease expiry
         (leases of ``spare_owner`` left out, as in :meth:`reclaim_expired`)."""
+        ...
+
+    def daemons(self) -> list[DaemonBeat]:
+        """The daemons sharing this store with their last heartbeat (PostgreSQL's
+        ``daemons`` table); empty where one daemon owns the store (SQLite)."""
         ...
 
     # -- queues and the dead-letter queue --------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
     Attempt,
@@ -157,6 +158,9 @@ class SqliteStore(ScheduleMethods):
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         return self._jobs.wakeups(spare_owner)
+
+    def daemons(self) -> list[DaemonBeat]:
+        return []  # one daemon owns the file (its flock): no cluster to list
 
     # -- executor batches (jobctl.store.finishing) and crash evidence --------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
     AttemptResult,
@@ -39,6 +40,7 @@ from jobctl.errors import JobctlError, LeaseLost
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishItem
+from jobctl.store.pg.cluster import PgCluster
 from jobctl.store.pg.db import PgDb
 from jobctl.store.pg.inserts import insert_groups_tx
 from jobctl.store.pg.jobs import PgJobs
@@ -71,6 +73,7 @@ class PostgresStore(ScheduleMethods):
         self._queues = PgQueues(self.db)
         self.notifier = Notifier(self.db)
         self._inserts = InsertBatcher(self.db, self.notifier)
+        self.cluster = PgCluster(self.db)
         self.schedule_ops = ScheduleOps(self.db, clock, lambda conn: PgSchedConn(self.db, conn))
         self._audit_lock = threading.Lock()
         self._audit_pending: list[Future[None]] = []
@@ -207,6 +210,16 @@ class PostgresStore(ScheduleMethods):
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         return self._jobs.wakeups(spare_owner)
+
+    def daemons(self) -> list[DaemonBeat]:
+        return self.cluster.daemons()
+
+    def daemon_beat(self, beat: DaemonBeat) -> None:
+        """Write this daemon's row in ``daemons`` (at start and with every heartbeat)."""
+        self.cluster.beat(beat)
+
+    def daemon_stopped(self, owner: str) -> None:
+        self.cluster.stopped(owner)
 
     # -- queues, the dead-letter queue, retention ----------------------------------------
 

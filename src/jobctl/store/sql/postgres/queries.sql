@@ -509,3 +509,25 @@ WHERE id = %s;
 -- Positional: schedule_id, reason, first_nominal, last_nominal, count, now.
 INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
 VALUES (%s, %s, %s, %s, %s, %s);
+
+-- The daemons of this database (migration 0004) -----------------------------------------
+
+-- name: daemon_beat
+-- A daemon's start and every heartbeat after it: its row, written again.
+INSERT INTO daemons (owner, host, pid, version, started_at, last_seen, running, slots,
+                     lease_ttl_ms)
+VALUES (%(owner)s, %(host)s, %(pid)s, %(version)s, %(started_at)s, %(now)s, %(running)s,
+        %(slots)s, %(lease_ttl_ms)s)
+ON CONFLICT (owner) DO UPDATE
+SET last_seen = excluded.last_seen, running = excluded.running, slots = excluded.slots,
+    lease_ttl_ms = excluded.lease_ttl_ms, stopped_at = NULL;
+
+-- name: daemon_stopped
+UPDATE daemons SET stopped_at = %(now)s, running = 0 WHERE owner = %(owner)s;
+
+-- name: daemons
+-- Every daemon seen since :since (older rows are forgotten by prune_daemons), by host.
+SELECT * FROM daemons WHERE last_seen >= %(since)s ORDER BY host, started_at, owner;
+
+-- name: prune_daemons
+DELETE FROM daemons WHERE last_seen < %(before)s;

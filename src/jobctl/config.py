@@ -193,6 +193,23 @@ def _path(raw: object, where: _Where) -> Path:
     return where.base / text  # an absolute path stays itself
 
 
+#: What makes ``db`` a PostgreSQL database rather than a SQLite file.
+PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _db(raw: object, where: _Where) -> Path | str:
+    """A SQLite file (a path), or a PostgreSQL database (a ``postgresql://`` URL, kept as
+    given: libpq reads it)."""
+    if isinstance(raw, str) and raw.startswith(PG_SCHEMES):
+        return raw
+    return _path(raw, where)
+
+
+def _state_dir(host: Host, env: Mapping[str, str]) -> Path:
+    """The directory of the default SQLite database (the per-user state dir)."""
+    return _default_db(host, env).parent
+
+
 def _umask(raw: object, where: _Where) -> str:
     """Octal digits, as a string (``"027"``) or a TOML octal integer (``0o027``)."""
     value: int | None = None
@@ -334,9 +351,15 @@ class Settings:
     Top-level keys come first and each table's keys together, so the order of the fields
     is also a valid TOML order (``jobctl config show`` prints them in it)."""
 
-    db: Path = field(metadata=_spec(
-        "db", "path", _path, "SQLite database; attempt logs go to logs/ beside it",
+    db: Path | str = field(metadata=_spec(
+        "db", "path or postgresql:// URL", _db,
+        "SQLite database (attempt logs go to logs/ beside it), or a PostgreSQL database "
+        "several daemons share",
         dynamic=_default_db, flag="--db"))  # fmt: skip
+    state_dir: Path = field(metadata=_spec(
+        "state_dir", "path", _path,
+        "With a PostgreSQL db: this daemon's own files (attempt logs in logs/)",
+        dynamic=_state_dir, flag="--state-dir"))  # fmt: skip
     socket: Path = field(metadata=_spec(
         "socket", "path", _path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
         dynamic=_default_socket, flag="--socket"))  # fmt: skip

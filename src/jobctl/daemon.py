@@ -25,7 +25,7 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobctl import __version__, files
 from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
@@ -52,13 +52,20 @@ from jobctl.engine.witness import Witness
 from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
 from jobctl.metrics import Metrics, start_listener, stop_listener
 from jobctl.store.aio import AsyncStore
+from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from jobctl.cluster import Cluster
+    from jobctl.store.pg.store import PostgresStore
 
 log = logging.getLogger("jobctl.daemon")
 
 
 @dataclass(frozen=True)
 class DaemonConfig:
+    #: The SQLite database; with ``database_url``, the anchor of this daemon's own files
+    #: (its directory holds logs/, the disk reserve and the crash witness; never created).
     db: Path
     socket: Path
     concurrency: int = 16
@@ -92,6 +99,8 @@ class DaemonConfig:
     disk_floor: DiskFloor = field(default_factory=DiskFloor)
     quota: QuotaPolicy = field(default_factory=QuotaPolicy)
     clock: Clock = field(default_factory=SystemClock)
+    #: A PostgreSQL database (``postgresql://…``) several daemons share; None: SQLite.
+    database_url: str | None = None
     #: Every setting and its source, as ``jobctl config show --json`` prints them; served
     #: to admins at GET /v1/config so ``config show`` describes the running daemon.
     settings_view: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -109,6 +118,7 @@ class Daemon:
         self._stop = asyncio.Event()
         self._signals = 0
         self._executor: Executor | None = None
+        self._pg: PostgresStore | None = None
 
     def request_stop(self) -> None:
         self._signals += 1
@@ -118,8 +128,15 @@ class Daemon:
 
     async def run(self, on_ready: Callable[[], None] = lambda: None) -> None:
         cfg = self.config
-        files.prepare_state(cfg.db, log_dir(cfg))
-        store = SqliteStore(cfg.db, cfg.clock)
+        store: Store
+        if cfg.database_url is not None:  # several daemons share it (jobctl.cluster)
+            from jobctl.cluster import open_store
+
+            pg, self.config = await asyncio.to_thread(open_store, cfg)
+            store = self._pg = pg
+        else:
+            files.prepare_state(cfg.db, log_dir(cfg))
+            store = SqliteStore(cfg.db, cfg.clock)
         astore = AsyncStore(store)
         try:
             await self._serve(astore, on_ready)
@@ -136,11 +153,30 @@ class Daemon:
         helper = parts.executor.config.helper
         if helper is not None:  # before recovery and the first command
             helper.start(asyncio.get_running_loop())
+        cluster = self._join_cluster(astore, parts)
         try:
             await self._serve_started(astore, parts, notifier, inherited, on_ready)
         finally:
+            if cluster is not None:
+                await asyncio.to_thread(cluster.stop)
             if helper is not None:
                 helper.close()
+
+    def _join_cluster(self, astore: AsyncStore, parts: Parts) -> Cluster | None:
+        """On PostgreSQL: this daemon's heartbeat row, written before recovery, and the
+        other daemons' wake-ups (jobctl.cluster); None on SQLite."""
+        if self._pg is None:
+            return None
+        from jobctl.cluster import Cluster
+
+        woken = (parts.timer, parts.materializer)
+        executor = parts.executor
+        cluster = Cluster(
+            self._pg, astore, self.config, self.owner, woken, lambda: executor.running_count
+        )
+        cluster.start(asyncio.get_running_loop())
+        parts.extra = (cluster.beats,)
+        return cluster
 
     async def _serve_started(
         self,
@@ -241,10 +277,12 @@ class Parts:
     metrics: Metrics
     access: Access
     admission: Admission = field(default_factory=Admission)
+    #: Services of the cluster (PostgreSQL): the heartbeat row.
+    extra: tuple[Service, ...] = ()
 
     @property
     def services(self) -> tuple[Service, ...]:
-        return (self.timer, self.materializer, self.reaper)
+        return (self.timer, self.materializer, self.reaper, *self.extra)
 
 
 @dataclass
@@ -295,8 +333,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     disk = DiskGuard([cfg.db.parent, log_dir(cfg)], cfg.disk_floor, cfg.clock, reserve=reserve)
     disk.states()  # measure now: the reserve file is made at start when there is room
     quotas = Quotas(cfg.quota, cfg.clock)
-    if isinstance(astore.store, SqliteStore):
-        astore.store.quota = quotas.limits_for
+    _set_quota(astore.store, quotas)
     launch = process.Launch(cfg.job_umask, cfg.child_nofile)
     cgroups, where = cgroup.detect(cfg.job_cgroups)
     log.info("event=process_tracking mechanism=%s where=%s",
@@ -317,6 +354,13 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     parts = (engine.executor, engine.timer, engine.materializer, reaper, metrics, access)
     return Parts(*parts, Admission(disk, quotas))
+
+
+def _set_quota(store: Store, quotas: Quotas) -> None:
+    """Per-owner quotas, which the store checks in its inserts and claims."""
+    pg = sys.modules.get("jobctl.store.pg.store")  # loaded only with a postgresql:// db
+    if isinstance(store, SqliteStore) or (pg is not None and isinstance(store, pg.PostgresStore)):
+        store.quota = quotas.limits_for
 
 
 def prune_with(astore: AsyncStore, clock: Clock) -> Callable[[Mapping[str, float]], Awaitable[int]]:

@@ -75,7 +75,7 @@ def _postgres(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
 
         store = PostgresStore(PG_DSN, clock, random.Random(7), schema=schema, pool_size=4)
         try:
-            yield store  # type: ignore[misc]  # the job part of the contract (see parts)
+            yield store
         finally:
             store.close()
 

@@ -21,6 +21,8 @@ class DaemonProc:
     def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.tmp = tmp
         self.db = tmp / "state" / "jobctl.db"
+        #: What ``--db`` is given: the SQLite file, or a ``postgresql://`` URL.
+        self.db_arg = str(self.db)
         self.socket = tmp / "run" / "jobctl.sock"
         self.args = args
         self.env = env or {}
@@ -40,7 +42,7 @@ class DaemonProc:
             "jobctl",
             "daemon",
             "--db",
-            str(self.db),
+            self.db_arg,
             "--socket",
             str(self.socket),
             *self.args,

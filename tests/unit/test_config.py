@@ -166,12 +166,14 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_QUOTA_USER": '{"alice": {"running": 2}}',
         "JOBCTL_QUOTA_GROUP": '{"devs": {"queued": 0}}',
         "JOBCTL_RETENTION_AUDIT": "365d",
+        "JOBCTL_STATE_DIR": "/d/state",
     }
     assert set(env) == {spec.env for spec in SPECS.values()}
     settings, sources = load(None, env, {}, host=USER)
     assert all(s.kind == "env" for s in sources.values())
     assert settings == Settings(
         db=Path("/d/j.db"),
+        state_dir=Path("/d/state"),
         socket=Path("/d/j.sock"),
         socket_group="jobs",
         admin_group="wheel",

@@ -18,11 +18,20 @@ if TYPE_CHECKING:
 
 
 _DbOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         envvar="JOBCTL_DB",
         show_envvar=True,
-        help="SQLite database",
+        help="SQLite database, or a postgresql:// URL several daemons share",
+        show_default="per-user state dir",
+    ),
+]
+_StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="JOBCTL_STATE_DIR",
+        show_envvar=True,
+        help="With a PostgreSQL --db: this daemon's own files (attempt logs)",
         show_default="per-user state dir",
     ),
 ]
@@ -49,6 +58,7 @@ _LogLevel = Annotated[
 def daemon(
     ctx: typer.Context,
     db: _DbOpt = None,
+    state_dir: _StateDir = None,
     socket: SocketOpt = None,
     concurrency: _Concurrency = None,
     lease_ttl: _LeaseTtl = None,
@@ -64,6 +74,7 @@ def daemon(
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     given = {
         "db": db,
+        "state_dir": state_dir,
         "socket": socket,
         "concurrency": concurrency,
         "lease_ttl": lease_ttl,
@@ -147,8 +158,10 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         )
     )
 
+    pg = isinstance(settings.db, str)  # a postgresql:// URL
     return DaemonConfig(
-        db=settings.db,
+        db=settings.state_dir / "jobctl.db" if pg else Path(settings.db),
+        database_url=str(settings.db) if pg else None,
         socket=settings.socket,
         admin_group=settings.admin_group,
         allow_file=settings.allow_file,

@@ -16,8 +16,11 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.models import Orphan
 from jobctl.engine import process, witness
 from jobctl.store.aio import AsyncStore
@@ -76,6 +79,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def live_owners(daemons: Sequence[DaemonBeat], host: str, now: datetime) -> set[str]:
+    """The daemons of this host, sharing the database (PostgreSQL), that are alive: seen
+    within 3 lease TTLs and with their process still there. Their jobs are not orphans; a
+    daemon killed and restarted at once has a fresh row but a dead pid, and is one."""
+    return {d.owner for d in daemons if d.host == host and d.state(now) == "live" and _alive(d.pid)}
+
+
 async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None = None) -> int:
     """Stop survivors of this host's dead daemons and reclaim their jobs; return the count.
 
@@ -86,10 +96,11 @@ async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None =
     command outlived the daemon is not (the poison rule, docs/guarantees.md).
     """
     host = owner_host(owner)
+    live = live_owners(await store.run(store.store.daemons), host, store.clock.now())
     orphans = [
         o
         for o in await store.run(store.store.running)
-        if owner_host(o.lease_owner) == host and o.lease_owner != owner
+        if owner_host(o.lease_owner) == host and o.lease_owner not in live | {owner}
     ]  # another host's lease expires and is reclaimed by the timer
     found = {o.job_id: survivors(o) for o in orphans}
     seen: dict[str, set[int] | None] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
 from jobctl.errors import StoreCorrupt
@@ -28,6 +28,10 @@ class Service(ABC):
     name = "service"
     #: Seconds before a failed pass is retried.
     retry_delay = 1.0
+    #: Longest sleep between passes (None: until the deadline or a wake-up). Set where
+    #: another process may add work without waking this one (daemons sharing PostgreSQL:
+    #: the safety net behind LISTEN/NOTIFY).
+    max_sleep: float | None = None
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -73,6 +77,9 @@ class Service(ABC):
                 await asyncio.sleep(self.retry_delay)
                 continue
             errors.recovered("event=%s_recovered", self.name)
+            if self.max_sleep is not None:
+                cap = self._clock.now() + timedelta(seconds=self.max_sleep)
+                deadline = cap if deadline is None else min(deadline, cap)
             if not self._stopping:
                 self._asleep, self._deadline = True, deadline
                 try:

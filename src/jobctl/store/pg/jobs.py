@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from jobctl.domain.dispatch import AGING_STEP
 from jobctl.domain.models import (
+    Attempt,
     AttemptResult,
     Finished,
     Job,
@@ -283,15 +284,22 @@ class PgJobs:
 
     # -- reads -------------------------------------------------------------------------
 
-    def get(self, job_id: int) -> Job:
+    def get(self, job_id: int, attempts: bool = True) -> Job:
         def read(conn: PgConn) -> Job:
             row = conn.execute(self.db.q("job_by_id"), {"id": job_id}).fetchone()
             if row is None:
                 raise NotFound(f"no job {job_id}", job_id=job_id)
+            if not attempts:
+                return job_from_row(row)
             found = conn.execute(self.db.q("attempts_of"), {"job_id": job_id}).fetchall()
             return job_from_row(row, [attempt_from_row(a) for a in found])
 
         return self.db.read(read)
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        params = {"job_id": job_id, "limit": limit, "after": after}
+        sql = self.db.q("attempts_page")
+        return self.db.read(lambda conn: [attempt_from_row(r) for r in conn.execute(sql, params)])
 
     def list_jobs(self, params: dict[str, object]) -> list[Job]:
         def read(conn: PgConn) -> list[Job]:

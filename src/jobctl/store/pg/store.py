@@ -22,6 +22,7 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import (
+    Attempt,
     AttemptResult,
     Claim,
     Finished,
@@ -176,8 +177,11 @@ class PostgresStore(ScheduleMethods):
     def mark_crash_evidence(self, marks: Sequence[tuple[int, int, bool]]) -> None:
         self._jobs.mark_crash_evidence(marks)
 
-    def get(self, job_id: int) -> Job:
-        return self._jobs.get(job_id)
+    def get(self, job_id: int, attempts: bool = True) -> Job:
+        return self._jobs.get(job_id, attempts)
+
+    def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
+        return self._jobs.list_attempts(job_id, limit, after)
 
     def list_jobs(
         self,
@@ -245,15 +249,19 @@ class PostgresStore(ScheduleMethods):
         since: datetime | None,
         limit: int,
         owner: int | None = None,
+        before: tuple[datetime, int] | None = None,
     ) -> list[Job]:
         from jobctl.store.rows import to_ms
 
+        at, job_id = (2**62, 2**62) if before is None else (to_ms(before[0]), before[1])
         params: dict[str, object] = {
             "queue": queue,
             "reason": reason,
             "limit": limit,
             "since": to_ms(since) if since else 0,
             "owner": owner,
+            "before_at": at,
+            "before_id": job_id,
         }
         return self._queues.list_dead(params)
 

@@ -144,6 +144,7 @@ SELECT * FROM jobs
 WHERE status = 'dead' AND (%(owner)s::bigint IS NULL OR owner_uid = %(owner)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(reason)s::text IS NULL OR dead_reason = %(reason)s) AND finished_at >= %(since)s
+  AND (finished_at, id) < (%(before_at)s, %(before_id)s)
 ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: purge_dead
@@ -159,6 +160,11 @@ SELECT g.id, a.log_path FROM gone g LEFT JOIN attempts a ON a.job_id = g.id;
 
 -- name: attempts_of
 SELECT * FROM attempts WHERE job_id = %(job_id)s ORDER BY number;
+
+-- name: attempts_page
+-- A page of one job's attempts in order, after attempt number :after (0: the first).
+SELECT * FROM attempts WHERE job_id = %(job_id)s AND number > %(after)s
+ORDER BY number LIMIT %(limit)s;
 
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs WHERE status = 'scheduled' AND due = 0;

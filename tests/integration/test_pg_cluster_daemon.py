@@ -1,0 +1,122 @@
+"""Two real daemons (their own sockets, state dirs and lease owners) on one PostgreSQL
+database: jobs added through one run once in total, whichever daemon claims them, and
+``status`` on either lists both daemons. Skips without a server (fails under
+``JOBCTL_REQUIRE_POSTGRES=1``)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.contract.conftest import PG_DSN, no_postgres
+from tests.integration.conftest import DaemonProc, wait_until
+
+pytestmark = pytest.mark.postgres
+JOBS = 40
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    """A fresh database ``jobctl_h15s_…`` (dropped afterwards); its URL."""
+    try:
+        import psycopg
+    except ImportError:
+        no_postgres("psycopg is not installed (extra 'postgres')")
+    name = "jobctl_h15s_" + secrets.token_hex(4)
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+    except psycopg.OperationalError as exc:
+        no_postgres(f"no PostgreSQL at {PG_DSN}: {exc}")
+    parts = urlsplit(PG_DSN)
+    try:
+        yield urlunsplit(parts._replace(path="/" + name))
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, database: str) -> Iterator[Callable[[str], DaemonProc]]:
+    made: list[DaemonProc] = []
+
+    def start(name: str) -> DaemonProc:
+        home = tmp_path / name
+        d = DaemonProc(
+            home,
+            "--state-dir", str(home / "state"),
+            "--lease-ttl", "6",
+            "--kill-grace", "2",
+            "--shutdown-grace", "1",
+            "--concurrency", "4",
+        )  # fmt: skip
+        d.db_arg = database
+        made.append(d)
+        return d.start()
+
+    yield start
+    for d in made:
+        d.stop()
+
+
+def _started(d: DaemonProc) -> set[int]:
+    """The jobs ``d`` started (its ``event=started`` lines so far)."""
+    while not d.lines.empty():
+        d.log.append(d.lines.get_nowait())
+    found = (re.search(r"event=started job=(\d+)", line) for line in d.log)
+    return {int(m.group(1)) for m in found if m}
+
+
+def test_two_daemons_share_the_work_each_job_runs_once(
+    cluster: Callable[[str], DaemonProc], tmp_path: Path
+) -> None:
+    a, b = cluster("a"), cluster("b")
+    out = tmp_path / "ran.txt"
+    jobs = [
+        {"command": ["sh", "-c", f"echo {i} >> {out}"], "cwd": "/", "key": f"k{i}"}
+        for i in range(JOBS)
+    ]
+    added = a.client().enqueue_many(jobs)
+    ids = [j["id"] for j in added]
+
+    def all_done() -> bool:
+        return all(a.client().get(i)["status"] == "succeeded" for i in ids)
+
+    wait_until(all_done, timeout=60, what="every job to succeed")
+    ran = Counter(out.read_text().split())
+    assert ran == Counter(str(i) for i in range(JOBS))  # each once, none twice
+    assert all(a.client().get(i)["attempt"] == 1 for i in ids)
+    by_a, by_b = _started(a), _started(b)
+    assert not by_a & by_b and by_a | by_b == set(ids)  # one start each, all of them
+    assert by_b, "no job added through A ran on B"
+    for d in (a, b):
+        listed = {x["owner"]: x for x in d.client().status()["daemons"]}
+        assert set(listed) == {a.client().status()["owner"], b.client().status()["owner"]}
+        assert {x["state"] for x in listed.values()} == {"live"}
+        assert {x["slots"] for x in listed.values()} == {4}
+
+
+def test_a_schedule_made_on_one_daemon_fires_once_across_both(
+    cluster: Callable[[str], DaemonProc], tmp_path: Path
+) -> None:
+    """Both materializers race on the one database: the occurrence is one job."""
+    a, b = cluster("a"), cluster("b")
+    out = tmp_path / "fired.txt"
+    sched = b.client().request(
+        "POST",
+        "/v1/schedules",
+        json_body={"every": 1, "job": {"command": ["sh", "-c", f"echo x >> {out}"], "cwd": "/"}},
+    )
+    wait_until(lambda: out.exists() and len(out.read_text().split()) >= 3, timeout=30)
+    a.client().request("POST", f"/v1/schedules/{sched['id']}/pause")
+    jobs = a.client().page("/v1/jobs", {"limit": 1000})["items"]
+    mine = [j for j in jobs if j["schedule_id"] == sched["id"]]
+    keys = Counter(j["key"] for j in mine)
+    assert keys and max(keys.values()) == 1
+    assert len({j["scheduled_for"] for j in mine}) == len(mine)

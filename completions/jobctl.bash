@@ -64,7 +64,7 @@ _jobctl_options() {
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
-        daemon) _jobctl_r=(--db --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
+        daemon) _jobctl_r=(--db --state-dir --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
         next) _jobctl_r=(--tz --after --count --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
         top) _jobctl_r=(--once --interval --socket --help) ;;
@@ -110,25 +110,26 @@ _jobctl_nvalues() {
         'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
         'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
         'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
-        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
-        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
-        'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
-        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
-        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
-        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
-        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
-        'audit --cursor'|'audit --socket'|'dlq list --queue'|'dlq list --reason'|\
-        'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|\
-        'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
-        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
-        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
-        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
-        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
-        'queues resume --socket'|'schedules list --limit'|'schedules list --cursor'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
-        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
-        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
+        'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
+        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
+        'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
+        'next --after'|'next --count'|'next --seed'|'import-crontab --tz'|\
+        'import-crontab --misfire'|'import-crontab --max-attempts'|\
+        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
+        'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\
+        'export --db'|'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
+        'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
+        'audit --socket'|'dlq list --queue'|'dlq list --reason'|'dlq list --since'|\
+        'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|'dlq show --socket'|\
+        'dlq replay --limit'|'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|\
+        'dlq replay --rate'|'dlq replay --socket'|'dlq purge --older-than'|\
+        'dlq purge --socket'|'queues list --socket'|'queues set --concurrency'|\
+        'queues set --rate'|'queues set --burst'|'queues set --weight'|\
+        'queues set --socket'|'queues pause --socket'|'queues resume --socket'|\
+        'schedules list --limit'|'schedules list --cursor'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules edit --cron'|'schedules edit --every'|\
+        'schedules edit --at'|'schedules edit --tz'|'schedules edit --jitter'|\
+        'schedules edit --name'|'schedules edit --misfire'|\
         'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
         'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
         'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
@@ -167,7 +168,7 @@ _jobctl_value() {
         'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
         'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'attempts --socket'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --state-dir'|\
         'daemon --socket'|'daemon --config'|'next #1'|'import-crontab --socket'|\
         'import-crontab #1'|'top --socket'|'backup --db'|'backup #1'|'export --output'|\
         'export -o'|'export --db'|'prune --socket'|'metrics --socket'|'audit --socket'|\

@@ -82,35 +82,36 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'list --cursor' 'list --socket' 'show --socket' 'attempts --limit' \
             'attempts --cursor' 'attempts --socket' 'logs --attempt' 'logs --tail' \
             'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
-            'daemon --socket' 'daemon --concurrency' 'daemon --lease-ttl' \
-            'daemon --kill-grace' 'daemon --shutdown-grace' 'daemon --socket-group' \
-            'daemon --log-level' 'daemon --config' 'next --tz' 'next --after' \
-            'next --count' 'next --seed' 'import-crontab --tz' 'import-crontab --misfire' \
-            'import-crontab --max-attempts' 'import-crontab --socket' 'top --interval' \
-            'top --socket' 'backup --db' 'export --format' 'export -f' 'export --output' \
-            'export -o' 'export --owner' 'export --db' 'prune --socket' \
-            'metrics --socket' 'audit --uid' 'audit --action' 'audit --since' \
-            'audit --before' 'audit --limit' 'audit --cursor' 'audit --socket' \
-            'dlq list --queue' 'dlq list --reason' 'dlq list --since' 'dlq list --limit' \
-            'dlq list --cursor' 'dlq list --socket' 'dlq show --socket' \
-            'dlq replay --limit' 'dlq replay --queue' 'dlq replay --reason' \
-            'dlq replay --id' 'dlq replay --rate' 'dlq replay --socket' \
-            'dlq purge --older-than' 'dlq purge --socket' 'queues list --socket' \
-            'queues set --concurrency' 'queues set --rate' 'queues set --burst' \
-            'queues set --weight' 'queues set --socket' 'queues pause --socket' \
-            'queues resume --socket' 'schedules list --limit' 'schedules list --cursor' \
-            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
-            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
-            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
-            'schedules edit --catch-up-limit' 'schedules edit --overlap' \
-            'schedules edit --queue' 'schedules edit --priority' \
-            'schedules edit --timeout' 'schedules edit --max-attempts' \
-            'schedules edit --backoff' 'schedules edit --env' 'schedules edit --cwd' \
-            'schedules edit --retry-on' 'schedules edit --no-retry-on' \
-            'schedules edit --socket' 'schedules pause --socket' \
-            'schedules resume --socket' 'schedules trigger --socket' \
-            'schedules delete --socket' 'config show --config' 'config show --socket' \
-            'config get --config' 'config get --socket'
+            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
+            'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
+            'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
+            'import-crontab --misfire' 'import-crontab --max-attempts' \
+            'import-crontab --socket' 'top --interval' 'top --socket' 'backup --db' \
+            'export --format' 'export -f' 'export --output' 'export -o' 'export --owner' \
+            'export --db' 'prune --socket' 'metrics --socket' 'audit --uid' \
+            'audit --action' 'audit --since' 'audit --before' 'audit --limit' \
+            'audit --cursor' 'audit --socket' 'dlq list --queue' 'dlq list --reason' \
+            'dlq list --since' 'dlq list --limit' 'dlq list --cursor' 'dlq list --socket' \
+            'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
+            'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
+            'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
+            'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
+            'queues set --burst' 'queues set --weight' 'queues set --socket' \
+            'queues pause --socket' 'queues resume --socket' 'schedules list --limit' \
+            'schedules list --cursor' 'schedules list --socket' 'schedules show --socket' \
+            'schedules edit --cron' 'schedules edit --every' 'schedules edit --at' \
+            'schedules edit --tz' 'schedules edit --jitter' 'schedules edit --name' \
+            'schedules edit --misfire' 'schedules edit --catch-up-limit' \
+            'schedules edit --overlap' 'schedules edit --queue' \
+            'schedules edit --priority' 'schedules edit --timeout' \
+            'schedules edit --max-attempts' 'schedules edit --backoff' \
+            'schedules edit --env' 'schedules edit --cwd' 'schedules edit --retry-on' \
+            'schedules edit --no-retry-on' 'schedules edit --socket' \
+            'schedules pause --socket' 'schedules resume --socket' \
+            'schedules trigger --socket' 'schedules delete --socket' \
+            'config show --config' 'config show --socket' 'config get --config' \
+            'config get --socket'
             echo 1
         case '*'
             echo 0
@@ -230,7 +231,8 @@ complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'socket' -r -F -d 'The
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl daemon
-complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -r -F -d 'SQLite database'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -x -d 'SQLite database, or a postgresql:// URL several daemons share'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'state-dir' -r -F -d 'With a PostgreSQL --db: this daemon\'s own files (attempt logs)'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'concurrency' -x -d 'Commands running at once'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'lease-ttl' -x -d 'Lease length in seconds'

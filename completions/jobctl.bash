@@ -168,20 +168,20 @@ _jobctl_value() {
         'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
         'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'attempts --socket'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --state-dir'|\
-        'daemon --socket'|'daemon --config'|'next #1'|'import-crontab --socket'|\
-        'import-crontab #1'|'top --socket'|'backup --db'|'backup #1'|'export --output'|\
-        'export -o'|'export --db'|'prune --socket'|'metrics --socket'|'audit --socket'|\
-        'dlq list --socket'|'dlq show --socket'|'dlq replay --socket'|\
-        'dlq purge --socket'|'queues list --socket'|'queues set --socket'|'queues set #1'|\
-        'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
-        'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\
-        'schedules show #1'|'schedules edit --socket'|'schedules edit #1'|\
-        'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
-        'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
-        'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config'|'config show --socket'|'config get --config'|\
-        'config get --socket'|'config get #1') _jobctl_files ;;
+        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
+        'import-crontab --socket'|'import-crontab #1'|'top --socket'|'backup --db'|\
+        'backup #1'|'export --output'|'export -o'|'export --db'|'prune --socket'|\
+        'metrics --socket'|'audit --socket'|'dlq list --socket'|'dlq show --socket'|\
+        'dlq replay --socket'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --socket'|'queues set #1'|'queues pause --socket'|'queues pause #1'|\
+        'queues resume --socket'|'queues resume #1'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules show #1'|'schedules edit --socket'|\
+        'schedules edit #1'|'schedules edit #*'|'schedules pause --socket'|\
+        'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
+        'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
+        'schedules delete #1'|'config show --config'|'config show --socket'|\
+        'config get --config'|'config get --socket'|'config get #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

@@ -231,7 +231,7 @@ complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'socket' -r -F -d 'The
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl daemon
-complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -x -d 'SQLite database, or a postgresql:// URL several daemons share'
+complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'db' -r -F -d 'SQLite database, or a postgresql:// URL several daemons share'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'state-dir' -r -F -d 'With a PostgreSQL --db: this daemon\'s own files (attempt logs)'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'concurrency' -x -d 'Commands running at once'

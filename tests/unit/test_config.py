@@ -244,6 +244,7 @@ def test_the_file_can_set_every_key(tmp_path: Path) -> None:
         tmp_path,
         """
 db = "/srv/jobctl.db"
+state_dir = "/srv/jobctl"
 socket = "/run/jobctl/jobctl.sock"
 socket_group = "jobctl"
 admin_group = "wheel"
@@ -615,3 +616,13 @@ def test_logfmt_format_matches_the_daemons() -> None:
     assert isinstance(make_formatter("json"), JsonFormatter)
     with pytest.raises(ValueError):
         make_formatter("xml")
+
+
+def test_db_is_a_path_or_a_postgresql_url_kept_as_given(tmp_path: Path) -> None:
+    url = "postgresql://jobctl@db.example/jobs?sslmode=require"
+    settings, sources = load(None, {"JOBCTL_DB": url}, {}, host=USER)
+    assert settings.db == url and sources["db"].kind == "env"
+    settings, _ = load(None, {}, {"db": "postgres://h/x"}, host=USER)
+    assert settings.db == "postgres://h/x"
+    settings, _ = load(None, {}, {"db": "rel/j.db"}, host=USER)
+    assert isinstance(settings.db, Path) and settings.db.is_absolute()

@@ -11,6 +11,10 @@ PROG = "jobctl"
 #: Python parameter names whose values are job ids (completed from a running daemon).
 JOB_ID_PARAMS = frozenset({"job_id", "job_ids"})
 
+#: Parameters typed ``str`` because they take a path or a URL (``--db``: a SQLite file or
+#: ``postgresql://…``, which a ``Path`` would mangle): the shell completes them as paths.
+PATH_OR_URL_PARAMS = frozenset({"db"})
+
 #: Width of the plain ``--help`` pages in docs/cli.md (what click uses on a wide terminal).
 HELP_WIDTH = 78
 

@@ -16,6 +16,7 @@ from typer import _click
 from jobctl.cli.docgen.model import (
     HELP_WIDTH,
     JOB_ID_PARAMS,
+    PATH_OR_URL_PARAMS,
     PROG,
     CommandDoc,
     ParamDoc,
@@ -181,6 +182,8 @@ def _value_kind(
 ) -> tuple[ValueKind, tuple[str, ...]]:
     if param.name in JOB_ID_PARAMS:
         return "job_id", ()
+    if param.name in PATH_OR_URL_PARAMS:
+        return "path", ()
     desc = param.type_descriptor
     if desc.choices is not None:
         return "choice", tuple(_choice_text(c) for c in desc.choices)

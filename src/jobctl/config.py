@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from jobctl.domain.durations import parse_duration
 from jobctl.domain.quota import QUOTA_KEYS, DiskFloor, parse_size
@@ -203,6 +204,16 @@ def _db(raw: object, where: _Where) -> Path | str:
     if isinstance(raw, str) and raw.startswith(PG_SCHEMES):
         return raw
     return _path(raw, where)
+
+
+def shown_db(db: Path | str) -> str:
+    """``db`` as logs show it: a PostgreSQL URL's password replaced by ``***``."""
+    if isinstance(db, Path):
+        return str(db)
+    url = urlsplit(db)
+    if url.password is None:
+        return db
+    return urlunsplit(url._replace(netloc=url.netloc.replace(f":{url.password}@", ":***@", 1)))
 
 
 def _state_dir(host: Host, env: Mapping[str, str]) -> Path:

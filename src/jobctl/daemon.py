@@ -32,6 +32,7 @@ from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
+from jobctl.config import shown_db
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
@@ -224,7 +225,7 @@ class Daemon:
             "event=ready version=%s socket=%s db=%s owner=%s reclaimed=%d",
             __version__,
             logval(sock.getsockname()),
-            logval(cfg.db),
+            logval(db_text(cfg)),
             self.owner,
             reclaimed,
         )
@@ -379,6 +380,11 @@ def _helper(cfg: DaemonConfig, launch: process.Launch, owner: str) -> SpawnHelpe
     return SpawnHelper(launch.umask, launch.nofile, owner)
 
 
+def db_text(cfg: DaemonConfig) -> str:
+    """The database as logs and ``status`` show it (no password)."""
+    return shown_db(cfg.database_url or cfg.db)
+
+
 def log_dir(cfg: DaemonConfig) -> Path:
     """Attempt logs live beside the database."""
     return cfg.db.parent / "logs"
@@ -432,7 +438,7 @@ def _info(daemon: Daemon, parts: Parts) -> Callable[[], dict[str, Any]]:
     def info() -> dict[str, Any]:
         return {
             "owner": daemon.owner,
-            "db": str(daemon.config.db),
+            "db": db_text(daemon.config),
             "socket": str(daemon.config.socket),
             "executor": {
                 "running": executor.running_count,

@@ -16,6 +16,7 @@ import pytest
 
 from tests.contract.conftest import PG_DSN, no_postgres
 from tests.integration.conftest import DaemonProc, wait_until
+from tests.integration.test_daemon import cli
 
 pytestmark = pytest.mark.postgres
 JOBS = 40
@@ -95,11 +96,17 @@ def test_two_daemons_share_the_work_each_job_runs_once(
     by_a, by_b = _started(a), _started(b)
     assert not by_a & by_b and by_a | by_b == set(ids)  # one start each, all of them
     assert by_b, "no job added through A ran on B"
+    owner_a, owner_b = a.client().status()["owner"], b.client().status()["owner"]
     for d in (a, b):
         listed = {x["owner"]: x for x in d.client().status()["daemons"]}
-        assert set(listed) == {a.client().status()["owner"], b.client().status()["owner"]}
+        assert set(listed) == {owner_a, owner_b}
         assert {x["state"] for x in listed.values()} == {"live"}
         assert {x["slots"] for x in listed.values()} == {4}
+    shown = cli(a, "status").stdout
+    assert shown.count("daemon: ") == 2 and f"pid {b.proc.pid} " in shown  # type: ignore[union-attr]
+    b.stop()  # a clean stop is shown as such, not as gone
+    states = {x["owner"]: x["state"] for x in a.client().status()["daemons"]}
+    assert states == {owner_a: "live", owner_b: "stopped"}
 
 
 def test_a_schedule_made_on_one_daemon_fires_once_across_both(

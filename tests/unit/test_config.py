@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -626,3 +627,12 @@ def test_db_is_a_path_or_a_postgresql_url_kept_as_given(tmp_path: Path) -> None:
     assert settings.db == "postgres://h/x"
     settings, _ = load(None, {}, {"db": "rel/j.db"}, host=USER)
     assert isinstance(settings.db, Path) and settings.db.is_absolute()
+
+
+def test_a_postgresql_password_is_never_shown() -> None:
+    from jobctl.daemon import DaemonConfig, db_text
+
+    cfg = DaemonConfig(Path("/s/jobctl.db"), Path("/s/j.sock"))
+    assert db_text(cfg) == "/s/jobctl.db"
+    url = "postgresql://jobs:s3cret@db.example:5432/jobctl"
+    assert db_text(replace(cfg, database_url=url)) == "postgresql://jobs:***@db.example:5432/jobctl"

@@ -7,15 +7,17 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.models import Backoff
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import witness
 from jobctl.engine.process import process_start_time
-from jobctl.engine.recovery import recover
+from jobctl.engine.recovery import live_owners, recover
 from tests.engine.conftest import Engine
 
 # unique per test process: concurrent runs on one host must not find each other's survivors
@@ -175,3 +177,40 @@ def test_the_witness_lists_the_commands_alive_when_its_daemon_dies(
     os.close(w._write)  # what the kernel does when the daemon dies
     assert witness.witnessed(db, owner, wait=10) == {7}
     w._proc.wait(5)
+
+
+async def test_an_orphan_another_daemon_reclaimed_first_is_skipped(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daemons sharing PostgreSQL: between recovery's read of the running jobs and its
+    reclaim, another daemon reclaimed the expired lease. Recovery skips that job (its
+    generation moved: nothing changes) and the daemon starts."""
+    job_id, gen = _claim_as_dead_daemon(engine)
+    stale = engine.store.running()
+    engine.store.reclaim(job_id, gen, "reclaimed by another daemon")
+    monkeypatch.setattr(engine.store, "running", lambda: stale)
+    assert await recover(engine.astore, engine.executor.owner, grace=1) == 0
+    job = engine.store.get(job_id)
+    assert job.status is JobStatus.SCHEDULED and len(job.attempts) == 1
+    assert job.attempts[0].error == "reclaimed by another daemon"
+
+
+def test_live_daemons_of_this_host_are_the_seen_ones_whose_process_is_there() -> None:
+    """Two daemons on one host share PostgreSQL: start-up recovery must leave the jobs of
+    the other live one alone, but not those of a daemon killed and restarted at once."""
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    dead_child = subprocess.Popen(["true"])
+    dead_child.wait()
+
+    def beat(owner: str, pid: int, seen_ago: float) -> DaemonBeat:
+        host = owner.split(":", maxsplit=1)[0]
+        last = now - timedelta(seconds=seen_ago)
+        return DaemonBeat(owner, host, pid, "1", now, last, 0, 4, 10.0)
+
+    beats = [
+        beat("h:1:live", os.getpid(), 5),  # seen, process there
+        beat("h:2:restarted", dead_child.pid, 5),  # seen, process gone (kill -9)
+        beat("h:3:silent", os.getpid(), 31),  # not seen for 3 TTLs
+        beat("other:4:x", os.getpid(), 1),  # another host's: its leases expire
+    ]
+    assert live_owners(beats, "h", now) == {"h:1:live"}

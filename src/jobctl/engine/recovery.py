@@ -23,6 +23,8 @@ from pathlib import Path
 from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.models import Orphan
 from jobctl.engine import process, witness
+from jobctl.errors import LeaseLost, NotFound
+from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.recovery")
@@ -112,23 +114,35 @@ async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None =
         await store.run(store.store.mark_crash_evidence, marks)
     if db is not None:
         witness.forget(db)
+    reclaimed = 0
     for orphan in orphans:
         pids = found[orphan.job_id]
         if pids:
             log.warning("event=stopping_survivor job=%s pids=%s", orphan.job_id, sorted(pids))
             await stop_pids(pids, grace)
+        reclaimed += await _reclaim(store, orphan, bool(pids))
+    return reclaimed
+
+
+async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> int:
+    """Reclaim one orphan; 0 when another daemon sharing the database (PostgreSQL) took
+    it first, its lease having expired meanwhile (nothing changed: the generation moved)."""
+    try:
         job = await store.run(
             store.store.reclaim,
             orphan.job_id,
             orphan.generation,
             f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up",
         )
-        log.warning(
-            "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
-            orphan.job_id,
-            orphan.generation,
-            "yes" if pids else "no",
-            job.status.value,
-            f" dead_reason={job.dead_reason}" if job.dead_reason else "",
-        )
-    return len(orphans)
+    except (LeaseLost, NotFound) as exc:
+        log.info("event=reclaim_skipped job=%s reason=%s", orphan.job_id, logval(exc))
+        return 0
+    log.warning(
+        "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
+        orphan.job_id,
+        orphan.generation,
+        "yes" if survivor else "no",
+        job.status.value,
+        f" dead_reason={job.dead_reason}" if job.dead_reason else "",
+    )
+    return 1

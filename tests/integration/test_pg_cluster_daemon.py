@@ -5,8 +5,11 @@ database: jobs added through one run once in total, whichever daemon claims them
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import secrets
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,15 +47,15 @@ def database() -> Iterator[str]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, database: str) -> Iterator[Callable[[str], DaemonProc]]:
+def cluster(tmp_path: Path, database: str) -> Iterator[Callable[..., DaemonProc]]:
     made: list[DaemonProc] = []
 
-    def start(name: str) -> DaemonProc:
+    def start(name: str, ttl: str = "6") -> DaemonProc:
         home = tmp_path / name
         d = DaemonProc(
             home,
             "--state-dir", str(home / "state"),
-            "--lease-ttl", "6",
+            "--lease-ttl", ttl,
             "--kill-grace", "2",
             "--shutdown-grace", "1",
             "--concurrency", "4",
@@ -75,7 +78,7 @@ def _started(d: DaemonProc) -> set[int]:
 
 
 def test_two_daemons_share_the_work_each_job_runs_once(
-    cluster: Callable[[str], DaemonProc], tmp_path: Path
+    cluster: Callable[..., DaemonProc], tmp_path: Path
 ) -> None:
     a, b = cluster("a"), cluster("b")
     out = tmp_path / "ran.txt"
@@ -110,7 +113,7 @@ def test_two_daemons_share_the_work_each_job_runs_once(
 
 
 def test_a_schedule_made_on_one_daemon_fires_once_across_both(
-    cluster: Callable[[str], DaemonProc], tmp_path: Path
+    cluster: Callable[..., DaemonProc], tmp_path: Path
 ) -> None:
     """Both materializers race on the one database: the occurrence is one job."""
     a, b = cluster("a"), cluster("b")
@@ -127,3 +130,31 @@ def test_a_schedule_made_on_one_daemon_fires_once_across_both(
     keys = Counter(j["key"] for j in mine)
     assert keys and max(keys.values()) == 1
     assert len({j["scheduled_for"] for j in mine}) == len(mine)
+
+
+def test_a_killed_daemons_job_is_reclaimed_and_rerun_by_the_other(
+    cluster: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    """``kill -9`` of the daemon running a job: once its lease (3 s) has expired, the other
+    daemon reclaims it (attempt ``lease_expired``) and runs it again."""
+    b = cluster("b", "3")
+    first = 'if [ "$JOBCTL_ATTEMPT" = 1 ]; then sleep 30; else echo again; fi'
+    job = b.client().enqueue(
+        {"command": ["sh", "-c", first], "cwd": "/", "max_attempts": 2, "backoff": {"base": 0}}
+    )
+    b.wait_for_line(f"event=started job={job['id']} ")
+    a = cluster("a", "3")
+    survivor = b.client().get(job["id"])["attempts"][0]["pid"]
+    try:
+        b.signal(signal.SIGKILL)
+        b.wait()
+        wait_until(lambda: a.client().get(job["id"])["status"] == "succeeded", timeout=30)
+        done = a.client().get(job["id"])
+        assert [x["outcome"] for x in done["attempts"]] == ["lease_expired", "succeeded"]
+        assert job["id"] in _started(a)
+        states = {x["pid"]: x["state"] for x in a.client().status()["daemons"]}
+        assert states[a.proc.pid] == "live"  # type: ignore[union-attr]
+    finally:
+        if survivor:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(survivor, signal.SIGKILL)

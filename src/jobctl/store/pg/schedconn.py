@@ -46,8 +46,14 @@ class PgSchedConn:
         return self.conn.execute(self.db.q(name), params).rowcount
 
     def many(self, name: str, params: Sequence[Any]) -> int:
+        """A statement written over ``unnest(%s::type[], …)`` runs once, each position's
+        values as one array (one round trip: the materializer's cursor advance took 40%
+        of its time as a pipelined ``executemany``); any other runs once per set."""
+        sql = self.db.q(name)
+        if "unnest(" in sql and params and not isinstance(params[0], Mapping):
+            return self.conn.execute(sql, [list(column) for column in zip(*params)]).rowcount
         with self.conn.cursor() as cur:
-            cur.executemany(self.db.q(name), params)  # rowcount: the sum over the set
+            cur.executemany(sql, params)  # rowcount: the sum over the set
             return cur.rowcount
 
     def tuples(self, name: str, params: Mapping[str, Any]) -> list[Any]:

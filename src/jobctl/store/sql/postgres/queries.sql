@@ -485,15 +485,20 @@ LIMIT %(limit)s
 FOR UPDATE OF c SKIP LOCKED;
 
 -- name: materialize_advance
--- Positional: next_run_at, waiting, last_job_id, id, old next_run_at, old waiting.
-UPDATE schedule_cursors
-SET next_run_at = %s, waiting = %s::bigint, last_job_id = coalesce(%s::bigint, last_job_id)
-WHERE id = %s AND next_run_at = %s AND waiting IS NOT DISTINCT FROM %s::bigint;
+-- Set-wise (PgSchedConn.many passes each position's values as one array): next_run_at,
+-- waiting, last_job_id, id, old next_run_at, old waiting. One round trip for the batch.
+UPDATE schedule_cursors c
+SET next_run_at = v.nxt, waiting = v.wait, last_job_id = coalesce(v.job, c.last_job_id)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[])
+    AS v(nxt, wait, job, id, old_next, old_wait)
+WHERE c.id = v.id COLLATE "C" AND c.next_run_at = v.old_next
+  AND c.waiting IS NOT DISTINCT FROM v.old_wait;
 
 -- name: materialize_advance_plain
--- Positional: next_run_at, last_job_id, id, old next_run_at.
-UPDATE schedule_cursors SET next_run_at = %s, last_job_id = coalesce(%s::bigint, last_job_id)
-WHERE id = %s AND next_run_at = %s AND waiting IS NULL;
+-- Set-wise: next_run_at, last_job_id, id, old next_run_at.
+UPDATE schedule_cursors c SET next_run_at = v.nxt, last_job_id = coalesce(v.job, c.last_job_id)
+FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bigint[]) AS v(nxt, job, id, old_next)
+WHERE c.id = v.id COLLATE "C" AND c.next_run_at = v.old_next AND c.waiting IS NULL;
 
 -- name: materialize_broken
 -- Positional: broken_at, reason, id, old next_run_at, old waiting.
@@ -502,14 +507,15 @@ WHERE id = %s AND next_run_at = %s AND waiting IS NOT DISTINCT FROM %s::bigint
   AND broken_at IS NULL;
 
 -- name: materialize_skip_counts
--- Positional: misfire_skips, overlap_skips, skip_at, skip_reason, skip_nominal, id.
-UPDATE schedule_defs
-SET misfire_skips = misfire_skips + %s,
-    overlap_skips = overlap_skips + %s,
-    last_skip_at = coalesce(%s::bigint, last_skip_at),
-    last_skip_reason = coalesce(%s::text, last_skip_reason),
-    last_skip_nominal = coalesce(%s::bigint, last_skip_nominal)
-WHERE id = %s;
+-- Set-wise: misfire_skips, overlap_skips, skip_at, skip_reason, skip_nominal, id.
+UPDATE schedule_defs d
+SET misfire_skips = d.misfire_skips + v.misfire, overlap_skips = d.overlap_skips + v.overlap,
+    last_skip_at = coalesce(v.at, d.last_skip_at),
+    last_skip_reason = coalesce(v.reason, d.last_skip_reason),
+    last_skip_nominal = coalesce(v.nominal, d.last_skip_nominal)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::text[])
+    AS v(misfire, overlap, at, reason, nominal, id)
+WHERE d.id = v.id COLLATE "C";
 
 -- name: materialize_skips
 -- Positional: schedule_id, reason, first_nominal, last_nominal, count, now.

@@ -51,7 +51,7 @@ class PgSchedConn:
         of its time as a pipelined ``executemany``); any other runs once per set."""
         sql = self.db.q(name)
         if "unnest(" in sql and params and not isinstance(params[0], Mapping):
-            return self.conn.execute(sql, [list(column) for column in zip(*params)]).rowcount
+            return self.conn.execute(sql, [list(col) for col in zip(*params, strict=True)]).rowcount
         with self.conn.cursor() as cur:
             cur.executemany(sql, params)  # rowcount: the sum over the set
             return cur.rowcount

@@ -52,21 +52,32 @@ def no_postgres(why: str) -> NoReturn:
 
 def pg_schema() -> Iterator[str]:
     """A fresh schema in the test database, dropped afterwards."""
+    schema = "jobctl_t_" + secrets.token_hex(6)
+    yield from _pg_made("SCHEMA", schema, f"DROP SCHEMA {schema} CASCADE")
+
+
+def pg_database(prefix: str) -> Iterator[str]:
+    """A fresh database named ``prefix`` and hex digits on the test server (for daemons,
+    which take a URL), dropped afterwards; its name."""
+    name = prefix + secrets.token_hex(4)
+    yield from _pg_made("DATABASE", name, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _pg_made(kind: str, name: str, drop: str) -> Iterator[str]:
     try:
         import psycopg
     except ImportError:
         no_postgres("psycopg is not installed (extra 'postgres')")
-    schema = "jobctl_t_" + secrets.token_hex(6)
     try:
         with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
+            conn.execute(f"CREATE {kind} {name}")
     except psycopg.OperationalError as exc:
         no_postgres(f"no PostgreSQL at {PG_DSN}: {exc}")
     try:
-        yield schema
+        yield name
     finally:
         with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            conn.execute(drop)
 
 
 def _postgres(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.contract.conftest import PG_DSN, no_postgres
+from tests.contract.conftest import PG_DSN, pg_database
 from tests.integration.conftest import DaemonProc, wait_until
 from tests.integration.test_daemon import cli
 
@@ -28,22 +27,8 @@ JOBS = 40
 @pytest.fixture
 def database() -> Iterator[str]:
     """A fresh database ``jobctl_h15s_…`` (dropped afterwards); its URL."""
-    try:
-        import psycopg
-    except ImportError:
-        no_postgres("psycopg is not installed (extra 'postgres')")
-    name = "jobctl_h15s_" + secrets.token_hex(4)
-    try:
-        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-    except psycopg.OperationalError as exc:
-        no_postgres(f"no PostgreSQL at {PG_DSN}: {exc}")
-    parts = urlsplit(PG_DSN)
-    try:
-        yield urlunsplit(parts._replace(path="/" + name))
-    finally:
-        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    for name in pg_database("jobctl_h15s_"):
+        yield urlunsplit(urlsplit(PG_DSN)._replace(path="/" + name))
 
 
 @pytest.fixture

@@ -70,6 +70,12 @@ def done(res: Result | Failed | None) -> Result | None:
     return res
 
 
+def error_of(res: Mapping[str, object]) -> str | None:
+    """Why a workload failed, or None if it did not."""
+    error = res.get("error")
+    return error if isinstance(error, str) else None
+
+
 def failed(exc: BaseException, limit: int = 300) -> Failed:
     return {"error": f"{type(exc).__name__}: {exc}"[:limit]}
 

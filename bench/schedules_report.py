@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from _common import JOBCTL_BIN, Failed, Rss, done, fmt, header, verdict
+from _common import JOBCTL_BIN, Failed, Rss, done, error_of, fmt, header, verdict
 
 MARKS = ("<!-- bench_schedules:start -->", "<!-- bench_schedules:end -->")
 
@@ -334,9 +334,9 @@ def _notes(R: Results, sz: Sizes) -> list[str]:
     if c is not None:
         notes.append(_note_c(c))
     notes += [
-        f"* **{key} failed**: `{res['error']}`"
+        f"* **{key} failed**: `{e}`"
         for key, res in R.items()
-        if isinstance(res, dict) and "error" in res
+        if isinstance(res, dict) and (e := error_of(res))
     ]
     return notes
 

@@ -8,7 +8,8 @@ injected clock, never from the caller, so every backend agrees on "now".
 
 Methods are synchronous and safe to call from any thread; the daemon calls them through
 :class:`jobctl.store.aio.AsyncStore`. The contract suite in ``tests/contract`` runs
-against every backend.
+against every backend for the parts of this contract the backend declares (PostgreSQL:
+the job part only, not schedules; see ``BACKENDS`` in ``tests/contract/conftest.py``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ sys.path.insert(0, str(BENCH))
 import _common as C  # noqa: E402
 import bench_core  # noqa: E402
 import core_report  # noqa: E402
+import herd_report  # noqa: E402
 import schedules_report  # noqa: E402
 from core_harness import QUICK  # noqa: E402
 from core_results import ClaimTimes, Lag, Results, Store, Throughput  # noqa: E402
@@ -142,3 +143,17 @@ def test_a_failed_workload_is_named_in_the_report() -> None:
 _MACHINE = {
     k: "?" for k in ("date", "nproc", "cpu", "mem", "kernel", "python", "sqlite", "jobctl", "peers")
 }
+
+
+def test_a_herd_run_renders_from_its_typed_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_herd has no saved run here: a hand-made file of its typed shape (every
+    required key of every workload) renders through ``--from-json``."""
+    path = SAVED / "synthetic-bench_herd.json"
+    results = json.loads(path.read_text())["results"]
+    assert herd_report.DaemonHerd.__required_keys__ <= results["a"].keys()
+    assert herd_report.EngineHerd.__required_keys__ <= results["b"].keys()
+    C.render_saved(str(path), herd_report.report, herd_report.Sizes, herd_report.MARKS, False)
+    section = capsys.readouterr().out
+    assert "| b | 20,000 due in one second, in-process engine" in section
+    assert "| 13,333 (1.5 s) | ≥ 10,000/s | **PASS** |" in section
+    assert "| 5 / 40 / 90 | p99 ≤ 200 ms | **PASS** |" in section

@@ -157,3 +157,28 @@ def test_a_herd_run_renders_from_its_typed_shape(capsys: pytest.CaptureFixture[s
     assert "| b | 20,000 due in one second, in-process engine" in section
     assert "| 13,333 (1.5 s) | ≥ 10,000/s | **PASS** |" in section
     assert "| 5 / 40 / 90 | p99 ≤ 200 ms | **PASS** |" in section
+
+
+def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
+    import bench_spawn_e2e as S
+
+    e2e: S.E2e = {
+        "rate": 300.0,
+        "started_s": 1.5,
+        "daemon_us_per_job": 200.0,
+        "helper_us_per_job": 100.0,
+    }
+    run = S.SpawnRun(100, 0, 10, (1.0, 2.0, 3.0), {"posix_spawn, 16 in flight": 600.0})
+    run.e2e = {"helper, own user": e2e, "inline, own user": e2e | {"rate": 150.0}}
+    run.lags = {"helper": {"p50": 1.0, "p99": 2.0, "max": 3.0}}
+    run.load_end = (4.0, 5.0, 6.0)
+    text = S.render(run)
+    assert text.startswith("load average at start 1.00 2.00 3.00;")
+    assert "  lag  helper  10 jobs over 2 s: p50 1.0 ms, p99 2.0 ms, max 3.0 ms" in text
+    assert (
+        "ratios: helper e2e / posix_spawn 0.50 (target >= 0.75); helper / inline e2e 2.00" in text
+    )
+    assert "  huey: not installed" in text
+    assert text.endswith(
+        "load average at end 4.00 5.00 6.00 (figures under load: re-run on a quiet machine)"
+    )

@@ -182,3 +182,24 @@ def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
     assert text.endswith(
         "load average at end 4.00 5.00 6.00 (figures under load: re-run on a quiet machine)"
     )
+
+
+def test_each_scripts_markers_hold_its_own_section_only() -> None:
+    """A script rewrites everything between its markers: a hand-written section that
+    slipped inside them (the audit trail once sat inside bench_retention's) would be lost
+    on its next run."""
+    import re
+
+    text = C.DOC.read_text()
+    sections = re.findall(r"<!-- (\w+):start -->(.*?)<!-- \1:end -->", text, re.S)
+    assert {name for name, _ in sections} >= {
+        "bench_core",
+        "bench_schedules",
+        "bench_herd",
+        "bench_cli",
+        "bench_retention",
+        "bench_pg_store",
+    }
+    for name, body in sections:
+        headings = [line for line in body.splitlines() if line.startswith("## ")]
+        assert len(headings) <= 1, (name, headings)

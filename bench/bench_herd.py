@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
@@ -72,6 +72,17 @@ def iso_ms(epoch: float) -> str:
 # == c: the status watcher ===============================================================
 
 
+class Sample(TypedDict):
+    """One status answer: when it was asked, its latency, the counts and the herd queue's
+    row of ``GET /v1/status`` (None before the queue exists)."""
+
+    t: float
+    t_mid: float
+    lat: float
+    counts: dict[str, int]
+    queue: dict[str, Any] | None
+
+
 class StatusWatcher:
     """Calls ``Client.status()`` in a loop from a thread and keeps every answer."""
 
@@ -80,7 +91,7 @@ class StatusWatcher:
 
         self.client = Client(sock, timeout=60)
         self.every = every
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[Sample] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -109,29 +120,26 @@ class StatusWatcher:
         self.client.close()
 
 
-def status_truth(
-    samples: list[dict[str, Any]], n: int, others: int, due_at: float, until: float
-) -> Truth:
+def status_truth(samples: list[Sample], n: int, others: int, due_at: float, until: float) -> Truth:
     """Check the status answers taken between ``due_at`` and ``until`` (the drain).
 
     ``n`` jobs are in the herd queue, ``others`` in other queues (the probe)."""
     during = [s for s in samples if due_at <= s["t"] <= until]
     bad_counts = [s for s in samples if sum(s["counts"].values()) != n + others]
-    backlog = [s for s in during if s["queue"] and s["queue"]["due"] > 0]
+    # (sample, its herd-queue row) for the answers taken while jobs were still due
+    backlog = [(s, q) for s in during if (q := s["queue"]) is not None and q["due"] > 0]
     # All jobs share one run_at, so while any is still due the true age of the oldest
     # overdue job is (the moment status looked) − run_at; the answer may be up to one
     # call's latency away from the midpoint we compare with.
     diffs = [
-        (abs(s["queue"]["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
-        for s in backlog
-        if s["queue"]["oldest_due_age"] is not None
+        (abs(q["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
+        for s, q in backlog
+        if q["oldest_due_age"] is not None
     ]
     errs = [max(0.0, d - half) for d, half in diffs]  # beyond what the call's latency explains
-    missing_age = sum(1 for s in backlog if s["queue"]["oldest_due_age"] is None)
-    ages = [
-        s["queue"]["oldest_due_age"] for s in backlog if s["queue"]["oldest_due_age"] is not None
-    ]
-    dues = [s["queue"]["due"] for s in backlog]
+    missing_age = sum(1 for _, q in backlog if q["oldest_due_age"] is None)
+    ages = [q["oldest_due_age"] for _, q in backlog if q["oldest_due_age"] is not None]
+    dues = [q["due"] for _, q in backlog]
     monotonic_age = all(b >= a for a, b in itertools.pairwise(ages))
     monotonic_due = all(b <= a for a, b in itertools.pairwise(dues))
     q_sums_ok = all(

@@ -171,6 +171,11 @@ class Executor:
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
         await self._finish(claim, result)
 
+    async def spawn(self, claim: Claim, path: Path) -> process.Running:
+        """Start ``claim``'s command as an attempt's is started (the failure notifier's
+        path: engine/notifier.py), without a slot, a lease or a record."""
+        return await self._spawn(claim, path, asyncio.get_running_loop())
+
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
     ) -> process.Running:

@@ -46,7 +46,8 @@ def can_collapse(where: Path) -> bool:
         os.write(fd, b"x" * 3 * os.fstat(fd).st_blksize)
         block = os.fstat(fd).st_blksize
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.fallocate(fd, COLLAPSE_RANGE, ctypes.c_long(0), ctypes.c_long(block)) == 0
+        done: int = libc.fallocate(fd, COLLAPSE_RANGE, ctypes.c_long(0), ctypes.c_long(block))
+        return done == 0
     finally:
         os.close(fd)
         path.unlink()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,9 @@ import pytest
 
 from jobctl.cli.main import run
 from tests.integration.conftest import DaemonProc, wait_until
+from tests.integration.hostusers import Users, group_args, host_users, request_as, shared_socket
+
+__all__ = ["host_users"]  # the fixture, used by name
 
 #: A sendmail that keeps its arguments and the message it was given, then exits 0.
 FAKE_SENDMAIL = """#!/bin/sh
@@ -146,3 +150,25 @@ def test_a_schedule_and_its_edit_carry_the_notifier(
     assert run(["schedules", "edit", "nightly", "--on-failure", "", *sock]) == 0
     assert "on_failure" not in c.schedule("nightly")["job"]
     capsys.readouterr()
+
+
+def test_the_notifier_runs_as_the_jobs_owner(
+    make_daemon: Any, host_users: Users, tmp_path: Path
+) -> None:
+    d = make_daemon(*group_args(), start=False)
+    d.socket = shared_socket()
+    d.start()
+    try:
+        owner = host_users.owner
+        line = 'echo "$(id -u) $JOBCTL_FAILED_JOB_ID" > "$HOME/notified"'
+        body = {"command": ["false"], "cwd": "/", "max_attempts": 1, "on_failure": line}
+        status, job = request_as(owner, d.socket, "POST", "/v1/jobs", body)
+        assert status == 201, job
+        done = notified(d, job["id"])
+        [step] = done["notified"]["steps"]
+        assert step["exit_code"] == 0, step
+        said = (Path(owner.home) / "notified").read_text().split()
+        assert said == [str(owner.uid), str(job["id"])]
+    finally:
+        d.stop()
+        shutil.rmtree(d.socket.parent, ignore_errors=True)

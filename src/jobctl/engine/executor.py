@@ -112,7 +112,9 @@ class Executor:
         task.add_done_callback(self._done)
         if self._heartbeats is None:
             self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-        if self._trimmer is None and self.config.log_bytes(claim.job.spec.owner_uid):
+        if (self._trimmer is None or self._trimmer.done()) and self.config.log_bytes(
+            claim.job.spec.owner_uid
+        ):  # runs while attempts do: an idle daemon does not wake for it
             self._trimmer = asyncio.get_running_loop().create_task(self._trim_loop())
 
     def _done(self, task: asyncio.Task[None]) -> None:
@@ -246,7 +248,7 @@ class Executor:
                 self._trimming = asyncio.ensure_future(asyncio.to_thread(_trim_all, runs))
                 await self._trimming
                 self._trimming = None
-            if self._closing:
+            if self._closing or not self._tasks:
                 return
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:

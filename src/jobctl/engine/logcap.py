@@ -4,7 +4,7 @@ The command writes straight to its log file (``O_APPEND``; no pipe, no copy by t
 daemon), and the ``log_bytes`` quota is its ``RLIMIT_FSIZE``: the file can never grow
 past the cap, whatever the command does. To keep the latest output as well as the
 head, the executor looks at each live capped log four times a second (:func:`trim`: one
-``fstat``); when it has filled three quarters of the cap, the middle is removed in place
+``stat``); when it has filled three quarters of the cap, the middle is removed in place
 with ``fallocate(FALLOC_FL_COLLAPSE_RANGE)``, which shifts the later bytes down under the
 inode's lock, so appends racing it land after them and nothing is lost or reordered.
 The first quarter of the cap stays (the head, ending with a note that says how many bytes
@@ -73,7 +73,9 @@ def trim(run: Running) -> int:
     cap = run.log_cap
     if cap is None or run.trim_off:
         return 0
-    try:
+    try:  # a stat first: most logs are far from their cap, and need no descriptor
+        if os.stat(run.log_path).st_size < cap - cap // 4:
+            return 0
         fd = os.open(run.log_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return 0

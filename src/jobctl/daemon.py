@@ -156,11 +156,15 @@ class Daemon:
     ) -> None:
         cfg = self.config
         notifier.status("starting: recovering jobs of a previous run")
-        reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db)
+        jobs: list[Job] = []
+        reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db, jobs)
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
         cgroups = parts.executor.config.cgroups
         if cgroups is not None:  # after recovery: the survivors' cgroups are empty now
             cgroups.sweep()
+        for job in jobs:  # those left dead (lease expired, poison): after the sweep
+            if parts.notifier is not None:
+                parts.notifier.reclaimed(job)
         crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
         try:
             await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,20 @@ def test_the_notifier_runs_as_the_jobs_owner(
     finally:
         d.stop()
         shutil.rmtree(d.socket.parent, ignore_errors=True)
+
+
+def test_a_job_left_dead_by_start_up_recovery_is_notified(make_daemon: Any, tmp_path: Path) -> None:
+    """kill -9 of the daemon during the job's last attempt: the restarted daemon reclaims
+    it dead (lease_expired) and runs its notifier."""
+    seen, started = tmp_path / "seen", tmp_path / "started"
+    d = make_daemon()
+    job_id = dead_job(
+        d, tmp_path, command=["sh", "-c", f"touch {started}; exec sleep 60"],
+        on_failure=f'echo "$JOBCTL_FAILED_DEAD_REASON" > {seen}',
+    )  # fmt: skip
+    wait_until(started.exists, 20, "the attempt to start")
+    d.signal(signal.SIGKILL)
+    d.wait()
+    d2 = make_daemon()
+    [step] = notified(d2, job_id)["notified"]["steps"]
+    assert step["exit_code"] == 0 and seen.read_text() == "lease_expired\n"

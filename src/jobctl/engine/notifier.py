@@ -3,7 +3,7 @@
 When: every time a job *ends* ``dead`` on this daemon: after its last allowed failure
 (``max_attempts``), a non-retryable exit code, a timeout on its last attempt, a lease
 that ran out on its last attempt or a poison verdict (both found by the timer's
-reclaim). Not on a failure that will be retried, not for a job cancelled, and not for
+reclaim, or by start-up recovery: the daemon hands those over once recovery is done). Not on a failure that will be retried, not for a job cancelled, and not for
 a job whose owner may no longer run jobs (``denied``: nothing may run as that owner).
 
 How: each step (the ``on_failure`` command, then the mail) is started through the
@@ -81,7 +81,8 @@ class Notifier:
             self.dead(job, result.exit_code, result.error, result.output_tail)
 
     def reclaimed(self, job: Job) -> None:
-        """The timer's reclaim left ``job`` dead (lease expired, poison)."""
+        """A reclaim (the timer's, start-up recovery's) moved ``job`` on: notified if dead
+        (lease expired, poison)."""
         if job.status is JobStatus.DEAD:
             self.dead(job, None, job.last_error, None)
 

@@ -3,8 +3,9 @@
 When: every time a job *ends* ``dead`` on this daemon: after its last allowed failure
 (``max_attempts``), a non-retryable exit code, a timeout on its last attempt, a lease
 that ran out on its last attempt or a poison verdict (both found by the timer's
-reclaim, or by start-up recovery: the daemon hands those over once recovery is done). Not on a failure that will be retried, not for a job cancelled, and not for
-a job whose owner may no longer run jobs (``denied``: nothing may run as that owner).
+reclaim, or by start-up recovery: the daemon hands those over once recovery is done).
+Not on a failure that will be retried, not for a job cancelled, and not for a job whose
+owner may no longer run jobs (``denied``: nothing may run as that owner).
 
 How: each step (the ``on_failure`` command, then the mail) is started through the
 executor's own path (the spawn helper, the owner's uid and groups, the attempt's

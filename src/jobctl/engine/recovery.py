@@ -18,7 +18,7 @@ import os
 import signal
 from pathlib import Path
 
-from jobctl.domain.models import Orphan
+from jobctl.domain.models import Job, Orphan
 from jobctl.engine import process, witness
 from jobctl.store.aio import AsyncStore
 
@@ -76,8 +76,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None = None) -> int:
-    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count.
+async def recover(
+    store: AsyncStore,
+    owner: str,
+    grace: float,
+    db: Path | None = None,
+    reclaimed: list[Job] | None = None,
+) -> int:
+    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count
+    (and add each reclaimed job, as it is now, to ``reclaimed``).
 
     What was found is kept before anything is stopped (a crash during recovery must not
     turn a survivor into a suspect). An orphan is a *suspect* of the crash only when its
@@ -112,6 +119,8 @@ async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None =
             orphan.generation,
             f"daemon {orphan.lease_owner} died while the job ran; reclaimed at start-up",
         )
+        if reclaimed is not None:
+            reclaimed.append(job)
         log.warning(
             "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
             orphan.job_id,

@@ -95,6 +95,11 @@ class Store(Protocol):
         """Remember the attempt's process so a restarted daemon can stop a survivor."""
         ...
 
+    def record_notification(self, job_id: int, notified: str) -> None:
+        """Keep what a dead job's failure notification did (a JSON object text), shown by
+        ``show``. NotFound if the job is gone (purged meanwhile)."""
+        ...
+
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
         """Extend each ``(job_id, generation)`` lease; return the job ids whose lease is lost."""
         ...

@@ -78,6 +78,10 @@ WHERE a.job_id = r.job_id AND a.generation = r.generation AND a.outcome IS NULL
   AND j.id = r.job_id AND j.status = 'running' AND j.generation = r.generation
 RETURNING a.job_id;
 
+-- name: record_notification
+-- What a dead job's failure notification did (engine/notifier.py): not a state.
+UPDATE jobs SET notified = %(notified)s WHERE id = %(id)s RETURNING id;
+
 -- name: heartbeat
 UPDATE jobs SET lease_until = %(lease_until)s
 FROM unnest(%(ids)s::bigint[], %(generations)s::bigint[]) AS l(id, generation)

@@ -28,9 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypedDict, TypeVar, final
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -41,6 +41,56 @@ RESULTS = BENCH_DIR / "results"  # raw results as JSON (git-ignored)
 UTC = dt.UTC
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# -- typed results ------------------------------------------------------------------
+
+
+@final
+class Failed(TypedDict):
+    """A workload that raised: the reason, in place of its result."""
+
+    error: str
+
+
+class Rss(TypedDict):
+    """A process's resident memory now and at its peak (VmHWM), in MB."""
+
+    rss_mb: float
+    hwm_mb: float
+
+
+Result = TypeVar("Result", bound=Mapping[str, object])
+
+
+def done(res: Result | Failed | None) -> Result | None:
+    """A workload's result, or None when it failed or did not run."""
+    if res is None or "error" in res:
+        return None
+    return res
+
+
+def error_of(res: Mapping[str, object]) -> str | None:
+    """Why a workload failed, or None if it did not."""
+    error = res.get("error")
+    return error if isinstance(error, str) else None
+
+
+def failed(exc: BaseException, limit: int = 300) -> Failed:
+    return {"error": f"{type(exc).__name__}: {exc}"[:limit]}
+
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+def attempt(what: str, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T | Failed:
+    """``fn(*args)``, or why it failed: one failing workload must not lose the others."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        log(f"{what} FAILED: {exc!r}")
+        return failed(exc, 400)
 
 
 class UdsHttp:
@@ -469,7 +519,7 @@ class Daemon:
 
         return Client(self.sock, timeout=timeout)
 
-    def rss(self) -> dict[str, float]:
+    def rss(self) -> Rss:
         return {
             "rss_mb": proc_status_kb(self.pid, "VmRSS") / 1024,
             "hwm_mb": proc_status_kb(self.pid, "VmHWM") / 1024,
@@ -657,13 +707,18 @@ def write_section(marks: tuple[str, str], section: str) -> None:
 
 
 #: A script's report: (results, sizes, command, machine, elapsed) -> (section, checks).
-Report = Callable[
-    [dict[str, Any], Any, str, dict[str, str], float], tuple[str, list[tuple[str, bool]]]
-]
+SizesT = TypeVar("SizesT")
+#: A script's one renderer: (typed results, sizes, command, machine, elapsed) ->
+#: (its section of docs/benchmarks.md, each target with whether it was met).
+Report = Callable[[Result, SizesT, str, dict[str, str], float], tuple[str, list[tuple[str, bool]]]]
 
 
 def render_saved(
-    path: str, report: Report, sizes: Callable[..., Any], marks: tuple[str, str], write: bool
+    path: str,
+    report: Report[Result, SizesT],
+    sizes: Callable[..., SizesT],
+    marks: tuple[str, str],
+    write: bool,
 ) -> None:
     """``--from-json``: print (and unless ``write`` is false, write) the report of a saved
     result file again, without running anything."""
@@ -683,11 +738,11 @@ def render_saved(
 
 def conclude(
     script: str,
-    R: dict[str, Any],
-    sz: Any,
+    R: Result,
+    sz: SizesT,
     info: dict[str, str],
     elapsed: float,
-    report: Report,
+    report: Report[Result, SizesT],
     marks: tuple[str, str],
     write: bool,
 ) -> None:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -107,6 +107,32 @@ def fill(sock: Path) -> int:
     return int(job["id"])
 
 
+class CommandTiming(TypedDict):
+    """One command line's timings, as the report shows them."""
+
+    median_ms: float
+    p95_ms: float
+    cpu_ms: float
+    runs: int
+
+
+class CliRun(TypedDict):
+    """One run of this bench: where and how it timed, and each command before and after."""
+
+    date: str
+    nproc: int
+    python: str
+    timer: str
+    runs: int
+    load_before: str
+    load_after: str
+    command: str
+    before_rev: str
+    after_rev: str
+    before: dict[str, CommandTiming]
+    after: dict[str, CommandTiming]
+
+
 @dataclass(frozen=True)
 class Timing:
     """One command's timed runs: wall seconds each, and CPU seconds per run."""
@@ -160,7 +186,7 @@ def time_loop(cmds: list[list[str]], env: dict[str, str], runs: int) -> list[Tim
 
 def measure(
     src: str, sock: Path, job_id: int, tmp: Path, runs: int, use_hyperfine: bool
-) -> dict[str, dict[str, float]]:
+) -> dict[str, CommandTiming]:
     launcher = tmp / "jobctl"
     launcher.write_text(LAUNCHER)
     base = [sys.executable, str(launcher)]
@@ -178,7 +204,7 @@ def measure(
         raw = time_hyperfine(cmds, env, runs, tmp / "hyperfine.json")
     else:
         raw = time_loop(cmds, env, runs)
-    out = {}
+    out: dict[str, CommandTiming] = {}
     for name, r in zip(lines, raw, strict=True):
         out[name] = {
             "median_ms": C.median(r.times) * 1000,
@@ -194,7 +220,7 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def report(res: dict[str, Any]) -> str:
+def report(res: CliRun) -> str:
     before, after = res["before"], res["after"]
     lines = [
         MARK_START,
@@ -248,34 +274,42 @@ def main() -> int:
     args = ap.parse_args()
     use_hyperfine = shutil.which("hyperfine") is not None and not args.no_hyperfine
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-cli-"))
-    res: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "nproc": len(os.sched_getaffinity(0)),
-        "python": sys.version.split()[0],
-        "timer": "hyperfine -N" if use_hyperfine else "Python loop (subprocess.run)",
-        "runs": args.runs,
-        "load_before": loadavg(),
-        "command": "python bench/bench_cli.py" + "".join(f" {a}" for a in sys.argv[1:]),
-    }
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_before = loadavg()
+    timed: dict[str, dict[str, CommandTiming]] = {}
     daemon = None
     try:
-        before_src, res["before_rev"] = snapshot(args.before, tmp)
+        before_src, before_rev = snapshot(args.before, tmp)
         if args.worktree:
-            after_src, res["after_rev"] = str(ROOT / "src"), "the working tree"
+            after_src, after_rev = str(ROOT / "src"), "the working tree"
         else:
-            after_src, res["after_rev"] = snapshot(args.after, tmp)
+            after_src, after_rev = snapshot(args.after, tmp)
         daemon = Daemon(tmp, after_src)
         job_id = fill(daemon.sock)
         for which, src in (("before", before_src), ("after", after_src)):
             log(f"timing the {which} CLI ({src})")
-            res[which] = measure(src, daemon.sock, job_id, tmp, args.runs, use_hyperfine)
-            log(json.dumps(res[which]))
-        res["load_after"] = loadavg()
+            timed[which] = measure(src, daemon.sock, job_id, tmp, args.runs, use_hyperfine)
+            log(json.dumps(timed[which]))
+        load_after = loadavg()
     finally:
         if daemon is not None:
             daemon.stop()
         C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
+    res: CliRun = {
+        "date": date,
+        "nproc": len(os.sched_getaffinity(0)),
+        "python": sys.version.split()[0],
+        "timer": "hyperfine -N" if use_hyperfine else "Python loop (subprocess.run)",
+        "runs": args.runs,
+        "load_before": load_before,
+        "load_after": load_after,
+        "command": "python bench/bench_cli.py" + "".join(f" {a}" for a in sys.argv[1:]),
+        "before_rev": before_rev,
+        "after_rev": after_rev,
+        "before": timed["before"],
+        "after": timed["after"],
+    }
     section = report(res)
     print(section)
     if not args.no_write:

@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
@@ -48,11 +47,9 @@ from core_harness import (  # noqa: E402
     use_worktree,
 )
 from core_lag import w3_aps, w3_huey, w3_jobctl  # noqa: E402
-from core_report import _get, machine, report, write_doc  # noqa: E402
+from core_report import machine, rate_of, report, workloads, write_doc  # noqa: E402
+from core_results import Results  # noqa: E402
 from core_store import w4  # noqa: E402
-
-#: Raw results: per system ("jobctl", "huey", "aps", "w4"), per workload, what it returned.
-Results = dict[str, dict[str, Any]]
 
 
 def parse_args() -> argparse.Namespace:
@@ -102,36 +99,26 @@ def from_json(path: str, write: bool) -> int:
 
 def run_workloads(R: Results, tmp: Path, sz: Sizes, only: set[str], peers: bool) -> None:
     """Run the chosen workloads into ``R``; one failing workload does not lose the others."""
-
-    def run(who: str, key: str, fn: Any, *a: Any) -> None:
-        try:
-            R[who][key] = fn(*a)
-        except Exception as exc:
-            log(f"{who} {key} FAILED: {exc!r}")
-            R[who][key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-
-    def rate(who: str, key: str) -> Any:
-        return _get(R[who], key, "rate")
-
+    j, h, a = R["jobctl"], R["huey"], R["aps"]
     if "1" in only:
-        for mode in ("single", "batch", "client"):
-            run("jobctl", mode, w1_jobctl, tmp, sz, mode)
+        j["single"] = C.attempt("jobctl single", w1_jobctl, tmp, sz, "single")
+        j["batch"] = C.attempt("jobctl batch", w1_jobctl, tmp, sz, "batch")
+        j["client"] = C.attempt("jobctl client", w1_jobctl, tmp, sz, "client")
         if peers:
-            run("huey", "enqueue", w1_huey, tmp, sz)
-            run("aps", "enqueue", w1_aps, tmp, sz)
+            h["enqueue"] = C.attempt("huey enqueue", w1_huey, tmp, sz)
+            a["enqueue"] = C.attempt("aps enqueue", w1_aps, tmp, sz)
     if "2" in only:
-        run("jobctl", "e2e", w2_jobctl, tmp, sz, rate("jobctl", "batch"))
+        j["e2e"] = C.attempt("jobctl e2e", w2_jobctl, tmp, sz, rate_of(j.get("batch")))
         if peers:
-            run("huey", "e2e", w2_huey, tmp, sz, rate("huey", "enqueue"))
-            run("aps", "e2e", w2_aps, tmp, sz, rate("aps", "enqueue"))
+            h["e2e"] = C.attempt("huey e2e", w2_huey, tmp, sz, rate_of(h.get("enqueue")))
+            a["e2e"] = C.attempt("aps e2e", w2_aps, tmp, sz, rate_of(a.get("enqueue")))
     if "3" in only:
-        run("jobctl", "lag", w3_jobctl, tmp, sz)
+        j["lag"] = C.attempt("jobctl lag", w3_jobctl, tmp, sz)
         if peers:
-            run("huey", "lag", w3_huey, tmp, sz)
-            run("aps", "lag", w3_aps, tmp, sz, rate("aps", "enqueue"))
+            h["lag"] = C.attempt("huey lag", w3_huey, tmp, sz)
+            a["lag"] = C.attempt("aps lag", w3_aps, tmp, sz, rate_of(a.get("enqueue")))
     if "4" in only:
-        R["w4"] = {}
-        run("w4", "store", w4, tmp, sz)
+        R["w4"] = {"store": C.attempt("w4 store", w4, tmp, sz)}
 
 
 def save(R: Results, sz: Sizes, cmd: str, info: dict[str, str], elapsed: float) -> None:
@@ -145,8 +132,7 @@ def summarise(R: Results, checks: list[tuple[str, bool]]) -> None:
     print("\nTargets:")
     for name, ok in checks:
         print(f"  {'PASS' if ok else 'MISS'}  {name}")
-    unverified = [f"{who}.{k}" for who, d in R.items() if who != "w4" for k, v in d.items()
-                  if not v.get("verified", True)]  # fmt: skip
+    unverified = [f"{who}.{k}" for who, k, v in workloads(R) if not v.get("verified", True)]
     if unverified:
         print("  WARNING: verification failed for " + ", ".join(unverified))
 

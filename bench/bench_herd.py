@@ -35,37 +35,32 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
+from herd_report import (  # noqa: E402
+    FULL,
+    MARKS,
+    QUEUE,
+    QUICK,
+    DaemonHerd,
+    EngineHerd,
+    Results,
+    Sizes,
+    Truth,
+    report,
+)
 
 if TYPE_CHECKING:
     from jobctl.engine.executor import Executor
 
 log = C.log
 UTC = dt.UTC
-MARKS = ("<!-- bench_herd:start -->", "<!-- bench_herd:end -->")
-QUEUE = "herd"
 FAR = "2099-01-01T00:00:00Z"
-TARGETS = {"engine_rate": 10_000.0, "status_p99_ms": 200.0}
-
-
-@dataclass(frozen=True)
-class Sizes:
-    jobs: int
-    concurrency: int = 64  # daemon executor (a)
-    slots: int = 1000  # in-process instant executor (b)
-    batch: int = 10_000  # jobs per enqueue request / store.insert call
-    status_every: float = 0.1  # seconds between status calls (c)
-
-
-FULL = Sizes(jobs=200_000)
-QUICK = Sizes(jobs=20_000)
 
 
 def iso_ms(epoch: float) -> str:
@@ -77,6 +72,17 @@ def iso_ms(epoch: float) -> str:
 # == c: the status watcher ===============================================================
 
 
+class Sample(TypedDict):
+    """One status answer: when it was asked, its latency, the counts and the herd queue's
+    row of ``GET /v1/status`` (None before the queue exists)."""
+
+    t: float
+    t_mid: float
+    lat: float
+    counts: dict[str, int]
+    queue: dict[str, Any] | None
+
+
 class StatusWatcher:
     """Calls ``Client.status()`` in a loop from a thread and keeps every answer."""
 
@@ -85,7 +91,7 @@ class StatusWatcher:
 
         self.client = Client(sock, timeout=60)
         self.every = every
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[Sample] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -114,29 +120,26 @@ class StatusWatcher:
         self.client.close()
 
 
-def status_truth(
-    samples: list[dict[str, Any]], n: int, others: int, due_at: float, until: float
-) -> dict[str, Any]:
+def status_truth(samples: list[Sample], n: int, others: int, due_at: float, until: float) -> Truth:
     """Check the status answers taken between ``due_at`` and ``until`` (the drain).
 
     ``n`` jobs are in the herd queue, ``others`` in other queues (the probe)."""
     during = [s for s in samples if due_at <= s["t"] <= until]
     bad_counts = [s for s in samples if sum(s["counts"].values()) != n + others]
-    backlog = [s for s in during if s["queue"] and s["queue"]["due"] > 0]
+    # (sample, its herd-queue row) for the answers taken while jobs were still due
+    backlog = [(s, q) for s in during if (q := s["queue"]) is not None and q["due"] > 0]
     # All jobs share one run_at, so while any is still due the true age of the oldest
     # overdue job is (the moment status looked) − run_at; the answer may be up to one
     # call's latency away from the midpoint we compare with.
     diffs = [
-        (abs(s["queue"]["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
-        for s in backlog
-        if s["queue"]["oldest_due_age"] is not None
+        (abs(q["oldest_due_age"] - (s["t_mid"] - due_at)), s["lat"] / 2)
+        for s, q in backlog
+        if q["oldest_due_age"] is not None
     ]
     errs = [max(0.0, d - half) for d, half in diffs]  # beyond what the call's latency explains
-    missing_age = sum(1 for s in backlog if s["queue"]["oldest_due_age"] is None)
-    ages = [
-        s["queue"]["oldest_due_age"] for s in backlog if s["queue"]["oldest_due_age"] is not None
-    ]
-    dues = [s["queue"]["due"] for s in backlog]
+    missing_age = sum(1 for _, q in backlog if q["oldest_due_age"] is None)
+    ages = [q["oldest_due_age"] for _, q in backlog if q["oldest_due_age"] is not None]
+    dues = [q["due"] for _, q in backlog]
     monotonic_age = all(b >= a for a, b in itertools.pairwise(ages))
     monotonic_due = all(b <= a for a, b in itertools.pairwise(dues))
     q_sums_ok = all(
@@ -174,7 +177,7 @@ def status_truth(
 # == a: real daemon running `true` =======================================================
 
 
-def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wa_daemon(tmp: Path, sz: Sizes) -> DaemonHerd:
     n = sz.jobs
     C.wait_quiet("the daemon herd")
     d = C.Daemon(tmp / "wa", concurrency=sz.concurrency)
@@ -227,7 +230,7 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
     first, last_start, last_finish = first / 1000, last_start / 1000, last_finish / 1000
     lat = [s["lat"] for s in watcher.samples if due <= s["t"] <= last_finish]
     idle = [s["lat"] for s in watcher.samples if s["t"] < due - 0.2]
-    out = {
+    out: DaemonHerd = {
         "n": n,
         "enqueue_s": enqueue_s,
         "enqueue_rate": n / enqueue_s,
@@ -332,7 +335,7 @@ class InstantExecutor:
             self.timer.wake()
 
 
-async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
+async def _engine(path: Path, sz: Sizes) -> EngineHerd:
     from jobctl.domain.clock import FakeClock
     from jobctl.domain.models import JobSpec
     from jobctl.engine.timer import Timer
@@ -379,7 +382,7 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     if ex._batch:
         ex.claim_sizes.append(ex._batch)
     sizes = ex.claim_sizes
-    out = {
+    out: EngineHerd = {
         "n": n,
         "slots": sz.slots,
         "fill_rate": n / fill_s,
@@ -403,7 +406,7 @@ async def _engine(path: Path, sz: Sizes) -> dict[str, Any]:
     return out
 
 
-def wb_engine(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wb_engine(tmp: Path, sz: Sizes) -> EngineHerd:
     try:
         import uvloop
 
@@ -415,126 +418,6 @@ def wb_engine(tmp: Path, sz: Sizes) -> dict[str, Any]:
 
 
 # == report ==============================================================================
-
-
-def report(
-    R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
-) -> tuple[str, list[tuple[str, bool]]]:
-    n = sz.jobs
-    checks: list[tuple[str, bool]] = []
-    lines = [
-        MARKS[0],
-        "",
-        "## Thundering herd (`bench/bench_herd.py`)",
-        "",
-        C.header(info, elapsed),
-        "",
-        f"Command: `{cmd}`",
-        "",
-        "| # | workload | result | target | verdict |",
-        "|---|---|---:|---|---|",
-    ]
-
-    def row(num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        lines.append(f"| {num} | {name} | {value} | {target} | {C.verdict(ok)} |")
-        if ok is not None:
-            checks.append((f"{num} {name}", ok))
-
-    a, b = R.get("a", {}), R.get("b", {})
-    if "rate" in a:
-        row(
-            "a",
-            f"{n:,} × `true` due in one second, daemon `--concurrency "
-            f"{sz.concurrency}`: due → last start (s)",
-            f"{a['last_start_after_due']:.1f} s ({C.fmt(a['start_rate'])} starts/s)",
-            "",
-            None,
-        )
-        row("a", "… jobs/s, first start → last finish", C.fmt(a["rate"]), "", None)
-    if "rate" in b:
-        row(
-            "b",
-            f"{n:,} due in one second, in-process engine, instant executor with "
-            f"{sz.slots:,} slots: jobs/s (due → last start)",
-            f"{C.fmt(b['rate'])} ({b['last_start_s']:.1f} s)",
-            "≥ 10,000/s",
-            b["rate"] >= TARGETS["engine_rate"],
-        )
-    if "status" in a:
-        st, tr = a["status"], a["truth"]
-        row(
-            "c",
-            "`GET /v1/status` latency during the drain of (a), p50 / p99 / max (ms)",
-            f"{st['p50_ms']:.0f} / {st['p99_ms']:.0f} / {st['max_ms']:.0f}",
-            "p99 ≤ 200 ms",
-            st["p99_ms"] <= TARGETS["status_p99_ms"],
-        )
-        row(
-            "c",
-            "status honest during the drain (counts add up; oldest_due_age = real age)",
-            "yes" if tr["honest"] else "no",
-            "yes",
-            tr["honest"],
-        )
-    lines.append("")
-    if "rate" in a:
-        tr = a["truth"]
-        lines.append(
-            f"* **a**: one `jobctl daemon --concurrency {sz.concurrency}`; {n:,} jobs "
-            f"(`true`, queue `{QUEUE}`) enqueued with `Client.enqueue_many`, "
-            f"{sz.batch:,} per request, all with one `run_at` ({a['enqueue_s']:.1f} s, "
-            f"{C.fmt(a['enqueue_rate'])} jobs/s; enqueue finished before the due instant: "
-            f"{not a['late_enqueue']}). The due instant was chosen {a['margin_s']:.0f} s "
-            f"ahead from one probe request of {sz.batch:,} jobs due in 2099 in queue `probe` "
-            f"({C.fmt(a['probe_rate'])} jobs/s), which stay in the database. From the "
-            f"attempts table (read-only, afterwards): first "
-            f"start {a['first_start_after_due'] * 1000:.0f} ms after the due instant, last start "
-            f"{a['last_start_after_due']:.1f} s, last finish {a['last_finish_after_due']:.1f} "
-            f"s; peak {C.fmt(a['peak_start_per_s'])} starts in one second; the daemon used "
-            f"{a['daemon_cores']:.2f} cores (its children not counted); RSS at the end "
-            f"{a['rss_mb']:.0f} MB (peak {a['hwm_mb']:.0f}). Checked: {a['attempts']:,} "
-            f"attempts, {a['succeeded']:,} succeeded, {n:,} distinct ids: {a['verified']}."
-        )
-    if "rate" in b:
-        lines.append(
-            f"* **b**: `SqliteStore` + `AsyncStore` + `engine.timer.Timer` in one process "
-            f"(uvloop), `FakeClock`. {n:,} jobs inserted with `store.insert` in batches of "
-            f"{sz.batch:,} ({C.fmt(b['fill_rate'])} jobs/s), all with one `run_at`; the timer "
-            f"sleeps until the clock is set to it. The executor is a stand-in with "
-            f"{sz.slots:,} slots whose `start(claim)` awaits `AsyncStore.finish(SUCCEEDED)` "
-            f"(batched into `store.finish_many`, as the real executor does) and then wakes "
-            f"the timer. First start "
-            f"{b['first_start_s'] * 1000:.0f} ms after the clock moved, last start "
-            f"{b['last_start_s']:.2f} s, all finished {b['all_finished_s']:.2f} s; "
-            f"{b['ticks']:,} timer ticks, {b['claims']:,} claims of {b['claim_mean']:.0f} jobs "
-            f"on average (max {b['claim_max']}); the process used {b['cores']:.2f} cores. "
-            f"Checked: every job started once and succeeded, none fenced: {b['verified']}."
-        )
-    if "status" in a:
-        st, tr = a["status"], a["truth"]
-        lines.append(
-            f"* **c**: a thread of the bench process calls `Client.status()` (one keep-alive "
-            f"connection) every {sz.status_every * 1000:.0f} ms during (a); latency over the "
-            f"{st['n']:,} calls between the due instant and the last finish "
-            f"({st['errors']} errors); before the due instant, with nothing running, "
-            f"status took {C.fmt(st['idle_p50_ms'])} ms (p50 of {st['idle_n']}). Honesty, over the "
-            f"{tr['with_backlog']:,} answers taken "
-            f"while jobs were still due: the job counts summed to {n + sz.batch:,} (herd + "
-            f"probe) in every answer, and the `{QUEUE}` queue's waiting + running + finished "
-            f"to {n:,}: {tr['counts_ok']}; "
-            f"`oldest_due_age` was present in each ({tr['missing_age']} missing), never "
-            f"decreased ({tr['age_monotonic']}), and differed from the true age of the "
-            f"backlog (time since the due instant, at the middle of the call) by at most "
-            f"{tr['age_diff_max_ms']:.0f} ms, of which at most {tr['age_err_max_ms']:.0f} ms "
-            f"is not explained by the call's own duration; it reached "
-            f"{C.fmt(tr['max_age'], 1)} s; `due` started at {C.fmt(tr['first_due'])} and only "
-            f"went down ({tr['due_monotonic']})."
-        )
-    for key in ("a", "b"):
-        if "error" in R.get(key, {}):
-            lines.append(f"* **{key} failed**: `{R[key]['error']}`")
-    lines += ["", MARKS[1]]
-    return "\n".join(lines), checks
 
 
 def main() -> int:
@@ -571,20 +454,12 @@ def main() -> int:
     started = time.time()
     info = C.machine()
     log(f"bench_herd {'quick' if args.quick else 'full'} in {tmp}: {info}")
-    R: dict[str, Any] = {}
-
-    def run(key: str, fn: Any) -> None:
-        try:
-            R[key] = fn(tmp, sz)
-        except Exception as exc:  # one failing workload must not lose the other
-            log(f"{key} FAILED: {exc!r}")
-            R[key] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
-
+    R: Results = {}
     try:
         if "b" in only:
-            run("b", wb_engine)
+            R["b"] = C.attempt("b", wb_engine, tmp, sz)
         if "a" in only:
-            run("a", wa_daemon)
+            R["a"] = C.attempt("a", wa_daemon, tmp, sz)
     finally:
         C.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)

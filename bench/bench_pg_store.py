@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+import _common as C
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
 from jobctl.domain.states import Outcome
@@ -133,7 +134,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
-    rows = []
+    rows: list[Row] = []
     inserts: tuple[tuple[str, Callable[[str], float]], ...] = (
         (
             "insert, 8 threads, 1 job per call (jobs/s)",
@@ -157,27 +158,27 @@ def main() -> None:
                 f"{s_dup} / {p_dup}",
             )
         )
+    text = render(rows, args.jobs)
+    print(text)
+    if args.write_docs:
+        C.write_section(MARK, f"{MARK[0]}\n{text}\n{MARK[1]}")
+
+
+Row = tuple[str, float, float, str]
+
+
+def render(rows: list[Row], jobs: int) -> str:
+    """The section of docs/benchmarks.md between this script's markers."""
     lines = [
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
-        f"({platform.machine()}, 2 cores), {args.jobs} jobs, PostgreSQL 15 on 127.0.0.1, "
+        f"({platform.machine()}, 2 cores), {jobs} jobs, PostgreSQL 15 on 127.0.0.1, "
         "**under load** (other sessions' test suites ran meanwhile: noisy, lower bounds).",
         "",
         "| workload | SQLite | PostgreSQL | double claims (SQLite / PG) |",
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b:,.0f} | {c:,.0f} | {d} |" for a, b, c, d in rows]
-    text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        doc = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-        body = doc.read_text()
-        block = f"{MARK[0]}\n{text}\n{MARK[1]}"
-        if MARK[0] in body:
-            head, rest = body.split(MARK[0], 1)
-            body = head + block + rest.split(MARK[1], 1)[1]
-        else:
-            body = body.rstrip("\n") + "\n\n## PostgreSQL store (store level)\n\n" + block + "\n"
-        doc.write_text(body)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import _common as C
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
 from jobctl.domain.retention import DEFAULT_RETENTION
@@ -102,14 +103,8 @@ def report(rows: list[tuple[int, int, int, float]], jobs: int, days: int) -> str
 
 
 def write_docs(section: str) -> None:
-    path = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK[0] in text:
-        head, rest = text.split(MARK[0], 1)
-        text = head + section + rest.split(MARK[1], 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text)
+    """Replace this script's marked section of docs/benchmarks.md, keeping the rest."""
+    C.write_section(MARK, section)
 
 
 def main() -> None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import signal
@@ -46,10 +45,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -61,138 +58,44 @@ from _common import (  # noqa: E402
     QUIET_BUDGET,
     Daemon,
     clean_env,
-    fmt,
-    header,
     kill_all,
     log,
     log_ts,
     machine,
     on_signal,
-    verdict,
     wait_quiet,
+)
+from schedules_report import (  # noqa: E402
+    FULL,
+    MARKS,
+    QUICK,
+    ApiCreate,
+    InDaemon,
+    InProcess,
+    ListWalk,
+    NextResult,
+    Reads,
+    Results,
+    RssResult,
+    RssSample,
+    Sizes,
+    report,
+)
+from schedules_specs import (  # noqa: E402
+    QUEUE,
+    api_body,
+    copy_db,
+    create_all,
+    floor_minute,
+    make_specs,
+    walk_schedules,
 )
 
 UTC = dt.UTC
-MARKS = ("<!-- bench_schedules:start -->", "<!-- bench_schedules:end -->")
-
-TARGETS = {
-    "materialize": 20_000.0,
-    "rss_mb": 150.0,
-    "next_ms": 300.0,
-    "read_ms": 50.0,
-    "create": 20_000.0,
-}
-
-
-@dataclass(frozen=True)
-class Sizes:
-    schedules: int
-    next_runs: int
-    batch: int = 1000  # materialize(limit)
-
-
-FULL = Sizes(schedules=1_000_000, next_runs=10)
-QUICK = Sizes(schedules=100_000, next_runs=5)
-
-
-# == the schedules =======================================================================
-
-ZONES = (
-    "UTC",
-    "Asia/Tokyo",
-    "America/New_York",
-    "Europe/Berlin",
-    "Australia/Sydney",
-    "Asia/Kolkata",
-    "America/Los_Angeles",
-    "Asia/Kathmandu",
-    "America/Sao_Paulo",
-    "Pacific/Auckland",
-    "Europe/London",
-    "Africa/Cairo",
-)
-QUEUE = "sched-bench"
-
-
-def cron_for(local: dt.datetime, kind: int) -> str:
-    """A cron expression of ``kind`` that fires at the wall time ``local`` (whole minutes)."""
-    m, h, d, mon = local.minute, local.hour, local.day, local.month
-    dow = local.isoweekday() % 7
-    exprs = [
-        f"{m} * * * *",  # hourly
-        f"{m} {h} * * *",  # daily
-        f"{m} {h} * * {'1-5' if 1 <= dow <= 5 else '0,6'}",  # weekdays / weekends
-        f"{m} {h} * * {dow}",  # weekly
-        f"{m} {h} {d} * *",  # monthly
-        f"{m} {h},{(h + 12) % 24} * * *",  # twice a day
-        f"{m} {h} {d} {mon} *",  # yearly
-        f"{m} {h} 1-{max(d, 15)} * *",  # first half of the month
-    ]
-    if m % 15 == 0:
-        exprs += ["*/15 * * * *", f"{m} */{3 if h % 3 == 0 else 1} * * *"]
-    if m % 5 == 0:
-        exprs += ["*/5 * * * *"]
-    return exprs[kind % len(exprs)]
-
-
-def make_specs(n: int, t0: dt.datetime, window_min: int, seed: int = 7) -> list[Any]:
-    """``n`` schedules whose first occurrence after ``t0`` is in (t0, t0 + window_min]
-    and whose second is after that, over a mix of zones and cron shapes."""
-    from jobctl.domain.models import JobTemplate
-    from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
-
-    rng = random.Random(seed)
-    uid = os.geteuid()
-    template = JobTemplate(("true",), queue=QUEUE)
-    zones = {z: ZoneInfo(z) for z in ZONES}
-    specs = []
-    for _ in range(n):
-        zone = rng.choice(ZONES)
-        at = t0 + dt.timedelta(minutes=rng.randint(1, window_min))
-        cron = cron_for(at.astimezone(zones[zone]), rng.randrange(12))
-        specs.append(ScheduleSpec(Timing(zone, cron=cron), Policy(), template, uid))
-    return specs
-
-
-def create_all(store: Any, specs: list[Any], chunk: int = 1000) -> float:
-    """Create the schedules through ``create_schedules``, lists of ``chunk`` (one
-    transaction each, as ``POST /v1/schedules`` with a list does). Returns schedules/s."""
-    t = time.perf_counter()
-    for start in range(0, len(specs), chunk):
-        got = store.create_schedules(specs[start : start + chunk])
-        bad = [a for a in got if isinstance(a, Exception)]
-        if bad:
-            raise RuntimeError(f"create_schedules refused {len(bad)}: {bad[0]}")
-        done = start + len(got)
-        if done % 100_000 == 0:
-            log(f"  created {done:,} schedules ({done / (time.perf_counter() - t):,.0f}/s)")
-    return len(specs) / (time.perf_counter() - t)
-
-
-def api_body(spec: Any) -> dict[str, Any]:
-    """The ``POST /v1/schedules`` object of a spec made by :func:`make_specs`."""
-    return {
-        "cron": spec.timing.cron,
-        "tz": spec.timing.tz,
-        "job": {"command": list(spec.template.command), "queue": QUEUE, "cwd": "/"},
-    }
-
-
-def copy_db(src: Path, dst: Path) -> None:
-    """Copy a closed SQLite database (its WAL was checkpointed when it closed)."""
-    for suffix in ("", "-wal"):
-        if Path(str(src) + suffix).exists():
-            shutil.copyfile(str(src) + suffix, str(dst) + suffix)
-
-
-def floor_minute(t: dt.datetime) -> dt.datetime:
-    return t.replace(second=0, microsecond=0)
-
-
 # == workload a: materialize =============================================================
 
 
-def wa_inprocess(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wa_inprocess(tmp: Path, sz: Sizes) -> InProcess:
     from jobctl.domain.clock import FakeClock
     from jobctl.domain.dispatch import QueuePolicy
     from jobctl.store.sqlite import SqliteStore
@@ -234,7 +137,7 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> dict[str, Any]:
     st = {q.queue: q for q in store.stats()}[QUEUE]
     left = sum(1 for s in walk_schedules(store) if s.next_run_at <= t1)
     store.close()
-    out = {
+    out: InProcess = {
         "n": n,
         "distinct": distinct,
         "create_rate": create_rate,
@@ -254,15 +157,7 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> dict[str, Any]:
     return out
 
 
-def walk_schedules(store: Any, page: int = 10_000) -> Any:
-    """Every schedule of the store, a keyset page at a time."""
-    after = None
-    while got := store.list_schedules(False, page, after):
-        yield from got
-        after = got[-1].id
-
-
-def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wa_daemon(tmp: Path, sz: Sizes) -> InDaemon:
     """A daemon started on the copy: every schedule's occurrence is due at start-up. While
     it materializes, ``status`` and a first page of 50 schedules are timed in turn; then
     workload r reads the daemon that holds N schedules and N due jobs."""
@@ -304,9 +199,10 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
     ]
     first, last = min(filter(None, stamps)), max(filter(None, stamps))
     jobs = sum(final["counts"].values())
-    out = {
+    spawn_to_all = t_done - d.t_spawn
+    out: InDaemon = {
         "spawn_to_ready": d.t_ready - d.t_spawn,
-        "spawn_to_all": t_done - d.t_spawn,
+        "spawn_to_all": spawn_to_all,
         "ready_to_all": t_done - d.t_ready,
         "log_first_to_last": last - first,
         "log_rate": len(stamps) / max(1e-3, last - first),
@@ -323,8 +219,8 @@ def wa_daemon(tmp: Path, sz: Sizes) -> dict[str, Any]:
         "hwm_mb": rss["hwm_mb"],
         "reads": reads,
         "verified": jobs == n and final["counts"]["scheduled"] == n and len(stamps) == n,
+        "rate": n / spawn_to_all,
     }
-    out["rate"] = n / out["spawn_to_all"]
     log(
         f"a: daemon: {n:,} jobs {out['spawn_to_all']:.1f} s after spawn (ready after "
         f"{out['spawn_to_ready']:.1f} s; log first→last enqueued {out['log_first_to_last']:.1f}"
@@ -353,7 +249,7 @@ def _cli_ms(d: Daemon, *argv: str, runs: int = 5) -> float:
     )
 
 
-def wr_reads(d: Daemon, c: Any, n: int) -> dict[str, Any]:
+def wr_reads(d: Daemon, c: Any, n: int) -> Reads:
     """Workload r: the reads of a daemon holding ``n`` schedules and ``n`` due jobs."""
     wait_quiet("reads")
     first = c.page("/v1/schedules", {"limit": 50})
@@ -361,18 +257,12 @@ def wr_reads(d: Daemon, c: Any, n: int) -> dict[str, Any]:
     status = _timed(c.status, 30)
     list50 = _timed(lambda: c.page("/v1/schedules", {"limit": 50}), 30)
     show = _timed(lambda: c.schedule(random.choice(some)), 30)
-    out: dict[str, Any] = {
-        "status_ms": C.median(status),
-        "status_max_ms": max(status),
-        "list50_ms": C.median(list50),
-        "list50_max_ms": max(list50),
-        "show_ms": C.median(show),
-        "show_max_ms": max(show),
-        "cli_status_ms": _cli_ms(d, "status"),
-        "cli_list50_ms": _cli_ms(d, "schedules", "list", "--limit", "50"),
-        "cli_show_ms": _cli_ms(d, "schedules", "show", some[0]),
-        "rss_before_walk_mb": d.rss()["rss_mb"],
-    }
+    cli = (
+        _cli_ms(d, "status"),
+        _cli_ms(d, "schedules", "list", "--limit", "50"),
+        _cli_ms(d, "schedules", "show", some[0]),
+    )
+    rss_before = d.rss()["rss_mb"]
     t = time.perf_counter()
     walked = pages = 0
     peak = 0.0
@@ -381,21 +271,32 @@ def wr_reads(d: Daemon, c: Any, n: int) -> dict[str, Any]:
         pages += 1
         if pages % 50 == 0:
             peak = max(peak, d.rss()["rss_mb"])
-    out |= {
-        "walk_s": time.perf_counter() - t,
+    walk_s = time.perf_counter() - t
+    after = d.rss()
+    out: Reads = {
+        "status_ms": C.median(status),
+        "status_max_ms": max(status),
+        "list50_ms": C.median(list50),
+        "list50_max_ms": max(list50),
+        "show_ms": C.median(show),
+        "show_max_ms": max(show),
+        "cli_status_ms": cli[0],
+        "cli_list50_ms": cli[1],
+        "cli_show_ms": cli[2],
+        "rss_before_walk_mb": rss_before,
+        "walk_s": walk_s,
         "walked": walked,
         "pages": pages,
-        "rss_walk_max_mb": max(peak, d.rss()["rss_mb"]),
-        "rss_after_walk_mb": d.rss()["rss_mb"],
-        "hwm_mb": d.rss()["hwm_mb"],
+        "rss_walk_max_mb": max(peak, after["rss_mb"]),
+        "rss_after_walk_mb": after["rss_mb"],
+        "hwm_mb": after["hwm_mb"],
         "verified": walked == n,
     }
     log(
         f"r: status {out['status_ms']:.1f} ms, list --limit 50 {out['list50_ms']:.1f} ms, "
-        f"show {out['show_ms']:.1f} ms (API medians); CLI {out['cli_status_ms']:.0f} / "
-        f"{out['cli_list50_ms']:.0f} / {out['cli_show_ms']:.0f} ms; walk of {walked:,} in "
-        f"{pages} pages {out['walk_s']:.1f} s, RSS {out['rss_before_walk_mb']:.0f} → "
-        f"{out['rss_after_walk_mb']:.0f} MB (peak {out['hwm_mb']:.0f})"
+        f"show {out['show_ms']:.1f} ms (API medians); CLI {cli[0]:.0f} / {cli[1]:.0f} / "
+        f"{cli[2]:.0f} ms; walk of {walked:,} in {pages} pages {walk_s:.1f} s, RSS "
+        f"{rss_before:.0f} → {after['rss_mb']:.0f} MB (peak {after['hwm_mb']:.0f})"
     )
     return out
 
@@ -403,7 +304,7 @@ def wr_reads(d: Daemon, c: Any, n: int) -> dict[str, Any]:
 # == workload d: batch creation through the API ===========================================
 
 
-def wd_api_create(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wd_api_create(tmp: Path, sz: Sizes) -> ApiCreate:
     n = sz.schedules
     t0 = floor_minute(dt.datetime.now(UTC)) + dt.timedelta(days=1)
     bodies = [api_body(s) for s in make_specs(n, t0, 5, seed=13)]
@@ -429,7 +330,7 @@ def wd_api_create(tmp: Path, sz: Sizes) -> dict[str, Any]:
         rss = d.rss()
     finally:
         d.stop()
-    out = {
+    out: ApiCreate = {
         "seconds": secs,
         "rate": n / secs,
         "created": sum(created),
@@ -448,7 +349,7 @@ def wd_api_create(tmp: Path, sz: Sizes) -> dict[str, Any]:
 # == workload b: RSS =====================================================================
 
 
-def wb_rss(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wb_rss(tmp: Path, sz: Sizes) -> RssResult:
     from jobctl.domain.clock import FakeClock
     from jobctl.store.sqlite import SqliteStore
 
@@ -460,38 +361,54 @@ def wb_rss(tmp: Path, sz: Sizes) -> dict[str, Any]:
     log(f"b: creating {n:,} schedules due tomorrow")
     rate = create_all(store, make_specs(n, t0, 5, seed=11))
     store.close()
-    out: dict[str, Any] = {"create_rate": rate, "db_mb": path.stat().st_size / 1e6}
-    for label, db in (("empty", None), ("full", path)):
-        wait_quiet(f"daemon RSS ({label})")
-        d = Daemon(tmp / f"wb-{label}", db=db)
-        try:
-            c = d.client()
+    db_mb = path.stat().st_size / 1e6
+    empty, _ = _rss_of(tmp, "empty", None)
+    full, walk = _rss_of(tmp, "full", path)
+    if walk is None:
+        raise RuntimeError("the full daemon's schedule walk did not run")
+    return {
+        "create_rate": rate,
+        "db_mb": db_mb,
+        "empty": empty,
+        "full": full,
+        "list": walk,
+        "verified": full["schedules"] == n,
+    }
+
+
+def _rss_of(tmp: Path, label: str, db: Path | None) -> tuple[RssSample, ListWalk | None]:
+    """A daemon's RSS after ready and one status call; on the full database, also what
+    walking every schedule page costs it (workload r again)."""
+    wait_quiet(f"daemon RSS ({label})")
+    d = Daemon(tmp / f"wb-{label}", db=db)
+    walk: ListWalk | None = None
+    try:
+        c = d.client()
+        t = time.perf_counter()
+        st = c.status()
+        status_ms = (time.perf_counter() - t) * 1000
+        time.sleep(0.5)
+        sample: RssSample = {
+            **d.rss(),
+            "status_ms": status_ms,
+            "ready_s": d.t_ready - d.t_spawn,
+            "schedules": st["schedules"]["total"],
+        }
+        if db is not None:
             t = time.perf_counter()
-            st = c.status()
-            status_ms = (time.perf_counter() - t) * 1000
-            time.sleep(0.5)
-            out[label] = d.rss() | {
-                "status_ms": status_ms,
-                "ready_s": d.t_ready - d.t_spawn,
-                "schedules": st["schedules"]["total"],
-            }
-            if label == "full":
-                # What walking every schedule page costs the daemon (workload r again).
-                t = time.perf_counter()
-                listed = sum(len(p["items"]) for p in c.pages("/v1/schedules", {"limit": 1000}))
-                out["list"] = d.rss() | {"seconds": time.perf_counter() - t, "listed": listed}
-            c.close()
-        finally:
-            d.stop()
-        log(f"b: daemon ({label}): {out[label]}")
-    out["verified"] = out["full"]["schedules"] == n
-    return out
+            listed = sum(len(p["items"]) for p in c.pages("/v1/schedules", {"limit": 1000}))
+            walk = {**d.rss(), "seconds": time.perf_counter() - t, "listed": listed}
+        c.close()
+    finally:
+        d.stop()
+    log(f"b: daemon ({label}): {sample}")
+    return sample, walk
 
 
 # == workload c: jobctl next =============================================================
 
 
-def wc_next(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def wc_next(tmp: Path, sz: Sizes) -> NextResult:
     import jobctl
 
     cmd = [JOBCTL_BIN, "next", "0 6 * * *", "--tz", "Asia/Tokyo"]
@@ -517,7 +434,7 @@ def wc_next(tmp: Path, sz: Sizes) -> dict[str, Any]:
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
     bare_ms = (time.perf_counter() - t) * 1000
-    res = {
+    res: NextResult = {
         "median_ms": C.median(times),
         "min_ms": min(times),
         "max_ms": max(times),
@@ -531,233 +448,6 @@ def wc_next(tmp: Path, sz: Sizes) -> dict[str, Any]:
         f"{res['max_ms']:.0f}; bare python {bare_ms:.0f} ms; jobctl byte-compiled first)"
     )
     return res
-
-
-# == report ==============================================================================
-
-
-def report(
-    R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
-) -> tuple[str, list[tuple[str, bool]]]:
-    """The section of docs/benchmarks.md, and each target met or missed."""
-    lines = [
-        MARKS[0],
-        "",
-        "## Schedules (`bench/bench_schedules.py`)",
-        "",
-        header(info, elapsed),
-        "",
-        f"Command: `{cmd}`",
-        "",
-        "| # | workload | result | target | verdict |",
-        "|---|---|---:|---|---|",
-    ]
-    checks = _table(R, sz, lines)
-    lines.append("")
-    lines += [*_notes(R, sz), "", MARKS[1]]
-    return "\n".join(lines), checks
-
-
-def _table(R: dict[str, Any], sz: Sizes, lines: list[str]) -> list[tuple[str, bool]]:
-    """Append the results table's rows to ``lines``; return each target met or missed."""
-    n = sz.schedules
-    checks: list[tuple[str, bool]] = []
-
-    def row(num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        lines.append(f"| {num} | {name} | {value} | {target} | {verdict(ok)} |")
-        if ok is not None:
-            checks.append((f"{num} {name}", ok))
-
-    a, ad, b, c = (R.get(k, {}) for k in ("a", "a_daemon", "b", "c"))
-    if "rate" in a:
-        row(
-            "a",
-            f"materialize {n:,} due schedules in-process, `materialize({sz.batch})` (schedules/s)",
-            fmt(a["rate"]),
-            "≥ 20,000/s",
-            a["rate"] >= TARGETS["materialize"],
-        )
-    if "rate" in ad:
-        row(
-            "a",
-            f"materialize {n:,} due schedules in a real daemon, spawn → status counts "
-            f"{n:,} jobs (s)",
-            f"{ad['spawn_to_all']:.1f} s ({fmt(ad['rate'])}/s)",
-            "",
-            None,
-        )
-    if "rate" in ad:
-        ms, rss = TARGETS["read_ms"], TARGETS["rss_mb"]
-        row(
-            "a",
-            "`status` while the daemon materializes, p50 (ms)",
-            f"{ad['status_p50_ms']:.1f}",
-            "≤ 50 ms",
-            ad["status_p50_ms"] <= ms,
-        )
-        row(
-            "a",
-            "`schedules list --limit 50` (API) while it materializes, p50 (ms)",
-            f"{ad['list50_p50_ms']:.1f}",
-            "≤ 50 ms",
-            ad["list50_p50_ms"] <= ms,
-        )
-        row(
-            "a",
-            "daemon RSS while it materializes, max of samples (MB)",
-            f"{ad['rss_during_max_mb']:.0f}",
-            "≤ 150 MB",
-            ad["rss_during_max_mb"] <= rss,
-        )
-    r = ad.get("reads", {})
-    if "status_ms" in r:
-        ms = TARGETS["read_ms"]
-        row(
-            "r",
-            f"`status` with {n:,} schedules + {n:,} due jobs, median (ms)",
-            f"{r['status_ms']:.1f}",
-            "≤ 50 ms",
-            r["status_ms"] <= ms,
-        )
-        row(
-            "r",
-            "`schedules list --limit 50` (API), median (ms)",
-            f"{r['list50_ms']:.1f}",
-            "≤ 50 ms",
-            r["list50_ms"] <= ms,
-        )
-        row("r", "`schedules show ID` (API), median (ms)", f"{r['show_ms']:.1f}", "", None)
-        row(
-            "r",
-            f"walk of all {r['walked']:,} schedules, pages of 1,000 (s)",
-            f"{r['walk_s']:.1f}",
-            "",
-            None,
-        )
-        row(
-            "r",
-            "daemon RSS during the walk, peak (MB)",
-            f"{r['hwm_mb']:.0f}",
-            "≤ 150 MB",
-            r["hwm_mb"] <= TARGETS["rss_mb"],
-        )
-    if "full" in b:
-        row(
-            "b",
-            f"daemon RSS with {n:,} schedules, after ready + status (MB)",
-            f"{b['full']['rss_mb']:.0f}",
-            "≤ 150 MB",
-            b["full"]["rss_mb"] <= TARGETS["rss_mb"],
-        )
-    if "median_ms" in c:
-        row(
-            "c",
-            f'`jobctl next "0 6 * * *" --tz Asia/Tokyo`, median of {len(c["runs_ms"])} (ms)',
-            f"{c['median_ms']:.0f}",
-            "≤ 300 ms",
-            c["median_ms"] <= TARGETS["next_ms"],
-        )
-    d = R.get("d", {})
-    if "rate" in d:
-        row(
-            "d",
-            f"create {n:,} schedules through the API, lists of 1,000 (schedules/s)",
-            fmt(d["rate"]),
-            "≥ 20,000/s",
-            d["rate"] >= TARGETS["create"],
-        )
-    return checks
-
-
-def _notes(R: dict[str, Any], sz: Sizes) -> list[str]:
-    """The details under the table, one bullet per workload that ran."""
-    n = sz.schedules
-    a, ad, b, c, d = (R.get(k, {}) for k in ("a", "a_daemon", "b", "c", "d"))
-    r = ad.get("reads", {})
-    notes = []
-    if "status_ms" in r:
-        notes.append(
-            f"* **r, reads**: on the daemon of a, once it held {n:,} schedules and {n:,} due "
-            f"jobs (their queue paused). API medians of 30 calls through the shipped client: "
-            f"status {r['status_ms']:.1f} ms (max {r['status_max_ms']:.1f}), first page of 50 "
-            f"schedules {r['list50_ms']:.1f} ms (max {r['list50_max_ms']:.1f}), schedule "
-            f"detail {r['show_ms']:.1f} ms (max {r['show_max_ms']:.1f}). As CLI commands "
-            f"(median of 5, interpreter start-up included): `jobctl status` "
-            f"{r['cli_status_ms']:.0f} ms, `jobctl schedules list --limit 50` "
-            f"{r['cli_list50_ms']:.0f} ms, `jobctl schedules show` {r['cli_show_ms']:.0f} ms. "
-            f"Walk of every page (`limit=1000`, following `next_cursor`): {r['walked']:,} "
-            f"schedules in {r['pages']} pages, {r['walk_s']:.1f} s; daemon RSS "
-            f"{r['rss_before_walk_mb']:.0f} MB before, {r['rss_after_walk_mb']:.0f} MB after, "
-            f"peak {r['hwm_mb']:.0f} MB (VmHWM since start). Checked: the walk saw every "
-            f"schedule once: {r['verified']}."
-        )
-    if "rate" in d:
-        notes.append(
-            f"* **d**: an empty daemon sent {n:,} schedules (the same mix of zones and cron "
-            f"shapes) as {d['requests']} lists of 1,000 `POST /v1/schedules` over 2 kept-alive "
-            f"connections: {d['seconds']:.1f} s; daemon RSS afterwards {d['rss_mb']:.0f} MB "
-            f"(peak {d['hwm_mb']:.0f}). Checked: status counts {n:,}: {d['verified']}."
-        )
-    if "rate" in a:
-        notes.append(
-            f"* **a, in-process**: {n:,} schedules ({a['distinct']} distinct zone + cron "
-            f"pairs over {len(ZONES)} zones: hourly, daily, weekday, weekly, monthly, "
-            f"twice-daily, yearly, `*/5`, `*/15` …; default policy: misfire `once`, overlap "
-            f"`skip`), each with exactly one occurrence in a 5-minute window, created through "
-            f"`SqliteStore.create_schedules`, lists of 1,000 ({fmt(a['create_rate'])} "
-            f"schedules/s). The `FakeClock` is then set to the window's end and "
-            f"`materialize({sz.batch})` is called until it reports 0 schedules: "
-            f"{a['calls']} calls, {a['seconds']:.2f} s, p50 {a['call_p50_ms']:.0f} ms and max "
-            f"{a['call_max_ms']:.0f} ms per call (each one fsync'd transaction). Checked: "
-            f"{a['created']:,} jobs created, store counts {n:,} scheduled, no schedule left "
-            f"due: {a['verified']}."
-        )
-    if "rate" in ad:
-        notes.append(
-            f"* **a, daemon**: a copy of the same database (taken before the in-process run; "
-            f"their queue paused so the daemon only materializes) given to `jobctl daemon`; "
-            f"every occurrence is due at start-up. Ready {ad['spawn_to_ready']:.1f} s after "
-            f"spawn; `GET /v1/status` (polled every 50 ms) counted {n:,} jobs "
-            f"{ad['spawn_to_all']:.1f} s after spawn; the daemon log's first to last "
-            f"`event=enqueued` line took {ad['log_first_to_last']:.1f} s "
-            f"({fmt(ad['log_rate'])}/s). Status latency during it: p50 "
-            f"{ad['status_p50_ms']:.0f} ms, max {ad['status_max_ms']:.0f} ms. RSS afterwards "
-            f"{ad['rss_after_mb']:.0f} MB (peak {ad['hwm_mb']:.0f}). Checked with "
-            f"`jobctl status --json`: {ad['jobs']:,} jobs, all scheduled, one log line each: "
-            f"{ad['verified']}."
-        )
-    if "full" in b:
-        lst = b.get("list", {})
-        notes.append(
-            f"* **b**: {n:,} schedules first due tomorrow (DB {b['db_mb']:.0f} MB), daemon "
-            f"ready in {b['full']['ready_s']:.1f} s; RSS {b['full']['rss_mb']:.0f} MB (peak "
-            f"{b['full']['hwm_mb']:.0f}) against {b['empty']['rss_mb']:.0f} MB on an empty "
-            f"database; status took {b['full']['status_ms']:.0f} ms. Not part of the target: "
-            f"walking all {lst.get('listed', 0):,} (pages of 1,000 "
-            f"`GET /v1/schedules?limit=1000&cursor=…`) took "
-            f"{lst.get('seconds', float('nan')):.1f} s and left RSS at "
-            f"{lst.get('rss_mb', float('nan')):.0f} MB (peak {lst.get('hwm_mb', float('nan')):.0f}"
-            f" MB)."
-        )
-    if "median_ms" in c:
-        notes.append(
-            f"* **c**: `{JOBCTL_BIN} next …` as a subprocess, wall time including interpreter "
-            f"start-up, after one untimed warm-up run"
-            + (
-                ", with bytecode available as after a `pip install` (jobctl's package "
-                "byte-compiled with `compileall` first; the runs do not inherit "
-                "`PYTHONDONTWRITEBYTECODE`)"
-                if c.get("bytecode")
-                else ""
-            )
-            + "; runs (ms): "
-            + ", ".join(f"{x:.0f}" for x in c["runs_ms"])
-            + f". A bare `python -c pass` takes {c['python_bare_ms']:.0f} ms here."
-        )
-    for key in ("a", "a_daemon", "b", "c", "d"):
-        if "error" in R.get(key, {}):
-            notes.append(f"* **{key} failed**: `{R[key]['error']}`")
-    return notes
 
 
 # == main ================================================================================
@@ -785,28 +475,20 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def run_workloads(args: argparse.Namespace, tmp: Path, sz: Sizes) -> dict[str, Any]:
+def run_workloads(args: argparse.Namespace, tmp: Path, sz: Sizes) -> Results:
     """Each workload asked for; one that fails is recorded and the others still run."""
     only = set(args.only.split(","))
-    R: dict[str, Any] = {}
-
-    def run(key: str, fn: Any) -> None:
-        try:
-            R[key] = fn(tmp, sz)
-        except Exception as exc:  # one failing workload must not lose the others
-            log(f"{key} FAILED: {exc!r}")
-            R[key] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
-
+    R: Results = {}
     if "a" in only:
-        run("a", wa_inprocess)
+        R["a"] = C.attempt("a", wa_inprocess, tmp, sz)
         if not args.no_daemon and "error" not in R["a"]:
-            run("a_daemon", wa_daemon)
+            R["a_daemon"] = C.attempt("a_daemon", wa_daemon, tmp, sz)
     if "b" in only:
-        run("b", wb_rss)
+        R["b"] = C.attempt("b", wb_rss, tmp, sz)
     if "c" in only:
-        run("c", wc_next)
+        R["c"] = C.attempt("c", wc_next, tmp, sz)
     if "d" in only:
-        run("d", wd_api_create)
+        R["d"] = C.attempt("d", wd_api_create, tmp, sz)
     return R
 
 

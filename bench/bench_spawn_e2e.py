@@ -27,9 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -129,11 +130,46 @@ class Daemon:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+class E2e(TypedDict):
+    """N jobs due at once: jobs/s from due to the last finish, when the last one started,
+    and the CPU per job of the daemon and of its spawn helper."""
+
+    rate: float
+    started_s: float
+    daemon_us_per_job: float
+    helper_us_per_job: float
+
+
+class LagMs(TypedDict):
+    """Dispatch lag at light load: attempt start - run_at (ms)."""
+
+    p50: float
+    p99: float
+    max: float
+
+
+@dataclass
+class SpawnRun:
+    """One run of this bench, in the order the report prints it."""
+
+    jobs: int
+    burst: int
+    lag_jobs: int
+    load_start: tuple[float, float, float]
+    raw: dict[str, float]
+    #: "helper, own user", "inline, own user" (and "…, another user" as root)
+    e2e: dict[str, E2e] = field(default_factory=dict)
+    bursts: dict[str, E2e] = field(default_factory=dict)  # by spawner
+    lags: dict[str, LagMs] = field(default_factory=dict)  # by spawner
+    huey: float | None = None
+    load_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
 def jobs_due(n: int, due: datetime, command: list[str]) -> list[dict[str, Any]]:
     return [{"command": command, "cwd": "/", "run_at": due.isoformat()} for _ in range(n)]
 
 
-def e2e(src: str, spawner: str, n: int, user: str | None) -> dict[str, float]:
+def e2e(src: str, spawner: str, n: int, user: str | None) -> E2e:
     """N `true` jobs due at once: jobs/s from due to the last finish, and CPU per job."""
     d = Daemon(src, spawner, user)
     try:
@@ -159,7 +195,7 @@ def e2e(src: str, spawner: str, n: int, user: str | None) -> dict[str, float]:
         d.stop()
 
 
-def lag(src: str, spawner: str, n: int) -> dict[str, float]:
+def lag(src: str, spawner: str, n: int) -> LagMs:
     """``n`` jobs due at instants spread over 2 s (light load): attempt start - run_at."""
     d = Daemon(src, spawner, None)
     try:
@@ -212,6 +248,62 @@ def bench_user() -> str | None:
     return BENCH_USER
 
 
+def render(r: SpawnRun) -> str:
+    """The report, every figure from ``r``: the lines this bench prints."""
+    la, lz = r.load_start, r.load_end
+    out = [f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; {os.cpu_count()} CPUs"]
+    out += [f"  raw  {name:55s} {rate:8.0f}/s" for name, rate in r.raw.items()]
+    out += [
+        f"  e2e  {key:26s} {e['rate']:7.0f} jobs/s; all started {e['started_s']:.2f} s "
+        f"after due; CPU per job: daemon {e['daemon_us_per_job']:.0f} us, "
+        f"helper {e['helper_us_per_job']:.0f} us"
+        for key, e in r.e2e.items()
+    ]
+    out += [
+        f"  burst {r.burst} x true, {mode:7s}: fully started {b['started_s']:.1f} s "
+        f"after due ({b['rate']:.0f} jobs/s)"
+        for mode, b in r.bursts.items()
+    ]
+    out += [
+        f"  lag  {mode:7s} {r.lag_jobs} jobs over 2 s: p50 {lg['p50']:.1f} ms, "
+        f"p99 {lg['p99']:.1f} ms, max {lg['max']:.1f} ms"
+        for mode, lg in r.lags.items()
+    ]
+    out += _ratios(r)
+    out.append(
+        f"load average at end {lz[0]:.2f} {lz[1]:.2f} {lz[2]:.2f} (figures under load: "
+        "re-run on a quiet machine)"
+    )
+    return "\n".join(out)
+
+
+def _ratios(r: SpawnRun) -> list[str]:
+    ps = r.raw["posix_spawn, 16 in flight"]
+    own = r.e2e["helper, own user"]["rate"]
+    huey = r.huey
+    out = [f"  huey e2e {r.jobs} x true: {huey:.0f} jobs/s" if huey else "  huey: not installed"]
+    out.append(
+        f"ratios: helper e2e / posix_spawn {own / ps:.2f} (target >= 0.75); "
+        f"helper / inline e2e {own / r.e2e['inline, own user']['rate']:.2f}"
+        + (f"; helper / huey {own / huey:.2f} (target >= 2)" if huey else "")
+    )
+    if "helper, another user" in r.e2e:
+        other = r.e2e["helper, another user"]["rate"]
+        inline = r.e2e["inline, another user"]["rate"]
+        out.append(
+            f"        another user: helper / inline {other / inline:.2f}; "
+            f"helper / posix_spawn {other / ps:.2f}"
+        )
+    if r.bursts:
+        ratio = r.bursts["inline"]["started_s"] / r.bursts["helper"]["started_s"]
+        out.append(f"        burst fully started: inline / helper {ratio:.2f} (target >= 2)")
+    return out
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=3000)
@@ -221,55 +313,28 @@ def main() -> None:
     ap.add_argument("--no-huey", action="store_true")
     ap.add_argument("--src", default=str(BENCH.parent / "src"))
     a = ap.parse_args()
-    la = os.getloadavg()
-    print(f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; {os.cpu_count()} CPUs")
-    raw = bench_spawn.raw_rates(a.raw)
-    for name, rate in raw.items():
-        print(f"  raw  {name:55s} {rate:8.0f}/s")
+    run = SpawnRun(a.jobs, a.burst, a.lag, os.getloadavg(), bench_spawn.raw_rates(a.raw))
+    progress(f"raw rates: {run.raw}")
     user = bench_user()
-    res: dict[str, dict[str, float]] = {}
     try:
         for who in [None, user] if user else [None]:
             for mode in ("helper", "inline"):
                 key = f"{mode}, {'another user' if who else 'own user'}"
-                res[key] = r = e2e(a.src, mode, a.jobs, who)
-                print(f"  e2e  {key:26s} {r['rate']:7.0f} jobs/s; all started "
-                      f"{r['started_s']:.2f} s after due; CPU per job: daemon "
-                      f"{r['daemon_us_per_job']:.0f} us, "
-                      f"helper {r['helper_us_per_job']:.0f} us")  # fmt: skip
+                run.e2e[key] = e2e(a.src, mode, a.jobs, who)
+                progress(f"e2e {key}: {run.e2e[key]}")
         if a.burst:
             for mode in ("helper", "inline"):
-                b = e2e(a.src, mode, a.burst, None)
-                res[f"burst {mode}"] = b
-                print(f"  burst {a.burst} x true, {mode:7s}: fully started {b['started_s']:.1f} s "
-                      f"after due ({b['rate']:.0f} jobs/s)")  # fmt: skip
+                run.bursts[mode] = e2e(a.src, mode, a.burst, None)
+                progress(f"burst {mode}: {run.bursts[mode]}")
         for mode in ("helper", "inline"):
-            lg = lag(a.src, mode, a.lag)
-            print(f"  lag  {mode:7s} {a.lag} jobs over 2 s: p50 {lg['p50']:.1f} ms, "
-                  f"p99 {lg['p99']:.1f} ms, max {lg['max']:.1f} ms")  # fmt: skip
-        huey = None if a.no_huey else huey_e2e(a.jobs)
+            run.lags[mode] = lag(a.src, mode, a.lag)
+            progress(f"lag {mode}: {run.lags[mode]}")
+        run.huey = None if a.no_huey else huey_e2e(a.jobs)
     finally:
         if user:
             subprocess.run(["userdel", "-r", BENCH_USER], capture_output=True, check=False)
-    ps = raw["posix_spawn, 16 in flight"]
-    own = res["helper, own user"]["rate"]
-    print(f"  huey e2e {a.jobs} x true: {huey:.0f} jobs/s" if huey else "  huey: not installed")
-    print(f"ratios: helper e2e / posix_spawn {own / ps:.2f} (target >= 0.75); "
-          f"helper / inline e2e {own / res['inline, own user']['rate']:.2f}"
-          + (f"; helper / huey {own / huey:.2f} (target >= 2)" if huey else ""))  # fmt: skip
-    if user:
-        other = res["helper, another user"]["rate"]
-        inline = res["inline, another user"]["rate"]
-        print(f"        another user: helper / inline {other / inline:.2f}; "
-              f"helper / posix_spawn {other / ps:.2f}")  # fmt: skip
-    if a.burst:
-        ratio = res["burst inline"]["started_s"] / res["burst helper"]["started_s"]
-        print(f"        burst fully started: inline / helper {ratio:.2f} (target >= 2)")
-    la = os.getloadavg()
-    print(
-        f"load average at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} (figures under load: "
-        "re-run on a quiet machine)"
-    )
+    run.load_end = os.getloadavg()
+    print(render(run))
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import _common as C
 from _common import log
 from core_harness import CpuSampler, Daemon, Sizes, _agg, guarded_runs, iso_ms
 from core_peers import HueyConsumer, run_aps
+from core_results import Run, Throughput
 
 
 def _list_ids(http: C.UdsHttp, status: str) -> list[int]:
@@ -32,9 +33,9 @@ def _margin(n: int, rate: float | None, floor: float) -> float:
     return floor if not rate or math.isnan(rate) else max(floor, 1.25 * n / rate + 2.0)
 
 
-def w2_jobctl(tmp: Path, sz: Sizes, batch_rate: float | None) -> dict[str, Any]:
+def w2_jobctl(tmp: Path, sz: Sizes, batch_rate: float | None) -> Throughput:
     n = sz.e2e_jobs
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "jobctl e2e"):
         d = Daemon(tmp / f"w2-{r}", sz.concurrency)
         try:
@@ -65,7 +66,7 @@ def w2_jobctl(tmp: Path, sz: Sizes, batch_rate: float | None) -> dict[str, Any]:
             ).fetchone()
             con.close()
             wall = (last - first) / 1000
-            s = {
+            s: Run = {
                 "rate": n / wall,
                 "wall": wall,
                 "enqueue_s": enqueue_s,
@@ -84,14 +85,14 @@ def w2_jobctl(tmp: Path, sz: Sizes, batch_rate: float | None) -> dict[str, Any]:
             )
         finally:
             d.stop()  # directory kept: see 'Kept run directories' at the top
-    return _agg(runs, "rate", extra=("daemon_cores", "enqueue_s"))
+    return _agg(runs, extra=("daemon_cores", "enqueue_s"))
 
 
-def w2_huey(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
+def w2_huey(tmp: Path, sz: Sizes, rate: float | None) -> Throughput:
     import peer_huey
 
     n = sz.e2e_jobs
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "huey e2e"):
         wd = tmp / f"w2-huey-{r}"
         wd.mkdir(parents=True)
@@ -115,7 +116,7 @@ def w2_huey(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
             results = peer_huey.results(h)
             good = [x for x in results if isinstance(x, (tuple, list))]
             first, last = min(x[0] for x in good), max(x[1] for x in good)
-            s = {
+            s: Run = {
                 "rate": len(good) / (last - first),
                 "wall": last - first,
                 "done": len(good),
@@ -133,28 +134,31 @@ def w2_huey(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
         finally:
             cons.stop()
             shutil.rmtree(wd, ignore_errors=True)
-    return _agg(runs, "rate", extra=("enqueue_s",))
+    return _agg(runs, extra=("enqueue_s",))
 
 
-def w2_aps(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
+def w2_aps(tmp: Path, sz: Sizes, rate: float | None) -> Throughput:
     n = sz.aps_e2e_jobs
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "APScheduler e2e"):
         wd = tmp / f"w2-aps-{r}"
         wd.mkdir(parents=True)
         try:
             margin = _margin(n, rate, 5.0) + 2.0
-            res = run_aps(
-                "e2e",
-                wd / "aps.db",
-                {
-                    "workers": sz.concurrency,
-                    "clients": sz.clients,
-                    "n": n,
-                    "margin": margin,
-                    "timeout": 900,
-                },
-                timeout=margin + 1200,
+            res = cast(
+                Run,
+                run_aps(
+                    "e2e",
+                    wd / "aps.db",
+                    {
+                        "workers": sz.concurrency,
+                        "clients": sz.clients,
+                        "n": n,
+                        "margin": margin,
+                        "timeout": 900,
+                    },
+                    timeout=margin + 1200,
+                ),
             )
             res["verified"] = res["done"] == n and res["left"] == 0
             runs.append(res)
@@ -165,7 +169,7 @@ def w2_aps(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
             )
         finally:
             shutil.rmtree(wd, ignore_errors=True)
-    return _agg(runs, "rate", extra=("add_seconds",))
+    return _agg(runs, extra=("add_seconds",))
 
 
 # -- workload 3: dispatch lag -------------------------------------------------------

@@ -7,21 +7,31 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import _common as C
 from _common import log
-from core_harness import FAR, CpuSampler, Daemon, Sizes, _agg, _summarise_clients, guarded_runs
+from core_harness import (
+    FAR,
+    CpuSampler,
+    Daemon,
+    Extra,
+    Sizes,
+    _agg,
+    _summarise_clients,
+    guarded_runs,
+)
 from core_peers import HueyConsumer, _huey_settled_count, run_aps
+from core_results import Run, Throughput
 
 
-def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> dict[str, Any]:
+def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> Throughput:
     """``single``/``batch``: the bench's raw client; ``client``: the shipped jobctl.client."""
     per = sz.batch if mode == "batch" else 1
     job = {"command": ["true"], "run_at": FAR}
     body = json.dumps(job if per == 1 else [job] * per).encode()
     warmup = 20 if per == 1 else 2
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, f"jobctl enqueue {mode}"):
         d = Daemon(tmp / f"w1-{mode}-{r}", sz.concurrency)
         try:
@@ -55,14 +65,14 @@ def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> dict[str, Any]:
         finally:
             d.stop()
             shutil.rmtree(d.dir, ignore_errors=True)
-    extra = ("daemon_cores", "req_p50_ms", "req_p99_ms")
-    return _agg(runs, "rate", extra=(*extra, "client_cpu_us") if mode == "client" else extra)
+    extra: tuple[Extra, ...] = ("daemon_cores", "req_p50_ms", "req_p99_ms")
+    return _agg(runs, extra=(*extra, "client_cpu_us") if mode == "client" else extra)
 
 
-def w1_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def w1_huey(tmp: Path, sz: Sizes) -> Throughput:
     import peer_huey
 
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     pragmas: dict[str, Any] = {}
     for r in guarded_runs(sz.runs, runs, "huey enqueue"):
         wd = tmp / f"w1-huey-{r}"
@@ -88,18 +98,18 @@ def w1_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
         finally:
             cons.stop()
             shutil.rmtree(wd, ignore_errors=True)
-    out = _agg(runs, "rate", extra=("req_p50_ms", "req_p99_ms"))
+    out = _agg(runs, extra=("req_p50_ms", "req_p99_ms"))
     out["pragmas"] = pragmas
     return out
 
 
-def w1_aps(tmp: Path, sz: Sizes) -> dict[str, Any]:
-    runs: list[dict[str, Any]] = []
+def w1_aps(tmp: Path, sz: Sizes) -> Throughput:
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "APScheduler add_job"):
         wd = tmp / f"w1-aps-{r}"
         wd.mkdir(parents=True)
         try:
-            res = run_aps(
+            raw = run_aps(
                 "enqueue",
                 wd / "aps.db",
                 {
@@ -110,7 +120,8 @@ def w1_aps(tmp: Path, sz: Sizes) -> dict[str, Any]:
                 },
                 timeout=300,
             )
-            lat = res.pop("lat")
+            lat = raw.pop("lat")
+            res = cast(Run, raw)  # the peer process's JSON, as its script writes it
             res["req_p50_ms"], res["req_p99_ms"] = C.pct(lat, 50) * 1000, C.pct(lat, 99) * 1000
             res["verified"] = res["stored"] == res["expected"]
             runs.append(res)
@@ -120,7 +131,7 @@ def w1_aps(tmp: Path, sz: Sizes) -> dict[str, Any]:
             )
         finally:
             shutil.rmtree(wd, ignore_errors=True)
-    out = _agg(runs, "rate", extra=("req_p50_ms", "req_p99_ms"))
+    out = _agg(runs, extra=("req_p50_ms", "req_p99_ms"))
     out["pragmas"] = runs[-1]["pragmas"]
     return out
 

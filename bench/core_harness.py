@@ -14,10 +14,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import _common as C
 from _common import ROOT, UTC, background_cores, log, spawn, stop_proc
+from core_results import Run, Throughput, Timed
 
 PY = sys.executable
 #: The daemon is started through the interpreter so that PYTHONPATH decides which jobctl
@@ -262,7 +263,7 @@ def _own_cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def guarded_runs(n: int, runs: list[dict[str, Any]], name: str) -> Iterator[int]:
+def guarded_runs(n: int, runs: list[Run] | list[Timed], name: str) -> Iterator[int]:
     """Yield run numbers 0..n-1; a run whose result (appended to ``runs`` by the caller)
     was disturbed by other processes is dropped and run again, budget permitting."""
     r = tries = 0
@@ -302,7 +303,8 @@ def parse_iso(text: str) -> float:
 # -- workload 1: enqueue throughput -------------------------------------------------
 
 
-def _summarise_clients(res: list[dict[str, Any]]) -> dict[str, Any]:
+def _summarise_clients(res: list[dict[str, Any]]) -> Run:
+    """One run of workload 1 from what its client processes reported."""
     jobs = sum(r["jobs"] for r in res)
     t0, t1 = min(r["t0"] for r in res), max(r["last"] for r in res)
     lat = [x for r in res for x in r["lat"]]
@@ -319,9 +321,15 @@ def _summarise_clients(res: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _agg(runs: list[dict[str, Any]], key: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        key: C.median([r[key] for r in runs]),
+#: The extras of a throughput workload that are reported as the median of its runs.
+Extra = Literal["daemon_cores", "req_p50_ms", "req_p99_ms", "client_cpu_us", "enqueue_s",
+                "add_seconds"]  # fmt: skip
+
+
+def _agg(runs: list[Run], extra: tuple[Extra, ...] = ()) -> Throughput:
+    """The median jobs/s of the kept runs, the medians of ``extra``, and the runs."""
+    out: Throughput = {
+        "rate": C.median([r["rate"] for r in runs]),
         "runs": runs,
         "verified": all(r.get("verified", True) for r in runs),
     }

@@ -5,16 +5,16 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import _common as C
 from _common import log
 from core_e2e import _margin
 from core_harness import Daemon, Sizes, guarded_runs, iso_ms, parse_iso
 from core_peers import HueyConsumer, run_aps
+from core_results import Lag, Run
 
 
-def _lag_stats(dispatch: list[float], execs: list[float]) -> dict[str, float]:
+def _lag_stats(dispatch: list[float], execs: list[float]) -> Run:
     return {
         "p50": C.pct(dispatch, 50) * 1000,
         "p99": C.pct(dispatch, 99) * 1000,
@@ -25,19 +25,23 @@ def _lag_stats(dispatch: list[float], execs: list[float]) -> dict[str, float]:
     }
 
 
-def _agg_lag(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        k: C.median([r[k] for r in runs])
-        for k in ("p50", "p99", "max", "exec_p50", "exec_p99", "exec_max")
+def _agg_lag(runs: list[Run]) -> Lag:
+    """Medians over the kept runs of each lag percentile."""
+    return {
+        "p50": C.median([r["p50"] for r in runs]),
+        "p99": C.median([r["p99"] for r in runs]),
+        "max": C.median([r["max"] for r in runs]),
+        "exec_p50": C.median([r["exec_p50"] for r in runs]),
+        "exec_p99": C.median([r["exec_p99"] for r in runs]),
+        "exec_max": C.median([r["exec_max"] for r in runs]),
+        "runs": runs,
+        "verified": all(r["verified"] for r in runs),
     }
-    out["runs"] = runs
-    out["verified"] = all(r["verified"] for r in runs)
-    return out
 
 
-def w3_jobctl(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def w3_jobctl(tmp: Path, sz: Sizes) -> Lag:
     n, step = sz.lag_jobs, sz.lag_spread / sz.lag_jobs
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "jobctl lag"):
         d = Daemon(tmp / f"w3-{r}", sz.concurrency)
         try:
@@ -75,11 +79,11 @@ def w3_jobctl(tmp: Path, sz: Sizes) -> dict[str, Any]:
     return _agg_lag(runs)
 
 
-def w3_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def w3_huey(tmp: Path, sz: Sizes) -> Lag:
     import peer_huey
 
     n, step = sz.lag_jobs, sz.lag_spread / sz.lag_jobs
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "huey lag"):
         wd = tmp / f"w3-huey-{r}"
         wd.mkdir(parents=True)
@@ -112,8 +116,8 @@ def w3_huey(tmp: Path, sz: Sizes) -> dict[str, Any]:
     return _agg_lag(runs)
 
 
-def w3_aps(tmp: Path, sz: Sizes, rate: float | None) -> dict[str, Any]:
-    runs: list[dict[str, Any]] = []
+def w3_aps(tmp: Path, sz: Sizes, rate: float | None) -> Lag:
+    runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, "APScheduler lag"):
         wd = tmp / f"w3-aps-{r}"
         wd.mkdir(parents=True)

@@ -11,10 +11,10 @@ import platform
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import _common as C
-from _common import UTC, fmt, verdict
+from _common import UTC, Failed, done, error_of, fmt, verdict
 from core_harness import (
     MARK_END,
     MARK_START,
@@ -25,6 +25,7 @@ from core_harness import (
     TARGETS,
     Sizes,
 )
+from core_results import Lag, Results, Run, Store, System, Throughput
 
 
 def machine(source: str) -> dict[str, str]:
@@ -63,24 +64,35 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}×"
 
 
-def val(d: dict[str, Any], workload: str, key: str) -> Any:
+Workload = Throughput | Lag | Failed
+
+
+def val(res: Workload | None, key: str) -> object:
     """A result value, or "failed" when that workload raised (the reason is listed)."""
-    res = d.get(workload)
-    if isinstance(res, dict) and "error" in res:
+    if res is not None and "error" in res:
         return "failed (see below)"
-    return _get(d, workload, key)
+    return None if res is None else res.get(key)
 
 
-def _num(x: Any) -> float | None:
+def rate_of(res: Throughput | Failed | None) -> float | None:
+    """The jobs/s of a throughput workload that ran, else None."""
+    got = done(res)
+    return None if got is None else got["rate"]
+
+
+def workloads(R: Results) -> list[tuple[str, str, Workload]]:
+    """(system, workload, result) of every workload of jobctl and the peers that ran."""
+    systems: list[tuple[str, System]] = [
+        ("jobctl", R.get("jobctl", {})),
+        ("huey", R.get("huey", {})),
+        ("aps", R.get("aps", {})),
+    ]
+    # TypedDict.items() loses the value types; each value of a System is a Workload.
+    return [(who, k, cast(Workload, v)) for who, s in systems for k, v in s.items()]
+
+
+def _num(x: object) -> float | None:
     return x if isinstance(x, (int, float)) else None
-
-
-def _get(d: dict[str, Any] | None, *path: str) -> Any:
-    for p in path:
-        if d is None:
-            return None
-        d = d.get(p)
-    return d
 
 
 @dataclass(frozen=True)
@@ -90,9 +102,9 @@ class TableRow:
 
     num: str
     name: str
-    jobctl: Any
-    huey: Any = "–"
-    aps: Any = "–"
+    jobctl: object
+    huey: object = "–"
+    aps: object = "–"
     target: str = ""
     ok: bool | None = None
     digits: int = 0
@@ -120,27 +132,25 @@ class TableRow:
         return self.check or f"{self.num} {self.name}"
 
 
-def _checked(value: Any, test: Callable[[float], bool] | None) -> bool | None:
+def _checked(value: object, test: Callable[[float], bool] | None) -> bool | None:
     number = _num(value)
     return None if test is None or number is None else bool(test(number))
 
 
 def report(
-    R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
+    R: Results, sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
 ) -> tuple[str, list[tuple[str, bool]]]:
     """The section of docs/benchmarks.md, and each target with whether it was met."""
     rows = results_table(R, sz)
     lines = [*_header(R, sz, cmd, info, elapsed), *(r.render() for r in rows), ""]
-    store = R.get("w4", {}).get("store")
-    if store and "error" not in store:
+    store = done(R.get("w4", {}).get("store"))
+    if store is not None:
         lines += _store_section(store, sz)
     lines += _notes(R, sz)
     return "\n".join(lines), [(r.check_name, r.ok) for r in rows if r.ok is not None]
 
 
-def _header(
-    R: dict[str, Any], sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
-) -> list[str]:
+def _header(R: Results, sz: Sizes, cmd: str, info: dict[str, str], elapsed: float) -> list[str]:
     """The section's title, the machine, the noise and the results table's head."""
     lines = [MARK_START, "", "## Core benchmarks (`bench/bench_core.py`)", ""]
     lines += [
@@ -177,7 +187,7 @@ def _header(
     return lines
 
 
-def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
+def results_table(R: Results, sz: Sizes) -> list[TableRow]:
     """The rows of the results table, typed, from the raw results."""
     j, h, a = R.get("jobctl", {}), R.get("huey", {}), R.get("aps", {})
     rows: list[TableRow] = []
@@ -185,9 +195,9 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
     def row(
         num: str,
         name: str,
-        jv: Any,
-        hv: Any,
-        av: Any,
+        jv: object,
+        hv: object,
+        av: object,
         target: str,
         test: Callable[[float], bool] | None = None,
         digits: int = 0,
@@ -197,9 +207,9 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
     row(
         "1a",
         "durable enqueue, 1 job/request, 8 clients (jobs/s)",
-        val(j, "single", "rate"),
-        val(h, "enqueue", "rate"),
-        val(a, "enqueue", "rate"),
+        val(j.get("single"), "rate"),
+        val(h.get("enqueue"), "rate"),
+        val(a.get("enqueue"), "rate"),
         "≥ 5,000",
         lambda v: v >= TARGETS["single"],
     )
@@ -207,8 +217,8 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
         "1c",
         "durable enqueue through the shipped `jobctl.client`, 1 job/call, 8 clients "
         "(jobs/s; huey: its own client, as in 1a)",
-        val(j, "client", "rate"),
-        val(h, "enqueue", "rate"),
+        val(j.get("client"), "rate"),
+        val(h.get("enqueue"), "rate"),
         "",
         "",
         None,
@@ -216,7 +226,7 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
     row(
         "1b",
         f"durable enqueue, {sz.batch} jobs/request, 8 clients (jobs/s)",
-        val(j, "batch", "rate"),
+        val(j.get("batch"), "rate"),
         "n/a (no batch API)",
         "n/a (no batch API)",
         "≥ 30,000",
@@ -226,9 +236,9 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
         "2",
         f"end-to-end, {sz.e2e_jobs:,} × `true` all due at once (APScheduler: "
         f"{sz.aps_e2e_jobs:,}) (jobs/s)",
-        val(j, "e2e", "rate"),
-        val(h, "e2e", "rate"),
-        val(a, "e2e", "rate"),
+        val(j.get("e2e"), "rate"),
+        val(h.get("e2e"), "rate"),
+        val(a.get("e2e"), "rate"),
         "≥ 500",
         lambda v: v >= TARGETS["e2e"],
     )
@@ -236,9 +246,9 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
         row(
             "3",
             f"dispatch lag {k}, {sz.lag_jobs:,} jobs over {sz.lag_spread:g} s (ms)",
-            val(j, "lag", k),
-            val(h, "lag", k),
-            val(a, "lag", k),
+            val(j.get("lag"), k),
+            val(h.get("lag"), k),
+            val(a.get("lag"), k),
             "≤ 50 ms" if k == "p99" else "",
             (lambda v: v <= TARGETS["lag_p99_ms"]) if k == "p99" else None,
             digits=1,
@@ -247,9 +257,9 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
         row(
             "3",
             f"command-exec lag {label} (`date` output − run_at, ms)",
-            val(j, "lag", k),
-            val(h, "lag", k),
-            val(a, "lag", k),
+            val(j.get("lag"), k),
+            val(h.get("lag"), k),
+            val(a.get("lag"), k),
             "",
             None,
             digits=1,
@@ -258,16 +268,19 @@ def results_table(R: dict[str, Any], sz: Sizes) -> list[TableRow]:
     return rows
 
 
-def _store_rows(w4res: dict[str, Any] | None, sz: Sizes) -> list[TableRow]:
+def _store_rows(w4res: Store | Failed | None, sz: Sizes) -> list[TableRow]:
     """Workload 4's rows: claim time before -> after the backlog grew, the daemon's RSS."""
-    if not w4res:
+    if w4res is None:
         return []
     if "error" in w4res:
         return [TableRow("4", "store backlogs", None, text="failed (see below)")]
     rows = []
     n_small, n_big = sz.store_small, sz.store_big
-    for key, label in (("none_ms", "none due"), ("few_ms", "16 due")):
-        s, b = w4res["small"][key], w4res["big"][key]
+    small, big = w4res["small"], w4res["big"]
+    for s, b, label in (
+        (small["none_ms"], big["none_ms"], "none due"),
+        (small["few_ms"], big["few_ms"], "16 due"),
+    ):
         rows.append(
             TableRow(
                 "4",
@@ -295,7 +308,7 @@ def _store_rows(w4res: dict[str, Any] | None, sz: Sizes) -> list[TableRow]:
     return rows
 
 
-def _store_section(w: dict[str, Any], sz: Sizes) -> list[str]:
+def _store_section(w: Store, sz: Sizes) -> list[str]:
     """Workload 4's own table: claim times per backlog shape."""
     n_small, n_big = sz.store_small, sz.store_big
     o = w["overdue"]
@@ -335,21 +348,19 @@ def _store_section(w: dict[str, Any], sz: Sizes) -> list[str]:
     ]
 
 
-def _notes(R: dict[str, Any], sz: Sizes) -> list[str]:
+def _notes(R: Results, sz: Sizes) -> list[str]:
     """Failed workloads, what each number means, and the per-run values."""
     h, a = R.get("huey", {}), R.get("aps", {})
     lines: list[str] = []
-    failures = [
-        f"* {who} {wl}: `{res['error']}`"
-        for who in ("jobctl", "huey", "aps", "w4")
-        for wl, res in R.get(who, {}).items()
-        if isinstance(res, dict) and "error" in res
-    ]
+    ran: list[tuple[str, str, Workload | Store]] = [*workloads(R)]
+    if (store := R.get("w4", {}).get("store")) is not None:
+        ran.append(("w4", "store", store))
+    failures = [f"* {who} {wl}: `{e}`" for who, wl, res in ran if (e := error_of(res))]
     if failures:
         lines += ["Workloads that failed:", "", *failures, ""]
     lines += ["### What each number means", ""]
-    hp = _get(h, "enqueue", "pragmas") or {}
-    ap = _get(a, "enqueue", "pragmas") or {}
+    hp = _pragmas(h)
+    ap = _pragmas(a)
     lines += [
         "* **jobctl enqueue**: 8 client processes, each one keep-alive HTTP/1.1 connection "
         "to the daemon's Unix socket, sending pre-encoded `POST /v1/jobs` bodies back to back "
@@ -403,20 +414,27 @@ def _notes(R: dict[str, Any], sz: Sizes) -> list[str]:
     return lines
 
 
-def _others(R: dict[str, Any]) -> list[float]:
+def _pragmas(system: System) -> dict[str, Any]:
+    """A peer's SQLite settings, as its enqueue workload read them."""
+    enqueue = done(system.get("enqueue"))
+    return {} if enqueue is None else enqueue.get("pragmas", {})
+
+
+def _others(R: Results) -> list[float]:
     """The other-process CPU of every kept run."""
     out: list[float] = []
-    for who in ("jobctl", "huey", "aps"):
-        for res in R.get(who, {}).values():
-            out += [r["other_cores"] for r in res.get("runs", []) if "other_cores" in r]
-    store = R.get("w4", {}).get("store") or {}
-    for shape in ("small", "big", "huge"):
-        out += (store.get(shape) or {}).get("other_cores", [])
+    for _, _, res in workloads(R):
+        if "error" not in res:
+            out += [r["other_cores"] for r in res["runs"] if "other_cores" in r]
+    store = done(R.get("w4", {}).get("store"))
+    if store is not None:
+        for shape in (store["small"], store["big"], store["huge"]):
+            out += shape["other_cores"]
     return out
 
 
-def _aps_add_minutes(a: dict[str, Any], sz: Sizes) -> float | None:
-    rate = _get(a, "enqueue", "rate")
+def _aps_add_minutes(a: System, sz: Sizes) -> float | None:
+    rate = rate_of(a.get("enqueue"))
     return None if not rate else sz.e2e_jobs / rate / 60
 
 
@@ -459,35 +477,22 @@ _DETAIL_KEYS = {
 }
 
 
-def _details(R: dict[str, Any]) -> list[str]:
+def _details(R: Results) -> list[str]:
     """One line per workload: each run's key numbers (medians are in the tables)."""
     names = {"jobctl": "jobctl", "huey": "huey", "aps": "APScheduler"}
-    out = []
-    for who in ("jobctl", "huey", "aps"):
-        for wl, res in R.get(who, {}).items():
-            if "error" in res:
-                continue
-            runs = res.get("runs", [])
-            parts = []
-            for k in _DETAIL_KEYS.get(wl, ()):
-                vals = [r.get(k) for r in runs if k in r]
-                if vals:
-                    parts.append(
-                        f"{k} "
-                        + "/".join(
-                            str(v) if isinstance(v, bool) else fmt(v, 1 if v < 100 else 0)
-                            for v in vals
-                        )
-                    )
-            out.append(f"* {names[who]} {wl}: " + "; ".join(parts))
-    w = R.get("w4", {}).get("store")
-    if w and "error" not in w:
-        for shape in ("small", "big", "huge"):
+    out = [
+        f"* {names[who]} {wl}: " + _run_values(wl, res["runs"])
+        for who, wl, res in workloads(R)
+        if "error" not in res
+    ]
+    w = done(R.get("w4", {}).get("store"))
+    if w is not None:
+        for name, shape in (("small", w["small"]), ("big", w["big"]), ("huge", w["huge"])):
             out.append(
-                f"* store {shape}: claim none due per run (ms) "
-                + "/".join(f"{x:.3f}" for x in w[shape]["none_runs_ms"])
+                f"* store {name}: claim none due per run (ms) "
+                + "/".join(f"{x:.3f}" for x in shape["none_runs_ms"])
                 + "; 16 due per run (ms) "
-                + "/".join(f"{x:.3f}" for x in w[shape]["few_runs_ms"])
+                + "/".join(f"{x:.3f}" for x in shape["few_runs_ms"])
             )
         out.append(
             "* store overdue steady claims per run (ms) "
@@ -498,6 +503,22 @@ def _details(R: dict[str, Any]) -> list[str]:
         "(cores): " + " ".join(f"{x:.2f}" for x in NOISE.background)
     )
     return out
+
+
+def _run_values(workload: str, runs: list[Run]) -> str:
+    """``key v1/v2/v3`` for each of the workload's detail keys that its runs recorded."""
+    parts = []
+    for k in _DETAIL_KEYS.get(workload, ()):
+        vals = [r.get(k) for r in runs if k in r]
+        if vals:
+            parts.append(f"{k} " + "/".join(_run_value(v) for v in vals))
+    return "; ".join(parts)
+
+
+def _run_value(v: object) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    return fmt(v, 1 if v < 100 else 0)
 
 
 def write_doc(section: str) -> None:

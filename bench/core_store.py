@@ -15,6 +15,7 @@ from typing import Any
 import _common as C
 from _common import UTC, log
 from core_harness import Daemon, Sizes, guarded_runs
+from core_results import ClaimTimes, DaemonRss, Overdue, Store, Timed
 
 
 class ShiftedClock:
@@ -96,12 +97,12 @@ class StoreBench:
                 store.finish(c.job.id, c.generation, self.ok)
         return times
 
-    def claim_times(self, store: Any, name: str) -> dict[str, Any]:
+    def claim_times(self, store: Any, name: str) -> ClaimTimes:
         """Median over runs of the per-run median claim time, none due and 16 due."""
-        none: list[dict[str, Any]] = []
+        none: list[Timed] = []
         for _ in guarded_runs(self.sz.runs, none, f"claim none due, {name}"):
             none.append({"t": C.median(self.claim_none(store))})
-        few: list[dict[str, Any]] = []
+        few: list[Timed] = []
         for _ in guarded_runs(self.sz.runs, few, f"claim 16 due, {name}"):
             few.append({"t": C.median(self.claim_few(store))})
         return {
@@ -113,7 +114,7 @@ class StoreBench:
         }
 
 
-def daemon_rss(workdir: Path, db: Path | None, sz: Sizes) -> dict[str, Any]:
+def daemon_rss(workdir: Path, db: Path | None, sz: Sizes) -> DaemonRss:
     """RSS after 5 status calls, 100 due jobs claimed and run, 5 lists, 5 status calls."""
     d = Daemon(workdir, sz.concurrency, db=db)
     try:
@@ -146,7 +147,7 @@ def daemon_rss(workdir: Path, db: Path | None, sz: Sizes) -> dict[str, Any]:
         d.stop()
 
 
-def overdue(sb: StoreBench, big_path: Path, sz: Sizes) -> dict[str, Any]:
+def overdue(sb: StoreBench, big_path: Path, sz: Sizes) -> Overdue:
     """The big backlog all overdue: the same jobs with the clock moved past all their run_at
     (a daemon that was down, or one huge burst); claims first promote them PROMOTE_BATCH at
     a time, then claim the highest-priority due jobs."""
@@ -186,43 +187,47 @@ def overdue(sb: StoreBench, big_path: Path, sz: Sizes) -> dict[str, Any]:
     }
 
 
-def w4(tmp: Path, sz: Sizes) -> dict[str, Any]:
+def w4(tmp: Path, sz: Sizes) -> Store:
     sb = StoreBench(sz)
-    out: dict[str, Any] = {}
     wd = tmp / "w4"
     wd.mkdir()
     # 10k waiting
-    small = sb.open(wd / "small.db")
-    sb.fill(small, sz.store_small)
-    out["small"] = sb.claim_times(small, f"{sz.store_small:,} waiting")
-    small.close()
-    log(f"claim with {sz.store_small} waiting: {out['small']}")
+    small_store = sb.open(wd / "small.db")
+    sb.fill(small_store, sz.store_small)
+    small = sb.claim_times(small_store, f"{sz.store_small:,} waiting")
+    small_store.close()
+    log(f"claim with {sz.store_small} waiting: {small}")
     # 1M waiting
     big_path = wd / "big.db"
-    big = sb.open(big_path)
-    n, secs = sb.fill(big, sz.store_big)
-    out["fill_rate"] = n / secs
-    out["big"] = sb.claim_times(big, f"{sz.store_big:,} waiting")
-    big.close()
-    log(f"claim with {sz.store_big} waiting: {out['big']} (filled at {n / secs:.0f} jobs/s)")
-    out["rss_empty"] = daemon_rss(wd / "d-empty", None, sz)
-    out["rss_big"] = daemon_rss(wd / "d-big", big_path, sz)
-    log(f"daemon RSS empty {out['rss_empty']}, with {sz.store_big} waiting {out['rss_big']}")
+    big_store = sb.open(big_path)
+    n, secs = sb.fill(big_store, sz.store_big)
+    big = sb.claim_times(big_store, f"{sz.store_big:,} waiting")
+    big_store.close()
+    log(f"claim with {sz.store_big} waiting: {big} (filled at {n / secs:.0f} jobs/s)")
+    rss_empty = daemon_rss(wd / "d-empty", None, sz)
+    rss_big = daemon_rss(wd / "d-big", big_path, sz)
+    log(f"daemon RSS empty {rss_empty}, with {sz.store_big} waiting {rss_big}")
     huge_path = wd / "huge.db"
     shutil.copyfile(big_path, huge_path)
-    out["overdue"] = overdue(sb, big_path, sz)
-    log(f"1 overdue backlog: {out['overdue']}")
+    late = overdue(sb, big_path, sz)
+    log(f"1 overdue backlog: {late}")
     big_path.unlink()
     # towards 5M waiting, within the time budget
-    huge = sb.open(huge_path)
-    added, secs = sb.fill(huge, sz.store_huge - sz.store_big, budget=sz.huge_budget)
-    out["huge_n"] = sz.store_big + added
-    out["huge_rate"] = added / secs if secs else float("nan")
-    out["huge"] = sb.claim_times(huge, "bigger store")
-    huge.close()
-    log(f"claim with {out['huge_n']} waiting: {out['huge']}")
-    out["db_mb_per_million"] = huge_path.stat().st_size / 1e6 / (out["huge_n"] / 1e6)
-    return out
-
-
-# -- report -------------------------------------------------------------------------
+    huge_store = sb.open(huge_path)
+    added, huge_secs = sb.fill(huge_store, sz.store_huge - sz.store_big, budget=sz.huge_budget)
+    huge_n = sz.store_big + added
+    huge = sb.claim_times(huge_store, "bigger store")
+    huge_store.close()
+    log(f"claim with {huge_n} waiting: {huge}")
+    return {
+        "small": small,
+        "fill_rate": n / secs,
+        "big": big,
+        "rss_empty": rss_empty,
+        "rss_big": rss_big,
+        "overdue": late,
+        "huge_n": huge_n,
+        "huge_rate": added / huge_secs if huge_secs else float("nan"),
+        "huge": huge,
+        "db_mb_per_million": huge_path.stat().st_size / 1e6 / (huge_n / 1e6),
+    }

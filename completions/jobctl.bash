@@ -57,7 +57,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --on-failure --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --cursor --all --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
@@ -86,7 +86,7 @@ _jobctl_options() {
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
-        'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --json --socket --help) ;;
+        'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --on-failure --json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
@@ -104,10 +104,10 @@ _jobctl_nvalues() {
         'add --at'|'add --in'|'add --key'|'add --queue'|'add --priority'|\
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
         'add --retry-on'|'add --no-retry-on'|'add --nice'|'add --memory-max'|\
-        'add --cpu-quota'|'add --cron'|'add --every'|'add --tz'|'add --name'|\
-        'add --misfire'|'add --catch-up-limit'|'add --overlap'|'add --jitter'|\
-        'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
-        'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
+        'add --cpu-quota'|'add --on-failure'|'add --cron'|'add --every'|'add --tz'|\
+        'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
+        'add --jitter'|'add --batch'|'add --socket'|'list --status'|'list --queue'|\
+        'list --limit'|'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
         'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
         'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
         'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
@@ -134,7 +134,8 @@ _jobctl_nvalues() {
         'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
         'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
         'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
-        'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
+        'schedules edit --on-failure'|'schedules edit --socket'|\
+        'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
         'config show --socket'|'config get --config'|'config get --socket') _jobctl_r=(1) ;;
         *) _jobctl_r=(0) ;;

@@ -76,13 +76,13 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
         case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
             'add --retry-on' 'add --no-retry-on' 'add --nice' 'add --memory-max' \
-            'add --cpu-quota' 'add --cron' 'add --every' 'add --tz' 'add --name' \
-            'add --misfire' 'add --catch-up-limit' 'add --overlap' 'add --jitter' \
-            'add --batch' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
-            'list --cursor' 'list --socket' 'show --socket' 'attempts --limit' \
-            'attempts --cursor' 'attempts --socket' 'logs --attempt' 'logs --tail' \
-            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
-            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'add --cpu-quota' 'add --on-failure' 'add --cron' 'add --every' 'add --tz' \
+            'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
+            'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
+            'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
+            'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
+            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
+            'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
             'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
@@ -107,11 +107,11 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'schedules edit --priority' 'schedules edit --timeout' \
             'schedules edit --max-attempts' 'schedules edit --backoff' \
             'schedules edit --env' 'schedules edit --cwd' 'schedules edit --retry-on' \
-            'schedules edit --no-retry-on' 'schedules edit --socket' \
-            'schedules pause --socket' 'schedules resume --socket' \
-            'schedules trigger --socket' 'schedules delete --socket' \
-            'config show --config' 'config show --socket' 'config get --config' \
-            'config get --socket'
+            'schedules edit --no-retry-on' 'schedules edit --on-failure' \
+            'schedules edit --socket' 'schedules pause --socket' \
+            'schedules resume --socket' 'schedules trigger --socket' \
+            'schedules delete --socket' 'config show --config' 'config show --socket' \
+            'config get --config' 'config get --socket'
             echo 1
         case '*'
             echo 0
@@ -171,6 +171,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Neve
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'nice' -x -d 'Run at this niceness (-20..19)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'memory-max' -x -d 'Memory cap like systemd\'s MemoryMax=, e.g. 512M (cgroup v2)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cpu-quota' -x -d 'CPU share like systemd\'s CPUQuota=, e.g. 50% or 200% (cgroup v2)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'on-failure' -x -d 'Shell command run (as you) when the job ends dead, with JOBCTL_FAILED_* in its environment, like systemd\'s OnFailure=; MAILTO in --env mails too'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
@@ -431,6 +432,7 @@ complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cwd' -x -a '(
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run the new command as add --shell does'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'on-failure' -x -d 'Run this shell command when a run ends dead (\'\' removes it)'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'help' -d 'Show this message and exit.'

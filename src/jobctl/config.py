@@ -276,6 +276,37 @@ def _disk_floor(raw: object, where: _Where) -> DiskFloor:
     )
 
 
+def _command(raw: object, where: _Where) -> str:
+    """A shell command line (``notify.on_failure``)."""
+    if isinstance(raw, str) and raw.strip() and "\0" not in raw and len(raw) <= 4096:
+        return raw
+    raise ValueError(f"must be a shell command line, got {show_value(raw)}")
+
+
+def _mailto(raw: object, where: _Where) -> str:
+    if isinstance(raw, str) and "\0" not in raw and "\n" not in raw and len(raw) <= 1024:
+        return raw.strip()
+    raise ValueError(f"must be mail addresses (one line), got {show_value(raw)}")
+
+
+def _commands(raw: object, where: _Where) -> dict[str, str]:
+    """``[notify.queues]``: queue name -> command line (JSON from the environment)."""
+    if where.text and isinstance(raw, str) and raw.lstrip().startswith("{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"must be a JSON table of command lines per queue: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be a table of command lines per queue, got {show_value(raw)}")
+    out = {}
+    for name, line in raw.items():
+        try:
+            out[name] = _command(line, where)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return out
+
+
 _QUOTA_PARSERS: dict[str, Parser] = {}  # filled below, once the parsers exist
 
 
@@ -494,6 +525,22 @@ class Settings:
         "quota.group", "tables", _overrides,
         "Per-group overrides: [quota.group.NAME]; a user's own override wins, then the "
         "most generous of the user's groups"))  # fmt: skip
+    notify_on_failure: str | None = field(metadata=_spec(
+        "notify.on_failure", "string", _command,
+        "Shell command run (as the job's owner) when a job without its own --on-failure "
+        "ends dead; unset: none"))  # fmt: skip
+    notify_mailto: str | None = field(metadata=_spec(
+        "notify.mailto", "string", _mailto,
+        "Mail a dead job's failure here (sendmail -t) when its env has no MAILTO; "
+        "unset: no mail"))  # fmt: skip
+    notify_queues: dict[str, str] | None = field(
+        metadata=_spec(
+            "notify.queues",
+            "table",
+            _commands,
+            'Per-queue failure notifier: [notify.queues] NAME = "CMD" (a job\'s own wins)',
+        )
+    )
 
     @property
     def heartbeat(self) -> float:

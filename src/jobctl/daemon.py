@@ -35,6 +35,7 @@ from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.config import shown_db
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.notify import NotifyDefaults
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retention import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -43,6 +44,7 @@ from jobctl.engine import cgroup, limits, process, systemd
 from jobctl.engine.diskguard import DiskGuard
 from jobctl.engine.executor import Executor, ExecutorConfig
 from jobctl.engine.materializer import Materializer
+from jobctl.engine.notifier import Notifier
 from jobctl.engine.quotas import Quotas
 from jobctl.engine.reaper import Reaper
 from jobctl.engine.recovery import recover
@@ -99,6 +101,8 @@ class DaemonConfig:
     #: default is 256MiB or 5%, whichever is less).
     disk_floor: DiskFloor = field(default_factory=DiskFloor)
     quota: QuotaPolicy = field(default_factory=QuotaPolicy)
+    #: Failure notification defaults (``notify.*``: domain/notify.py).
+    notify: NotifyDefaults = field(default_factory=NotifyDefaults)
     clock: Clock = field(default_factory=SystemClock)
     #: A PostgreSQL database (``postgresql://…``) several daemons share; None: SQLite.
     database_url: str | None = None
@@ -189,11 +193,15 @@ class Daemon:
     ) -> None:
         cfg = self.config
         notifier.status("starting: recovering jobs of a previous run")
-        reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db)
+        jobs: list[Job] = []
+        reclaimed = await recover(astore, self.owner, cfg.kill_grace, cfg.db, jobs)
         parts.metrics.lease_reclaims.labels("restart").inc(reclaimed)
         cgroups = parts.executor.config.cgroups
         if cgroups is not None:  # after recovery: the survivors' cgroups are empty now
             cgroups.sweep()
+        for job in jobs:  # those left dead (lease expired, poison): after the sweep
+            if parts.notifier is not None:
+                parts.notifier.reclaimed(job)
         crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
         try:
             await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)
@@ -278,6 +286,7 @@ class Parts:
     metrics: Metrics
     access: Access
     admission: Admission = field(default_factory=Admission)
+    notifier: Notifier | None = None
     #: Services of the cluster (PostgreSQL): the heartbeat row.
     extra: tuple[Service, ...] = ()
 
@@ -293,6 +302,7 @@ class EngineParts:
     executor: Executor
     timer: Timer
     materializer: Materializer
+    notifier: Notifier
 
 
 def wire_engine(
@@ -305,16 +315,20 @@ def wire_engine(
     access: Access | None = None,
     disk: DiskGuard | None = None,
     on_finish: Callable[[Job | None, Claim, AttemptResult], None] = lambda j, c, r: None,
+    notify: NotifyDefaults | None = None,
 ) -> EngineParts:
     """Executor, timer and materializer, and who wakes whom: a freed slot and new
     occurrences wake the timer, a finished scheduled job wakes the materializer (a queued
     occurrence may wait for it), a full disk gives up the reserve. ``on_finish`` is told
-    of every finished attempt after that."""
+    of every finished attempt after that; a job that ended dead is handed to the failure
+    notifier (``notify``: its defaults)."""
     materializer = Materializer(astore, clock, metrics=metrics)
+    notifier: list[Notifier] = []  # made below: it starts commands through the executor
 
     def finished(job: Job | None, claim: Claim, result: AttemptResult) -> None:
         if claim.job.spec.schedule_id is not None:
             materializer.wake()
+        notifier[0].finished(job, claim, result)
         on_finish(job, claim, result)
 
     executor = Executor(
@@ -324,7 +338,11 @@ def wire_engine(
         executor.on_store_full = disk.release_reserve
     timer = Timer(astore, clock, executor, metrics, disk)
     executor.on_slot_free = materializer.on_created = timer.wake
-    return EngineParts(executor, timer, materializer)
+    defaults = notify or NotifyDefaults()
+    spawn, path, grace = executor.spawn, executor.log_path, config.kill_grace
+    notifier.append(Notifier(astore, clock, defaults, spawn, path, grace))
+    timer.on_reclaimed = notifier[0].reclaimed
+    return EngineParts(executor, timer, materializer, notifier[0])
 
 
 def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
@@ -350,11 +368,12 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         _helper(cfg, launch, owner),
     )
     engine = wire_engine(
-        astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk
-    )
+        astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk,
+        notify=cfg.notify,
+    )  # fmt: skip
     reaper = Reaper(astore, cfg.clock, cfg.retention, audit_retention=cfg.audit_retention)
     parts = (engine.executor, engine.timer, engine.materializer, reaper, metrics, access)
-    return Parts(*parts, Admission(disk, quotas))
+    return Parts(*parts, Admission(disk, quotas), engine.notifier)
 
 
 def _set_quota(store: Store, quotas: Quotas) -> None:
@@ -404,6 +423,8 @@ async def _shutdown(parts: Parts, tasks: list[asyncio.Task[None]], grace: float)
         service.stop()
     await asyncio.gather(*tasks)
     await parts.executor.shutdown(grace)
+    if parts.notifier is not None:
+        await parts.notifier.shutdown(grace)
 
 
 async def _stop_serving(server: Server, server_task: asyncio.Task[None], path: Path | None) -> None:

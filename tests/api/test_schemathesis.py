@@ -84,7 +84,7 @@ def _made_up_cursor(case: Any, response: Any) -> bool:
 
 def test_the_budget_was_spent_and_nothing_answered_5xx() -> None:
     """Runs after the operations above (pytest keeps a module's order)."""
-    print(f"\nschemathesis: {dict(STATS)}")  # the figures docs/security.md quotes
+    print(f"\nschemathesis: {dict(STATS)}")  # the figures docs/reliability.md quotes
     assert STATS["requests"] >= 1000
     assert STATS["5xx"] == 0
     assert STATS["405"] > 0  # the unsupported-method probes ran, and each had Allow

@@ -5,7 +5,7 @@ Checked each time: every job answered 201 is in the store afterwards and runs to
 (0 acknowledged lost), no job is left ``running``, every refusal is a JSON 503 with
 ``Retry-After`` (never a 500), and the daemon recovers without a restart once space is
 freed. The figures (acknowledged, refused, lost, time to recover) are printed; run with
-``-s`` to see them (docs/security.md quotes them).
+``-s`` to see them (docs/reliability.md quotes them).
 """
 
 from __future__ import annotations

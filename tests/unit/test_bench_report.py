@@ -1,21 +1,47 @@
-"""The core benchmark's results table is rendered from typed rows (issue 19, item 6)."""
+"""The benchmarks' reports are rendered from typed results (issue 19, items 6 and 1 of
+session 7): the core table from typed rows, and saved result files written before the
+results were typed still render through the same renderer (``--from-json``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).parents[2] / "bench"
+SAVED = Path(__file__).parent / "bench_saved"
 sys.path.insert(0, str(BENCH))
 
+import _common as C  # noqa: E402
+import bench_core  # noqa: E402
 import core_report  # noqa: E402
+import herd_report  # noqa: E402
+import schedules_report  # noqa: E402
 from core_harness import QUICK  # noqa: E402
+from core_results import ClaimTimes, Lag, Results, Store, Throughput  # noqa: E402
+
+
+def _rate(rate: float) -> Throughput:
+    return {"rate": rate, "runs": [], "verified": True}
+
+
+def _claims(none_ms: float, few_ms: float) -> ClaimTimes:
+    return {
+        "none_ms": none_ms,
+        "few_ms": few_ms,
+        "none_runs_ms": [],
+        "few_runs_ms": [],
+        "other_cores": [],
+    }
 
 
 def test_rows_carry_the_values_targets_and_verdicts() -> None:
-    results = {
-        "jobctl": {"single": {"rate": 6000.0}, "batch": {"rate": 20000.0}},
-        "huey": {"enqueue": {"rate": 3000.0}},
+    results: Results = {
+        "jobctl": {"single": _rate(6000.0), "batch": _rate(20000.0)},
+        "huey": {"enqueue": _rate(3000.0)},
         "aps": {},
     }
     rows = {r.num: r for r in core_report.results_table(results, QUICK) if r.num in {"1a", "1b"}}
@@ -31,14 +57,149 @@ def test_a_workload_without_a_value_has_no_verdict() -> None:
 
 
 def test_store_rows_show_before_and_after() -> None:
-    shape = {"none_ms": 0.1, "few_ms": 0.5}
-    store = {
-        "small": shape,
-        "big": {"none_ms": 0.3, "few_ms": 0.6},
-        "rss_big": {"rss_mb": 200.0, "hwm_mb": 210.0},
-        "rss_empty": {"rss_mb": 40.0},
+    store: Store = {
+        "small": _claims(0.1, 0.5),
+        "fill_rate": 1.0,
+        "big": _claims(0.3, 0.6),
+        "rss_empty": {"rss_mb": 40.0, "hwm_mb": 40.0, "status_ms": 1.0},
+        "rss_big": {"rss_mb": 200.0, "hwm_mb": 210.0, "status_ms": 1.0},
+        "overdue": {
+            "status_ms": 1.0,
+            "promote_calls": 1,
+            "promote_p50_ms": 1.0,
+            "promote_max_ms": 1.0,
+            "drain_s": 1.0,
+            "steady_ms": 1.0,
+            "steady_runs_ms": [],
+        },
+        "huge_n": 1,
+        "huge_rate": 1.0,
+        "huge": _claims(0.1, 0.1),
+        "db_mb_per_million": 1.0,
     }
     none_due, few_due, rss = core_report.results_table({"w4": {"store": store}}, QUICK)[-3:]
     assert none_due.ok is False and few_due.ok is True  # 3x and 1.2x against <= 2x
     assert "0.100 \u2192 0.300 (3.00\u00d7)" in none_due.render()
     assert (rss.check_name, rss.ok) == ("4 daemon RSS", False)
+
+
+def _saved(prefix: str) -> list[Path]:
+    return sorted(SAVED.glob(f"{prefix}-*.json"))
+
+
+@pytest.mark.parametrize("path", _saved("bench_core"), ids=lambda p: p.name)
+def test_a_saved_core_run_still_renders(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file saved before the results were typed has every key its typed shape requires,
+    and ``--from-json`` renders it (without touching docs/benchmarks.md)."""
+    results = json.loads(path.read_text())["results"]
+    for who in ("jobctl", "huey", "aps"):
+        for workload, res in results[who].items():
+            shape = Lag if workload == "lag" else Throughput
+            assert shape.__required_keys__ <= res.keys(), (who, workload)
+    assert bench_core.from_json(str(path), write=False) == 0
+    section = capsys.readouterr().out
+    assert section.startswith("<!-- bench_core:start -->")
+    assert section.rstrip().endswith("<!-- bench_core:end -->")
+    for workload, res in results["jobctl"].items():
+        assert f"* jobctl {workload}: rate " in section
+        assert C.fmt(res["rate"]) in section
+
+
+@pytest.mark.parametrize("path", _saved("bench_schedules"), ids=lambda p: p.name)
+def test_a_saved_schedules_run_still_renders(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = json.loads(path.read_text())["results"]
+    shapes: dict[str, Any] = {
+        "a": schedules_report.InProcess,
+        "a_daemon": schedules_report.InDaemon,
+        "b": schedules_report.RssResult,
+        "c": schedules_report.NextResult,
+        "d": schedules_report.ApiCreate,
+    }
+    for key, res in results.items():
+        assert shapes[key].__required_keys__ <= res.keys(), key
+    C.render_saved(
+        str(path),
+        schedules_report.report,
+        schedules_report.Sizes,
+        schedules_report.MARKS,
+        write=False,
+    )
+    section = capsys.readouterr().out
+    assert section.startswith(schedules_report.MARKS[0])
+    assert "| a | materialize 100,000 due schedules in-process" in section
+    assert f"{results['c']['median_ms']:.0f} | ≤ 300 ms |" in section
+
+
+def test_a_failed_workload_is_named_in_the_report() -> None:
+    results: Results = {"jobctl": {"single": {"error": "RuntimeError: boom"}}}
+    section, checks = core_report.report(results, QUICK, "cmd", _MACHINE, 1.0)
+    assert "* jobctl single: `RuntimeError: boom`" in section
+    assert "| 1a | durable enqueue, 1 job/request, 8 clients (jobs/s) | failed" in section
+    assert checks == []
+
+
+_MACHINE = {
+    k: "?" for k in ("date", "nproc", "cpu", "mem", "kernel", "python", "sqlite", "jobctl", "peers")
+}
+
+
+def test_a_herd_run_renders_from_its_typed_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_herd has no saved run here: a hand-made file of its typed shape (every
+    required key of every workload) renders through ``--from-json``."""
+    path = SAVED / "synthetic-bench_herd.json"
+    results = json.loads(path.read_text())["results"]
+    assert herd_report.DaemonHerd.__required_keys__ <= results["a"].keys()
+    assert herd_report.EngineHerd.__required_keys__ <= results["b"].keys()
+    C.render_saved(str(path), herd_report.report, herd_report.Sizes, herd_report.MARKS, False)
+    section = capsys.readouterr().out
+    assert "| b | 20,000 due in one second, in-process engine" in section
+    assert "| 13,333 (1.5 s) | ≥ 10,000/s | **PASS** |" in section
+    assert "| 5 / 40 / 90 | p99 ≤ 200 ms | **PASS** |" in section
+
+
+def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
+    import bench_spawn_e2e as S
+
+    e2e: S.E2e = {
+        "rate": 300.0,
+        "started_s": 1.5,
+        "daemon_us_per_job": 200.0,
+        "helper_us_per_job": 100.0,
+    }
+    run = S.SpawnRun(100, 0, 10, (1.0, 2.0, 3.0), {"posix_spawn, 16 in flight": 600.0})
+    run.e2e = {"helper, own user": e2e, "inline, own user": e2e | {"rate": 150.0}}
+    run.lags = {"helper": {"p50": 1.0, "p99": 2.0, "max": 3.0}}
+    run.load_end = (4.0, 5.0, 6.0)
+    text = S.render(run)
+    assert text.startswith("load average at start 1.00 2.00 3.00;")
+    assert "  lag  helper  10 jobs over 2 s: p50 1.0 ms, p99 2.0 ms, max 3.0 ms" in text
+    assert (
+        "ratios: helper e2e / posix_spawn 0.50 (target >= 0.75); helper / inline e2e 2.00" in text
+    )
+    assert "  huey: not installed" in text
+    assert text.endswith(
+        "load average at end 4.00 5.00 6.00 (figures under load: re-run on a quiet machine)"
+    )
+
+
+def test_each_scripts_markers_hold_its_own_section_only() -> None:
+    """A script rewrites everything between its markers: a hand-written section that
+    slipped inside them (the audit trail once sat inside bench_retention's) would be lost
+    on its next run."""
+    import re
+
+    text = C.DOC.read_text()
+    sections = re.findall(r"<!-- (\w+):start -->(.*?)<!-- \1:end -->", text, re.S)
+    assert {name for name, _ in sections} >= {
+        "bench_core",
+        "bench_schedules",
+        "bench_herd",
+        "bench_cli",
+        "bench_retention",
+        "bench_pg_store",
+    }
+    for name, body in sections:
+        headings = [line for line in body.splitlines() if line.startswith("## ")]
+        assert len(headings) <= 1, (name, headings)

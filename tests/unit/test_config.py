@@ -168,6 +168,9 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_QUOTA_GROUP": '{"devs": {"queued": 0}}',
         "JOBCTL_RETENTION_AUDIT": "365d",
         "JOBCTL_STATE_DIR": "/d/state",
+        "JOBCTL_NOTIFY_ON_FAILURE": "notify-me",
+        "JOBCTL_NOTIFY_MAILTO": "ops@example.com",
+        "JOBCTL_NOTIFY_QUEUES": '{"reports": "page-team"}',
     }
     assert set(env) == {spec.env for spec in SPECS.values()}
     settings, sources = load(None, env, {}, host=USER)
@@ -210,6 +213,9 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         quota_user={"alice": {"running": 2}},
         quota_group={"devs": {"queued": 0}},
         retention_audit=365 * 86400.0,
+        notify_on_failure="notify-me",
+        notify_mailto="ops@example.com",
+        notify_queues={"reports": "page-team"},
     )
 
 
@@ -292,9 +298,17 @@ log_bytes = 0
 
 [quota.group.devs]
 schedules = 5
+
+[notify]
+on_failure = "notify-send failed"
+mailto = "ops@example.com"
+
+[notify.queues]
+reports = "page-team"
 """,
     )
     settings, sources = load(path, {}, {}, host=USER)
+    assert settings.notify_queues == {"reports": "page-team"}
     assert all(s == Source("file", str(path)) for s in sources.values())
     assert settings.disk_floor == DiskFloor(None, 5.0) and settings.quota_log_bytes == 64 << 20
     assert settings.quota_user == {"alice": {"running": 1, "log_bytes": 0}}

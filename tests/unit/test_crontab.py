@@ -114,17 +114,23 @@ def test_an_invalid_cron_tz_is_an_error_on_its_line_and_changes_nothing() -> Non
     assert isinstance(entry, Entry) and entry.zone == "UTC"
 
 
-def test_mailto_is_reported_unsupported_and_not_passed_on() -> None:
+def test_mailto_reaches_the_entries_for_failure_mail_and_mailfrom_is_unsupported() -> None:
     items = parse_crontab("MAILTO=ops@example.com\nMAILFROM=cron@x\n* * * * * x\n")
-    mailto, mailfrom, entry = items
-    assert isinstance(mailto, Problem) and mailto.kind == "unsupported" and mailto.line == 1
-    assert "MAILTO" in mailto.message and "jobctl logs" in mailto.message
-    assert isinstance(mailfrom, Problem) and mailfrom.line == 2
-    assert isinstance(entry, Entry) and entry.env == ()
+    mailfrom, entry = items
+    assert isinstance(mailfrom, Problem) and mailfrom.kind == "unsupported"
+    assert mailfrom.line == 2 and "MAILFROM" in mailfrom.message
+    assert isinstance(entry, Entry) and entry.env == (("MAILTO", "ops@example.com"),)
 
 
-def test_an_empty_mailto_means_no_mail_which_is_what_jobctl_does() -> None:
-    assert entries('MAILTO=""\n* * * * * x\n')[0].env == ()
+def test_an_empty_mailto_means_no_mail_even_with_the_daemons_default() -> None:
+    assert entries('MAILTO=""\n* * * * * x\n')[0].env == (("MAILTO", ""),)
+
+
+def test_mailto_is_not_part_of_an_imported_schedules_name() -> None:
+    """Crontabs imported before MAILTO reached the entries keep their names."""
+    plain = schedule_name("* * * * *", "UTC", ["sh", "-c", "x"], {"A": "1"}, "/h")
+    mailed = {"A": "1", "MAILTO": "ops@example.com"}
+    assert schedule_name("* * * * *", "UTC", ["sh", "-c", "x"], mailed, "/h") == plain
 
 
 @pytest.mark.parametrize(

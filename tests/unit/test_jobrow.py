@@ -34,6 +34,7 @@ SPEC = JobSpec(
     retry_on=(3, 4),
     no_retry_on=(1,),
     resources=Resources(nice=5, memory_max=1 << 20, cpu_quota=50.0),
+    on_failure="mail -s failed me < /dev/null",
 )
 
 

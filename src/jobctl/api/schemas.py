@@ -6,6 +6,7 @@ silently ignores what the caller meant.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -155,6 +156,18 @@ class JobTemplateIn(BaseModel):
     cpu_quota: Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)] | None = (
         None
     )
+    #: A shell command line run (as the owner) when the job ends dead (engine/notifier.py).
+    on_failure: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_ON_FAILURE,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+            ),
+        ]
+        | None
+    ) = None
 
     @field_validator("command")
     @classmethod
@@ -192,6 +205,7 @@ class JobTemplateIn(BaseModel):
             "retry_on": None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
             "no_retry_on": tuple(sorted(set(self.no_retry_on))) if self.no_retry_on else (),
             "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
+            "on_failure": self.on_failure,
         }
 
 
@@ -301,6 +315,8 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,
         "dead_reason": job.dead_reason,
+        "on_failure": s.on_failure,
+        "notified": None if job.notified is None else json.loads(job.notified),
     }
     if with_attempts:
         out["attempts"] = [attempt_out(a) for a in job.attempts]

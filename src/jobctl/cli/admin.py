@@ -142,6 +142,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
     from jobctl.api.server import ConnectionLimits
     from jobctl.daemon import DaemonConfig
     from jobctl.domain.models import Backoff
+    from jobctl.domain.notify import NotifyDefaults
     from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
     from jobctl.domain.retry import RetryDefaults
 
@@ -194,6 +195,9 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         disk_floor=settings.disk_floor,
         quota=QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {}),
         audit_retention=settings.retention_audit,
+        notify=NotifyDefaults(
+            settings.notify_on_failure, settings.notify_queues or {}, settings.notify_mailto
+        ),
         settings_view=view,
     )
 

@@ -36,6 +36,7 @@ def job_body(
     memory_max: str | None = None,
     cpu_quota: str | None = None,
     env_from_shell: bool = False,
+    on_failure: str | None = None,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
@@ -69,6 +70,7 @@ def job_body(
         "nice": nice,
         "memory_max": _memory(memory_max) if memory_max else None,
         "cpu_quota": _percent(cpu_quota) if cpu_quota else None,
+        "on_failure": on_failure or None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

@@ -12,7 +12,7 @@ do with it. Decisions, and why:
 * **All or nothing on errors.** If any line has an error, nothing is created and the
   command exits 2, like ``crontab FILE`` refusing to install a file with errors: a
   half-imported crontab leaves you to work out which half landed. Unsupported lines
-  (``@reboot``, ``MAILTO``) are listed but do not block the rest.
+  (``@reboot``, ``MAILFROM``) are listed but do not block the rest.
 * **Policies are jobctl's defaults** (``--misfire once``, ``--max-attempts 3``, overlap
   skip), so an imported entry is exactly what ``jobctl add --cron`` would create and the
   schedules documentation applies unchanged. Cron itself skips runs missed while the
@@ -94,7 +94,7 @@ def import_crontab(
 ) -> None:
     """Create a schedule for each entry of a crontab; importing it again creates nothing twice.
 
-    Each entry runs as SHELL -c COMMAND (default /bin/sh) in HOME (default your home), with the crontab's variables in its environment, in the zone of the last CRON_TZ line above it (else --tz, else the host zone). Its name is crontab- and a hash of the entry, so an entry that exists is reported, not created again. '%' input is fed to the command as cron does. @reboot and MAILTO are listed as unsupported and skipped. If any line has an error nothing is created and the exit status is 2. Example: crontab -l | jobctl import-crontab --dry-run
+    Each entry runs as SHELL -c COMMAND (default /bin/sh) in HOME (default your home), with the crontab's variables in its environment, in the zone of the last CRON_TZ line above it (else --tz, else the host zone). Its name is crontab- and a hash of the entry, so an entry that exists is reported, not created again. '%' input is fed to the command as cron does. MAILTO mails a run that ends dead (jobctl's failure notification; cron mails every run's output). @reboot and MAILFROM are listed as unsupported and skipped. If any line has an error nothing is created and the exit status is 2. Example: crontab -l | jobctl import-crontab --dry-run
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     from jobctl.domain.cron import load_zone
     from jobctl.domain.crontab import parse_crontab  # imported on use: start-up time

@@ -82,6 +82,14 @@ def add(
         str | None,
         typer.Option(help="CPU share like systemd's CPUQuota=, e.g. 50% or 200% (cgroup v2)"),
     ] = None,
+    on_failure: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CMD",
+            help="Shell command run (as you) when the job ends dead, with JOBCTL_FAILED_* in "
+            "its environment, like systemd's OnFailure=; MAILTO in --env mails too",
+        ),
+    ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
     tz: Annotated[
@@ -142,6 +150,7 @@ def add(
         memory_max=memory_max,
         cpu_quota=cpu_quota,
         env_from_shell=env_from_shell,
+        on_failure=on_failure,
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -205,7 +214,7 @@ def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
 _BATCH_ALONE = frozenset(
     {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
     | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
-    | {"catch_up_limit", "overlap", "jitter"}
+    | {"catch_up_limit", "overlap", "jitter", "on_failure"}
 )
 
 

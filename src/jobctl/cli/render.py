@@ -135,6 +135,9 @@ def job_detail(job: dict[str, Any]) -> None:
         fields.append(("dead reason", job["dead_reason"]))
     if job.get("last_error"):
         fields.append(("last error", esc(job["last_error"])))
+    if job.get("on_failure"):
+        fields.append(("on failure", esc(job["on_failure"])))
+    fields += [("notified", esc(line)) for line in notified_lines(job.get("notified"))]
     for name, value in fields:
         console.print(f"[bold]{name:>12}[/]  {value}")
     if job.get("attempts"):
@@ -142,6 +145,20 @@ def job_detail(job: dict[str, Any]) -> None:
         console.print(attempts_table(job["attempts"]))
         for attempt in job["attempts"]:
             output_tail(job["id"], attempt)
+
+
+def notified_lines(notified: dict[str, Any] | None) -> list[str]:
+    """One line per step of a failure notification (engine/notifier.py), for ``show``."""
+    if not notified:
+        return []
+    out = []
+    for step in notified.get("steps", ()):
+        what = step["via"] + (f" to {step['to']}" if step.get("to") else "")
+        code = step.get("exit_code")
+        said = "not run" if code is None else f"exit {code}"
+        error = f": {step['error']}" if step.get("error") else ""
+        out.append(f"{what} {said}{error}, {when(notified.get('at'))}")
+    return out
 
 
 #: How much of each attempt's output tail ``show`` prints (``--json`` has all of it).

@@ -54,6 +54,9 @@ def edit(
     shell: Annotated[bool, _opt(_JOB, "Run the new command as add --shell does")] = False,
     retry_on: Annotated[str | None, _opt(_JOB, "Retry only these exit codes")] = None,
     no_retry_on: Annotated[str | None, _opt(_JOB, "Never retry these exit codes")] = None,
+    on_failure: Annotated[
+        str | None, _opt(_JOB, "Run this shell command when a run ends dead ('' removes it)")
+    ] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -116,6 +119,7 @@ def _job_patch(o: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "cwd": os.path.abspath,
         "retry_on": lambda t: parse_codes(t, "--retry-on"),
         "no_retry_on": lambda t: parse_codes(t, "--no-retry-on"),
+        "on_failure": lambda t: t or None,  # '': remove the notifier
     }
     for key in _in(given, *conv):
         job[key] = conv[key](o[key])

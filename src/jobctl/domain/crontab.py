@@ -11,9 +11,13 @@ the same command, in the same shell, directory and environment, at the same time
   them, as in cron. ``SHELL`` is the shell entries run with (default ``/bin/sh``),
   ``HOME`` their working directory (default: the importing user's home). ``CRON_TZ``
   (cronie) is the time zone of the entries after it; ``CRON_TZ=`` resets it. ``TZ``, as
-  in cron, only reaches the commands' environment. ``MAILTO`` / ``MAILFROM`` with a value
-  are reported as unsupported (jobctl keeps output instead of mailing it); everything
-  else, ``SHELL``, ``HOME`` and ``PATH`` included, goes into the commands' environment.
+  in cron, only reaches the commands' environment. ``MAILTO`` goes into the entries'
+  environment, where jobctl's failure notification reads it: a run that ends dead is
+  mailed there (cron mails every run's output; jobctl keeps output in ``jobctl logs``),
+  and ``MAILTO=""`` mails nothing. It is left out of the schedule's name, so a crontab
+  imported before this keeps its names. ``MAILFROM`` with a value is reported as
+  unsupported; everything else, ``SHELL``, ``HOME`` and ``PATH`` included, goes into
+  the commands' environment.
 * Entries are five time fields or a macro (``@daily`` ...), then the command. ``@reboot``
   is unsupported: schedules fire at clock times, not at boot.
 * ``%`` in a command (cron's stdin feature): the first unescaped ``%`` ends the command,
@@ -58,7 +62,9 @@ POSIX_SHELLS = frozenset(
      "yash", "zsh", "busybox"}
 )  # fmt: skip
 #: Variables that configure cron itself rather than the commands: never put in the env.
-_CRON_ONLY = frozenset({"CRON_TZ", "MAILTO", "MAILFROM"})
+_CRON_ONLY = frozenset({"CRON_TZ", "MAILFROM"})
+#: Variables left out of an imported schedule's name (older imports had none of them).
+_NOT_NAMED = frozenset({"MAILTO"})
 _NAME = re.compile(r"""\s*(?:"(?P<dq>[^"=]*)"|'(?P<sq>[^'=]*)'|(?P<bare>[^\s="'][^\s=]*))\s*=\s*""")
 _FIELDS = re.compile(r"(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s(.*))?$", re.DOTALL)
 _MACRO = re.compile(r"(@\S*)(?:\s(.*))?$", re.DOTALL)
@@ -151,13 +157,14 @@ def _assign(state: _State, number: int, line: str, head: re.Match[str]) -> Probl
         return error(f"{name}: JOBCTL_* variables are set by jobctl for each run")
     if name == "CRON_TZ":
         return _set_zone(state, value, error)
-    if name in ("MAILTO", "MAILFROM"):
+    if name == "MAILFROM":
         if not value:
             return None  # "mail nothing" is what jobctl does anyway
         return Problem(
             number,
             "unsupported",
-            f"{name} ignored: jobctl keeps output (jobctl logs) instead of mailing it",
+            f"{name} ignored: jobctl mails a failure as jobctl@HOST, and keeps output "
+            "(jobctl logs)",
             line.strip(),
         )
     if name == "HOME" and not value.startswith("/"):
@@ -329,8 +336,8 @@ def schedule_name(
     so that two users importing the same line (into their own homes) do not collide.
     """
     blob = json.dumps(
-        {"cron": expression, "tz": tz, "command": list(argv), "env": sorted(env.items()),
-         "cwd": cwd},
+        {"cron": expression, "tz": tz, "command": list(argv),
+         "env": sorted((k, v) for k, v in env.items() if k not in _NOT_NAMED), "cwd": cwd},
         sort_keys=True,
         separators=(",", ":"),
     )  # fmt: skip

@@ -85,6 +85,8 @@ MAX_ATTEMPTS = 1000
 MAX_QUEUE_NAME = 100
 MAX_KEY = 512
 MAX_CWD = 4096
+#: A failure notifier's command line (``on_failure``), in characters.
+MAX_ON_FAILURE = 4096
 MAX_SCHEDULE_NAME = 100
 MAX_CRON = 200
 MAX_TZ = 100

@@ -71,6 +71,8 @@ class _JobFields(Protocol):
     def env(self) -> tuple[tuple[str, str], ...]: ...
     @property
     def cwd(self) -> str: ...
+    @property
+    def on_failure(self) -> str | None: ...
 
 
 def check_job_fields(job: _JobFields) -> None:
@@ -96,6 +98,18 @@ def check_job_fields(job: _JobFields) -> None:
         if not clean_text(value):
             raise InvalidInput(f"environment variable {name!r}: the value holds a NUL byte")
     check_payload(job.command, job.env)
+    check_on_failure(job.on_failure)
+
+
+def check_on_failure(on_failure: str | None) -> None:
+    """A failure notifier: a shell command line of 1 to ``MAX_ON_FAILURE`` characters."""
+    if on_failure is None:
+        return
+    if not (0 < len(on_failure) <= limits.MAX_ON_FAILURE and clean_text(on_failure)):
+        raise InvalidInput(
+            f"on_failure must be a command line of 1-{limits.MAX_ON_FAILURE} characters, "
+            "without NUL"
+        )
 
 
 def _check_command(command: tuple[str, ...]) -> None:
@@ -138,6 +152,8 @@ class JobSpec:
     retry_on: tuple[int, ...] | None = None  # only these exit codes are retried
     no_retry_on: tuple[int, ...] = ()  # these exit codes are not retried
     resources: Resources | None = None  # nice, memory_max, cpu_quota (domain/resources.py)
+    #: A shell command line run when the job ends dead (engine/notifier.py).
+    on_failure: str | None = None
 
     def __post_init__(self) -> None:
         check_job_fields(self)
@@ -226,8 +242,8 @@ def fingerprint_fields(
     """The fields a fingerprint covers, by name, in the form the store keeps them (times
     in whole milliseconds, exit codes as lists, the environment sorted), so the same
     fields come back from a stored row (:func:`jobctl.store.jobrow.row_fingerprint`).
-    ``resources`` is there only when set, so a job without limits keeps the digest it had
-    before limits existed."""
+    ``resources`` and ``on_failure`` are there only when set, so a job without them keeps
+    the digest it had before they existed."""
     fields: dict[str, object] = {
         "backoff_base_ms": int(round(job.backoff.base * 1000)),
         "backoff_cap_ms": int(round(job.backoff.cap * 1000)),
@@ -245,6 +261,8 @@ def fingerprint_fields(
     }
     if job.resources:
         fields["resources"] = job.resources.to_json()
+    if job.on_failure is not None:
+        fields["on_failure"] = job.on_failure
     return fields
 
 
@@ -287,6 +305,7 @@ class JobTemplate:
     retry_on: tuple[int, ...] | None = None
     no_retry_on: tuple[int, ...] = ()
     resources: Resources | None = None
+    on_failure: str | None = None
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
@@ -318,6 +337,7 @@ class JobTemplate:
             retry_on=self.retry_on,
             no_retry_on=self.no_retry_on,
             resources=self.resources,
+            on_failure=self.on_failure,
         )
 
     def fingerprinter(self, owner_uid: int) -> Callable[[str], str]:
@@ -330,18 +350,24 @@ class JobTemplate:
         return lambda schedule_id: _FP_PREFIX + _digest(head + quote(schedule_id) + tail)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "command": list(self.command),
-            "queue": self.queue,
-            "priority": self.priority,
-            "max_attempts": self.max_attempts,
-            "timeout": self.timeout,
-            "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
-            "env": dict(self.env),
-            "cwd": self.cwd,
-            "retry_on": None if self.retry_on is None else list(self.retry_on),
-            "no_retry_on": list(self.no_retry_on),
-        } | (self.resources.to_json() if self.resources else {})  # flat: nice, memory_max…
+        return (
+            {
+                "command": list(self.command),
+                "queue": self.queue,
+                "priority": self.priority,
+                "max_attempts": self.max_attempts,
+                "timeout": self.timeout,
+                "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
+                "env": dict(self.env),
+                "cwd": self.cwd,
+                "retry_on": None if self.retry_on is None else list(self.retry_on),
+                "no_retry_on": list(self.no_retry_on),
+            }
+            | (self.resources.to_json() if self.resources else {})
+            | (  # flat: nice, memory_max…
+                {} if self.on_failure is None else {"on_failure": self.on_failure}
+            )
+        )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobTemplate:
@@ -357,6 +383,7 @@ class JobTemplate:
             retry_on=None if data.get("retry_on") is None else tuple(data["retry_on"]),
             no_retry_on=tuple(data.get("no_retry_on") or ()),
             resources=resources_from_json(data),
+            on_failure=data.get("on_failure"),
         )
 
 
@@ -393,6 +420,9 @@ class Job:
     last_error: str | None
     dead_reason: str | None
     attempts: tuple[Attempt, ...] = ()
+    #: What the failure notification did (engine/notifier.py), as stored: a JSON object
+    #: text, or None when none ran.
+    notified: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
-from jobctl.engine import process, proctree, spawnclient
+from jobctl.engine import logcap, process, proctree, spawnclient
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
@@ -82,6 +82,8 @@ class Executor:
         self._live: dict[int, process.Running] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
+        self._trimmer: asyncio.Task[None] | None = None
+        self._trimming: asyncio.Future[None] | None = None
         self._hb_wake = asyncio.Event()
         self._closing = False  # stopping: a finish the store cannot write is given up
         self._closed = asyncio.Event()  # cuts a finish retry's wait short at shutdown
@@ -110,6 +112,10 @@ class Executor:
         task.add_done_callback(self._done)
         if self._heartbeats is None:
             self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+        if (self._trimmer is None or self._trimmer.done()) and self.config.log_bytes(
+            claim.job.spec.owner_uid
+        ):  # runs while attempts do: an idle daemon does not wake for it
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim_loop())
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -171,6 +177,11 @@ class Executor:
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
         await self._finish(claim, result)
 
+    async def spawn(self, claim: Claim, path: Path) -> process.Running:
+        """Start ``claim``'s command as an attempt's is started (the failure notifier's
+        path: engine/notifier.py), without a slot, a lease or a record."""
+        return await self._spawn(claim, path, asyncio.get_running_loop())
+
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
     ) -> process.Running:
@@ -210,17 +221,35 @@ class Executor:
             code = run.exited.result()
         if run.stopping is not None:
             await run.stopping
+        if self._trimming is not None:  # a cut of this log may be under way
+            await asyncio.shield(self._trimming)
         tail = process.read_tail(run.log_path)
         size = process.log_size(run)
-        if run.log_cap is not None and process.output_cut(run):
-            await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
-            tail = process.cut_note(run.log_cap) + tail  # first: output may hold NULs
+        full = process.output_cut(run)  # reached the cap: later writes failed
+        if run.log_cap is not None and (full or run.cut_bytes):
+            if full:
+                await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
+            tail = process.cut_note(run.log_cap, run.cut_bytes) + tail  # first: NULs follow
             result = _result(run, code, tail)
             if result.error:  # a failure says it too, in the attempt's error
                 cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
                 result = replace(result, error=result.error + cut)
             return replace(result, log_bytes=size)
         return replace(_result(run, code, tail), log_bytes=size)
+
+    async def _trim_loop(self) -> None:
+        """Every quarter second, cut the middle of live logs near their cap (engine/logcap.py)."""
+        while True:
+            await self._clock.sleep_until(
+                self._clock.now() + timedelta(seconds=logcap.TRIM_EVERY), self._closed
+            )
+            runs = [r for r in self._live.values() if r.log_cap is not None and not r.trim_off]
+            if runs:
+                self._trimming = asyncio.ensure_future(asyncio.to_thread(_trim_all, runs))
+                await self._trimming
+                self._trimming = None
+            if self._closing or not self._tasks:
+                return
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)
@@ -382,9 +411,18 @@ class Executor:
         self._closed.set()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
-            await asyncio.gather(self._heartbeats, return_exceptions=True)
+        for task in (self._heartbeats, self._trimmer):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+
+def _trim_all(runs: list[process.Running]) -> None:
+    for run in runs:
+        try:
+            logcap.trim(run)
+        except OSError as exc:  # gone, or the disk: the head is kept at least
+            log.warning("event=log_trim_failed job=%s error=%s", run.claim.job.id, logval(exc))
 
 
 def _not_started(exc: OSError) -> AttemptResult:

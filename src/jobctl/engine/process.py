@@ -80,6 +80,10 @@ class Running:
     #: Done when the command is in :attr:`cgroup` (True) or could not be moved (False).
     entered: asyncio.Future[bool] | None = field(default=None, repr=False)
     markers: dict[str, str] = field(default_factory=dict)
+    #: Bytes cut from the middle of the log so far (engine/logcap.py).
+    cut_bytes: int = 0
+    #: The log cannot be cut here (too small a cap, or the filesystem cannot).
+    trim_off: bool = False
 
     async def tree_cgroup(self) -> Cgroup | None:
         """The cgroup that holds the attempt's tree, once the command is in it; None if
@@ -216,7 +220,12 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
 CUT_MARK = "[jobctl: output cut at "
 
 
-def cut_note(cap: int) -> str:
+def cut_note(cap: int, cut: int = 0) -> str:
+    if cut:
+        return (
+            f"{CUT_MARK}{cap} bytes by the log_bytes quota: {cut} bytes from the middle "
+            "dropped; the last output follows]\n"
+        )
     return f"{CUT_MARK}{cap} bytes by the log_bytes quota; the last output follows]\n"
 
 

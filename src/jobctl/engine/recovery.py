@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from jobctl.domain.cluster import DaemonBeat
-from jobctl.domain.models import Orphan
+from jobctl.domain.models import Job, Orphan
 from jobctl.engine import process, witness
 from jobctl.errors import LeaseLost, NotFound
 from jobctl.logfmt import logval
@@ -88,8 +88,15 @@ def live_owners(daemons: Sequence[DaemonBeat], host: str, now: datetime) -> set[
     return {d.owner for d in daemons if d.host == host and d.state(now) == "live" and _alive(d.pid)}
 
 
-async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None = None) -> int:
-    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count.
+async def recover(
+    store: AsyncStore,
+    owner: str,
+    grace: float,
+    db: Path | None = None,
+    reclaimed: list[Job] | None = None,
+) -> int:
+    """Stop survivors of this host's dead daemons and reclaim their jobs; return the count
+    (and add each reclaimed job, as it is now, to ``reclaimed``).
 
     What was found is kept before anything is stopped (a crash during recovery must not
     turn a survivor into a suspect). An orphan is a *suspect* of the crash only when its
@@ -114,19 +121,24 @@ async def recover(store: AsyncStore, owner: str, grace: float, db: Path | None =
         await store.run(store.store.mark_crash_evidence, marks)
     if db is not None:
         witness.forget(db)
-    reclaimed = 0
+    count = 0
     for orphan in orphans:
         pids = found[orphan.job_id]
         if pids:
             log.warning("event=stopping_survivor job=%s pids=%s", orphan.job_id, sorted(pids))
             await stop_pids(pids, grace)
-        reclaimed += await _reclaim(store, orphan, bool(pids))
-    return reclaimed
+        job = await _reclaim(store, orphan, bool(pids))
+        if job is not None:
+            count += 1
+            if reclaimed is not None:
+                reclaimed.append(job)
+    return count
 
 
-async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> int:
-    """Reclaim one orphan; 0 when another daemon sharing the database (PostgreSQL) took
-    it first, its lease having expired meanwhile (nothing changed: the generation moved)."""
+async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> Job | None:
+    """Reclaim one orphan: the job as it is now; None when another daemon sharing the
+    database (PostgreSQL) took it first, its lease having expired meanwhile (nothing
+    changed: the generation moved)."""
     try:
         job = await store.run(
             store.store.reclaim,
@@ -136,7 +148,7 @@ async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> int:
         )
     except (LeaseLost, NotFound) as exc:
         log.info("event=reclaim_skipped job=%s reason=%s", orphan.job_id, logval(exc))
-        return 0
+        return None
     log.warning(
         "event=reclaimed job=%s gen=%s reason=daemon_restart survivor=%s status=%s%s",
         orphan.job_id,
@@ -145,4 +157,4 @@ async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> int:
         job.status.value,
         f" dead_reason={job.dead_reason}" if job.dead_reason else "",
     )
-    return 1
+    return job

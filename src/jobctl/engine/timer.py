@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
+from jobctl.domain.models import Job
 from jobctl.engine.diskguard import CACHE_SECONDS, DiskGuard
 from jobctl.engine.executor import Executor
 from jobctl.engine.service import Service
@@ -44,6 +46,8 @@ class Timer(Service):
         self.last_tick: datetime | None = None
         self.ticks = 0
         self._metrics = metrics or Metrics()
+        #: Told of every job a reclaim moved on (the failure notifier wants the dead).
+        self.on_reclaimed: Callable[[Job], None] = lambda job: None
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken).
@@ -93,6 +97,7 @@ class Timer(Service):
             store.reclaim_expired, RECLAIM_BATCH, self._executor.owner
         ):
             self._metrics.reclaimed(job, "expired")
+            self.on_reclaimed(job)
             log.warning(
                 "event=reclaimed job=%s attempt=%s status=%s reason=lease_expired",
                 job.id,

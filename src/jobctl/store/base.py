@@ -8,7 +8,8 @@ injected clock, never from the caller, so every backend agrees on "now".
 
 Methods are synchronous and safe to call from any thread; the daemon calls them through
 :class:`jobctl.store.aio.AsyncStore`. The contract suite in ``tests/contract`` runs
-against every backend.
+against every backend for the parts of this contract the backend declares (PostgreSQL:
+the job part only, not schedules; see ``BACKENDS`` in ``tests/contract/conftest.py``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ class Store(Protocol):
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
     ) -> None:
         """Remember the attempt's process so a restarted daemon can stop a survivor."""
+        ...
+
+    def record_notification(self, job_id: int, notified: str) -> None:
+        """Keep what a dead job's failure notification did (a JSON object text), shown by
+        ``show``. NotFound if the job is gone (purged meanwhile)."""
         ...
 
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:

@@ -42,7 +42,7 @@ V = TypeVar("V")
 #: Columns taken from the job's body (a schedule's template gives them once).
 TEMPLATE_COLUMNS = (
     "queue", "command", "env", "cwd", "owner_uid", "priority", "max_attempts", "timeout_ms",
-    "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources",
+    "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources", "on_failure",
 )  # fmt: skip
 #: Columns that differ from job to job.
 PER_JOB_COLUMNS = ("created_at", "run_at", "due", "schedule_id", "scheduled_for", "sort_key")
@@ -57,7 +57,8 @@ OWNER = TAIL_COLUMNS.index("owner_uid")
 DUE = TAIL_COLUMNS.index("due")
 TAIL_AT = 3
 #: The fields of the job body the fingerprint always covers, as columns (and back);
-#: ``resources`` counts only when set (:func:`jobctl.domain.models.fingerprint_fields`).
+#: ``resources`` and ``on_failure`` count only when set
+#: (:func:`jobctl.domain.models.fingerprint_fields`).
 FINGERPRINT_COLUMNS = (
     "backoff_base_ms", "backoff_cap_ms", "command", "cwd", "env", "max_attempts",
     "no_retry_on", "owner_uid", "priority", "queue", "retry_on", "schedule_id", "timeout_ms",
@@ -89,6 +90,8 @@ class _Body(Protocol):
     def no_retry_on(self) -> tuple[int, ...]: ...
     @property
     def resources(self) -> res.Resources | None: ...
+    @property
+    def on_failure(self) -> str | None: ...
 
 
 class TextMemo(dict[tuple[object, ...], str]):
@@ -116,6 +119,7 @@ def template_values(body: _Body, owner_uid: int, text: TextMemo) -> tuple[object
         None if body.retry_on is None else json.dumps(list(body.retry_on)),
         json.dumps(list(body.no_retry_on)) if body.no_retry_on else None,
         res.to_text(body.resources),
+        body.on_failure,
     )
 
 
@@ -206,6 +210,7 @@ def job_from_row(
         retry_on=m.get("codes", row["retry_on"], codes),
         no_retry_on=m.get("codes", row["no_retry_on"], codes) or (),
         resources=m.get("res", row["resources"], res.from_text),
+        on_failure=row["on_failure"],
     )
     return Job(
         id=row["id"],
@@ -223,6 +228,7 @@ def job_from_row(
         last_error=row["last_error"],
         dead_reason=row["dead_reason"],
         attempts=tuple(attempts),
+        notified=row["notified"],
     )
 
 
@@ -239,6 +245,8 @@ def row_fingerprint(row: RowLike) -> str:
     fields["no_retry_on"] = json.loads(row["no_retry_on"]) if row["no_retry_on"] else []
     if row["resources"]:
         fields["resources"] = json.loads(row["resources"])
+    if row["on_failure"] is not None:
+        fields["on_failure"] = row["on_failure"]
     return fingerprint_of(fields)
 
 

@@ -125,6 +125,14 @@ class JobOps:
                 generation=generation,
             )
 
+    def record_notification(self, job_id: int, notified: str) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            params = {"id": job_id, "notified": notified}
+            if conn.execute(q("record_notification"), params).fetchone() is None:
+                raise NotFound(f"no job {job_id}", job_id=job_id)
+
+        self.db.write(tx)
+
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
         def tx(conn: sqlite3.Connection) -> list[int]:
             until = self.db.now_ms() + int(lease_ttl * 1000)

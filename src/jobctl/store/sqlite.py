@@ -105,6 +105,9 @@ class SqliteStore(ScheduleMethods):
     ) -> None:
         self._jobs.record_process(job_id, generation, pid, pid_start, log_path)
 
+    def record_notification(self, job_id: int, notified: str) -> None:
+        self._jobs.record_notification(job_id, notified)
+
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
         return self._jobs.heartbeat(leases, lease_ttl)
 

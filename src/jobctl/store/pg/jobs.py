@@ -52,6 +52,14 @@ class PgJobs:
 
         return self.db.lease_write(tx)
 
+    def record_notification(self, job_id: int, notified: str) -> None:
+        def tx(conn: PgConn) -> None:
+            params = {"id": job_id, "notified": notified}
+            if conn.execute(self.db.q("record_notification"), params).fetchone() is None:
+                raise NotFound(f"no job {job_id}", job_id=job_id)
+
+        self.db.write(tx)
+
     def record_processes_tx(self, conn: PgConn, records: Sequence[ProcessRecord]) -> list[int]:
         params = {
             "job_ids": [r.job_id for r in records],

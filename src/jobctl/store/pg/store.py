@@ -124,6 +124,9 @@ class PostgresStore(ScheduleMethods):
     def submit_record_processes(self, records: Sequence[ProcessRecord]) -> Future[list[int]]:
         return self.db.submit(lambda conn: self._jobs.record_processes_tx(conn, records))
 
+    def record_notification(self, job_id: int, notified: str) -> None:
+        self._jobs.record_notification(job_id, notified)
+
     def heartbeat(self, leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
         return self._jobs.heartbeat(leases, lease_ttl)
 

@@ -59,6 +59,10 @@ WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL
   AND EXISTS (SELECT 1 FROM jobs WHERE id = :job_id AND status = 'running'
               AND generation = :generation);
 
+-- name: record_notification
+-- What a dead job's failure notification did (engine/notifier.py): not a state.
+UPDATE jobs SET notified = :notified WHERE id = :id RETURNING id;
+
 -- name: heartbeat
 UPDATE jobs SET lease_until = :lease_until
 WHERE id = :id AND status = 'running' AND generation = :generation

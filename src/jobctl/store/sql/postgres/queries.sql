@@ -78,6 +78,10 @@ WHERE a.job_id = r.job_id AND a.generation = r.generation AND a.outcome IS NULL
   AND j.id = r.job_id AND j.status = 'running' AND j.generation = r.generation
 RETURNING a.job_id;
 
+-- name: record_notification
+-- What a dead job's failure notification did (engine/notifier.py): not a state.
+UPDATE jobs SET notified = %(notified)s WHERE id = %(id)s RETURNING id;
+
 -- name: heartbeat
 UPDATE jobs SET lease_until = %(lease_until)s
 FROM unnest(%(ids)s::bigint[], %(generations)s::bigint[]) AS l(id, generation)
@@ -413,7 +417,7 @@ WHERE id = %(id)s
 RETURNING last_job_id;
 
 -- name: schedule_jobs
--- Through jobs_schedule (migration 0003).
+-- Through jobs_schedule (migration 0004).
 SELECT * FROM jobs WHERE schedule_id = %(id)s AND owner_uid = %(owner)s
 ORDER BY id DESC LIMIT %(limit)s;
 
@@ -522,7 +526,7 @@ WHERE d.id = v.id COLLATE "C";
 INSERT INTO schedule_skips (schedule_id, reason, first_nominal, last_nominal, count, recorded_at)
 VALUES (%s, %s, %s, %s, %s, %s);
 
--- The daemons of this database (migration 0004) -----------------------------------------
+-- The daemons of this database (migration 0005) -----------------------------------------
 
 -- name: daemon_beat
 -- A daemon's start and every heartbeat after it: its row, written again.

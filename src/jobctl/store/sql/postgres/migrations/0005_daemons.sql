@@ -1,4 +1,4 @@
--- 0004 (PostgreSQL): the daemons sharing this database. Each writes its row at start and
+-- 0005 (PostgreSQL): the daemons sharing this database. Each writes its row at start and
 -- again with every lease heartbeat (ttl/3); `jobctl status` lists them, a daemon silent
 -- for 3 lease TTLs shown as gone (jobctl.domain.cluster). Start-up recovery on a host
 -- leaves the jobs of a live daemon of that host alone.

@@ -1,4 +1,4 @@
--- 0003 (PostgreSQL): schedules, as the SQLite layout has them after its migrations 0002-0018:
+-- 0004 (PostgreSQL): schedules, as the SQLite layout has them after its migrations 0002-0018:
 -- a definition row (schedule_defs) and a narrow cursor row (schedule_cursors) per schedule,
 -- read together through the view `schedules`; the skip log, the edit history and the
 -- per-owner counters (schedule_counts) kept by triggers in the transaction of every change.

@@ -62,14 +62,13 @@ class JobTemplatePatch(JobTemplateIn):
     """Fields of the template to change; ``command`` may be left out too."""
 
     #: None keeps the command (the merged template is checked again as a JobTemplateIn).
-    command: _Command = None  # type: ignore[assignment]
+    command: _Command = None
 
-    @field_validator("command")
-    @classmethod
-    def _program(cls, v: list[str]) -> list[str]:
-        if v is not None and not v[0]:  # None: the command is kept
-            raise ValueError("the program (the first item) must not be empty")
-        return v
+    @model_validator(mode="after")
+    def _one_body(self) -> JobTemplatePatch:
+        if self.command is not None and self.http is not None:
+            raise ValueError("give either command or http (a webhook job), not both")
+        return self
 
 
 class SchedulePatch(BaseModel):

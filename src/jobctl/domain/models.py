@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobctl.domain import http as web
 from jobctl.domain import limits
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
 from jobctl.domain.resources import Resources
@@ -71,12 +72,17 @@ class _JobFields(Protocol):
     def env(self) -> tuple[tuple[str, str], ...]: ...
     @property
     def cwd(self) -> str: ...
+    @property
+    def http(self) -> web.HttpRequest | None: ...
 
 
 def check_job_fields(job: _JobFields) -> None:
     """Refuse what the store could not keep or the executor could not start, with the
     limits of :mod:`jobctl.domain.limits` (the API's wire models apply the same ones)."""
-    _check_command(job.command)
+    if job.http is None:
+        _check_command(job.command)
+    elif job.command:
+        raise InvalidInput("a job runs either a command or an http request, not both")
     if not 1 <= job.max_attempts <= limits.MAX_ATTEMPTS:
         raise InvalidInput(f"max_attempts must be 1-{limits.MAX_ATTEMPTS}")
     if not limits.MIN_PRIORITY <= job.priority <= limits.MAX_PRIORITY:
@@ -105,6 +111,25 @@ def _check_command(command: tuple[str, ...]) -> None:
         raise InvalidInput("command[0] (the program) must not be empty")
     if not all(map(clean_text, command)):
         raise InvalidInput("command: an argument holds a NUL byte")
+
+
+class _HttpBody(_JobFields, Protocol):
+    @property
+    def retry_on(self) -> tuple[int, ...] | None: ...
+    @property
+    def no_retry_on(self) -> tuple[int, ...]: ...
+    @property
+    def resources(self) -> Resources | None: ...
+
+
+def check_http_fields(job: _HttpBody) -> None:
+    """An http job has none of a command's settings (exit codes, environment, limits)."""
+    if job.http is None:
+        return
+    if job.retry_on is not None or job.no_retry_on:
+        raise InvalidInput("an http job lists retried 4xx codes in http.retry_on, not exit codes")
+    if job.env or job.resources:
+        raise InvalidInput("an http job takes no environment or resource limits")
 
 
 def check_env_name(name: str) -> None:
@@ -138,9 +163,11 @@ class JobSpec:
     retry_on: tuple[int, ...] | None = None  # only these exit codes are retried
     no_retry_on: tuple[int, ...] = ()  # these exit codes are not retried
     resources: Resources | None = None  # nice, memory_max, cpu_quota (domain/resources.py)
+    http: web.HttpRequest | None = None  # a webhook job: this request instead of a command
 
     def __post_init__(self) -> None:
         check_job_fields(self)
+        check_http_fields(self)
         if self.key is not None and not (
             0 < len(self.key) <= limits.MAX_KEY and clean_text(self.key)
         ):
@@ -245,6 +272,8 @@ def fingerprint_fields(
     }
     if job.resources:
         fields["resources"] = job.resources.to_json()
+    if job.http is not None:
+        fields["http"] = job.http.to_json()
     return fields
 
 
@@ -287,6 +316,7 @@ class JobTemplate:
     retry_on: tuple[int, ...] | None = None
     no_retry_on: tuple[int, ...] = ()
     resources: Resources | None = None
+    http: web.HttpRequest | None = None
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
@@ -318,6 +348,7 @@ class JobTemplate:
             retry_on=self.retry_on,
             no_retry_on=self.no_retry_on,
             resources=self.resources,
+            http=self.http,
         )
 
     def fingerprinter(self, owner_uid: int) -> Callable[[str], str]:
@@ -330,23 +361,30 @@ class JobTemplate:
         return lambda schedule_id: _FP_PREFIX + _digest(head + quote(schedule_id) + tail)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "command": list(self.command),
-            "queue": self.queue,
-            "priority": self.priority,
-            "max_attempts": self.max_attempts,
-            "timeout": self.timeout,
-            "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
-            "env": dict(self.env),
-            "cwd": self.cwd,
-            "retry_on": None if self.retry_on is None else list(self.retry_on),
-            "no_retry_on": list(self.no_retry_on),
-        } | (self.resources.to_json() if self.resources else {})  # flat: nice, memory_max…
+        """The stored (and wire) form; an http template has ``http`` and no ``command``."""
+        return (
+            ({"command": list(self.command)} if self.http is None else {})
+            | {
+                "queue": self.queue,
+                "priority": self.priority,
+                "max_attempts": self.max_attempts,
+                "timeout": self.timeout,
+                "backoff": {"base": self.backoff.base, "cap": self.backoff.cap},
+                "env": dict(self.env),
+                "cwd": self.cwd,
+                "retry_on": None if self.retry_on is None else list(self.retry_on),
+                "no_retry_on": list(self.no_retry_on),
+            }
+            | (self.resources.to_json() if self.resources else {})
+            | (  # flat: nice, memory_max…
+                {"http": self.http.to_json()} if self.http else {}
+            )
+        )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobTemplate:
         return cls(
-            command=tuple(data["command"]),
+            command=tuple(data.get("command") or ()),
             queue=data["queue"],
             priority=data["priority"],
             max_attempts=data["max_attempts"],
@@ -357,6 +395,7 @@ class JobTemplate:
             retry_on=None if data.get("retry_on") is None else tuple(data["retry_on"]),
             no_retry_on=tuple(data.get("no_retry_on") or ()),
             resources=resources_from_json(data),
+            http=web.from_json(data.get("http")),
         )
 
 
@@ -374,6 +413,11 @@ class Attempt:
     log_path: str | None
     pid: int | None
     lease_owner: str
+    #: An http job's attempt: the answer's status, the call's latency and the SHA-256
+    #: (hex) of the exact body bytes sent and signed.
+    http_status: int | None = None
+    latency_ms: int | None = None
+    body_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +463,12 @@ class AttemptResult:
     transient: bool = False
     #: Size of the attempt's log file when it ended (accounted in ``status``).
     log_bytes: int = 0
+    #: A receiver's ``Retry-After`` (seconds, bounded): the retry waits at least this.
+    retry_after: float | None = None
+    #: An http job's attempt (:class:`Attempt`'s fields of the same names).
+    http_status: int | None = None
+    latency_ms: int | None = None
+    body_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

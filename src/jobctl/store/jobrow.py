@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from jobctl.domain import http as web
 from jobctl.domain import resources as res
 from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import (
@@ -42,7 +43,7 @@ V = TypeVar("V")
 #: Columns taken from the job's body (a schedule's template gives them once).
 TEMPLATE_COLUMNS = (
     "queue", "command", "env", "cwd", "owner_uid", "priority", "max_attempts", "timeout_ms",
-    "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources",
+    "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources", "http",
 )  # fmt: skip
 #: Columns that differ from job to job.
 PER_JOB_COLUMNS = ("created_at", "run_at", "due", "schedule_id", "scheduled_for", "sort_key")
@@ -89,6 +90,8 @@ class _Body(Protocol):
     def no_retry_on(self) -> tuple[int, ...]: ...
     @property
     def resources(self) -> res.Resources | None: ...
+    @property
+    def http(self) -> web.HttpRequest | None: ...
 
 
 class TextMemo(dict[tuple[object, ...], str]):
@@ -116,6 +119,7 @@ def template_values(body: _Body, owner_uid: int, text: TextMemo) -> tuple[object
         None if body.retry_on is None else json.dumps(list(body.retry_on)),
         json.dumps(list(body.no_retry_on)) if body.no_retry_on else None,
         res.to_text(body.resources),
+        None if body.http is None else web.to_text(body.http),
     )
 
 
@@ -206,6 +210,7 @@ def job_from_row(
         retry_on=m.get("codes", row["retry_on"], codes),
         no_retry_on=m.get("codes", row["no_retry_on"], codes) or (),
         resources=m.get("res", row["resources"], res.from_text),
+        http=m.get("http", row["http"], web.from_text),
     )
     return Job(
         id=row["id"],
@@ -239,6 +244,8 @@ def row_fingerprint(row: RowLike) -> str:
     fields["no_retry_on"] = json.loads(row["no_retry_on"]) if row["no_retry_on"] else []
     if row["resources"]:
         fields["resources"] = json.loads(row["resources"])
+    if row["http"]:
+        fields["http"] = json.loads(row["http"])
     return fingerprint_of(fields)
 
 

@@ -52,6 +52,7 @@ from jobctl.store.jobs import JobOps
 from jobctl.store.queues import QueueOps
 from jobctl.store.retention import PRUNE_BATCH, Pruned, RetentionOps
 from jobctl.store.schedules import ScheduleOps
+from jobctl.store.secrets import SecretOps
 from jobctl.store.sqlitedb import SqliteDb, connect
 
 
@@ -77,6 +78,8 @@ class SqliteStore:
         self._schedules = ScheduleOps(self.db, self._jobs)
         self._retention = RetentionOps(self.db)
         self._audit = AuditOps(self.db)
+        #: Webhook signing secrets (store/secrets.py): ``store.secrets.get_secret(…)``.
+        self.secrets = SecretOps(self.db)
 
     @property
     def quota(self) -> Callable[[int], Limits] | None:

@@ -185,7 +185,8 @@ class Executor:
         try:
             result = await call.result()
         finally:
-            self._calls.pop(claim.job.id, None)
+            if self._calls.get(claim.job.id) is call:  # a reclaimed job's new attempt stays
+                del self._calls[claim.job.id]
         await self._finish(claim, result)
 
     async def _spawn(

@@ -26,16 +26,17 @@ def _headers(*secrets: str, body: bytes = BODY, ts: int = TS) -> dict[str, str]:
 
 
 def _reference(secret: str, headers: dict[str, str], body: bytes, now: int) -> None:
+    """The reference library's verdict at ``now`` (it reads the wall clock itself, so its
+    module's ``datetime`` is swapped for one whose ``now`` is the vector's time)."""
     import standardwebhooks.webhooks as ref
 
-    real = ref.datetime
-    try:  # the reference reads the wall clock; the vector's time is fixed
-        ref.datetime = type(
-            "Fixed", (real,), {"now": classmethod(lambda cls, tz=None: real.fromtimestamp(now, tz))}
-        )  # type: ignore[misc]
+    real = getattr(ref, "datetime")  # noqa: B009 - not an exported name
+    fixed = classmethod(lambda cls, tz=None: real.fromtimestamp(now, tz))
+    try:
+        setattr(ref, "datetime", type("Fixed", (real,), {"now": fixed}))  # noqa: B010
         Webhook(secret).verify(body, headers)
     finally:
-        ref.datetime = real  # type: ignore[misc]
+        setattr(ref, "datetime", real)  # noqa: B010
 
 
 def test_the_reference_library_accepts_our_signature() -> None:

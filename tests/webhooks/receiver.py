@@ -95,3 +95,45 @@ async def receiving(*script: Answer) -> AsyncIterator[Receiver]:
         rec.release.set()
         server.close()
         await server.wait_closed()
+
+
+class ThreadReceiver:
+    """The same receiver for a daemon in another process: http.server on a thread, each
+    request kept raw (head and body as they arrived) for ``jobctl webhook verify``."""
+
+    def __init__(self, status: int = 200) -> None:
+        import http.server
+        import threading
+
+        self.raw: list[bytes] = []
+        self.got = threading.Event()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                head = f"{self.requestline}\r\n{self.headers}".rstrip("\r\n") + "\r\n\r\n"
+                owner.raw.append(head.encode("latin-1") + body)
+                owner.got.set()
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            do_POST = do_GET = do_PUT = _any
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -82,6 +82,19 @@ def add(
         str | None,
         typer.Option(help="CPU share like systemd's CPUQuota=, e.g. 50% or 200% (cgroup v2)"),
     ] = None,
+    http: Annotated[
+        tuple[str, str] | None,
+        _web(
+            "Send this request instead of running a command (a webhook job)", metavar="METHOD URL"
+        ),
+    ] = None,
+    header: Annotated[list[str] | None, _web("--http: NAME:VALUE, repeatable")] = None,
+    data: Annotated[
+        str | None, _web("--http: the body: @FILE, - (stdin) or the text", metavar="@FILE|-|TEXT")
+    ] = None,
+    secret: Annotated[
+        str | None, _web("--http: sign with this secret of yours", show_default="default")
+    ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
     tz: Annotated[
@@ -142,6 +155,7 @@ def add(
         memory_max=memory_max,
         cpu_quota=cpu_quota,
         env_from_shell=env_from_shell,
+        http=_http(http, header, data, secret),
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -205,8 +219,25 @@ def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
 _BATCH_ALONE = frozenset(
     {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
     | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
-    | {"catch_up_limit", "overlap", "jitter"}
+    | {"catch_up_limit", "overlap", "jitter", "http", "header", "data", "secret"}
 )
+
+
+def _http(
+    http: tuple[str, str] | None, header: list[str] | None, data: str | None, secret: str | None
+) -> dict[str, Any] | None:
+    if http is None:
+        if header or data is not None or secret is not None:
+            raise InvalidInput("--header, --data and --secret go with --http METHOD URL")
+        return None
+    from jobctl.cli.webhook_cmd import http_request
+
+    return http_request(http[0], http[1], header, data, secret)
+
+
+def _web(help_: str, **kw: Any) -> Any:
+    """An option of the webhook group of ``jobctl add``."""
+    return typer.Option(help=help_, rich_help_panel="HTTP request (webhook job)", **kw)
 
 
 def _sched(help_: str, **kw: Any) -> Any:

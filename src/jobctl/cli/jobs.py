@@ -66,7 +66,8 @@ def add(
         ),
     ] = False,
     retry_on: Annotated[
-        str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
+        str | None,
+        typer.Option(help="Retry only these exit codes, e.g. 75,64-78 (--http: 4xx to retry)"),
     ] = None,
     no_retry_on: Annotated[
         str | None, typer.Option(help="Never retry these exit codes (126, 127 never are)")
@@ -119,7 +120,9 @@ def add(
 ) -> None:
     """Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule (--cron, --every).
 
-    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+        The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+
+    --http METHOD URL sends a signed HTTP request instead of running a command (a webhook job, docs/webhooks.md): jobctl add --cron "0 6 * * *" --tz Asia/Tokyo --http POST https://hooks.example/run --data @payload.json
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     if batch is not None:
         params = ctx.command.params

@@ -36,7 +36,7 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim
 from jobctl.domain.netguard import Address, NetGuard
 from jobctl.domain.states import DeadReason, Outcome, StopReason
-from jobctl.errors import NotFound
+from jobctl.errors import JobctlError, NotFound
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import secrets_of
@@ -106,6 +106,8 @@ class Sender:
         except OSError as exc:  # resolution failed: may mend
             return AttemptResult(Outcome.FAILED, None, f"cannot resolve {req.host}: {exc}",
                                  body_sha256=sha)  # fmt: skip
+        except JobctlError as exc:  # the store could not read the secrets: may mend
+            return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
         request = self._request(claim, req, ip, body, secrets)
         async with self._slot(req):
             return await self._exchange(claim, request, sha)

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from jobctl.domain.models import Backoff, Job, JobSpec
 from jobctl.domain.netguard import NetGuard, parse_networks
 from jobctl.domain.states import JobStatus, Outcome, StopReason
 from jobctl.engine.webhook import WebhookConfig
+from jobctl.errors import WebhookUnverified
 from tests.engine.conftest import Engine, build_engine, close_engine
 from tests.webhooks.receiver import Answer, receiving
 
@@ -215,3 +217,40 @@ async def test_cancelling_a_running_http_job_stops_its_call(hooks: Engine) -> No
         [result] = await hooks.finishes(1)
     assert result.outcome is Outcome.CANCELLED
     assert hooks.store.get(job.id).status is JobStatus.CANCELLED
+
+
+async def test_a_rotated_secret_signs_twice_during_its_grace(hooks: Engine) -> None:
+    uid = os.geteuid()
+    old = hooks.store.secrets.create_secret(uid, "rot", webhooks.new_secret())
+    new = hooks.store.secrets.rotate_secret(uid, "rot", webhooks.new_secret(), 60_000)
+    async with receiving() as rec:
+        add_http(hooks, rec.url, request={"secret": "rot"})
+        await hooks.finishes(1)
+        hooks.clock.advance(61)  # the grace is over: the new secret alone
+        add_http(hooks, rec.url, request={"secret": "rot"})
+        await hooks.finishes(2)
+    during, after = rec.seen
+    assert len(during.headers["webhook-signature"].split()) == 2
+    assert len(after.headers["webhook-signature"].split()) == 1
+    ts = int(during.headers["webhook-timestamp"])
+    for secret in (old.secret, new.secret):
+        webhooks.verify(secret, during.headers, during.body, now=ts)
+    with pytest.raises(WebhookUnverified):
+        webhooks.verify(old.secret, after.headers, after.body, now=ts + 61)
+
+
+async def test_the_per_target_limit_holds_a_burst_back(tmp_path: Path, clock: FakeClock) -> None:
+    eng = await _running(tmp_path, clock, replace(LOOPBACK, per_target=1))
+    try:
+        async with receiving(Answer(200, delay=-1)) as rec:
+            add_http(eng, rec.url)
+            add_http(eng, rec.url)
+            await rec.requests(1)
+            for _ in range(20):  # both jobs are running; the second waits for the first
+                await asyncio.sleep(0.01)
+            assert len(rec.seen) == 1 and eng.executor.running_count == 2
+            rec.release.set()
+            await rec.requests(2)
+            await eng.finishes(2)
+    finally:
+        await _stop(eng)

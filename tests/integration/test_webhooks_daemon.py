@@ -60,6 +60,7 @@ def test_a_signed_webhook_is_delivered_shown_and_verified(
     assert bad.stderr.count("\n") == 1
     shown = cli(d, "show", job_id).stdout
     assert f"POST {receiver.url}/hook" in shown and "HTTP 200 in" in shown
+    assert cli(d, "logs", job_id).stdout == "ok"  # the answer's first 4 KiB
     assert secret not in "".join(d.log)  # never logged
     listed = cli(d, "secrets", "list").stdout
     assert "default" in listed and secret not in listed

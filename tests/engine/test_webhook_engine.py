@@ -254,3 +254,25 @@ async def test_the_per_target_limit_holds_a_burst_back(tmp_path: Path, clock: Fa
             await eng.finishes(2)
     finally:
         await _stop(eng)
+
+
+async def test_a_name_is_resolved_once_and_kept_in_the_host_header(
+    hooks: Engine, tmp_path: Path, clock: FakeClock
+) -> None:
+    """The request goes to the address checked (here localhost's 127.0.0.1, allowed),
+    with the name kept for Host; a daemon at its defaults refuses the name by what it
+    resolves to, so a name cannot smuggle a request to loopback."""
+    async with receiving() as rec:
+        add_http(hooks, f"http://localhost:{rec.port}")
+        [result] = await hooks.finishes(1)
+    assert result.outcome is Outcome.SUCCEEDED
+    assert rec.seen[0].headers["host"] == f"localhost:{rec.port}"
+    eng = await _running(tmp_path / "strict", clock, WebhookConfig())
+    try:
+        async with receiving() as rec:
+            add_http(eng, f"http://localhost:{rec.port}")
+            [refused] = await eng.finishes(1)
+    finally:
+        await _stop(eng)
+    assert "localhost resolves to" in str(refused.error) and "loopback" in str(refused.error)
+    assert not rec.seen

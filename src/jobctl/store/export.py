@@ -35,7 +35,7 @@ _TIMES = frozenset(
     | {"broken_at"}
 )
 #: Text columns holding JSON: exported as JSON values (in CSV, as their JSON text).
-_JSON = frozenset({"command", "env", "template", "retry_on", "no_retry_on", "resources"})
+_JSON = frozenset({"command", "env", "template", "retry_on", "no_retry_on", "resources", "http"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

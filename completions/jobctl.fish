@@ -543,7 +543,7 @@ complete -c jobctl -n '__jobctl_at \'webhook\' \'sub\'' -a 'verify' -d 'Check a 
 complete -c jobctl -n '__jobctl_at \'webhook\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl webhook verify
-complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'secret' -x -d 'whsec_… secret, or @FILE holding it'
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'secret' -x -d 'The whsec_ secret, or @FILE holding it'
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'request' -x -d 'A captured raw HTTP request (head and body)'
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'header' -x -d 'NAME:VALUE of the request, repeatable'
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'body' -x -d 'The raw body'

@@ -197,8 +197,8 @@ async def _secrets(call: Call) -> None:
     _, every = await call(ADMIN, "GET", "/v1/secrets?all_users=true", None)
     assert uid not in {s["owner_uid"] for s in theirs} and "whsec_" not in str(every)
     assert {"hook", "hook2"} <= {s["name"] for s in every if s["owner_uid"] == uid}
-    rotate = f"/v1/secrets/hook/rotate?uid={uid}"
-    await expect(call, "POST", rotate, {"grace": 60.0}, others_first(200, 200))
+    rotate = f"/v1/secrets/hook/rotate?uid={uid}&grace=60"
+    await expect(call, "POST", rotate, None, others_first(200, 200))
     _, now = await call(OWNER, "GET", path, None)
     assert now["secret"] != made["secret"] and now["previous"] is not None
     await expect(call, "DELETE", path, None, others_first(200, 404))

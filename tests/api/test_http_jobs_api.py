@@ -33,10 +33,10 @@ async def test_an_http_job_is_stored_and_shown(api: Api) -> None:
         ({}, "either command or http"),
         ({"command": ["true"], "http": HOOK}, "either command or http"),
         ({"http": HOOK | {"url": "ftp://x/y"}}, "url"),
-        ({"http": HOOK | {"url": "http://user:pw@x/"}}, "credentials"),
+        ({"http": HOOK | {"url": "http://user:pw@x/"}}, "url"),
         ({"http": HOOK | {"method": "TRACE"}}, "method"),
         ({"http": HOOK | {"headers": {"webhook-id": "x"}}}, "set by the daemon"),
-        ({"http": HOOK | {"headers": {"X-A": "1\r\nX-B: 2"}}}, "one line"),
+        ({"http": HOOK | {"headers": {"X-A": "1\r\nX-B: 2"}}}, "headers"),
         ({"http": HOOK | {"headers": {"bad name": "1"}}}, "header name"),
         ({"http": HOOK | {"retry_on": [500]}}, "retry_on"),
         ({"http": HOOK | {"retry_on": [410]}}, "410"),
@@ -64,3 +64,16 @@ async def test_an_http_schedule_carries_its_request_to_each_occurrence(api: Api)
     fired = await client.post(f"/v1/schedules/{r.json()['id']}/trigger")
     assert fired.status_code in (200, 201), fired.text
     assert fired.json()["http"] == HOOK
+
+
+async def test_a_schedule_edit_may_turn_a_command_into_a_webhook(api: Api) -> None:
+    client, _ = api
+    body = {"every": 60, "job": {"command": ["true"], "env": {"A": "1"}, "nice": 5}}
+    made = (await client.post("/v1/schedules", json=body)).json()
+    r = await client.patch(f"/v1/schedules/{made['id']}", json={"job": {"http": HOOK}})
+    assert r.status_code == 200, r.text
+    shown = (await client.get(f"/v1/schedules/{made['id']}")).json()["job"]
+    assert shown["http"] == HOOK and "command" not in shown and shown["env"] == {}
+    back = await client.patch(f"/v1/schedules/{made['id']}", json={"job": {"command": ["true"]}})
+    assert back.status_code == 200, back.text
+    assert "http" not in (await client.get(f"/v1/schedules/{made['id']}")).json()["job"]

@@ -131,18 +131,44 @@ class BackoffIn(BaseModel):
     cap: Seconds = 3600.0
 
 
+def _ci(name: str) -> str:
+    """A regex of ``name`` in any case, without flags (JSON Schema's regexes have none)."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
+
+
+#: A URL the API takes: http(s), a host name or IPv4 address, a port up to 65535, then
+#: printable ASCII (what jobctl.domain.http accepts, written so the document says it).
+URL_PATTERN = (
+    r"^https?://[A-Za-z0-9.-]+"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
+    r"([/?#][!-~]*)?$"
+)
+_RESERVED = "^(" + "|".join(_ci(n) for n in sorted(web.RESERVED_HEADERS)) + ")$"
+HeaderValue = Annotated[str, Field(max_length=web.MAX_HEADER_VALUE, pattern=r"^[^\r\n\x00]*$")]
+
+
+def _headers_schema(schema: dict[str, Any]) -> None:
+    """``headers`` in the OpenAPI document: token names, not the daemon's own."""
+    schema["propertyNames"] = {"pattern": web.HEADER_NAME.pattern, "not": {"pattern": _RESERVED}}
+
+
 class HttpIn(BaseModel):
     """An http job's request (docs/webhooks.md): sent, signed, instead of a command."""
 
     model_config = STRICT
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: Annotated[str, Field(min_length=1, max_length=web.MAX_URL, pattern=r"^https?://\S+$")]
-    headers: Annotated[dict[str, Text], Field(max_length=web.MAX_HEADERS)] = Field(
-        default_factory=dict
-    )
-    body: Annotated[str, Field(pattern=limits.TEXT_PATTERN)] = ""
+    url: Annotated[str, Field(min_length=1, max_length=web.MAX_URL, pattern=URL_PATTERN)]
+    headers: Annotated[
+        dict[str, HeaderValue],
+        Field(max_length=web.MAX_HEADERS, json_schema_extra=_headers_schema),
+    ] = Field(default_factory=dict)
+    body: Annotated[
+        str, Field(max_length=limits.MAX_PAYLOAD_BYTES, pattern=limits.TEXT_PATTERN)
+    ] = ""
     #: 4xx statuses retried (by default a 4xx but 429 is dead at once; 410 always is).
-    retry_on: list[Annotated[int, Field(ge=400, le=499), NUMBER]] = Field(default_factory=list)
+    retry_on: list[
+        Annotated[int, Field(ge=400, le=499, json_schema_extra={"not": {"const": 410}}), NUMBER]
+    ] = Field(default_factory=list)
     #: The owner's signing secret (jobctl secrets); unset: "default" if it exists.
     secret: Annotated[str, Field(pattern=web.SECRET_NAME.pattern)] | None = None
 
@@ -158,11 +184,46 @@ class HttpIn(BaseModel):
         )
 
 
+_HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
+_COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
+#: Settings of a command that an http job refuses (jobctl.domain.http.check_job).
+COMMAND_ONLY: list[dict[str, Any]] = [
+    {"required": [name], "properties": {name: kind}}
+    for name, kind in (
+        ("retry_on", {"type": "array"}),
+        ("no_retry_on", {"type": "array", "minItems": 1}),
+        ("env", {"type": "object", "minProperties": 1}),
+        ("nice", {"type": "integer"}),
+        ("memory_max", {"type": "integer"}),
+        ("cpu_quota", {"type": "number"}),
+    )
+]
+
+
+def _one_body(schema: dict[str, Any]) -> None:
+    """In the OpenAPI document: ``command`` or ``http``, and an http job without the
+    settings of a command."""
+    schema["oneOf"] = [
+        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}]},
+        {"allOf": [_HTTP_SET, {"not": _COMMAND_SET}, {"not": {"anyOf": COMMAND_ONLY}}]},
+    ]
+
+
+def http_without_command(schema: dict[str, Any]) -> None:
+    """A template patch: not both bodies, and no command settings beside ``http``."""
+    schema["not"] = {
+        "anyOf": [
+            {"allOf": [_COMMAND_SET, _HTTP_SET]},
+            {"allOf": [_HTTP_SET, {"anyOf": COMMAND_ONLY}]},
+        ]
+    }
+
+
 class JobTemplateIn(BaseModel):
     """What a job runs and how: the body of a job, or the template of a schedule. A job
     runs either ``command`` or the ``http`` request (a webhook job), never both."""
 
-    model_config = STRICT
+    model_config = STRICT | {"json_schema_extra": _one_body}
     command: (
         Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)] | None
     ) = None

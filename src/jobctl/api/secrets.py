@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import BaseModel, Field
 
 from jobctl import webhooks
 from jobctl.api.app import AllUsers, Ctx, Who
@@ -42,12 +42,6 @@ class SecretIn(BaseModel):
     name: Name = "default"
     #: Whose secret (admins only for another user's); default: the caller's.
     owner_uid: Annotated[int, Field(ge=0, le=2**32 - 1), NUMBER] | None = None
-
-
-class RotateIn(BaseModel):
-    model_config = STRICT
-    #: Seconds the previous secret still signs (a second signature).
-    grace: Annotated[StrictFloat, Field(ge=0, le=MAX_GRACE)] = DEFAULT_GRACE
 
 
 def secret_out(s: WebhookSecret, with_value: bool) -> dict[str, Any]:
@@ -97,10 +91,16 @@ async def show(name: NamePath, ctx: Ctx, who: Who, uid: Uid = None) -> dict[str,
 
 @router.post("/{name}/rotate", summary="Replace a secret; the old one still signs a while")
 async def rotate(
-    name: NamePath, ctx: Ctx, who: Who, uid: Uid = None, body: RotateIn | None = None
+    name: NamePath,
+    ctx: Ctx,
+    who: Who,
+    uid: Uid = None,
+    grace: Annotated[
+        float, Query(ge=0, le=MAX_GRACE, description="Seconds the old secret still signs")
+    ] = DEFAULT_GRACE,
 ) -> dict[str, Any]:
     owner = _owner(who, uid, name)
-    grace_ms = round((body or RotateIn()).grace * 1000)
+    grace_ms = round(grace * 1000)
     new = webhooks.new_secret()
     return secret_out(
         await ctx.store.run(_part(ctx).rotate_secret, owner, name, new, grace_ms), True

@@ -108,10 +108,9 @@ def rotate(
     socket: SocketOpt = None,
 ) -> None:
     """Replace a secret; requests carry both signatures during --grace."""
-    body = {"grace": parse_duration(grace)}
+    params = {"grace": parse_duration(grace), "uid": uid}
     with client(socket) as c:
-        _show(c.request("POST", _path(name) + "/rotate", json_body=body, params={"uid": uid}),
-              json_)  # fmt: skip
+        _show(c.request("POST", _path(name) + "/rotate", params=params), json_)
 
 
 @secrets_app.command("delete")
@@ -125,7 +124,7 @@ def delete(name: Name, uid: UidOpt = None, json_: JsonOpt = False,
 
 @webhook_app.command("verify")
 def verify(
-    secret: Annotated[str, typer.Option(help="whsec_… secret, or @FILE holding it")],
+    secret: Annotated[str, typer.Option(help="The whsec_ secret, or @FILE holding it")],
     request: Annotated[
         str | None,
         typer.Option(metavar="FILE|-", help="A captured raw HTTP request (head and body)"),

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
@@ -102,6 +102,31 @@ def to_text(req: HttpRequest | None) -> str | None:
 
 def from_text(text: str | None) -> HttpRequest | None:
     return from_json(json.loads(text)) if text else None
+
+
+class _Job(Protocol):
+    """What :func:`check_job` reads of a job or template."""
+
+    @property
+    def http(self) -> HttpRequest | None: ...
+    @property
+    def retry_on(self) -> tuple[int, ...] | None: ...
+    @property
+    def no_retry_on(self) -> tuple[int, ...]: ...
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def resources(self) -> object: ...
+
+
+def check_job(job: _Job) -> None:
+    """An http job has none of a command's settings (exit codes, environment, limits)."""
+    if job.http is None:
+        return
+    if job.retry_on is not None or job.no_retry_on:
+        raise InvalidInput("an http job lists retried 4xx codes in http.retry_on, not exit codes")
+    if job.env or job.resources:
+        raise InvalidInput("an http job takes no environment or resource limits")
 
 
 def check_request(req: HttpRequest) -> None:
@@ -203,6 +228,7 @@ __all__ = [
     "HttpRequest",
     "Verdict",
     "WebhookSecret",
+    "check_job",
     "check_request",
     "check_secret_name",
     "classify",

@@ -113,25 +113,6 @@ def _check_command(command: tuple[str, ...]) -> None:
         raise InvalidInput("command: an argument holds a NUL byte")
 
 
-class _HttpBody(_JobFields, Protocol):
-    @property
-    def retry_on(self) -> tuple[int, ...] | None: ...
-    @property
-    def no_retry_on(self) -> tuple[int, ...]: ...
-    @property
-    def resources(self) -> Resources | None: ...
-
-
-def check_http_fields(job: _HttpBody) -> None:
-    """An http job has none of a command's settings (exit codes, environment, limits)."""
-    if job.http is None:
-        return
-    if job.retry_on is not None or job.no_retry_on:
-        raise InvalidInput("an http job lists retried 4xx codes in http.retry_on, not exit codes")
-    if job.env or job.resources:
-        raise InvalidInput("an http job takes no environment or resource limits")
-
-
 def check_env_name(name: str) -> None:
     """An environment variable name a job may set (the ``JOBCTL_`` names are the daemon's)."""
     if (
@@ -167,7 +148,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         check_job_fields(self)
-        check_http_fields(self)
+        web.check_job(self)
         if self.key is not None and not (
             0 < len(self.key) <= limits.MAX_KEY and clean_text(self.key)
         ):

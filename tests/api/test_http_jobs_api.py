@@ -77,3 +77,10 @@ async def test_a_schedule_edit_may_turn_a_command_into_a_webhook(api: Api) -> No
     back = await client.patch(f"/v1/schedules/{made['id']}", json={"job": {"command": ["true"]}})
     assert back.status_code == 200, back.text
     assert "http" not in (await client.get(f"/v1/schedules/{made['id']}")).json()["job"]
+
+
+async def test_command_settings_on_an_http_schedule_are_a_conflict(api: Api) -> None:
+    client, _ = api
+    made = (await client.post("/v1/schedules", json={"every": 60, "job": {"http": HOOK}})).json()
+    r = await client.patch(f"/v1/schedules/{made['id']}", json={"job": {"nice": 5}})
+    assert r.status_code == 409 and "http request" in r.json()["error"]["message"]

@@ -60,6 +60,19 @@ def _not_both(schema: dict[str, Any]) -> None:
 _COMMAND_ONLY = frozenset(
     {"command", "env", "retry_on", "no_retry_on", "nice", "memory_max", "cpu_quota"}
 )
+
+
+def _refuse_command_settings(given: dict[str, Any]) -> None:
+    """Settings of a command on an http job's template: the body is fine, the schedule's
+    state is not (409), as for ``at`` on a cron schedule."""
+    bad = sorted(k for k, v in given.items() if k in _COMMAND_ONLY and v not in (None, [], {}))
+    if bad:
+        raise Conflict(
+            f"this schedule's job is an http request: {', '.join(bad)} apply to a command "
+            "(give command too to make it one)"
+        )
+
+
 _Command = Annotated[list[Text] | None, Field(min_length=1, json_schema_extra=_command_schema)]
 
 
@@ -147,6 +160,8 @@ class SchedulePatch(BaseModel):
             base = {k: v for k, v in base.items() if k not in _COMMAND_ONLY}
         elif "command" in given:
             base.pop("http", None)
+        elif "http" in base:
+            _refuse_command_settings(given)
         merged = base | given
         try:
             checked = JobTemplateIn.model_validate_json(json.dumps(merged))

@@ -88,3 +88,11 @@ def test_loopback_is_refused_by_a_default_daemon(
     job = _status(daemon, job_id)
     assert job["dead_reason"] == "non_retryable" and "loopback" in str(job["last_error"])
     assert not receiver.raw
+
+
+def test_an_http_schedule_is_made_and_shown(daemon: DaemonProc) -> None:
+    made = cli(daemon, "add", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--http", "post",
+               "https://hooks.example/run", "--data", "-", stdin='{"a": 1}')  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    shown = cli(daemon, "schedules", "show", made.stdout.strip()).stdout
+    assert "POST https://hooks.example/run" in shown

@@ -190,7 +190,7 @@ _COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "arr
 COMMAND_ONLY: list[dict[str, Any]] = [
     {"required": [name], "properties": {name: kind}}
     for name, kind in (
-        ("retry_on", {"type": "array"}),
+        ("retry_on", {"type": "array", "minItems": 1}),
         ("no_retry_on", {"type": "array", "minItems": 1}),
         ("env", {"type": "object", "minProperties": 1}),
         ("nice", {"type": "integer"}),

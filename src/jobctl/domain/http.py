@@ -123,7 +123,7 @@ def check_job(job: _Job) -> None:
     """An http job has none of a command's settings (exit codes, environment, limits)."""
     if job.http is None:
         return
-    if job.retry_on is not None or job.no_retry_on:
+    if job.retry_on or job.no_retry_on:
         raise InvalidInput("an http job lists retried 4xx codes in http.retry_on, not exit codes")
     if job.env or job.resources:
         raise InvalidInput("an http job takes no environment or resource limits")

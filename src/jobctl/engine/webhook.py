@@ -101,15 +101,17 @@ class Sender:
             secrets = await self._secrets(claim, req)
             ip = await self._address(req)
         except Refused as exc:
-            return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}",
-                                 dead_reason=DeadReason.NON_RETRYABLE, body_sha256=sha)  # fmt: skip
+            return _unsendable(f"not sent: {exc}", sha)
         except OSError as exc:  # resolution failed: may mend
             return AttemptResult(Outcome.FAILED, None, f"cannot resolve {req.host}: {exc}",
                                  body_sha256=sha)  # fmt: skip
         except JobctlError as exc:  # the store could not read the secrets: may mend
             return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
-        request = self._request(claim, req, ip, body, secrets)
-        async with self._slot(req):
+        async with self._slot(req):  # signed after the wait: a fresh timestamp
+            try:
+                request = self._request(claim, req, ip, body, secrets)
+            except (httpx.HTTPError, ValueError) as exc:
+                return _unsendable(f"not sent: {exc}", sha)
             return await self._exchange(claim, request, sha)
 
     async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
@@ -173,7 +175,7 @@ class Sender:
             error = f"timed out after {waited:g}s ({type(exc).__name__})"
             return AttemptResult(Outcome.TIMEOUT, None, error, body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
-        except httpx.HTTPError as exc:  # connection refused, reset, a protocol error
+        except (httpx.HTTPError, OSError) as exc:  # refused, reset, TLS, a protocol error
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return AttemptResult(Outcome.FAILED, None, error, body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
@@ -223,9 +225,18 @@ class Call:
         except asyncio.CancelledError:
             if self.stop_reason is None or not self.task.cancelled():
                 raise  # the caller itself is being cancelled
+        except Exception as exc:  # a bug: the attempt still ends (and is retried)
+            log.error("event=http_send_failed job=%s error=%s", self.claim.job.id, logval(exc))
+            return AttemptResult(Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}")
         reason = self.stop_reason
         error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
         return AttemptResult(reason.outcome, None, error)
+
+
+def _unsendable(error: str, sha: str) -> AttemptResult:
+    """A request that cannot be sent as it is: no retry can mend it."""
+    return AttemptResult(Outcome.FAILED, None, error, dead_reason=DeadReason.NON_RETRYABLE,
+                         body_sha256=sha)  # fmt: skip
 
 
 def _content_type(body: str) -> str:

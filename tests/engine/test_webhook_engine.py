@@ -276,3 +276,11 @@ async def test_a_name_is_resolved_once_and_kept_in_the_host_header(
         await _stop(eng)
     assert "localhost resolves to" in str(refused.error) and "loopback" in str(refused.error)
     assert not rec.seen
+
+
+async def test_a_job_signs_only_with_its_owners_secrets(hooks: Engine) -> None:
+    hooks.store.secrets.create_secret(os.geteuid() + 1, "theirs", webhooks.new_secret())
+    async with receiving() as rec:
+        add_http(hooks, rec.url, request={"secret": "theirs"})
+        [result] = await hooks.finishes(1)
+    assert "has no secret 'theirs'" in str(result.error) and not rec.seen

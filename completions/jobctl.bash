@@ -44,11 +44,13 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config) ;;
+        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config secrets webhook) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show get) ;;
+        secrets) _jobctl_r=(create list show rotate delete) ;;
+        webhook) _jobctl_r=(verify) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -57,7 +59,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --on-failure --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --on-failure --http --header --data --secret --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --cursor --all --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
@@ -94,6 +96,14 @@ _jobctl_options() {
         config) _jobctl_r=(--help) ;;
         'config show') _jobctl_r=(--config --json --local --socket --help) ;;
         'config get') _jobctl_r=(--config --local --socket --help) ;;
+        secrets) _jobctl_r=(--help) ;;
+        'secrets create') _jobctl_r=(--uid --json --socket --help) ;;
+        'secrets list') _jobctl_r=(--all-users --json --socket --help) ;;
+        'secrets show') _jobctl_r=(--uid --json --socket --help) ;;
+        'secrets rotate') _jobctl_r=(--grace --uid --json --socket --help) ;;
+        'secrets delete') _jobctl_r=(--uid --json --socket --help) ;;
+        webhook) _jobctl_r=(--help) ;;
+        'webhook verify') _jobctl_r=(--secret --request --header --body --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -104,32 +114,32 @@ _jobctl_nvalues() {
         'add --at'|'add --in'|'add --key'|'add --queue'|'add --priority'|\
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
         'add --retry-on'|'add --no-retry-on'|'add --nice'|'add --memory-max'|\
-        'add --cpu-quota'|'add --on-failure'|'add --cron'|'add --every'|'add --tz'|\
-        'add --name'|'add --misfire'|'add --catch-up-limit'|'add --overlap'|\
-        'add --jitter'|'add --batch'|'add --socket'|'list --status'|'list --queue'|\
-        'list --limit'|'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
-        'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
-        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
-        'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
-        'next --after'|'next --count'|'next --seed'|'import-crontab --tz'|\
-        'import-crontab --misfire'|'import-crontab --max-attempts'|\
-        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\
-        'export --db'|'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
-        'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
-        'audit --socket'|'dlq list --queue'|'dlq list --reason'|'dlq list --since'|\
-        'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|'dlq show --socket'|\
-        'dlq replay --limit'|'dlq replay --queue'|'dlq replay --reason'|'dlq replay --id'|\
-        'dlq replay --rate'|'dlq replay --socket'|'dlq purge --older-than'|\
-        'dlq purge --socket'|'queues list --socket'|'queues set --concurrency'|\
-        'queues set --rate'|'queues set --burst'|'queues set --weight'|\
-        'queues set --socket'|'queues pause --socket'|'queues resume --socket'|\
-        'schedules list --limit'|'schedules list --cursor'|'schedules list --socket'|\
-        'schedules show --socket'|'schedules edit --cron'|'schedules edit --every'|\
-        'schedules edit --at'|'schedules edit --tz'|'schedules edit --jitter'|\
-        'schedules edit --name'|'schedules edit --misfire'|\
+        'add --cpu-quota'|'add --on-failure'|'add --header'|'add --data'|'add --secret'|\
+        'add --cron'|'add --every'|'add --tz'|'add --name'|'add --misfire'|\
+        'add --catch-up-limit'|'add --overlap'|'add --jitter'|'add --batch'|\
+        'add --socket'|'list --status'|'list --queue'|'list --limit'|'list --cursor'|\
+        'list --socket'|'show --socket'|'attempts --limit'|'attempts --cursor'|\
+        'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|'logs --socket'|\
+        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --state-dir'|\
+        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
+        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
+        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
+        'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
+        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
+        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
+        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
+        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
+        'audit --cursor'|'audit --socket'|'dlq list --queue'|'dlq list --reason'|\
+        'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|\
+        'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
+        'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
+        'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
+        'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
+        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
+        'queues resume --socket'|'schedules list --limit'|'schedules list --cursor'|\
+        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
+        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
+        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
         'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
         'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
         'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
@@ -137,7 +147,13 @@ _jobctl_nvalues() {
         'schedules edit --on-failure'|'schedules edit --socket'|\
         'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
-        'config show --socket'|'config get --config'|'config get --socket') _jobctl_r=(1) ;;
+        'config show --socket'|'config get --config'|'config get --socket'|\
+        'secrets create --uid'|'secrets create --socket'|'secrets list --socket'|\
+        'secrets show --uid'|'secrets show --socket'|'secrets rotate --grace'|\
+        'secrets rotate --uid'|'secrets rotate --socket'|'secrets delete --uid'|\
+        'secrets delete --socket'|'webhook verify --secret'|'webhook verify --request'|\
+        'webhook verify --header'|'webhook verify --body') _jobctl_r=(1) ;;
+        'add --http') _jobctl_r=(2) ;;
         *) _jobctl_r=(0) ;;
     esac
 }
@@ -148,7 +164,8 @@ _jobctl_positionals() {
         add) _jobctl_r=(0 1) ;;
         show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
         'queues set'|'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
-        'schedules resume'|'schedules trigger'|'schedules delete'|'config get') _jobctl_r=(1 0) ;;
+        'schedules resume'|'schedules trigger'|'schedules delete'|'config get'|\
+        'secrets create'|'secrets show'|'secrets rotate'|'secrets delete') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -157,7 +174,7 @@ _jobctl_positionals() {
 # Whether options may follow a positional argument of a command path.
 _jobctl_interspersed() {
     case $1 in
-        ''|add|dlq|queues|schedules|config) return 1 ;;
+        ''|add|dlq|queues|schedules|config|secrets|webhook) return 1 ;;
         *) return 0 ;;
     esac
 }
@@ -182,7 +199,10 @@ _jobctl_value() {
         'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
         'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
         'schedules delete #1'|'config show --config'|'config show --socket'|\
-        'config get --config'|'config get --socket'|'config get #1') _jobctl_files ;;
+        'config get --config'|'config get --socket'|'config get #1'|\
+        'secrets create --socket'|'secrets create #1'|'secrets list --socket'|\
+        'secrets show --socket'|'secrets show #1'|'secrets rotate --socket'|\
+        'secrets rotate #1'|'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

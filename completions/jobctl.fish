@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -68,6 +68,10 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
             printf '%s\n' 'show' 'get'
+        case 'secrets'
+            printf '%s\n' 'create' 'list' 'show' 'rotate' 'delete'
+        case 'webhook'
+            printf '%s\n' 'verify'
     end
 end
 
@@ -76,13 +80,14 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
         case 'add --at' 'add --in' 'add --key' 'add --queue' 'add --priority' \
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
             'add --retry-on' 'add --no-retry-on' 'add --nice' 'add --memory-max' \
-            'add --cpu-quota' 'add --on-failure' 'add --cron' 'add --every' 'add --tz' \
-            'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
-            'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
-            'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
-            'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
-            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
-            'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'add --cpu-quota' 'add --on-failure' 'add --header' 'add --data' \
+            'add --secret' 'add --cron' 'add --every' 'add --tz' 'add --name' \
+            'add --misfire' 'add --catch-up-limit' 'add --overlap' 'add --jitter' \
+            'add --batch' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
+            'list --cursor' 'list --socket' 'show --socket' 'attempts --limit' \
+            'attempts --cursor' 'attempts --socket' 'logs --attempt' 'logs --tail' \
+            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
+            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
             'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
@@ -111,8 +116,15 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'schedules edit --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
             'schedules delete --socket' 'config show --config' 'config show --socket' \
-            'config get --config' 'config get --socket'
+            'config get --config' 'config get --socket' 'secrets create --uid' \
+            'secrets create --socket' 'secrets list --socket' 'secrets show --uid' \
+            'secrets show --socket' 'secrets rotate --grace' 'secrets rotate --uid' \
+            'secrets rotate --socket' 'secrets delete --uid' 'secrets delete --socket' \
+            'webhook verify --secret' 'webhook verify --request' \
+            'webhook verify --header' 'webhook verify --body'
             echo 1
+        case 'add --http'
+            echo 2
         case '*'
             echo 0
     end
@@ -120,7 +132,7 @@ end
 
 function __jobctl_interspersed --argument-names path --description 'Whether options may follow a positional argument'
     switch "$path"
-        case '' 'add' 'dlq' 'queues' 'schedules' 'config'
+        case '' 'add' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
             return 1
         case '*'
             return 0
@@ -150,6 +162,8 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, s
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, edit, pause, resume, trigger, delete.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'config' -d 'The daemon\'s configuration.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'secrets' -d 'Signing secrets of http (webhook) jobs: yours, or (admins) anyone\'s.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'webhook' -d 'Tools for receivers of jobctl\'s webhooks.'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the version and exit'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -166,12 +180,16 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cwd' -x -a '(__fish_comp
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env' -x -d 'NAME=VALUE, repeatable'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'env-from-shell' -d 'Run with your current environment (PATH included), as at does, plus --env; default: a small clean one'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'shell' -l 'no-shell' -d 'Run one string through bash -o pipefail -c (a failing pipeline stage fails the job); /bin/sh -c where there is no bash'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes, e.g. 75,64-78 (--http: 4xx to retry)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes (126, 127 never are)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'nice' -x -d 'Run at this niceness (-20..19)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'memory-max' -x -d 'Memory cap like systemd\'s MemoryMax=, e.g. 512M (cgroup v2)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cpu-quota' -x -d 'CPU share like systemd\'s CPUQuota=, e.g. 50% or 200% (cgroup v2)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'on-failure' -x -d 'Shell command run (as you) when the job ends dead, with JOBCTL_FAILED_* in its environment, like systemd\'s OnFailure=; MAILTO in --env mails too'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'http' -x -d 'Send this request instead of running a command (a webhook job)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'header' -x -d '--http: NAME:VALUE, repeatable'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'data' -x -d '--http: the body: @FILE, - (stdin) or the text'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'secret' -x -d '--http: sign with this secret of yours'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
@@ -481,3 +499,57 @@ complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'local' -d 'Do not
 complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'config get\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'config get\' \'#1\'' -F -d 'A setting, e.g. socket, retry.max_attempts'
+
+# jobctl secrets
+complete -c jobctl -n '__jobctl_at \'secrets\' \'sub\'' -a 'create' -d 'Create a signing secret (whsec_ + 32 random bytes) and print it.'
+complete -c jobctl -n '__jobctl_at \'secrets\' \'sub\'' -a 'list' -d 'Your secrets\' names and times (never their values).'
+complete -c jobctl -n '__jobctl_at \'secrets\' \'sub\'' -a 'show' -d 'Print a secret\'s value (--json: with the previous one during a rotation).'
+complete -c jobctl -n '__jobctl_at \'secrets\' \'sub\'' -a 'rotate' -d 'Replace a secret; requests carry both signatures during --grace.'
+complete -c jobctl -n '__jobctl_at \'secrets\' \'sub\'' -a 'delete' -d 'Delete a secret (jobs naming it then fail, unsent).'
+complete -c jobctl -n '__jobctl_at \'secrets\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl secrets create
+complete -c jobctl -n '__jobctl_at \'secrets create\' \'opt\'' -l 'uid' -x -d 'Whose secret (admins only)'
+complete -c jobctl -n '__jobctl_at \'secrets create\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'secrets create\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'secrets create\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'secrets create\' \'#1\'' -F -d 'Secret name (jobs use \'default\')'
+
+# jobctl secrets list
+complete -c jobctl -n '__jobctl_at \'secrets list\' \'opt\'' -l 'all-users' -d 'Everyone\'s, not only yours (admins only)'
+complete -c jobctl -n '__jobctl_at \'secrets list\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'secrets list\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'secrets list\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl secrets show
+complete -c jobctl -n '__jobctl_at \'secrets show\' \'opt\'' -l 'uid' -x -d 'Whose secret (admins only)'
+complete -c jobctl -n '__jobctl_at \'secrets show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'secrets show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'secrets show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'secrets show\' \'#1\'' -F -d 'Secret name (jobs use \'default\')'
+
+# jobctl secrets rotate
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'opt\'' -l 'grace' -x -d 'How long the old secret still signs'
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'opt\'' -l 'uid' -x -d 'Whose secret (admins only)'
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'secrets rotate\' \'#1\'' -F -d 'Secret name (jobs use \'default\')'
+
+# jobctl secrets delete
+complete -c jobctl -n '__jobctl_at \'secrets delete\' \'opt\'' -l 'uid' -x -d 'Whose secret (admins only)'
+complete -c jobctl -n '__jobctl_at \'secrets delete\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'secrets delete\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'secrets delete\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'secrets delete\' \'#1\'' -F -d 'Secret name (jobs use \'default\')'
+
+# jobctl webhook
+complete -c jobctl -n '__jobctl_at \'webhook\' \'sub\'' -a 'verify' -d 'Check a request\'s Standard Webhooks signature and timestamp (±5 min); exit 0...'
+complete -c jobctl -n '__jobctl_at \'webhook\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl webhook verify
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'secret' -x -d 'The whsec_ secret, or @FILE holding it'
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'request' -x -d 'A captured raw HTTP request (head and body)'
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'header' -x -d 'NAME:VALUE of the request, repeatable'
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'body' -x -d 'The raw body'
+complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'help' -d 'Show this message and exit.'

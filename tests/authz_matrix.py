@@ -64,6 +64,7 @@ async def run_matrix(call: Call, dead_job: Callable[[], Awaitable[int]]) -> None
     await _dlq(call, dead)
     await _shared_and_admin(call)
     await _keys(call, sched["id"])
+    await _secrets(call)
     missing = set(ROUTES) - COVERED
     assert not missing, f"routes the matrix never tried: {sorted(missing)}"
 
@@ -174,3 +175,30 @@ async def _keys(call: Call, sid: str) -> None:
         for role in ROLES:
             status, data = await call(role, "POST", "/v1/jobs", {"command": ["true"], "key": key})
             assert status == 422 and "only the scheduler" in data["error"]["message"], data
+
+
+async def _secrets(call: Call) -> None:
+    """A webhook secret's value is its owner's and admins' only; another user gets 404
+    (as for a name that does not exist) and never sees a value in a list."""
+    status, made = await call(OWNER, "POST", "/v1/secrets", {"name": "hook"})
+    assert status == 201 and made["secret"].startswith("whsec_"), made
+    uid = made["owner_uid"]
+    path = f"/v1/secrets/hook?uid={uid}"
+    await expect(call, "GET", path, None, each(200, 404, 200))
+    _, seen = await call(ADMIN, "GET", path, None)
+    assert seen["secret"] == made["secret"]
+    _, refused = await call(OTHER, "GET", path, None)
+    assert "whsec_" not in str(refused)
+    body = {"name": "hook2", "owner_uid": uid}
+    await expect(call, "POST", "/v1/secrets", body, each(201, 404, 409))
+    await expect(call, "GET", "/v1/secrets", None, each(200, 200, 200))
+    await expect(call, "GET", "/v1/secrets?all_users=true", None, each(403, 403, 200))
+    _, theirs = await call(OTHER, "GET", "/v1/secrets", None)
+    _, every = await call(ADMIN, "GET", "/v1/secrets?all_users=true", None)
+    assert uid not in {s["owner_uid"] for s in theirs} and "whsec_" not in str(every)
+    assert {"hook", "hook2"} <= {s["name"] for s in every if s["owner_uid"] == uid}
+    rotate = f"/v1/secrets/hook/rotate?uid={uid}&grace=60"
+    await expect(call, "POST", rotate, None, others_first(200, 200))
+    _, now = await call(OWNER, "GET", path, None)
+    assert now["secret"] != made["secret"] and now["previous"] is not None
+    await expect(call, "DELETE", path, None, others_first(200, 404))

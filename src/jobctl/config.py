@@ -27,6 +27,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from jobctl.domain.durations import parse_duration
+from jobctl.domain.netguard import parse_networks
 from jobctl.domain.quota import QUOTA_KEYS, DiskFloor, parse_size
 from jobctl.errors import InvalidInput
 
@@ -250,6 +251,20 @@ def _listen(raw: object, where: _Where) -> str:
     )
 
 
+def _networks(raw: object, where: _Where) -> str:
+    """CIDRs as a list or a comma-separated string, kept as that string, normalized."""
+    items = raw if isinstance(raw, list) else raw if isinstance(raw, str) else None
+    if items is not None and all(isinstance(i, str) for i in items):
+        try:
+            return ",".join(str(n) for n in parse_networks(items))
+        except ValueError:
+            pass
+    raise ValueError(
+        'must be networks such as "10.0.0.0/8,127.0.0.0/8" (or a list of them), '
+        f"got {show_value(raw)}"
+    )
+
+
 def _size(raw: object, where: _Where) -> int:
     """Bytes from an integer or a size such as "256MiB" or "1G"; 0 means no limit."""
     if type(raw) is int and raw >= 0:
@@ -445,6 +460,14 @@ class Settings:
     metrics_listen: str | None = field(metadata=_spec(
         "metrics_listen", '"HOST:PORT"', _listen,
         "Address of the metrics listener; unset: no listener"))  # fmt: skip
+    http_allow_networks: str = field(metadata=_spec(
+        "http_allow_networks", 'CIDRs, e.g. "10.0.0.0/8,127.0.0.0/8"', _networks,
+        "Networks http jobs may reach that are refused by default (loopback, link-local, "
+        "private ranges, this host's addresses); empty: public addresses only",
+        default=""))  # fmt: skip
+    http_per_target: int = field(metadata=_spec(
+        "http_per_target", "integer from 1 to 10000", _integer(1, 10_000),
+        "Requests of http jobs in flight to one host and port at once", default=8))  # fmt: skip
     disk_floor: DiskFloor = field(metadata=_spec(
         "disk_floor", 'size, "N%", both, or 0', _disk_floor,
         "Free space (on the database's and the logs' filesystems) below which new work is "

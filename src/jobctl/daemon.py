@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import secrets
@@ -35,6 +36,7 @@ from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
 from jobctl.config import shown_db
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.netguard import Address, NetGuard, parse_networks
 from jobctl.domain.notify import NotifyDefaults
 from jobctl.domain.quota import DiskFloor, QuotaPolicy
 from jobctl.domain.retention import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION
@@ -51,6 +53,7 @@ from jobctl.engine.recovery import recover
 from jobctl.engine.service import Service
 from jobctl.engine.spawnclient import SpawnHelper
 from jobctl.engine.timer import Timer
+from jobctl.engine.webhook import WebhookConfig
 from jobctl.engine.witness import Witness
 from jobctl.logfmt import BackgroundStreamHandler, logval, make_formatter
 from jobctl.metrics import Metrics, start_listener, stop_listener
@@ -81,6 +84,9 @@ class DaemonConfig:
     allow_file: Path = DEFAULT_ALLOW
     deny_file: Path = DEFAULT_DENY
     metrics_listen: str | None = None  # "HOST:PORT" of the metrics listener; None: none
+    #: ``http_allow_networks`` (CIDRs, comma-separated) and ``http_per_target``.
+    http_allow_networks: str = ""
+    http_per_target: int = 8
     #: Seconds a finished job is kept, per final status (see engine/reaper.py).
     retention: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RETENTION))
     #: Seconds an audit record is kept.
@@ -366,6 +372,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         lambda uid: quotas.limits_for(uid).log_bytes,
         cgroups,
         _helper(cfg, launch, owner),
+        webhooks=webhook_config(cfg),
     )
     engine = wire_engine(
         astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk,
@@ -381,6 +388,24 @@ def _set_quota(store: Store, quotas: Quotas) -> None:
     pg = sys.modules.get("jobctl.store.pg.store")  # loaded only with a postgresql:// db
     if isinstance(store, SqliteStore) or (pg is not None and isinstance(store, pg.PostgresStore)):
         store.quota = quotas.limits_for
+
+
+def webhook_config(cfg: DaemonConfig) -> WebhookConfig:
+    """Where http jobs may go: the allowed networks, minus this host's own addresses
+    (unless allowed) and the daemon's own TCP listener (always)."""
+    own: set[Address] = set()
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
+        own = {ipaddress.ip_address(str(i[4][0]).split("%")[0]) for i in infos}
+    except (OSError, ValueError):  # no resolvable host name: loopback rules still hold
+        pass
+    listeners: set[tuple[Address, int]] = set()
+    if cfg.metrics_listen:
+        host, _, port = cfg.metrics_listen.rpartition(":")
+        with contextlib.suppress(ValueError):
+            listeners.add((ipaddress.ip_address(host.strip("[]")), int(port)))
+    guard = NetGuard(parse_networks(cfg.http_allow_networks), frozenset(own), frozenset(listeners))
+    return WebhookConfig(guard, cfg.http_per_target)
 
 
 def prune_with(astore: AsyncStore, clock: Clock) -> Callable[[Mapping[str, float]], Awaitable[int]]:

@@ -8,7 +8,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     JobctlError
     ├── InvalidInput            the caller sent something malformed (bad time, field, size)
     │   ├── InvalidSchedule     a cron expression, duration or time zone is not valid
-    │   └── HeaderTooLarge      the request's headers are over the daemon's limit
+    │   ├── HeaderTooLarge      the request's headers are over the daemon's limit
+    │   └── WebhookUnverified   a webhook's signature, timestamp or headers do not verify
     ├── NotFound                no job / attempt / schedule with that id
     │   └── NotVisible          it exists but is another user's (answered as NotFound)
     ├── Forbidden               the caller may not do this at all (403)
@@ -55,6 +56,10 @@ class InvalidSchedule(InvalidInput):
 
 class HeaderTooLarge(InvalidInput):
     code = "header_too_large"
+
+
+class WebhookUnverified(InvalidInput):
+    code = "webhook_unverified"
 
 
 class NotFound(JobctlError):

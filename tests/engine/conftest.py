@@ -7,7 +7,7 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -72,13 +72,17 @@ class Engine:
                 await asyncio.sleep(0.005)  # nothing to wait on but the store itself
 
 
-def build_engine(tmp_path: Path, clock: FakeClock, metrics: Metrics | None = None) -> Engine:
+def build_engine(
+    tmp_path: Path, clock: FakeClock, metrics: Metrics | None = None, **config: Any
+) -> Engine:
     """Store, timer, executor and materializer wired by the daemon's own
-    :func:`jobctl.daemon.wire_engine` (nothing started)."""
+    :func:`jobctl.daemon.wire_engine` (nothing started); ``config``: ExecutorConfig
+    fields to change."""
     store = SqliteStore(tmp_path / "engine.db", clock, random.Random(3))
     astore = AsyncStore(store, threads=8)
     holder: list[Engine] = []
     cfg = ExecutorConfig(concurrency=4, lease_ttl=30, kill_grace=0.5, log_dir=tmp_path / "logs")
+    cfg = replace(cfg, **config)
     parts = wire_engine(
         astore,
         clock,

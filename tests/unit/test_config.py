@@ -158,6 +158,8 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_RETENTION_SUCCEEDED": "1d",
         "JOBCTL_RETENTION_DEAD": "2w",
         "JOBCTL_DISK_FLOOR": "1GiB,2%",
+        "JOBCTL_HTTP_ALLOW_NETWORKS": "127.0.0.1/8, 10.0.0.0/8",
+        "JOBCTL_HTTP_PER_TARGET": "4",
         "JOBCTL_QUOTA_QUEUED": "100",
         "JOBCTL_QUOTA_SCHEDULES": "10",
         "JOBCTL_QUOTA_RUNNING": "4",
@@ -190,6 +192,8 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         log_level="debug",
         log_format="json",
         metrics_listen="127.0.0.1:9464",
+        http_allow_networks="127.0.0.0/8,10.0.0.0/8",
+        http_per_target=4,
         job_umask="027",
         job_cgroups="off",
         job_spawner="inline",
@@ -264,6 +268,8 @@ shutdown_grace = "1m"
 log_level = "warning"
 log_format = "json"
 metrics_listen = "[::1]:9464"
+http_allow_networks = ["127.0.0.0/8", "fd00::/8"]
+http_per_target = 2
 disk_floor = "5%"
 job_umask = "022"
 job_cgroups = "off"
@@ -312,6 +318,7 @@ reports = "page-team"
     assert all(s == Source("file", str(path)) for s in sources.values())
     assert settings.disk_floor == DiskFloor(None, 5.0) and settings.quota_log_bytes == 64 << 20
     assert settings.quota_user == {"alice": {"running": 1, "log_bytes": 0}}
+    assert settings.http_allow_networks == "127.0.0.0/8,fd00::/8"
     assert settings.quota_group == {"devs": {"schedules": 5}}
     assert settings.lease_ttl == 45.0 and settings.heartbeat == 15.0
     assert settings.retry_backoff_base == 0.25 and settings.retry_backoff_cap == 1800.0

@@ -371,6 +371,7 @@ def create_app(
     app.include_router(router, responses=api_errors.ERROR_RESPONSES)
     from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
     from jobctl.api import metrics as metrics_api
+    from jobctl.api import secrets as secrets_api
 
     for extra in (
         audit.router,
@@ -379,6 +380,7 @@ def create_app(
         dlq.router,
         retention.router,
         metrics_api.router,
+        secrets_api.router,
     ):
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx

@@ -60,6 +60,8 @@ class Action(StrEnum):
     PRUNE = "prune"
     READ_CONFIG = "read_config"
     AUDIT = "audit"
+    READ_SECRET = "read_secret"
+    WRITE_SECRET = "write_secret"
 
     @property
     def reach(self) -> Reach:
@@ -76,6 +78,8 @@ REACH: dict[Action, Reach] = {
     Action.PRUNE: Reach.ADMIN,
     Action.READ_CONFIG: Reach.ADMIN,
     Action.AUDIT: Reach.ADMIN,
+    Action.READ_SECRET: Reach.OWN,
+    Action.WRITE_SECRET: Reach.OWN,
 }
 
 #: What each action means, for the docs.
@@ -89,6 +93,8 @@ MEANING: dict[Action, str] = {
     Action.PRUNE: "delete finished jobs past retention, everyone's",
     Action.READ_CONFIG: "read the daemon's effective settings (paths, groups, limits)",
     Action.AUDIT: "read the audit trail",
+    Action.READ_SECRET: "read one's own webhook signing secret's value (admins: anyone's)",
+    Action.WRITE_SECRET: "create, rotate, delete one's own webhook secrets (admins: anyone's)",
 }
 
 #: Every route of the API: (method, path template) -> its action. The one table.
@@ -121,6 +127,11 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/v1/openapi.json"): Action.READ_SHARED,
     ("GET", "/v1/config"): Action.READ_CONFIG,
     ("GET", "/v1/audit"): Action.AUDIT,
+    ("POST", "/v1/secrets"): Action.WRITE_SECRET,
+    ("GET", "/v1/secrets"): Action.READ_OWN,
+    ("GET", "/v1/secrets/{name}"): Action.READ_SECRET,
+    ("POST", "/v1/secrets/{name}/rotate"): Action.WRITE_SECRET,
+    ("DELETE", "/v1/secrets/{name}"): Action.WRITE_SECRET,
 }
 
 

@@ -32,6 +32,7 @@ from jobctl.api.schemas import (
     JobTemplateIn,
     Text,
     _command_schema,
+    http_without_command,
     require_offset,
     time_text,
 )
@@ -55,21 +56,41 @@ def _not_both(schema: dict[str, Any]) -> None:
     }
 
 
+#: What a command's template has and an http one does not (dropped when http replaces it).
+_COMMAND_ONLY = frozenset(
+    {"command", "env", "retry_on", "no_retry_on", "nice", "memory_max", "cpu_quota"}
+)
+
+
+def _refuse_command_settings(given: dict[str, Any]) -> None:
+    """Settings of a command on an http job's template: the body is fine, the schedule's
+    state is not (409), as for ``at`` on a cron schedule."""
+    bad = sorted(k for k, v in given.items() if k in _COMMAND_ONLY and v not in (None, [], {}))
+    if bad:
+        raise Conflict(
+            f"this schedule's job is an http request: {', '.join(bad)} apply to a command "
+            "(give command too to make it one)"
+        )
+
+
 _Command = Annotated[list[Text] | None, Field(min_length=1, json_schema_extra=_command_schema)]
 
 
 class JobTemplatePatch(JobTemplateIn):
-    """Fields of the template to change; ``command`` may be left out too."""
+    """Fields of the template to change; ``command`` may be left out too. ``http`` on a
+    command's template (or ``command`` on an http one) replaces the body, and drops the
+    settings only the other kind has."""
+
+    model_config = STRICT | {"json_schema_extra": http_without_command}
 
     #: None keeps the command (the merged template is checked again as a JobTemplateIn).
-    command: _Command = None  # type: ignore[assignment]
+    command: _Command = None
 
-    @field_validator("command")
-    @classmethod
-    def _program(cls, v: list[str]) -> list[str]:
-        if v is not None and not v[0]:  # None: the command is kept
-            raise ValueError("the program (the first item) must not be empty")
-        return v
+    @model_validator(mode="after")
+    def _one_body(self) -> JobTemplatePatch:
+        if self.command is not None and self.http is not None:
+            raise ValueError("give either command or http (a webhook job), not both")
+        return self
 
 
 class SchedulePatch(BaseModel):
@@ -131,9 +152,17 @@ class SchedulePatch(BaseModel):
         if self.job is None:
             return old
         given = self.job.model_dump(mode="json", exclude_unset=True)
-        if given.get("command", ()) is None:
-            del given["command"]  # null: keep the command (as for every field left out)
-        merged = old.to_json() | given
+        for body in ("command", "http"):
+            if body in given and given[body] is None:
+                del given[body]  # null: keep it (as for every field left out)
+        base = old.to_json()
+        if "http" in given:  # the template becomes an http job's
+            base = {k: v for k, v in base.items() if k not in _COMMAND_ONLY}
+        elif "command" in given:
+            base.pop("http", None)
+        elif "http" in base:
+            _refuse_command_settings(given)
+        merged = base | given
         try:
             checked = JobTemplateIn.model_validate_json(json.dumps(merged))
         except ValidationError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,8 +18,10 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     field_validator,
+    model_validator,
 )
 
+from jobctl.domain import http as web
 from jobctl.domain import limits
 from jobctl.domain import resources as res
 from jobctl.domain.clock import iso
@@ -130,11 +132,103 @@ class BackoffIn(BaseModel):
     cap: Seconds = 3600.0
 
 
-class JobTemplateIn(BaseModel):
-    """What a job runs and how: the body of a job, or the template of a schedule."""
+def _ci(name: str) -> str:
+    """A regex of ``name`` in any case, without flags (JSON Schema's regexes have none)."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
+
+
+#: A URL the API takes: http(s), a host name or IPv4 address, a port up to 65535, then
+#: printable ASCII (what jobctl.domain.http accepts, written so the document says it).
+URL_PATTERN = (
+    r"^https?://[A-Za-z0-9.-]+"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
+    r"([/?#][!-~]*)?$"
+)
+_RESERVED = "^(" + "|".join(_ci(n) for n in sorted(web.RESERVED_HEADERS)) + ")$"
+HeaderValue = Annotated[str, Field(max_length=web.MAX_HEADER_VALUE, pattern=r"^[^\r\n\x00]*$")]
+
+
+def _headers_schema(schema: dict[str, Any]) -> None:
+    """``headers`` in the OpenAPI document: token names, not the daemon's own."""
+    schema["propertyNames"] = {"pattern": web.HEADER_NAME.pattern, "not": {"pattern": _RESERVED}}
+
+
+class HttpIn(BaseModel):
+    """An http job's request (docs/webhooks.md): sent, signed, instead of a command."""
 
     model_config = STRICT
-    command: Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    url: Annotated[str, Field(min_length=1, max_length=web.MAX_URL, pattern=URL_PATTERN)]
+    headers: Annotated[
+        dict[str, HeaderValue],
+        Field(max_length=web.MAX_HEADERS, json_schema_extra=_headers_schema),
+    ] = Field(default_factory=dict)
+    body: Annotated[
+        str, Field(max_length=limits.MAX_PAYLOAD_BYTES, pattern=limits.TEXT_PATTERN)
+    ] = ""
+    #: 4xx statuses retried (by default a 4xx but 429 is dead at once; 410 always is).
+    retry_on: list[
+        Annotated[int, Field(ge=400, le=499, json_schema_extra={"not": {"const": 410}}), NUMBER]
+    ] = Field(default_factory=list)
+    #: The owner's signing secret (jobctl secrets); unset: "default" if it exists.
+    secret: Annotated[str, Field(pattern=web.SECRET_NAME.pattern)] | None = None
+
+    def to_request(self) -> web.HttpRequest:
+        """The checked request (InvalidInput, a 422, for what the field rules let pass)."""
+        return web.HttpRequest(
+            method=self.method,
+            url=self.url,
+            headers=tuple(sorted(self.headers.items())),
+            body=self.body,
+            retry_on=tuple(sorted(set(self.retry_on))),
+            secret=self.secret,
+        )
+
+
+_HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
+_COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
+#: Settings of a command that an http job refuses (jobctl.domain.http.check_job).
+COMMAND_ONLY: list[dict[str, Any]] = [
+    {"required": [name], "properties": {name: kind}}
+    for name, kind in (
+        ("retry_on", {"type": "array", "minItems": 1}),
+        ("no_retry_on", {"type": "array", "minItems": 1}),
+        ("env", {"type": "object", "minProperties": 1}),
+        ("nice", {"type": "integer"}),
+        ("memory_max", {"type": "integer"}),
+        ("cpu_quota", {"type": "number"}),
+    )
+]
+
+
+def _one_body(schema: dict[str, Any]) -> None:
+    """In the OpenAPI document: ``command`` or ``http``, and an http job without the
+    settings of a command."""
+    schema["oneOf"] = [
+        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}]},
+        {"allOf": [_HTTP_SET, {"not": _COMMAND_SET}, {"not": {"anyOf": COMMAND_ONLY}}]},
+    ]
+
+
+def http_without_command(schema: dict[str, Any]) -> None:
+    """A template patch: not both bodies, and no command settings beside ``http``."""
+    schema["not"] = {
+        "anyOf": [
+            {"allOf": [_COMMAND_SET, _HTTP_SET]},
+            {"allOf": [_HTTP_SET, {"anyOf": COMMAND_ONLY}]},
+        ]
+    }
+
+
+class JobTemplateIn(BaseModel):
+    """What a job runs and how: the body of a job, or the template of a schedule. A job
+    runs either ``command`` or the ``http`` request (a webhook job), never both."""
+
+    model_config = STRICT | {"json_schema_extra": _one_body}
+    command: (
+        Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)] | None
+    ) = None
+    http: HttpIn | None = None
     queue: QueueName = "default"
     priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
     max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
@@ -171,10 +265,16 @@ class JobTemplateIn(BaseModel):
 
     @field_validator("command")
     @classmethod
-    def _program(cls, v: list[str]) -> list[str]:
-        if not v[0]:
+    def _program(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v[0]:
             raise ValueError("the program (the first item) must not be empty")
         return v
+
+    @model_validator(mode="after")
+    def _one_body(self) -> JobTemplateIn:
+        if (self.command is None) == (self.http is None):
+            raise ValueError("give either command or http (a webhook job), not both")
+        return self
 
     @field_validator("env")
     @classmethod
@@ -194,7 +294,7 @@ class JobTemplateIn(BaseModel):
         if self.backoff is not None:
             backoff = Backoff(self.backoff.base, max(self.backoff.cap, self.backoff.base))
         return {
-            "command": tuple(self.command),
+            "command": tuple(self.command or ()),
             "queue": self.queue,
             "priority": self.priority,
             "max_attempts": self.max_attempts or defaults.max_attempts,
@@ -206,6 +306,7 @@ class JobTemplateIn(BaseModel):
             "no_retry_on": tuple(sorted(set(self.no_retry_on))) if self.no_retry_on else (),
             "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
             "on_failure": self.on_failure,
+            "http": None if self.http is None else self.http.to_request(),
         }
 
 
@@ -232,7 +333,9 @@ class JobIn(JobTemplateIn):
         # Every check JobSpec.__post_init__ makes, this model's field constraints made
         # already (tests/api/test_schemas_match_spec.py holds them equal), except the size.
         check_payload(fields["command"], fields["env"])
-        return trusted_spec(
+        # An http job is checked in full (JobSpec's __post_init__): not the hot path.
+        make = trusted_spec if fields["http"] is None else JobSpec
+        return make(
             run_at=run_at,
             key=self.key,
             owner_uid=owner_uid,
@@ -282,7 +385,11 @@ def attempt_out(a: Attempt) -> dict[str, Any]:
         "output_cut": "[jobctl: output cut at " in a.output_tail,  # engine.process.CUT_MARK
         "pid": a.pid,
         "lease_owner": a.lease_owner,
-    }
+    } | (
+        {"http_status": a.http_status, "latency_ms": a.latency_ms, "body_sha256": a.body_sha256}
+        if a.body_sha256 is not None
+        else {}
+    )
 
 
 def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
@@ -311,6 +418,7 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "retry_on": None if s.retry_on is None else list(s.retry_on),
         "no_retry_on": list(s.no_retry_on),
         "resources": s.resources.to_json() if s.resources else {},
+        "http": None if s.http is None else s.http.to_json(),
         "schedule_id": s.schedule_id,
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,

@@ -37,15 +37,22 @@ def job_body(
     cpu_quota: str | None = None,
     env_from_shell: bool = False,
     on_failure: str | None = None,
+    http: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
     A naive ``at`` is wall time in ``tz``, else in the user's zone (``$TZ``, the host's).
     ``env_from_shell``: the job gets this process's environment (as ``at`` does), then the
     ``env`` entries; otherwise only the ``env`` entries (the daemon's clean default).
+    ``http``: a webhook job's request (:func:`jobctl.cli.webhook_cmd.http_request`)
+    instead of a command; ``--retry-on`` then lists 4xx statuses.
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
+    if http is not None:
+        return _http_job(command, http, at=at, in_=in_, tz=tz, key=key, queue=queue,
+                         priority=priority, max_attempts=max_attempts, timeout=timeout,
+                         backoff=backoff, retry_on=retry_on)  # fmt: skip
     if not command:
         raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
     if shell:
@@ -74,6 +81,22 @@ def job_body(
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, Any]:
+    if command:
+        raise InvalidInput("--http sends a request instead of a command: drop the command")
+    if o["retry_on"]:
+        http["retry_on"] = parse_codes(o["retry_on"], "--retry-on", 400, 499)
+    optional = {
+        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "key": o["key"] or None,
+        "max_attempts": o["max_attempts"],
+        "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
+        "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
+    }
+    body = {"http": http, "queue": o["queue"], "priority": o["priority"]}
+    return body | {k: v for k, v in optional.items() if v is not None}
 
 
 def _memory(text: str) -> int:
@@ -128,8 +151,8 @@ def _backoff(text: str) -> dict[str, float]:
     return {"base": b, "cap": parse_duration(cap) if cap else max(b * 64, 3600)}
 
 
-def parse_codes(text: str, option: str) -> list[int]:
-    """Exit codes as ``1,2,75`` or ranges ``64-78``."""
+def parse_codes(text: str, option: str, low: int = 0, high: int = 255) -> list[int]:
+    """Exit codes as ``1,2,75`` or ranges ``64-78`` (an http job's: 4xx statuses)."""
     codes: set[int] = set()
     for part in text.split(","):
         lo, _, hi = part.strip().partition("-")
@@ -137,8 +160,9 @@ def parse_codes(text: str, option: str) -> list[int]:
             first, last = int(lo), int(hi or lo)
         except ValueError:
             raise InvalidInput(f"{option} takes exit codes like 1,2,64-78, got {text!r}") from None
-        if not 0 <= first <= last <= 255:
-            raise InvalidInput(f"{option}: exit codes are 0-255, got {part.strip()!r}")
+        if not low <= first <= last <= high:
+            what = "exit codes" if high == 255 else "an http job's statuses"
+            raise InvalidInput(f"{option}: {what} are {low}-{high}, got {part.strip()!r}")
         codes.update(range(first, last + 1))
     return sorted(codes)
 

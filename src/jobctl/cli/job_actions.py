@@ -49,6 +49,8 @@ def warn_unrunnable(body: dict[str, Any]) -> None:
 
     from jobctl.domain.jobenv import resolved_path
 
+    if "command" not in body:  # an http job: nothing runs on this host
+        return
     cwd, program = body["cwd"], body["command"][0]
     path = resolved_path(body.get("env") or {}, os.geteuid())
     if not os.path.isdir(cwd):

@@ -66,7 +66,8 @@ def add(
         ),
     ] = False,
     retry_on: Annotated[
-        str | None, typer.Option(help="Retry only these exit codes, e.g. 75,64-78")
+        str | None,
+        typer.Option(help="Retry only these exit codes, e.g. 75,64-78 (--http: 4xx to retry)"),
     ] = None,
     no_retry_on: Annotated[
         str | None, typer.Option(help="Never retry these exit codes (126, 127 never are)")
@@ -89,6 +90,19 @@ def add(
             help="Shell command run (as you) when the job ends dead, with JOBCTL_FAILED_* in "
             "its environment, like systemd's OnFailure=; MAILTO in --env mails too",
         ),
+    ] = None,
+    http: Annotated[
+        tuple[str, str] | None,
+        _web(
+            "Send this request instead of running a command (a webhook job)", metavar="METHOD URL"
+        ),
+    ] = None,
+    header: Annotated[list[str] | None, _web("--http: NAME:VALUE, repeatable")] = None,
+    data: Annotated[
+        str | None, _web("--http: the body: @FILE, - (stdin) or the text", metavar="@FILE|-|TEXT")
+    ] = None,
+    secret: Annotated[
+        str | None, _web("--http: sign with this secret of yours", show_default="default")
     ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
@@ -114,7 +128,9 @@ def add(
 ) -> None:
     """Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule (--cron, --every).
 
-    The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+        The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
+
+    --http METHOD URL sends a signed HTTP request instead of running a command (a webhook job, docs/webhooks.md): jobctl add --cron "0 6 * * *" --tz Asia/Tokyo --http POST https://hooks.example/run --data @payload.json
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     if batch is not None:
         params = ctx.command.params
@@ -151,6 +167,7 @@ def add(
         cpu_quota=cpu_quota,
         env_from_shell=env_from_shell,
         on_failure=on_failure,
+        http=_http(http, header, data, secret),
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -214,8 +231,25 @@ def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
 _BATCH_ALONE = frozenset(
     {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
     | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
-    | {"catch_up_limit", "overlap", "jitter", "on_failure"}
+    | {"catch_up_limit", "overlap", "jitter", "on_failure", "http", "header", "data", "secret"}
 )
+
+
+def _http(
+    http: tuple[str, str] | None, header: list[str] | None, data: str | None, secret: str | None
+) -> dict[str, Any] | None:
+    if http is None:
+        if header or data is not None or secret is not None:
+            raise InvalidInput("--header, --data and --secret go with --http METHOD URL")
+        return None
+    from jobctl.cli.webhook_cmd import http_request
+
+    return http_request(http[0], http[1], header, data, secret)
+
+
+def _web(help_: str, **kw: Any) -> Any:
+    """An option of the webhook group of ``jobctl add``."""
+    return typer.Option(help=help_, rich_help_panel="HTTP request (webhook job)", **kw)
 
 
 def _sched(help_: str, **kw: Any) -> Any:

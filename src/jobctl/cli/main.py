@@ -62,6 +62,7 @@ def _app() -> typer.Typer:
         queues,
         schedules,
         top,
+        webhook_cmd,
     )
 
     app = typer.Typer(
@@ -93,6 +94,8 @@ def _app() -> typer.Typer:
     app.add_typer(queues.app, name="queues")
     app.add_typer(schedules.app, name="schedules")
     app.add_typer(config_cmd.app, name="config")
+    app.add_typer(webhook_cmd.secrets_app, name="secrets")
+    app.add_typer(webhook_cmd.webhook_app, name="webhook")
 
     app.callback()(options.root)
     return app

@@ -67,10 +67,29 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             short_when(j["run_at"]),
             str(j["attempt"]),
             budget(j),
-            esc(" ".join(j["command"])[:60]),
+            esc(what(j)[:60]),
             esc((j.get("last_error") or "")[:40]),
         )
     return table
+
+
+def what(job: dict[str, Any]) -> str:
+    """What a job (or template) runs: its command, or an http job's ``POST https://…``."""
+    http = job.get("http")
+    return f"{http['method']} {http['url']}" if http else " ".join(job.get("command") or ())
+
+
+def _body_fields(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    http = job.get("http")
+    if not http:
+        return [("command", esc(what(job))), ("cwd", job["cwd"]), ("PATH", _path_line(job))]
+    heads = ", ".join(f"{k}: {v}" for k, v in (http.get("headers") or {}).items()) or "none"
+    size = len((http.get("body") or "").encode())
+    return [
+        ("request", esc(what(job))),
+        ("headers", esc(heads)),
+        ("body", f"{size} bytes, signed with secret {http.get('secret') or 'default'}"),
+    ]
 
 
 def budget(job: dict[str, Any]) -> str:
@@ -100,9 +119,7 @@ def job_detail(job: dict[str, Any]) -> None:
         ("status", status(job["status"])),
         ("queue", job["queue"]),
         ("priority", job["priority"]),
-        ("command", esc(" ".join(job["command"]))),
-        ("cwd", job["cwd"]),
-        ("PATH", _path_line(job)),
+        *_body_fields(job),
         ("run at", when(job["run_at"])),
         (
             "attempts",
@@ -199,10 +216,18 @@ def attempts_table(attempts: list[dict[str, Any]]) -> Table:
             when(a["started_at"]),
             duration,
             a["outcome"] or "[yellow]running[/]",
-            "" if a["exit_code"] is None else str(a["exit_code"]),
+            _exit(a),
             esc(a["error"] or "") + _cut(a),
         )
     return table
+
+
+def _exit(a: dict[str, Any]) -> str:
+    """An exit code, or an http attempt's status and latency (``HTTP 200 in 12ms``)."""
+    if a.get("body_sha256"):
+        status = a.get("http_status") or "-"
+        return f"HTTP {status} in {a['latency_ms']}ms" if a.get("latency_ms") is not None else "-"
+    return "" if a["exit_code"] is None else str(a["exit_code"])
 
 
 def _cut(attempt: dict[str, Any]) -> str:
@@ -412,7 +437,7 @@ def schedule_detail(s: dict[str, Any]) -> None:
         ("misfire", f"{s['misfire']} (catch-up limit {s['catch_up_limit']})"),
         ("overlap", s["overlap"]),
         ("jitter", format_duration(s["jitter"]) if s["jitter"] else "none"),
-        ("command", esc(" ".join(s["job"]["command"]))),
+        ("command", esc(what(s["job"]))),
         ("queue", s["job"]["queue"]),
         (
             "skipped",

@@ -168,7 +168,7 @@ def _queues(queues: list[dict[str, Any]]) -> Table | Text:
 def _running(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
-    from jobctl.cli.render import budget
+    from jobctl.cli.render import budget, what
 
     total = snap.status["counts"].get("running", len(snap.running))
     if not snap.running:
@@ -189,13 +189,15 @@ def _running(snap: Snapshot) -> Table | Text:
             budget(j),
             "-" if started is None else format_duration(_seconds(snap.now - started)),
             "-" if lease is None else format_duration(_seconds(lease - snap.now)),
-            Text(" ".join(j["command"])[:80]),
+            Text(what(j)[:80]),
         )
     return table
 
 
 def _dead(snap: Snapshot) -> Table | Text:
     from rich.text import Text
+
+    from jobctl.cli.render import what
 
     if not snap.dead:
         return Text("recent failures (dead): none")
@@ -207,7 +209,7 @@ def _dead(snap: Snapshot) -> Table | Text:
             _ago(j.get("finished_at"), snap.now),
             j.get("dead_reason") or "-",
             Text((j.get("last_error") or "")[:50]),
-            Text(" ".join(j["command"])[:60]),
+            Text(what(j)[:60]),
         )
     return table
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobctl.domain import http as web
 from jobctl.domain import limits
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
 from jobctl.domain.resources import Resources
@@ -73,12 +74,17 @@ class _JobFields(Protocol):
     def cwd(self) -> str: ...
     @property
     def on_failure(self) -> str | None: ...
+    @property
+    def http(self) -> web.HttpRequest | None: ...
 
 
 def check_job_fields(job: _JobFields) -> None:
     """Refuse what the store could not keep or the executor could not start, with the
     limits of :mod:`jobctl.domain.limits` (the API's wire models apply the same ones)."""
-    _check_command(job.command)
+    if job.http is None:
+        _check_command(job.command)
+    elif job.command:
+        raise InvalidInput("a job runs either a command or an http request, not both")
     if not 1 <= job.max_attempts <= limits.MAX_ATTEMPTS:
         raise InvalidInput(f"max_attempts must be 1-{limits.MAX_ATTEMPTS}")
     if not limits.MIN_PRIORITY <= job.priority <= limits.MAX_PRIORITY:
@@ -154,9 +160,11 @@ class JobSpec:
     resources: Resources | None = None  # nice, memory_max, cpu_quota (domain/resources.py)
     #: A shell command line run when the job ends dead (engine/notifier.py).
     on_failure: str | None = None
+    http: web.HttpRequest | None = None  # a webhook job: this request instead of a command
 
     def __post_init__(self) -> None:
         check_job_fields(self)
+        web.check_job(self)
         if self.key is not None and not (
             0 < len(self.key) <= limits.MAX_KEY and clean_text(self.key)
         ):
@@ -263,6 +271,8 @@ def fingerprint_fields(
         fields["resources"] = job.resources.to_json()
     if job.on_failure is not None:
         fields["on_failure"] = job.on_failure
+    if job.http is not None:
+        fields["http"] = job.http.to_json()
     return fields
 
 
@@ -306,6 +316,7 @@ class JobTemplate:
     no_retry_on: tuple[int, ...] = ()
     resources: Resources | None = None
     on_failure: str | None = None
+    http: web.HttpRequest | None = None
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
@@ -338,6 +349,7 @@ class JobTemplate:
             no_retry_on=self.no_retry_on,
             resources=self.resources,
             on_failure=self.on_failure,
+            http=self.http,
         )
 
     def fingerprinter(self, owner_uid: int) -> Callable[[str], str]:
@@ -350,9 +362,10 @@ class JobTemplate:
         return lambda schedule_id: _FP_PREFIX + _digest(head + quote(schedule_id) + tail)
 
     def to_json(self) -> dict[str, object]:
+        """The stored (and wire) form; an http template has ``http`` and no ``command``."""
         return (
-            {
-                "command": list(self.command),
+            ({"command": list(self.command)} if self.http is None else {})
+            | {
                 "queue": self.queue,
                 "priority": self.priority,
                 "max_attempts": self.max_attempts,
@@ -367,12 +380,13 @@ class JobTemplate:
             | (  # flat: nice, memory_max…
                 {} if self.on_failure is None else {"on_failure": self.on_failure}
             )
+            | ({"http": self.http.to_json()} if self.http else {})
         )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobTemplate:
         return cls(
-            command=tuple(data["command"]),
+            command=tuple(data.get("command") or ()),
             queue=data["queue"],
             priority=data["priority"],
             max_attempts=data["max_attempts"],
@@ -384,6 +398,7 @@ class JobTemplate:
             no_retry_on=tuple(data.get("no_retry_on") or ()),
             resources=resources_from_json(data),
             on_failure=data.get("on_failure"),
+            http=web.from_json(data.get("http")),
         )
 
 
@@ -401,6 +416,11 @@ class Attempt:
     log_path: str | None
     pid: int | None
     lease_owner: str
+    #: An http job's attempt: the answer's status, the call's latency and the SHA-256
+    #: (hex) of the exact body bytes sent and signed.
+    http_status: int | None = None
+    latency_ms: int | None = None
+    body_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,6 +469,12 @@ class AttemptResult:
     transient: bool = False
     #: Size of the attempt's log file when it ended (accounted in ``status``).
     log_bytes: int = 0
+    #: A receiver's ``Retry-After`` (seconds, bounded): the retry waits at least this.
+    retry_after: float | None = None
+    #: An http job's attempt (:class:`Attempt`'s fields of the same names).
+    http_status: int | None = None
+    latency_ms: int | None = None
+    body_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,8 @@ class Step:
 def retryable(job: Job, exit_code: int | None) -> bool:
     """Whether a failed attempt with ``exit_code`` may be retried at all."""
     spec = job.spec
+    if spec.http is not None:  # the runner judged the answer (domain/http.classify)
+        return True
     if exit_code in NON_RETRYABLE_EXIT_CODES or exit_code in spec.no_retry_on:
         return False
     return spec.retry_on is None or exit_code in spec.retry_on
@@ -62,12 +64,14 @@ def next_step(
     poison: bool = False,
     dead_reason: DeadReason | None = None,
     transient: bool = False,
+    retry_after: float | None = None,
 ) -> Step:
     """Decide the job's next state after an attempt with ``outcome`` ended at ``now``.
 
     ``poison``: the evidence of :func:`crash_poison` points at the job (a lost lease only).
     ``dead_reason``: a failure that must not be retried (:class:`AttemptResult`'s).
     ``transient``: a failure to start for want of a resource (see :func:`transient_step`).
+    ``retry_after``: a receiver's ``Retry-After`` (seconds): a retry waits at least this.
     """
     if outcome is Outcome.FAILED and transient:
         return transient_step(job, now, rng)
@@ -88,6 +92,8 @@ def next_step(
         reason = _SPENT.get(outcome, DeadReason.MAX_ATTEMPTS)
         return Step(JobStatus.DEAD, failures, dead_reason=reason)
     delay = rng.uniform(0.0, job.spec.backoff.ceiling(failures))
+    if retry_after is not None:
+        delay = max(delay, retry_after)
     return Step(JobStatus.SCHEDULED, failures, run_at=now + timedelta(seconds=delay))
 
 

@@ -24,7 +24,7 @@ from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
-from jobctl.engine import logcap, process, proctree, spawnclient
+from jobctl.engine import logcap, process, proctree, spawnclient, webhook
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
@@ -54,6 +54,8 @@ class ExecutorConfig:
     cgroups: Cgroups | None = None
     #: The spawn helper that starts commands (engine/spawnclient.py); None: Popen here.
     helper: spawnclient.SpawnHelper | None = None
+    #: How http jobs are sent (engine/webhook.py): allowed networks, per-target limit.
+    webhooks: webhook.WebhookConfig = field(default_factory=webhook.WebhookConfig)
 
     @property
     def heartbeat_every(self) -> float:
@@ -80,6 +82,8 @@ class Executor:
         self.on_slot_free = on_slot_free
         self._on_finish = on_finish
         self._live: dict[int, process.Running] = {}
+        self._calls: dict[int, webhook.Call] = {}  # live http attempts
+        self._sender = webhook.Sender(store, clock, config.webhooks)
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeats: asyncio.Task[None] | None = None
         self._trimmer: asyncio.Task[None] | None = None
@@ -134,6 +138,9 @@ class Executor:
             result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
             await self._finish(claim, result)
             return
+        if job.spec.http is not None:
+            await self._run_http(claim)
+            return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
         try:
@@ -181,6 +188,17 @@ class Executor:
         """Start ``claim``'s command as an attempt's is started (the failure notifier's
         path: engine/notifier.py), without a slot, a lease or a record."""
         return await self._spawn(claim, path, asyncio.get_running_loop())
+
+    async def _run_http(self, claim: Claim) -> None:
+        """Send an http job's request (engine/webhook.py); the rest is a command's path:
+        heartbeats while it is live, the fenced finish, stop on cancel or lost lease."""
+        call = self._calls[claim.job.id] = webhook.Call(claim, self._sender)
+        try:
+            result = await call.result()
+        finally:
+            if self._calls.get(claim.job.id) is call:  # a reclaimed job's new attempt stays
+                del self._calls[claim.job.id]
+        await self._finish(claim, result)
 
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
@@ -352,6 +370,10 @@ class Executor:
     def stop(self, job_id: int, reason: StopReason, detail: str | None = None) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live.
         ``detail``: the attempt's error if it ends cancelled (else ``reason.text``)."""
+        call = self._calls.get(job_id)
+        if call is not None:
+            call.stop(reason, detail)
+            return True
         run = self._live.get(job_id)
         if run is None:
             return False
@@ -365,7 +387,7 @@ class Executor:
         return True
 
     def stop_all(self, reason: StopReason) -> None:
-        for job_id in list(self._live):
+        for job_id in [*self._live, *self._calls]:
             self.stop(job_id, reason)
 
     async def _heartbeat_loop(self) -> None:
@@ -382,7 +404,8 @@ class Executor:
 
     async def heartbeat_once(self) -> bool:
         """Extend every live lease; False if the store could not write (tried again soon)."""
-        leases = [(r.claim.job.id, r.claim.generation) for r in self._live.values()]
+        live = [r.claim for r in self._live.values()] + [c.claim for c in self._calls.values()]
+        leases = [(c.job.id, c.generation) for c in live]
         if not leases:
             return True
         try:
@@ -415,6 +438,7 @@ class Executor:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self._sender.close()
 
 
 def _trim_all(runs: list[process.Running]) -> None:

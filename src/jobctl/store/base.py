@@ -23,6 +23,7 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
 from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.dispatch import QueuePolicy
+from jobctl.domain.http import WebhookSecret
 from jobctl.domain.models import (
     Attempt,
     AttemptResult,
@@ -43,7 +44,7 @@ from jobctl.domain.schedule import (
     Skips,
 )
 from jobctl.domain.states import JobStatus
-from jobctl.errors import JobctlError
+from jobctl.errors import JobctlError, Unavailable
 from jobctl.store.retention import Pruned
 
 
@@ -377,3 +378,26 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class SecretStore(Protocol):
+    """Webhook signing secrets (SQLite: :class:`jobctl.store.secrets.SecretOps`, the
+    store's ``secrets`` part; the PostgreSQL backend has the table but not the part yet)."""
+
+    def create_secret(self, owner_uid: int, name: str, secret: str) -> WebhookSecret: ...
+    def get_secret(self, owner_uid: int, name: str) -> WebhookSecret: ...
+    def list_secrets(self, owner_uid: int | None) -> list[WebhookSecret]: ...
+    def rotate_secret(
+        self, owner_uid: int, name: str, secret: str, grace_ms: int
+    ) -> WebhookSecret: ...
+    def delete_secret(self, owner_uid: int, name: str) -> None: ...
+    def signing_secrets(self, owner_uid: int, name: str | None) -> list[str]: ...
+
+
+def secrets_of(store: object) -> SecretStore:
+    """The store's secrets part; Unavailable on a backend without one."""
+    found = getattr(store, "secrets", None)
+    if found is None:
+        raise Unavailable("this store backend keeps no webhook secrets yet (SQLite only)")
+    part: SecretStore = found
+    return part

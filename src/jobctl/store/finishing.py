@@ -88,6 +88,9 @@ class FinishOps:
         sizes = [[job_id, gen, r.log_bytes] for job_id, gen, r in items if r.log_bytes > 0]
         if sizes:  # fenced items too: a cancelled attempt's log is on disk all the same
             conn.execute(q("set_log_bytes"), {"items": json.dumps(sizes)})
+        calls = http_items(items, out)
+        if calls:
+            conn.execute(q("set_http_attempts"), {"items": json.dumps(calls)})
         return [r for r in out if r is not None]
 
     def _finish_one(
@@ -99,6 +102,18 @@ class FinishOps:
         except JobctlError as exc:
             return exc
         return Finished(job.id, job.status, job.run_at, job.failures, job.dead_reason)
+
+
+def http_items(
+    items: Sequence[FinishItem], out: Sequence[Finished | JobctlError | None]
+) -> list[list[Any]]:
+    """``[job_id, generation, status, latency_ms, body_sha256]`` of each http attempt whose
+    finish was accepted: a fenced result changes nothing, not even its attempt's row."""
+    return [
+        [job_id, gen, r.http_status, r.latency_ms, r.body_sha256]
+        for (job_id, gen, r), done in zip(items, out, strict=True)
+        if r.body_sha256 is not None and isinstance(done, Finished)
+    ]
 
 
 def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecord]) -> list[int]:
@@ -163,4 +178,4 @@ def stale(job_id: int, generation: int, row: RowLike) -> LeaseLost:
     )
 
 
-__all__ = ["FinishItem", "FinishOps", "record_processes_tx", "stale"]
+__all__ = ["FinishItem", "FinishOps", "http_items", "record_processes_tx", "stale"]

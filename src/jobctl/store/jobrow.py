@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from jobctl.domain import http as web
 from jobctl.domain import resources as res
 from jobctl.domain.dispatch import sort_key_ms
 from jobctl.domain.models import (
@@ -43,6 +44,7 @@ V = TypeVar("V")
 TEMPLATE_COLUMNS = (
     "queue", "command", "env", "cwd", "owner_uid", "priority", "max_attempts", "timeout_ms",
     "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources", "on_failure",
+    "http",
 )  # fmt: skip
 #: Columns that differ from job to job.
 PER_JOB_COLUMNS = ("created_at", "run_at", "due", "schedule_id", "scheduled_for", "sort_key")
@@ -92,6 +94,8 @@ class _Body(Protocol):
     def resources(self) -> res.Resources | None: ...
     @property
     def on_failure(self) -> str | None: ...
+    @property
+    def http(self) -> web.HttpRequest | None: ...
 
 
 class TextMemo(dict[tuple[object, ...], str]):
@@ -120,6 +124,7 @@ def template_values(body: _Body, owner_uid: int, text: TextMemo) -> tuple[object
         json.dumps(list(body.no_retry_on)) if body.no_retry_on else None,
         res.to_text(body.resources),
         body.on_failure,
+        None if body.http is None else web.to_text(body.http),
     )
 
 
@@ -211,6 +216,7 @@ def job_from_row(
         no_retry_on=m.get("codes", row["no_retry_on"], codes) or (),
         resources=m.get("res", row["resources"], res.from_text),
         on_failure=row["on_failure"],
+        http=m.get("http", row["http"], web.from_text),
     )
     return Job(
         id=row["id"],
@@ -247,6 +253,8 @@ def row_fingerprint(row: RowLike) -> str:
         fields["resources"] = json.loads(row["resources"])
     if row["on_failure"] is not None:
         fields["on_failure"] = row["on_failure"]
+    if row["http"]:
+        fields["http"] = json.loads(row["http"])
     return fingerprint_of(fields)
 
 

@@ -170,6 +170,7 @@ class JobOps:
             poison,
             result.dead_reason,
             result.transient,
+            result.retry_after,
         )
         check_transition(job_id, job.status, step.status, op, step.dead_reason)
         now_ms = rows.to_ms(now)

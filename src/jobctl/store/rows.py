@@ -63,4 +63,7 @@ def attempt_from_row(row: RowLike) -> Attempt:
         log_path=row["log_path"],
         pid=row["pid"],
         lease_owner=row["lease_owner"],
+        http_status=row["http_status"],
+        latency_ms=row["latency_ms"],
+        body_sha256=row["body_sha256"],
     )

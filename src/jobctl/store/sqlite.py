@@ -46,6 +46,7 @@ from jobctl.store.retention import PRUNE_BATCH, Pruned, RetentionOps
 from jobctl.store.schedconn import SqliteSchedConn
 from jobctl.store.schedule_methods import ScheduleMethods
 from jobctl.store.schedules import ScheduleOps
+from jobctl.store.secrets import SecretOps
 from jobctl.store.sqlitedb import SqliteDb, connect
 
 
@@ -74,6 +75,8 @@ class SqliteStore(ScheduleMethods):
         )
         self._retention = RetentionOps(self.db)
         self._audit = AuditOps(self.db)
+        #: Webhook signing secrets (store/secrets.py): ``store.secrets.get_secret(…)``.
+        self.secrets = SecretOps(self.db)
 
     @property
     def quota(self) -> Callable[[int], Limits] | None:

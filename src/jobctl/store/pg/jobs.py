@@ -25,7 +25,7 @@ from jobctl.domain.retry import POISON_CRASHES, crash_poison, next_step
 from jobctl.domain.states import JobStatus, Op, Outcome, check_transition
 from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store.base import Cancelled, Wakeups
-from jobctl.store.finishing import FinishItem, stale
+from jobctl.store.finishing import FinishItem, http_items, stale
 from jobctl.store.jobrow import RowMemo, job_from_row
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.queues import claimable
@@ -91,7 +91,7 @@ class PgJobs:
         )
         step = next_step(
             job, result.outcome, result.exit_code, now, self.db.rng, poison,
-            result.dead_reason, result.transient,
+            result.dead_reason, result.transient, result.retry_after,
         )  # fmt: skip
         check_transition(job_id, job.status, step.status, op, step.dead_reason)
         now_ms = to_ms(now)
@@ -168,6 +168,11 @@ class PgJobs:
                 "sizes": [s[2] for s in sized],
             }
             conn.execute(self.db.q("set_log_bytes"), params)
+        calls = http_items(items, out)
+        if calls:
+            cols = ("job_ids", "generations", "statuses", "latencies", "shas")
+            params = {name: [c[i] for c in calls] for i, name in enumerate(cols)}
+            conn.execute(self.db.q("set_http_attempts"), params)
         return [r for r in out if r is not None]
 
     def _finish_one(

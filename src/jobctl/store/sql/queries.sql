@@ -586,8 +586,40 @@ FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') 
       FROM json_each(:items)) AS b
 WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation;
 
+-- name: set_http_attempts
+-- Record what an http job's attempt met; :items is a JSON array of [job_id, generation,
+-- status, latency_ms, body_sha256], only of finishes that were accepted (the fence held).
+UPDATE attempts SET http_status = b.status, latency_ms = b.latency, body_sha256 = b.sha
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS generation,
+             json_extract(value, '$[2]') AS status, json_extract(value, '$[3]') AS latency,
+             json_extract(value, '$[4]') AS sha
+      FROM json_each(:items)) AS b
+WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation;
+
 -- name: log_bytes_total
 SELECT coalesce(sum(bytes), 0) AS n FROM log_usage;
 
 -- name: log_bytes_of
 SELECT coalesce(sum(bytes), 0) AS n FROM log_usage WHERE owner_uid = :uid;
+
+-- name: secret_insert
+INSERT INTO webhook_secrets (owner_uid, name, secret, created_at)
+VALUES (:owner_uid, :name, :secret, :now)
+ON CONFLICT (owner_uid, name) DO NOTHING;
+
+-- name: secret_get
+SELECT * FROM webhook_secrets WHERE owner_uid = :owner_uid AND name = :name;
+
+-- name: secret_list
+-- :owner_uid NULL: everyone's (admins).
+SELECT * FROM webhook_secrets WHERE :owner_uid IS NULL OR owner_uid = :owner_uid
+ORDER BY owner_uid, name;
+
+-- name: secret_rotate
+-- The current secret becomes the previous one, which still signs until :until.
+UPDATE webhook_secrets
+SET previous = secret, previous_until = :until, secret = :secret, rotated_at = :now
+WHERE owner_uid = :owner_uid AND name = :name;
+
+-- name: secret_delete
+DELETE FROM webhook_secrets WHERE owner_uid = :owner_uid AND name = :name;

@@ -262,6 +262,13 @@ FROM unnest(%(job_ids)s::bigint[], %(generations)s::bigint[], %(sizes)s::bigint[
     AS b(job_id, generation, bytes)
 WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation;
 
+-- name: set_http_attempts
+UPDATE attempts SET http_status = b.status, latency_ms = b.latency, body_sha256 = b.sha
+FROM unnest(%(job_ids)s::bigint[], %(generations)s::bigint[], %(statuses)s::integer[],
+            %(latencies)s::bigint[], %(shas)s::text[])
+    AS b(job_id, generation, status, latency, sha)
+WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation;
+
 -- name: log_bytes_total
 SELECT coalesce(sum(bytes), 0)::bigint AS n FROM log_usage;
 

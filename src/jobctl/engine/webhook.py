@@ -1,0 +1,262 @@
+"""The runner of webhook jobs (issue 16): sends a job's HTTP request instead of a command.
+
+The executor hands it an http job's claim (engine/executor.py) and gets back an
+:class:`AttemptResult`, reported under the claim's generation like any command's: the
+lease, its heartbeats, the fence, retries with backoff and the dead-letter queue are
+the executor's and the store's, not this module's.
+
+One attempt:
+
+1. the owner's signing secrets are read (``jobctl secrets``; none: sent unsigned);
+2. the URL's host is resolved once and every address checked (domain/netguard.py);
+3. the body's exact bytes are signed (Standard Webhooks v1, :mod:`jobctl.webhooks`) with
+   ``webhook-id`` = the job key and ``webhook-timestamp`` = now, and sent to the checked
+   address (the name stays in Host and in TLS's SNI and certificate check) on a pooled
+   httpx client that follows no redirect, within the per-target limit;
+4. the answer is judged by :func:`jobctl.domain.http.classify`; its first 4 KiB are the
+   attempt's output tail, with status, latency and the body's SHA-256.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import json
+import logging
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from jobctl import webhooks
+from jobctl.domain import http as web
+from jobctl.domain.clock import Clock
+from jobctl.domain.models import AttemptResult, Claim
+from jobctl.domain.netguard import Address, NetGuard
+from jobctl.domain.states import DeadReason, Outcome, StopReason
+from jobctl.errors import JobctlError, NotFound
+from jobctl.logfmt import logval
+from jobctl.store.aio import AsyncStore
+from jobctl.store.base import secrets_of
+
+log = logging.getLogger("jobctl.webhook")
+USER_AGENT = "jobctl-webhook/1"
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    guard: NetGuard = field(default_factory=NetGuard)
+    #: Requests in flight to one host and port at once (``http_per_target``).
+    per_target: int = 8
+    #: Connect and per-read timeout when the job sets none (its ``timeout`` caps the call).
+    timeout: float = web.DEFAULT_TIMEOUT
+
+
+class Refused(Exception):
+    """The request may not be sent (an address the guard refuses, a missing secret)."""
+
+
+class Sender:
+    """Sends http jobs' requests on one pooled client; one per executor."""
+
+    def __init__(self, store: AsyncStore, clock: Clock, config: WebhookConfig) -> None:
+        self._store = store
+        self._clock = clock
+        self.config = config
+        self._client: httpx.AsyncClient | None = None
+        self._targets: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                follow_redirects=False,
+                trust_env=False,  # no proxy from the environment: the guard decides
+                timeout=self.config.timeout,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+                headers={"user-agent": USER_AGENT},
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _slot(self, req: web.HttpRequest) -> asyncio.Semaphore:
+        key = (req.host.lower(), req.port)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = asyncio.Semaphore(self.config.per_target)
+        return found
+
+    async def send(self, claim: Claim) -> AttemptResult:
+        """One attempt of ``claim``'s request; never raises but for cancellation."""
+        req = claim.job.spec.http
+        assert req is not None
+        body = req.body.encode()
+        sha = hashlib.sha256(body).hexdigest()
+        try:
+            secrets = await self._secrets(claim, req)
+            ip = await self._address(req)
+        except Refused as exc:
+            return _unsendable(f"not sent: {exc}", sha)
+        except OSError as exc:  # resolution failed: may mend
+            return AttemptResult(Outcome.FAILED, None, f"cannot resolve {req.host}: {exc}",
+                                 body_sha256=sha)  # fmt: skip
+        except JobctlError as exc:  # the store could not read the secrets: may mend
+            return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
+        async with self._slot(req):  # signed after the wait: a fresh timestamp
+            try:
+                request = self._request(claim, req, ip, body, secrets)
+            except (httpx.HTTPError, ValueError) as exc:
+                return _unsendable(f"not sent: {exc}", sha)
+            return await self._exchange(claim, request, sha)
+
+    async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
+        uid = claim.job.spec.owner_uid
+        try:
+            part = secrets_of(self._store.store)
+            return await self._store.run(part.signing_secrets, uid, req.secret)
+        except NotFound:
+            raise Refused(
+                f"uid {uid} has no secret {req.secret!r} (jobctl secrets create)"
+            ) from None
+
+    async def _address(self, req: web.HttpRequest) -> Address:
+        """Resolve once; every address must pass the guard; the first one is used."""
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
+        )
+        ips = list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
+        for ip in ips:
+            why = self.config.guard.refusal(ip, req.port)
+            if why is not None:
+                raise Refused(f"{req.host} resolves to {why}")
+        if not ips:
+            raise OSError(f"{req.host}: no address")
+        return ips[0]
+
+    def _request(
+        self, claim: Claim, req: web.HttpRequest, ip: Address, body: bytes, secrets: list[str]
+    ) -> httpx.Request:
+        parts = urlsplit(req.url)
+        host = f"[{ip}]" if ip.version == 6 else str(ip)
+        pinned = urlunsplit((parts.scheme, f"{host}:{req.port}", parts.path or "/",
+                             parts.query, ""))  # fmt: skip
+        netloc = parts.netloc.rpartition("@")[2]
+        headers = dict(req.headers)
+        if body and not any(k.lower() == "content-type" for k in headers):
+            headers["content-type"] = _content_type(req.body)
+        headers["host"] = netloc
+        ts = int(self._clock.now().timestamp())
+        headers |= webhooks.sign(secrets, claim.job.key, ts, body)
+        headers["x-jobctl-job-id"] = str(claim.job.id)
+        headers["x-jobctl-attempt"] = str(claim.attempt)
+        headers["x-jobctl-generation"] = str(claim.generation)
+        ext = {"sni_hostname": req.host} if parts.scheme == "https" else {}
+        return self.client().build_request(
+            req.method, pinned, headers=headers, content=body, extensions=ext
+        )
+
+    async def _exchange(self, claim: Claim, request: httpx.Request, sha: str) -> AttemptResult:
+        spec = claim.job.spec
+        assert spec.http is not None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        timeout = spec.timeout
+        try:
+            async with asyncio.timeout(timeout):
+                status, retry_after, tail = await self._call(request)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            waited = timeout if timeout is not None else self.config.timeout
+            error = f"timed out after {waited:g}s ({type(exc).__name__})"
+            return AttemptResult(Outcome.TIMEOUT, None, error, body_sha256=sha,
+                                 latency_ms=_ms(loop.time() - started))  # fmt: skip
+        except (httpx.HTTPError, OSError) as exc:  # refused, reset, TLS, a protocol error
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return AttemptResult(Outcome.FAILED, None, error, body_sha256=sha,
+                                 latency_ms=_ms(loop.time() - started))  # fmt: skip
+        latency = _ms(loop.time() - started)
+        verdict = web.classify(status, spec.http.retry_on, retry_after)
+        _log_call(claim, status, latency)
+        outcome = Outcome.SUCCEEDED if verdict.ok else Outcome.FAILED
+        dead = None if verdict.ok or verdict.retry else DeadReason.NON_RETRYABLE
+        return AttemptResult(
+            outcome, None, verdict.error, tail, dead, retry_after=verdict.retry_after,
+            http_status=status, latency_ms=latency, body_sha256=sha,
+        )  # fmt: skip
+
+    async def _call(self, request: httpx.Request) -> tuple[int, str | None, str]:
+        """Status, Retry-After and the first :data:`TAIL_BYTES` of the body."""
+        response = await self.client().send(request, stream=True)
+        try:
+            kept = bytearray()
+            async for chunk in response.aiter_bytes():
+                kept += chunk
+                if len(kept) >= web.TAIL_BYTES:
+                    break
+        finally:
+            await response.aclose()
+        text = bytes(kept[: web.TAIL_BYTES]).decode(errors="replace").replace("\0", "")
+        return response.status_code, response.headers.get("retry-after"), text
+
+
+class Call:
+    """A live http attempt: its task, and why it was stopped (cancel, lease, shutdown)."""
+
+    def __init__(self, claim: Claim, sender: Sender) -> None:
+        self.claim = claim
+        self.task = asyncio.get_running_loop().create_task(sender.send(claim))
+        self.stop_reason: StopReason | None = None
+        self.stop_detail: str | None = None
+
+    def stop(self, reason: StopReason, detail: str | None = None) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_detail = detail or reason.text
+        self.task.cancel()
+
+    async def result(self) -> AttemptResult:
+        try:
+            return await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            if self.stop_reason is None or not self.task.cancelled():
+                raise  # the caller itself is being cancelled
+        except Exception as exc:  # a bug: the attempt still ends (and is retried)
+            log.error("event=http_send_failed job=%s error=%s", self.claim.job.id, logval(exc))
+            return AttemptResult(Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}")
+        reason = self.stop_reason
+        error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
+        return AttemptResult(reason.outcome, None, error)
+
+
+def _unsendable(error: str, sha: str) -> AttemptResult:
+    """A request that cannot be sent as it is: no retry can mend it."""
+    return AttemptResult(Outcome.FAILED, None, error, dead_reason=DeadReason.NON_RETRYABLE,
+                         body_sha256=sha)  # fmt: skip
+
+
+def _content_type(body: str) -> str:
+    try:
+        json.loads(body)
+    except ValueError:
+        return "text/plain; charset=utf-8"
+    return "application/json"
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+def _log_call(claim: Claim, status: int, latency: int) -> None:
+    if log.isEnabledFor(logging.INFO):  # the URL only: headers and body may hold secrets
+        req = claim.job.spec.http
+        log.info("event=http_answer job=%s attempt=%s status=%s latency_ms=%s host=%s",
+                 claim.job.id, claim.attempt, status, latency,
+                 logval(req.host if req else ""))  # fmt: skip
+
+
+__all__ = ["Call", "Refused", "Sender", "WebhookConfig"]

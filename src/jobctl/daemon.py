@@ -158,6 +158,7 @@ class Daemon:
         if cgroups is not None:  # after recovery: the survivors' cgroups are empty now
             cgroups.sweep()
         crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
+        parts.executor.crash_feed = crash_witness
         try:
             await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)
         finally:

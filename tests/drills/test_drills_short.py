@@ -14,6 +14,7 @@ from drills import (
     clock_jumps,
     corrupt_store,
     dst_faketime,
+    job_ids,
     kill9_load,
     misfire_downtime,
     resources,
@@ -69,3 +70,8 @@ def test_corrupt_stores_are_refused_and_degrade_a_running_daemon() -> None:
 
 def test_out_of_descriptors_and_out_of_disk_lose_nothing() -> None:
     held(resources.run(nofile=64, bursts=1, size_mib=16, full_for=0.2, acks=20))
+
+
+def test_job_ids_are_never_given_twice() -> None:
+    # the first round kills the daemon, the second stops it: both ends, two restarts
+    held(job_ids.run(rounds=2, jobs=4))

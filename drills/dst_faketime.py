@@ -54,6 +54,8 @@ CRONS = [
 ]
 #: Minutes of fake time before and after each change.
 WINDOW = (50, 80)
+#: Fake minutes after the window for every occurrence up to its end to be made and run.
+TAIL = 10
 
 
 def spec(when: datetime, speed: float) -> str:
@@ -61,7 +63,7 @@ def spec(when: datetime, speed: float) -> str:
 
 
 def transition(
-    zone: str, change: datetime, speed: float, window: tuple[int, int]
+    zone: str, change: datetime, speed: float, window: tuple[int, int], tail: int = TAIL
 ) -> tuple[_chronos.Check, str, float]:
     """One DST change: a fast fake clock through it, then the checker."""
     before, after = (timedelta(minutes=m) for m in window)
@@ -79,11 +81,11 @@ def transition(
         ]
     spec_file.write_text(spec(_daemon_now(d) + timedelta(seconds=2), speed))  # now fast
     end = change + after
-    # The checker's window ends at ``end``; ten fake minutes more let every occurrence up
+    # The checker's window ends at ``end``; ``tail`` fake minutes more let every occurrence up
     # to it be made and run. The daemon stays fast: its timeouts are in fake seconds, so
     # each read gets a connection of its own and a second try.
     wait = (before + after).total_seconds() / speed + 60
-    _kit.until(lambda: _daemon_now(d) > end + timedelta(minutes=10), wait, 0.5)
+    _kit.until(lambda: _daemon_now(d) > end + timedelta(minutes=tail), wait, 0.5)
     jobs = _read(d, _kit.all_jobs)
     schedules = [_read(d, partial(_schedule, sid=sid)) for sid in sids]
     d.stop()
@@ -128,6 +130,7 @@ def run(
     speed: float = 60,
     parallel: int = 4,
     window: tuple[int, int] = WINDOW,
+    tail: int = TAIL,
 ) -> _kit.Result:
     r = _kit.Result("dst_faketime")
     if _kit.faketime_lib() is None:
@@ -135,7 +138,7 @@ def run(
         return r
     todo = [(z, _chronos.parse_time(t)) for z, ts in zones.items() for t in ts]
     with ThreadPoolExecutor(parallel) as pool:
-        done = list(pool.map(lambda zt: transition(zt[0], zt[1], speed, window), todo))
+        done = list(pool.map(lambda zt: transition(zt[0], zt[1], speed, window, tail), todo))
     total = _chronos.Check()
     for check, where, _ in done:
         total.add(check)

@@ -144,6 +144,7 @@ def judge(
     lost = sum(j is None for j in acked)
     stuck = sum(1 for j in acked if j is not None and j["status"] in ("scheduled", "running"))
     dead = sum(1 for j in acked if j is not None and j["status"] == "dead")
+    poison = sum(1 for j in jobs if j["dead_reason"] == "poison")  # occurrences included
     check = _chronos.Check()
     for s in schedules:
         end = _chronos.parse_time(s["next_run_at"]) - timedelta(milliseconds=1)
@@ -156,6 +157,7 @@ def judge(
         "lost": lost,
         "stuck": stuck,
         "dead": dead,
+        "poison": poison,
         "overlapping": journal.overlaps,
         "double_fired": check.duplicates,
         "integrity_ok": f"{sound}/{killed + 1}",
@@ -164,6 +166,7 @@ def judge(
     r.figures["dir"] = root
     r.expect(is_settled, "jobs still pending at the end")
     r.expect(lost == 0 and stuck == 0 and dead == 0, "acknowledged jobs lost, stuck or dead")
+    r.expect(poison == 0, "healthy jobs dead as poison (no command here ever fails)")
     r.expect(journal.overlaps == 0, "two live copies of a job or of a schedule's jobs")
     r.expect(check.duplicates == 0, "an occurrence fired twice")
     r.expect(check.missed == 0 and check.unexpected == 0, "occurrences missed or unexpected")

@@ -209,6 +209,7 @@ class Daemon:
             if parts.notifier is not None:
                 parts.notifier.reclaimed(job)
         crash_witness = Witness(cfg.db, self.owner)  # before the first command starts
+        parts.executor.crash_feed = crash_witness
         try:
             await self._serve_recovered(astore, parts, notifier, inherited, reclaimed, on_ready)
         finally:

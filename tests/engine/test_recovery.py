@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -174,8 +175,19 @@ def test_the_witness_lists_the_commands_alive_when_its_daemon_dies(
         if witness._witness_running(owner):
             break
         time.sleep(0.01)
+    log = tmp_path / "8.1.log"
+    log.touch()  # the spawn of job 8 got as far as its log file
+    w.starting(8, 1, log)
+    w.starting(9, 1, tmp_path / "9.1.log")  # claimed; not spawned yet (no log file)
+    w.starting(10, 2, tmp_path / "10.2.log")
+    w.exited(10, 2, 0)  # exited 0; its result not written yet
+    w.starting(11, 1, tmp_path / "11.1.log")
+    w.done(11, 1)  # in the store: forgotten
     os.close(w._write)  # what the kernel does when the daemon dies
-    assert witness.witnessed(db, owner, wait=10) == {7}
+    seen = witness.witnessed(db, owner, wait=10)
+    assert seen is not None and seen.alive == {7} and seen.complete
+    assert seen.attempts == {(8, 1): (True, None), (9, 1): (False, None), (10, 2): (False, 0)}
+    assert (seen.started(9, 1), seen.started(12, 1), seen.exit_code(10, 2)) == (False, False, 0)
     w._proc.wait(5)
 
 
@@ -214,3 +226,103 @@ def test_live_daemons_of_this_host_are_the_seen_ones_whose_process_is_there() ->
         beat("other:4:x", os.getpid(), 1),  # another host's: its leases expire
     ]
     assert live_owners(beats, "h", now) == {"h:1:live"}
+
+
+def test_a_gap_in_the_feed_makes_an_unnamed_attempt_unknown_not_unstarted() -> None:
+    feed = witness.Feed()
+    for line in (b'1 i 5 1 "/nowhere/5.1.log"', b"2 x 5 1 0", b"4 d 6 1"):  # 3 was lost
+        feed.take(line)
+    assert not feed.complete and feed.evidence() == [[5, 1, False, 0]]
+    seen = witness.Seen(set(), feed.complete, {(5, 1): (False, 0)})
+    assert (seen.started(5, 1), seen.started(6, 1)) == (False, None)
+    garbled = witness.Feed()
+    garbled.take(b"1 i nonsense")
+    assert not garbled.complete
+    old = witness.Seen({3})  # a witness file of an older release: nothing but "alive"
+    assert old.started(4, 1) is None
+
+
+def test_a_full_pipe_drops_lines_without_blocking_the_daemon(tmp_path: Path) -> None:
+    db, owner = tmp_path / "j.db", "testhost:4243:w2"
+    w = witness.Witness(db, owner)
+    os.kill(w._proc.pid, signal.SIGSTOP)  # a witness the scheduler never runs
+    try:
+        for i in range(witness.PIPE_SIZE // 16):
+            w.starting(i, 1, tmp_path / f"{i}.log")  # must never block
+    finally:
+        os.kill(w._proc.pid, signal.SIGCONT)
+    os.close(w._write)
+    seen = witness.witnessed(db, owner, wait=30)
+    assert seen is not None and not seen.complete
+    w._proc.wait(5)
+
+
+async def test_a_job_started_first_after_each_restart_is_not_poison_when_it_never_ran(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 13: reclaimed jobs are started first after a restart, so a daemon killed from
+    outside a moment after each start found the same job claimed but not spawned yet (or
+    done, its result not yet written): gone, the lone suspect, ``poison`` at the third kill."""
+    engine.timer.stop()
+    db = engine.tmp / "w.db"
+    folder = witness.witness_dir(db)
+    folder.mkdir()
+    job = engine.add("true", key="first", max_attempts=9, backoff=NOW)
+    bystander = engine.add("sleep 30", key="bystander", max_attempts=9, backoff=NOW)
+    # not spawned (no log file), seen to exit 0, not spawned again
+    for n, (started, code) in enumerate([(False, None), (True, 0), (False, None)]):
+        owner = _crash(engine, n, procs, alive={bystander.id})
+        attempts = [[job.id, engine.store.get(job.id).generation, started, code]]
+        evidence = {"owner": owner, "alive": [bystander.id], "complete": True, "attempts": attempts}
+        (folder / f"{owner}.json").write_text(json.dumps(evidence))
+        assert await recover(engine.astore, engine.executor.owner, grace=2, db=db) == 2
+        got = engine.store.get(job.id)
+        assert got.status is JobStatus.SCHEDULED, (n, got.dead_reason)
+
+
+async def test_the_culprit_beside_jobs_not_started_or_done_is_still_poison(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Once the feed clears the jobs not started and done, the culprit is singled out
+    (before, all three were suspects at every crash and none was caught)."""
+    engine.timer.stop()
+    db = engine.tmp / "w.db"
+    folder = witness.witness_dir(db)
+    folder.mkdir()
+    first = engine.add("true", key="first", max_attempts=9, backoff=NOW)
+    done = engine.add("true", key="done", max_attempts=9, backoff=NOW)
+    culprit = engine.add("true", key="culprit", max_attempts=9, backoff=NOW)
+    for n in range(3):
+        owner = _crash(engine, n, procs, alive=set())
+        gens = {i: engine.store.get(i).generation for i in (first.id, done.id, culprit.id)}
+        log = engine.tmp / f"culprit.{n}.log"
+        log.touch()  # the culprit's spawn reached its log file: it ran
+        attempts = [
+            [first.id, gens[first.id], False, None],  # its log file never made: not spawned
+            [done.id, gens[done.id], True, 0],  # the daemon saw it exit 0
+            [culprit.id, gens[culprit.id], True, None],
+        ]
+        evidence = {"owner": owner, "alive": [], "complete": True, "attempts": attempts}
+        (folder / f"{owner}.json").write_text(json.dumps(evidence))
+        assert await recover(engine.astore, engine.executor.owner, grace=2, db=db) == 3
+    assert engine.store.get(first.id).status is JobStatus.SCHEDULED
+    assert engine.store.get(done.id).status is JobStatus.SCHEDULED
+    bad = engine.store.get(culprit.id)
+    assert (bad.status, bad.dead_reason) == (JobStatus.DEAD, "poison")
+
+
+async def test_a_job_the_feed_never_named_is_no_suspect_only_when_the_feed_is_whole(
+    engine: Engine, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    engine.timer.stop()
+    db = engine.tmp / "w.db"
+    folder = witness.witness_dir(db)
+    folder.mkdir()
+    job = engine.add("true", key="claimed", max_attempts=9, backoff=NOW)
+    for n, complete in enumerate((True, True, False, False, False)):
+        owner = _crash(engine, n, procs, alive=set())
+        evidence = {"owner": owner, "alive": [], "complete": complete, "attempts": []}
+        (folder / f"{owner}.json").write_text(json.dumps(evidence))
+        await recover(engine.astore, engine.executor.owner, grace=2, db=db)
+        dead = engine.store.get(job.id).dead_reason == "poison"
+        assert dead is (n == 4), n  # three crashes in a row with a gap in the account

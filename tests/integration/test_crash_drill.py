@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from jobctl.client import Client
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 
 #: A command that kills its daemon (named by the lease owner ``host:pid:tag`` in its
@@ -57,6 +59,50 @@ def test_kill_9_while_healthy_jobs_run_never_makes_them_poison(
         outcomes = [a["outcome"] for a in job["attempts"]]
         assert (job["status"], outcomes[-1], len(outcomes)) == ("succeeded", "succeeded", 4)
     assert len(reclaimed) == 6 and all("survivor=yes" in line for line in reclaimed), reclaimed
+
+
+def _spawn_helper(d: DaemonProc) -> int:
+    """The pid of the daemon's spawn helper (engine/spawner.py), a child of the daemon."""
+    assert d.proc is not None
+    children = Path(f"/proc/{d.proc.pid}/task/{d.proc.pid}/children").read_text().split()
+    for pid in children:
+        if b"jobctl.engine.spawner" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return int(pid)
+    raise AssertionError(f"no spawn helper among {children}")
+
+
+def _is_running(client: Client, job_id: int) -> Callable[[], bool]:
+    return lambda: bool(client.get(job_id)["status"] == "running")
+
+
+def test_a_job_claimed_but_not_started_at_each_kill_is_not_poison(
+    make_daemon: Callable[..., DaemonProc],
+) -> None:
+    """Issue 13: reclaimed jobs are started first after a restart, so a daemon killed from
+    outside during its start-up had the same job claimed but its command not yet spawned
+    at each kill: the lone suspect, ``poison`` at the third. Here the spawn helper is held
+    (SIGSTOP) so that the kill lands between the claim and the spawn, three times."""
+    d = make_daemon()
+    d.client().queue_action("held", "pause")
+    body = {"command": ["true"], "queue": "held", "max_attempts": 9, "backoff": {"base": 0}}
+    job_id = d.client().enqueue(body)["id"]
+    for kill in (1, 2, 3):
+        helper = _spawn_helper(d)
+        os.kill(helper, signal.SIGSTOP)  # the claim goes through, the spawn waits
+        d.client().queue_action("held", "resume")
+        wait_until(_is_running(d.client(), job_id), what="the claim")
+        d.client().queue_action("held", "pause")  # so the next daemon does not start it
+        d.signal(signal.SIGKILL)
+        d.wait()
+        os.kill(helper, signal.SIGKILL)
+        d = make_daemon(start=False).start(wait=False)
+        line = d.wait_for_line(f"event=reclaimed job={job_id} ")
+        assert "survivor=no status=scheduled" in line, (kill, line)
+        d.wait_for_line("event=ready")
+    d.client().queue_action("held", "resume")
+    d.wait_for_line(f"event=succeeded job={job_id} ")
+    outcomes = [a["outcome"] for a in d.client().get(job_id)["attempts"]]
+    assert outcomes == ["lease_expired"] * 3 + ["succeeded"]
 
 
 def test_a_job_that_kills_its_daemon_each_time_is_poison_after_three(

@@ -24,7 +24,7 @@ from jobctl.access import Access
 from jobctl.domain.clock import Clock, iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRecord
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
-from jobctl.engine import logcap, process, proctree, spawnclient, webhook
+from jobctl.engine import logcap, process, proctree, spawnclient, webhook, witness
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
@@ -96,6 +96,8 @@ class Executor:
         self.on_store_full: Callable[[], bool] = lambda: False
         self._hb_errors = RateLimitedLog(log, clock)  # a failing disk: not a line a second
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
+        #: Told of each spawn, exit and finish: the crash witness (engine/witness.py).
+        self.crash_feed: witness.CrashFeed = witness.NoFeed()
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
         self._metrics.slots_in_use.set_function(lambda: len(self._tasks))
@@ -143,6 +145,7 @@ class Executor:
             return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
+        self.crash_feed.starting(job.id, claim.generation, path)  # before: the fork may kill us
         try:
             run = await self._spawn(claim, path, loop)
         except OSError as exc:
@@ -159,6 +162,7 @@ class Executor:
             await self._finish(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
+        run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
@@ -199,6 +203,11 @@ class Executor:
             if self._calls.get(claim.job.id) is call:  # a reclaimed job's new attempt stays
                 del self._calls[claim.job.id]
         await self._finish(claim, result)
+
+    def _exit_seen(self, claim: Claim, exited: asyncio.Future[int]) -> None:
+        """Tell the crash feed at once (before the result is written) how the command ended."""
+        if not exited.cancelled() and exited.exception() is None:
+            self.crash_feed.exited(claim.job.id, claim.generation, exited.result())
 
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
@@ -271,6 +280,7 @@ class Executor:
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)
+        self.crash_feed.done(claim.job.id, claim.generation)
         self._lost.pop(claim.job.id, None)  # normally gone already; never leak an entry
         self._metrics.attempt_finished(claim, result, job)
         self._on_finish(job, claim, result)

@@ -21,8 +21,10 @@ from datetime import datetime
 from pathlib import Path
 
 from jobctl.domain.cluster import DaemonBeat
+from jobctl.domain.crashes import CrashEvidence, crash_suspect
 from jobctl.domain.models import Job, Orphan
 from jobctl.engine import process, witness
+from jobctl.engine.witness import Seen
 from jobctl.errors import LeaseLost, NotFound
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
@@ -30,12 +32,20 @@ from jobctl.store.aio import AsyncStore
 log = logging.getLogger("jobctl.recovery")
 
 
-def _suspect(orphan: Orphan, found: dict[int, set[int]], seen: dict[str, set[int] | None]) -> bool:
-    """Gone now, and (if a witness saw the death) gone then: it may have caused the crash."""
-    alive_at_death = seen.get(orphan.lease_owner)
-    return not found[orphan.job_id] and (
-        alive_at_death is None or orphan.job_id not in alive_at_death
-    )
+def _suspect(orphan: Orphan, found: dict[int, set[int]], seen: dict[str, Seen | None]) -> bool:
+    """The poison rule's verdict (domain/crashes.py) on what recovery and the witness know."""
+    evidence = CrashEvidence(survived=bool(found[orphan.job_id]))
+    saw = seen.get(orphan.lease_owner)
+    if saw is not None:
+        job_id, gen = orphan.job_id, orphan.generation
+        evidence = CrashEvidence(
+            survived=evidence.survived,
+            witnessed=True,
+            alive_at_death=job_id in saw.alive,
+            started=saw.started(job_id, gen),
+            exit_code=saw.exit_code(job_id, gen),
+        )
+    return crash_suspect(evidence)
 
 
 def owner_host(owner: str) -> str:
@@ -101,8 +111,9 @@ async def recover(
     What was found is kept before anything is stopped (a crash during recovery must not
     turn a survivor into a suspect). An orphan is a *suspect* of the crash only when its
     command is gone now and, where the dead daemon's witness (``db``'s, see
-    :mod:`jobctl.engine.witness`) saw it, was gone at the instant of death too; one whose
-    command outlived the daemon is not (the poison rule, docs/guarantees.md).
+    :mod:`jobctl.engine.witness`) saw it, had started, was gone at the instant of death
+    and had not been seen to exit 0 (:func:`jobctl.domain.crashes.crash_suspect`; the
+    poison rule, docs/guarantees.md).
     """
     host = owner_host(owner)
     live = live_owners(await store.run(store.store.daemons), host, store.clock.now())
@@ -112,7 +123,7 @@ async def recover(
         if owner_host(o.lease_owner) == host and o.lease_owner not in live | {owner}
     ]  # another host's lease expires and is reclaimed by the timer
     found = {o.job_id: survivors(o) for o in orphans}
-    seen: dict[str, set[int] | None] = {}
+    seen: dict[str, Seen | None] = {}
     for o in orphans:
         if db is not None and o.lease_owner not in seen:
             seen[o.lease_owner] = await asyncio.to_thread(witness.witnessed, db, o.lease_owner)

@@ -13,23 +13,41 @@ environment, as recovery finds survivors) are still alive, writes them to
 (:func:`witnessed`): a job whose command was alive at the daemon's death is no suspect
 of the crash (docs/guarantees.md#crashes-and-poison-jobs).
 
+The same pipe carries the daemon's word about each attempt (:class:`Witness`'s
+``starting``, ``exited`` and ``done``, one numbered line each, never waited on): so the
+file also says, of every attempt the daemon had not finished, whether its command can
+have started (the daemon was about to spawn it and its log file, created just before the
+fork, exists) and the exit status the daemon saw. A line lost because the pipe was full
+leaves a gap in the numbers; the file then says the account is not ``complete``, and an
+attempt it does not name is no longer taken as never started.
+
 Run as ``python -m jobctl.engine.witness DIR OWNER`` with the pipe as stdin; it imports
 nothing of jobctl, so it starts in a few tens of milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 #: Seconds between the daemon's death and the look: a command that killed its daemon as
 #: its last act has exited by then.
 SETTLE = 0.05
 BYE = b"bye"
+#: Bytes the pipe may hold (F_SETPIPE_SZ; 1 MiB is Linux's default ceiling for a user):
+#: thousands of lines, so a witness the scheduler leaves waiting loses none.
+PIPE_SIZE = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+#: A write of at most this many bytes to a pipe is atomic: a line arrives whole or not at all.
+PIPE_BUF = 4096
 
 
 def witness_dir(db: Path) -> Path:
@@ -38,17 +56,29 @@ def witness_dir(db: Path) -> Path:
     return real.with_name(real.name + ".witness")
 
 
-def _file(folder: Path, owner: str) -> Path:
-    return folder / (owner.replace("/", "_") + ".json")
+def _file(folder: Path, owner: str, suffix: str = ".json") -> Path:
+    return folder / (owner.replace("/", "_") + suffix)
 
 
 class Witness:
-    """The daemon's end: the pipe's write end and the witness process."""
+    """The daemon's end: the pipe's write end and the witness process.
+
+    Also the executor's crash feed: what it is about to start, what it saw end, and what
+    it has finished with. Each is one line written without waiting (a full pipe drops it,
+    and the numbering tells the witness so).
+    """
 
     def __init__(self, db: Path, owner: str) -> None:
         folder = witness_dir(db)
         folder.mkdir(mode=0o700, exist_ok=True)
+        self._gap: Path | None = _file(folder, owner, ".gap")  # made when a line is dropped
+        self._seq = 0
+        self._open = True
         read, self._write = os.pipe()  # both non-inheritable: commands never hold the pipe
+        # a lower pipe-max-size fails this: the default 64 KiB still holds hundreds of lines
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self._write, _F_SETPIPE_SZ, PIPE_SIZE)
+        os.set_blocking(self._write, False)
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "jobctl.engine.witness", str(folder), owner],
@@ -61,10 +91,44 @@ class Witness:
         finally:
             os.close(read)
 
+    def starting(self, job_id: int, generation: int, log: Path) -> None:
+        """The attempt's command is about to be spawned, its output going to ``log``."""
+        self._send(f"i {job_id} {generation} {json.dumps(os.fspath(log))}")
+
+    def exited(self, job_id: int, generation: int, code: int) -> None:
+        """The attempt's command ended with ``code`` (negative: killed by that signal)."""
+        self._send(f"x {job_id} {generation} {code}")
+
+    def done(self, job_id: int, generation: int) -> None:
+        """The attempt's end is in the store (or was refused): nothing more to witness."""
+        self._send(f"d {job_id} {generation}")
+
+    def _send(self, text: str) -> None:
+        self._seq += 1
+        if not self._open:
+            return
+        line = f"{self._seq} {text}\n".encode()
+        if len(line) > PIPE_BUF:  # a log path too long to be atomic: sent without it
+            line = f"{self._seq} {' '.join(text.split(' ', 3)[:3])}\n".encode()
+        try:
+            os.write(self._write, line)
+        except BlockingIOError:  # full: a mark tells the witness (the numbering cannot
+            self._mark_gap()  # when the lines lost are the last before a crash)
+        except OSError:  # the witness is gone (killed): no evidence this time
+            self._open = False
+
+    def _mark_gap(self) -> None:
+        if self._gap is not None:
+            with contextlib.suppress(OSError):
+                self._gap.touch(0o600)
+            self._gap = None  # once is enough: the account stays incomplete
+
     def stop(self) -> None:
         """A clean stop: the witness leaves without writing anything."""
+        self._open = False
         try:
-            os.write(self._write, BYE)
+            os.set_blocking(self._write, True)
+            os.write(self._write, b"\n" + BYE + b"\n")
         except OSError:  # the witness is gone already (systemd stops the whole cgroup)
             pass
         finally:
@@ -72,8 +136,86 @@ class Witness:
         self._proc.wait()
 
 
-def witnessed(db: Path, owner: str, wait: float = 2.0) -> set[int] | None:
-    """Job ids whose commands were alive when daemon ``owner`` died; None: no witness.
+class CrashFeed(Protocol):
+    """What the executor tells the crash witness about each attempt (see :class:`Witness`)."""
+
+    def starting(self, job_id: int, generation: int, log: Path) -> None: ...
+    def exited(self, job_id: int, generation: int, code: int) -> None: ...
+    def done(self, job_id: int, generation: int) -> None: ...
+
+
+class NoFeed:
+    """The crash feed of an executor without a witness (tests, tools): says nothing."""
+
+    def starting(self, job_id: int, generation: int, log: Path) -> None:
+        pass
+
+    def exited(self, job_id: int, generation: int, code: int) -> None:
+        pass
+
+    def done(self, job_id: int, generation: int) -> None:
+        pass
+
+
+@dataclass
+class Feed:
+    """The witness's account of the daemon's attempts, from the numbered lines."""
+
+    seq: int = 0
+    complete: bool = True
+    #: (job id, generation) -> [log path or None, exit status or None]
+    attempts: dict[tuple[int, int], list[str | int | None]] = field(default_factory=dict)
+
+    def take(self, line: bytes) -> None:
+        try:
+            parts = line.decode().split(" ", 4)
+            seq, kind, key = int(parts[0]), parts[1], (int(parts[2]), int(parts[3]))
+            if kind == "i":
+                self.attempts[key] = [json.loads(parts[4]) if len(parts) > 4 else None, None]
+            elif kind == "x" and key in self.attempts:
+                self.attempts[key][1] = int(parts[4])
+            elif kind == "d":
+                self.attempts.pop(key, None)
+        except (ValueError, IndexError):  # not a line of ours: the account is not whole
+            self.complete = False
+            return
+        if seq != self.seq + 1:
+            self.complete = False
+        self.seq = seq
+
+    def evidence(self) -> list[list[int | bool | None]]:
+        """[job id, generation, started, exit status] of each attempt not done; started is
+        whether the log file exists now (None: its path was not sent)."""
+        out: list[list[int | bool | None]] = []
+        for (job_id, gen), (log, code) in self.attempts.items():
+            started = None if not isinstance(log, str) else os.path.exists(log)
+            out.append([job_id, gen, started, code if isinstance(code, int) else None])
+        return out
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a dead daemon's witness wrote down (see :func:`witnessed`)."""
+
+    #: Job ids whose commands were alive just after the death.
+    alive: set[int]
+    #: Whether every line of the feed arrived (an old witness file: False).
+    complete: bool = False
+    #: (job id, generation) -> (started, exit status) of the attempts the feed named.
+    attempts: dict[tuple[int, int], tuple[bool | None, int | None]] = field(default_factory=dict)
+
+    def started(self, job_id: int, generation: int) -> bool | None:
+        """False when the attempt's command cannot have started; None: not known."""
+        if (job_id, generation) in self.attempts:
+            return self.attempts[job_id, generation][0]
+        return False if self.complete else None
+
+    def exit_code(self, job_id: int, generation: int) -> int | None:
+        return self.attempts.get((job_id, generation), (None, None))[1]
+
+
+def witnessed(db: Path, owner: str, wait: float = 2.0) -> Seen | None:
+    """What the witness of daemon ``owner`` saw at its death; None: no witness.
 
     Waits up to ``wait`` seconds for a witness of ``owner`` that is still writing.
     """
@@ -83,16 +225,17 @@ def witnessed(db: Path, owner: str, wait: float = 2.0) -> set[int] | None:
         time.sleep(0.01)
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        attempts = {(int(a[0]), int(a[1])): (a[2], a[3]) for a in data.get("attempts", [])}
+        return Seen({int(i) for i in data.get("alive", [])}, data.get("complete") is True, attempts)
+    except (OSError, ValueError, TypeError, IndexError):
         return None
-    return {int(i) for i in data.get("alive", [])}
 
 
 def forget(db: Path) -> None:
     """Drop every witness file once recovery has put their evidence in the store."""
     folder = witness_dir(db)
     if folder.is_dir():
-        for path in folder.glob("*.json"):
+        for path in [*folder.glob("*.json"), *folder.glob("*.gap")]:
             path.unlink(missing_ok=True)
 
 
@@ -127,15 +270,38 @@ def alive_jobs(owner: str) -> set[int]:
     return found
 
 
+def follow(fd: int, feed: Feed) -> bool:
+    """Read the daemon's lines into ``feed`` until end-of-file (the daemon is gone: True)
+    or its goodbye (a clean stop: False)."""
+    rest = b""
+    while chunk := os.read(fd, 1 << 16):
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            if line == BYE:
+                return False
+            if line:
+                feed.take(line)
+    if rest:
+        feed.complete = False  # a line cut short
+    return True
+
+
 def main(folder: str, owner: str) -> int:
-    data = sys.stdin.buffer.read()  # returns at end-of-file: the daemon is gone
-    if data.endswith(BYE):
+    feed = Feed()
+    if not follow(sys.stdin.fileno(), feed):
         return 0
     time.sleep(SETTLE)
     alive = sorted(alive_jobs(owner))
+    evidence = {
+        "owner": owner,
+        "alive": alive,
+        "at": time.time(),
+        "complete": feed.complete and not _file(Path(folder), owner, ".gap").exists(),
+        "attempts": feed.evidence(),
+    }
     path = _file(Path(folder), owner)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"owner": owner, "alive": alive, "at": time.time()}))
+    tmp.write_text(json.dumps(evidence))
     os.replace(tmp, path)
     return 0
 

@@ -81,6 +81,9 @@ class Executor:
         self._on_finish = on_finish
         self._live: dict[int, process.Running] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Tasks whose command has ended (or never started) and that only wait for their
+        #: result's commit: they hold no slot (see :attr:`free_slots`).
+        self._finishing = 0
         self._heartbeats: asyncio.Task[None] | None = None
         self._hb_wake = asyncio.Event()
         self._closing = False  # stopping: a finish the store cannot write is given up
@@ -92,12 +95,20 @@ class Executor:
         self._lost: dict[int, str] = {}  # job id -> the store call that first found it lost
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
-        self._metrics.slots_in_use.set_function(lambda: len(self._tasks))
+        self._metrics.slots_in_use.set_function(lambda: len(self._tasks) - self._finishing)
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
 
     @property
     def free_slots(self) -> int:
-        return max(0, self.config.concurrency - len(self._tasks))
+        """Slots for more commands: ``concurrency`` less those running. An attempt whose
+        command has ended gives its slot back while its result commits (the commit is most
+        of an attempt's time for a quick command), up to ``concurrency`` such attempts;
+        past that they hold slots again, so a store that cannot write stops dispatch. The
+        store still counts them ``running`` until their finish commits, so queue limits
+        and quotas, which it enforces at claim, stay exact."""
+        running = len(self._tasks) - self._finishing
+        over = max(0, self._finishing - self.config.concurrency)
+        return max(0, self.config.concurrency - running - over)
 
     @property
     def running_count(self) -> int:
@@ -126,7 +137,7 @@ class Executor:
         if refused is not None:  # removed, locked or denied since it was enqueued
             log.warning("event=owner_denied job=%s reason=%s", job.id, logval(refused))
             result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
-            await self._finish(claim, result)
+            await self._finish_freed(claim, result)
             return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()
@@ -134,16 +145,18 @@ class Executor:
             run = await self._spawn(claim, path, loop)
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, _not_started(exc))
+            await self._finish_freed(claim, _not_started(exc))
             return
         except StartRefused as exc:  # a resource limit this daemon cannot apply
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}"))
+            await self._finish_freed(
+                claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}")
+            )
             return
         except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             error = f"cannot start: {type(exc).__name__}: {exc}"
-            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, error))
+            await self._finish_freed(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
         if log.isEnabledFor(logging.INFO):
@@ -169,7 +182,7 @@ class Executor:
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
-        await self._finish(claim, result)
+        await self._finish_freed(claim, result)
 
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
@@ -221,6 +234,10 @@ class Executor:
                 result = replace(result, error=result.error + cut)
             return replace(result, log_bytes=size)
         return replace(_result(run, code, tail), log_bytes=size)
+
+    async def _finish_freed(self, claim: Claim, result: AttemptResult) -> None:
+        """:meth:`_finish` with the attempt's slot given back first (nothing of it runs)."""
+        await self._finish(claim, result)
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)
@@ -407,6 +424,9 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
         return AttemptResult(reason.outcome, code, error, tail)
     if code == 0:
         return AttemptResult(Outcome.SUCCEEDED, 0, None, tail)
+    if process.gate_shut(code, tail):  # its starter died before letting it go: never ran
+        error = "cannot start for now (retried later, no attempt used): the gate was never opened"
+        return AttemptResult(Outcome.FAILED, None, error, tail, transient=True)
     cwd = process.cwd_failure(code, tail, run.claim)
     if cwd is not None:
         return AttemptResult(Outcome.FAILED, cwd[0], cwd[1], tail)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,6 +136,36 @@ async def test_concurrency_limit_is_respected(engine: Engine) -> None:
     assert all(r.outcome is Outcome.SUCCEEDED for r in results)
     counts = [int(x) for x in (engine.tmp / "counts").read_text().split()]
     assert max(counts) <= engine.executor.config.concurrency
+
+
+async def test_an_ended_command_gives_its_slot_back_while_its_result_commits(
+    engine: Engine,
+) -> None:
+    """A quick command's slot is free once it ended, not once its finish committed (the
+    commit is most of its time); at most ``concurrency`` results wait so, then slots are
+    held again. The store still counts them running until their finish lands."""
+    hold = asyncio.Event()
+    commit = engine.astore.finishes._op
+
+    async def held(items: Any) -> Any:
+        await hold.wait()
+        return await commit(items)
+
+    engine.astore.finishes._op = held
+    ran = engine.tmp / "ran"
+    slots = engine.executor.config.concurrency
+    ids = [engine.add(f"echo $JOBCTL_JOB_ID >> {ran}").id for _ in range(2 * slots + 1)]
+    async with asyncio.timeout(20):
+        while not ran.exists() or len(ran.read_text().split()) < 2 * slots:
+            await asyncio.sleep(0.01)  # other processes write the file: nothing to wait on
+        while engine.executor.running_count < 2 * slots:
+            await asyncio.sleep(0.01)
+    assert engine.executor.free_slots == 0 and len(ran.read_text().split()) == 2 * slots
+    statuses = [engine.store.get(i).status for i in ids]
+    assert statuses.count(JobStatus.RUNNING) == 2 * slots
+    hold.set()
+    results = await engine.finishes(2 * slots + 1)
+    assert all(r.outcome is Outcome.SUCCEEDED for r in results)
 
 
 async def test_shutdown_interrupts_without_using_budget(engine: Engine) -> None:

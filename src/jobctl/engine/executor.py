@@ -237,7 +237,12 @@ class Executor:
 
     async def _finish_freed(self, claim: Claim, result: AttemptResult) -> None:
         """:meth:`_finish` with the attempt's slot given back first (nothing of it runs)."""
-        await self._finish(claim, result)
+        self._finishing += 1
+        self.on_slot_free()
+        try:
+            await self._finish(claim, result)
+        finally:
+            self._finishing -= 1
 
     async def _finish(self, claim: Claim, result: AttemptResult) -> None:
         job = await self._report(claim, result)

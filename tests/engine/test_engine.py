@@ -215,3 +215,26 @@ def _group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 return True
     return False
+
+
+async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
+    engine: Engine,
+) -> None:
+    """While claims get all they ask for, a freed slot is filled by a claim alone: the
+    wakeups are read again only once the backlog ends (or a second later)."""
+    calls = {"wakeups": 0, "claim_due": 0}
+    store: Any = engine.store
+    for name in calls:
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _real(*args)
+
+        setattr(store, name, counted)
+    n = 4 * engine.executor.config.concurrency
+    for _ in range(n):
+        engine.add(["true"])
+    results = await engine.finishes(n)
+    assert all(r.outcome is Outcome.SUCCEEDED for r in results)
+    assert calls["claim_due"] > 1 and calls["wakeups"] < calls["claim_due"]

@@ -13,6 +13,8 @@ the targets name.
 
 usage: python bench/bench_spawn_e2e.py [--jobs N] [--burst N] [--lag N] [--no-huey]
        [--src DIR]   (default: this tree's src/)
+       [--ref-src DIR]  the burst's inline run from another tree (e.g. main's src: the
+                        'today' reference of issue 17's burst target)
 """
 
 from __future__ import annotations
@@ -220,6 +222,7 @@ def main() -> None:
     ap.add_argument("--raw", type=int, default=1000)
     ap.add_argument("--no-huey", action="store_true")
     ap.add_argument("--src", default=str(BENCH.parent / "src"))
+    ap.add_argument("--ref-src", default=None, help="src tree of the burst's inline run")
     a = ap.parse_args()
     la = os.getloadavg()
     print(f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; {os.cpu_count()} CPUs")
@@ -239,10 +242,13 @@ def main() -> None:
                       f"helper {r['helper_us_per_job']:.0f} us")  # fmt: skip
         if a.burst:
             for mode in ("helper", "inline"):
-                b = e2e(a.src, mode, a.burst, None)
+                src = a.ref_src if mode == "inline" and a.ref_src else a.src
+                b = e2e(src, mode, a.burst, None)
                 res[f"burst {mode}"] = b
+                where = "" if src == a.src else f" ({src})"
                 print(f"  burst {a.burst} x true, {mode:7s}: fully started {b['started_s']:.1f} s "
-                      f"after due ({b['rate']:.0f} jobs/s)")  # fmt: skip
+                      f"after due ({b['rate']:.0f} jobs/s; daemon "
+                      f"{b['daemon_us_per_job']:.0f} us/job){where}")  # fmt: skip
         for mode in ("helper", "inline"):
             lg = lag(a.src, mode, a.lag)
             print(f"  lag  {mode:7s} {a.lag} jobs over 2 s: p50 {lg['p50']:.1f} ms, "

@@ -238,3 +238,26 @@ async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
     results = await engine.finishes(n)
     assert all(r.outcome is Outcome.SUCCEEDED for r in results)
     assert calls["claim_due"] > 1 and calls["wakeups"] < calls["claim_due"]
+
+
+async def test_a_quick_commands_pid_is_recorded_with_its_finish_in_one_commit(
+    engine: Engine,
+) -> None:
+    """A command that ends before RECORD_AFTER has its pid and log written with its
+    finish (one commit); a longer one has them written while it runs."""
+    sent = {"records": 0}
+    alone = engine.astore.records._op
+
+    async def counted(items: Any) -> Any:
+        sent["records"] += len(items)
+        return await alone(items)
+
+    engine.astore.records._op = counted
+    quick = engine.add(["true"])
+    await engine.finishes(1)
+    attempt = engine.store.get(quick.id).attempts[-1]
+    assert sent["records"] == 0 and attempt.pid is not None and attempt.log_path
+    slow = engine.add("sleep 0.3")
+    await engine.started(slow.id)
+    assert sent["records"] == 1
+    await engine.finishes(2)

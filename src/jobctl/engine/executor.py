@@ -38,6 +38,9 @@ log = logging.getLogger("jobctl.executor")
 OWNER_DENIED = DeadReason.DENIED
 #: Seconds between tries of a finish the store could not write; the last one repeats.
 FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
+#: Seconds a command runs before its pid is recorded alone; one that ends sooner has its
+#: record written with its finish, in one commit (docs/architecture.md: why it is safe).
+RECORD_AFTER = 0.02
 
 
 @dataclass(frozen=True)
@@ -169,20 +172,20 @@ class Executor:
                 logval(job.spec.queue),
                 logval(job.key),
             )
-        # The pid is recorded while the command runs (batched with other starts); the
-        # finish waits for that commit, so the two writes land in order. Its start time
-        # is read on a thread (process.spawn) before the exit watcher reaps the command.
-        recorded = asyncio.ensure_future(self._record(run))
+        # The pid is recorded once the command has run RECORD_AFTER (batched with other
+        # starts; the finish waits for that commit, so the two writes land in order), or
+        # else with the finish. Its start time is read before the exit watcher reaps it.
+        recorded = asyncio.ensure_future(self._record_unless_ended(run))
         try:
             result = await self._wait(run)
-            await recorded
+            riding = await recorded
         finally:
             if not recorded.done():
                 recorded.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
-        await self._finish_freed(claim, result)
+        await self._finish_freed(claim, result, riding)
 
     async def _spawn(
         self, claim: Claim, path: Path, loop: asyncio.AbstractEventLoop
@@ -198,20 +201,30 @@ class Executor:
         fd = await process.open_log_off_loop(path)
         return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
-    async def _record(self, run: process.Running) -> None:
+    async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:
+        """Record the pid once the command has run :data:`RECORD_AFTER`; a command that
+        ended sooner gets its record back, to ride with its finish."""
+        await asyncio.wait([run.exited], timeout=RECORD_AFTER)
         c = run.claim
         start = await asyncio.shield(run.start_time)
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+        if run.exited.done():
+            return record
+        await self._record(record)
+        return None
+
+    async def _record(self, record: ProcessRecord) -> None:
+        c = record
         try:
             alive = await self._store.record_process(record)
         except StoreCorrupt:  # logged once by the store; recovery can still find it by env
             return
         except Exception as exc:  # the store failed: recovery can still find it by env
-            log.error("event=record_failed job=%s error=%s", c.job.id, logval(exc))
+            log.error("event=record_failed job=%s error=%s", c.job_id, logval(exc))
             return
         if not alive:
-            self._lease_lost("record", c.job.id, c.generation, f"job {c.job.id}: lease lost")
-            self.stop(c.job.id, StopReason.LEASE_LOST, "lease lost before the command started")
+            self._lease_lost("record", c.job_id, c.generation, f"job {c.job_id}: lease lost")
+            self.stop(c.job_id, StopReason.LEASE_LOST, "lease lost before the command started")
 
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
@@ -235,22 +248,28 @@ class Executor:
             return replace(result, log_bytes=size)
         return replace(_result(run, code, tail), log_bytes=size)
 
-    async def _finish_freed(self, claim: Claim, result: AttemptResult) -> None:
+    async def _finish_freed(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> None:
         """:meth:`_finish` with the attempt's slot given back first (nothing of it runs)."""
         self._finishing += 1
         self.on_slot_free()
         try:
-            await self._finish(claim, result)
+            await self._finish(claim, result, record)
         finally:
             self._finishing -= 1
 
-    async def _finish(self, claim: Claim, result: AttemptResult) -> None:
-        job = await self._report(claim, result)
+    async def _finish(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> None:
+        job = await self._report(claim, result, record)
         self._lost.pop(claim.job.id, None)  # normally gone already; never leak an entry
         self._metrics.attempt_finished(claim, result, job)
         self._on_finish(job, claim, result)
 
-    async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
+    async def _report(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> Job | None:
         """Hand the result to the store (batched with other finishes); returns only after
         the commit. None when it was fenced or refused for good.
 
@@ -263,7 +282,7 @@ class Executor:
         released = False  # the disk reserve was given up for this finish (once at most)
         for attempt in itertools.count():
             try:
-                done = await self._store.finish(job_id, claim.generation, result)
+                done = await self._store.finish(job_id, claim.generation, result, record)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
                 return None

@@ -53,6 +53,7 @@ class Timer(Service):
         self._backlog = False  # the last claim got all it asked for: more is likely due
         self._read_at: datetime | None = None  # when the wakeups were last read
         self._lease_expiry: datetime | None = None  # the earliest one, as then read
+        self._unpromoted = False  # as then read: a busy tick promotes a batch
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken).
@@ -66,9 +67,13 @@ class Timer(Service):
         self.ticks += 1
         self._metrics.timer_ticks.inc()
         if self._claims_at_once(now):
-            await self._claim()
-            if self._backlog:  # still more due: claim again once a slot frees
-                return now if self._executor.free_slots > 0 else self._lease_expiry
+            free = self._executor.free_slots
+            if free == 0 and not self._unpromoted:
+                return self._lease_expiry  # woken as a result committed: no slot to fill
+            if free > 0:
+                await self._claim()
+                if self._backlog:  # still more due: claim again once a slot frees
+                    return now if self._executor.free_slots > 0 else self._lease_expiry
         w = await self._read(now)
         if w.next_lease_expiry is not None and w.next_lease_expiry <= now:
             await self._reclaim()
@@ -102,11 +107,10 @@ class Timer(Service):
         return min(times) if times else None
 
     def _claims_at_once(self, now: datetime) -> bool:
-        """Whether this tick may claim before it reads the wakeups (see
-        :data:`BACKLOG_READ_EVERY`): a backlog, a free slot, recent wakeups, disk room."""
+        """Whether this tick may claim (or, with no slot free, do nothing) without reading
+        the wakeups (see :data:`BACKLOG_READ_EVERY`): a backlog, recent wakeups, disk room."""
         return (
             self._backlog
-            and self._executor.free_slots > 0
             and not self._stopping
             and self._read_at is not None
             and now - self._read_at < BACKLOG_READ_EVERY
@@ -116,6 +120,7 @@ class Timer(Service):
     async def _read(self, now: datetime) -> Wakeups:
         w = await self._store.run(self._store.store.wakeups, self._executor.owner)
         self._read_at, self._lease_expiry = now, w.next_lease_expiry
+        self._unpromoted = w.unpromoted
         return w
 
     async def _reclaim(self) -> None:
@@ -138,6 +143,6 @@ class Timer(Service):
         claims = await self._store.run(store.claim_due, ex.owner, asked, ex.config.lease_ttl)
         self._metrics.claim_duration.observe(time.perf_counter() - began)
         self._metrics.claim_size.observe(len(claims))
-        self._backlog = len(claims) == asked
+        self._backlog = asked > 0 and len(claims) == asked
         for claim in claims:
             ex.start(claim)

@@ -103,12 +103,9 @@ class Executor:
 
     @property
     def free_slots(self) -> int:
-        """Slots for more commands: ``concurrency`` less those running. An attempt whose
-        command has ended gives its slot back while its result commits (the commit is most
-        of an attempt's time for a quick command), up to ``concurrency`` such attempts;
-        past that they hold slots again, so a store that cannot write stops dispatch. The
-        store still counts them ``running`` until their finish commits, so queue limits
-        and quotas, which it enforces at claim, stay exact."""
+        """``concurrency`` less the running commands; an ended command's attempt holds no
+        slot while its result commits, up to ``concurrency`` of them (docs/architecture.md,
+        "Batched executor writes": why, and why queue limits and quotas stay exact)."""
         running = len(self._tasks) - self._finishing
         over = max(0, self._finishing - self.config.concurrency)
         return max(0, self.config.concurrency - running - over)

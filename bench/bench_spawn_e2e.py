@@ -13,6 +13,8 @@ the targets name.
 
 usage: python bench/bench_spawn_e2e.py [--jobs N] [--burst N] [--lag N] [--no-huey]
        [--src DIR]   (default: this tree's src/)
+       [--ref-src DIR]  the burst's inline run from another tree (e.g. main's src: the
+                        'today' reference of issue 17's burst target)
 """
 
 from __future__ import annotations
@@ -312,6 +314,7 @@ def main() -> None:
     ap.add_argument("--raw", type=int, default=1000)
     ap.add_argument("--no-huey", action="store_true")
     ap.add_argument("--src", default=str(BENCH.parent / "src"))
+    ap.add_argument("--ref-src", default=None, help="src tree of the burst's inline run")
     a = ap.parse_args()
     run = SpawnRun(a.jobs, a.burst, a.lag, os.getloadavg(), bench_spawn.raw_rates(a.raw))
     progress(f"raw rates: {run.raw}")
@@ -324,8 +327,10 @@ def main() -> None:
                 progress(f"e2e {key}: {run.e2e[key]}")
         if a.burst:
             for mode in ("helper", "inline"):
-                run.bursts[mode] = e2e(a.src, mode, a.burst, None)
-                progress(f"burst {mode}: {run.bursts[mode]}")
+                src = a.ref_src if mode == "inline" and a.ref_src else a.src
+                run.bursts[mode] = e2e(src, mode, a.burst, None)
+                where = "" if src == a.src else f" ({src})"
+                progress(f"burst {mode}: {run.bursts[mode]}{where}")
         for mode in ("helper", "inline"):
             run.lags[mode] = lag(a.src, mode, a.lag)
             progress(f"lag {mode}: {run.lags[mode]}")

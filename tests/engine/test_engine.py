@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,6 +138,36 @@ async def test_concurrency_limit_is_respected(engine: Engine) -> None:
     assert max(counts) <= engine.executor.config.concurrency
 
 
+async def test_an_ended_command_gives_its_slot_back_while_its_result_commits(
+    engine: Engine,
+) -> None:
+    """A quick command's slot is free once it ended, not once its finish committed (the
+    commit is most of its time); at most ``concurrency`` results wait so, then slots are
+    held again. The store still counts them running until their finish lands."""
+    hold = asyncio.Event()
+    commit = engine.astore.finishes._op
+
+    async def held(items: Any) -> Any:
+        await hold.wait()
+        return await commit(items)
+
+    engine.astore.finishes._op = held
+    ran = engine.tmp / "ran"
+    slots = engine.executor.config.concurrency
+    ids = [engine.add(f"echo $JOBCTL_JOB_ID >> {ran}").id for _ in range(2 * slots + 1)]
+    async with asyncio.timeout(20):
+        while not ran.exists() or len(ran.read_text().split()) < 2 * slots:
+            await asyncio.sleep(0.01)  # other processes write the file: nothing to wait on
+        while engine.executor.running_count < 2 * slots:
+            await asyncio.sleep(0.01)
+    assert engine.executor.free_slots == 0 and len(ran.read_text().split()) == 2 * slots
+    statuses = [engine.store.get(i).status for i in ids]
+    assert statuses.count(JobStatus.RUNNING) == 2 * slots
+    hold.set()
+    results = await engine.finishes(2 * slots + 1)
+    assert all(r.outcome is Outcome.SUCCEEDED for r in results)
+
+
 async def test_shutdown_interrupts_without_using_budget(engine: Engine) -> None:
     job = engine.add("sleep 30", max_attempts=1)
     await engine.started(job.id)
@@ -183,3 +215,49 @@ def _group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 return True
     return False
+
+
+async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
+    engine: Engine,
+) -> None:
+    """While claims get all they ask for, a freed slot is filled by a claim alone: the
+    wakeups are read again only once the backlog ends (or a second later)."""
+    calls = {"wakeups": 0, "claim_due": 0}
+    store: Any = engine.store
+    for name in calls:
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _real(*args)
+
+        setattr(store, name, counted)
+    n = 4 * engine.executor.config.concurrency
+    for _ in range(n):
+        engine.add(["true"])
+    results = await engine.finishes(n)
+    assert all(r.outcome is Outcome.SUCCEEDED for r in results)
+    assert calls["claim_due"] > 1 and calls["wakeups"] < calls["claim_due"]
+
+
+async def test_a_quick_commands_pid_is_recorded_with_its_finish_in_one_commit(
+    engine: Engine,
+) -> None:
+    """A command that ends before RECORD_AFTER has its pid and log written with its
+    finish (one commit); a longer one has them written while it runs."""
+    sent = {"records": 0}
+    alone = engine.astore.records._op
+
+    async def counted(items: Any) -> Any:
+        sent["records"] += len(items)
+        return await alone(items)
+
+    engine.astore.records._op = counted
+    quick = engine.add(["true"])
+    await engine.finishes(1)
+    attempt = engine.store.get(quick.id).attempts[-1]
+    assert sent["records"] == 0 and attempt.pid is not None and attempt.log_path
+    slow = engine.add("sleep 0.3")
+    await engine.started(slow.id)
+    assert sent["records"] == 1
+    await engine.finishes(2)

@@ -153,6 +153,22 @@ def test_the_gate_holds_the_command_until_the_daemon_lets_it_go(tmp_path: Path) 
     assert proc.wait(5) == 0 and out.exists()  # stdin is /dev/null after the gate: cat ends
 
 
+def test_a_gate_closed_without_its_line_never_runs_the_command(tmp_path: Path) -> None:
+    """Whoever held the gate died before the command was in its cgroup: it must not run
+    (without its limits), and says so in a way the executor retries for free."""
+    out = tmp_path / "ran"
+    argv = process.trampoline(str(tmp_path), {}, None, None, gate=True)
+    r, w = os.pipe()
+    log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600)
+    proc = subprocess.Popen([*argv, "touch", str(out)], stdin=r, stdout=log, stderr=log)
+    os.close(r)
+    os.close(log)
+    os.close(w)  # no line: the holder died
+    code = proc.wait(5)
+    tail = (tmp_path / "log").read_text()
+    assert not out.exists() and process.gate_shut(code, tail)
+
+
 def test_sweep_removes_only_the_empty_cgroups_of_daemons_that_are_gone() -> None:
     cgroups = _cgroups()
     tag = secrets.token_hex(3)

@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from jobctl.engine import spawner
-from jobctl.engine.spawnclient import SpawnHelper
+from jobctl.engine import cgroup, process, spawner
+from jobctl.engine.cgroup import Cgroup, Cgroups
+from jobctl.engine.limits import StartRefused
+from jobctl.engine.spawnclient import Limits, SpawnHelper
 
 MARKS = {"JOBCTL_JOB_ID": "1", "JOBCTL_LEASE_OWNER": "test:1:x"}
 
@@ -38,7 +42,7 @@ def test_resolve_searches_the_jobs_path_like_execvpe(tmp_path: Path) -> None:
 
 async def _run(helper: SpawnHelper, argv: list[str], log: Path) -> tuple[int, str]:
     started = await helper.spawn(argv, {"PATH": "/usr/bin:/bin", **MARKS}, "/tmp",
-                                 str(log), None, None, MARKS)  # fmt: skip
+                                 str(log), None, MARKS)  # fmt: skip
     assert started.start_time is not None
     code = await started.exited
     return code, log.read_text()
@@ -63,6 +67,59 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
             helper.close()
 
     asyncio.run(main())
+
+
+def _cgroups() -> Cgroups:
+    found, why = cgroup.detect("auto")
+    if found is None:
+        pytest.skip(f"no writable cgroup v2 here: {why}")
+    return found
+
+
+def test_the_helper_runs_the_command_in_its_cgroup_and_removes_it_once_empty(
+    tmp_path: Path,
+) -> None:
+    """The cgroup is made, entered before the command runs, and removed by the helper at
+    an exit that leaves it empty; one left populated is the daemon's to end."""
+    base = _cgroups().base
+    tag = secrets.token_hex(3)
+    left = tmp_path / "left.pid"
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        env = {"PATH": "/usr/bin:/bin", **MARKS}
+        argv = process.trampoline("/tmp", env, None, None, gate=True)
+        try:
+            lim = Limits(str(base / f"{tag}.1"), {}, 3)
+            cmd = [*argv, "sh", "-c", "grep ^0:: /proc/self/cgroup; nice"]
+            done = await helper.spawn(cmd, env, None, str(tmp_path / "1.log"), None, MARKS, lim)
+            assert await done.exited == 0 and done.cgroup == lim.cgroup
+            assert done.cgroup_removed and not (base / f"{tag}.1").exists()
+            out = (tmp_path / "1.log").read_text().split()
+            assert out[0].endswith(f"/jobctl/{tag}.1") and out[1] == "3"
+            lim = Limits(str(base / f"{tag}.2"))
+            cmd = [*argv, "sh", "-c", f"setsid sleep 30 & echo $! > {left}"]
+            kept = await helper.spawn(cmd, env, None, str(tmp_path / "2.log"), None, MARKS, lim)
+            assert await kept.exited == 0 and not kept.cgroup_removed
+            cg = Cgroup(base / f"{tag}.2")
+            assert cg.populated()
+            cg.kill()
+            await _until(lambda: cg.remove())
+            bad = Limits(str(base / f"{tag}.3"), {"no.such.limit": "1"})
+            with pytest.raises(StartRefused, match="cannot set the attempt's limits"):
+                await helper.spawn(cmd, env, None, str(tmp_path / "3.log"), None, MARKS, bad)
+            assert not (base / f"{tag}.3").exists()
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while not done():
+            await asyncio.sleep(0.01)
 
 
 def _ids_as(creds: tuple[int, int, list[int]], use_setpriv: bool, log: Path) -> list[str]:

@@ -141,8 +141,12 @@ def test_running_out_of_descriptors_at_start_is_retried_for_free(
     make_daemon: Callable[..., DaemonProc],
 ) -> None:
     """A daemon held to 64 descriptors runs 60 commands at once: some meet EMFILE when
-    they start. They wait and run later; none is dead, none used its one attempt."""
-    d = make_daemon("--concurrency", "200", start=False)
+    they start. They wait and run later; none is dead, none used its one attempt.
+
+    Inline spawner: with the spawn helper the daemon holds no descriptor per running
+    command any more (the helper makes the gate and the cgroup, and reports exits), so
+    60 commands no longer exhaust 64 descriptors there."""
+    d = make_daemon("--concurrency", "200", start=False, env={"JOBCTL_JOB_SPAWNER": "inline"})
     d.prefix = ["prlimit", "--nofile=64:64", "--"]
     d.start()
     client = d.client()

@@ -189,10 +189,18 @@ def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = N
         cg.remove()
         return False
     finally:
-        os.close(gate)
+        open_gate(gate)
         if slot is not None:
             slot.release()
     return True
+
+
+def open_gate(gate: int) -> None:
+    """Let a command held at its gate go: one line, then the pipe is closed (closed
+    without the line, the trampoline ends without running the command: engine/process.py)."""
+    with contextlib.suppress(OSError):  # it is gone already: nothing to let go
+        os.write(gate, b"\n")
+    os.close(gate)
 
 
 _MOVER = ThreadPoolExecutor(4, thread_name_prefix="jobctl-cgroup")

@@ -38,6 +38,9 @@ log = logging.getLogger("jobctl.executor")
 OWNER_DENIED = DeadReason.DENIED
 #: Seconds between tries of a finish the store could not write; the last one repeats.
 FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
+#: Seconds a command runs before its pid is recorded alone; one that ends sooner has its
+#: record written with its finish, in one commit (docs/architecture.md: why it is safe).
+RECORD_AFTER = 0.02
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class Executor:
         self._calls: dict[int, webhook.Call] = {}  # live http attempts
         self._sender = webhook.Sender(store, clock, config.webhooks)
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Tasks whose command has ended (or never started) and that only wait for their
+        #: result's commit: they hold no slot (see :attr:`free_slots`).
+        self._finishing = 0
         self._heartbeats: asyncio.Task[None] | None = None
         self._trimmer: asyncio.Task[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
@@ -100,12 +106,17 @@ class Executor:
         self.crash_feed: witness.CrashFeed = witness.NoFeed()
         self._metrics = metrics or Metrics()
         # read at scrape time: no work on the hot path
-        self._metrics.slots_in_use.set_function(lambda: len(self._tasks))
+        self._metrics.slots_in_use.set_function(lambda: len(self._tasks) - self._finishing)
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
 
     @property
     def free_slots(self) -> int:
-        return max(0, self.config.concurrency - len(self._tasks))
+        """``concurrency`` less the running commands; an ended command's attempt holds no
+        slot while its result commits, up to ``concurrency`` of them (docs/architecture.md,
+        "Batched executor writes": why, and why queue limits and quotas stay exact)."""
+        running = len(self._tasks) - self._finishing
+        over = max(0, self._finishing - self.config.concurrency)
+        return max(0, self.config.concurrency - running - over)
 
     @property
     def running_count(self) -> int:
@@ -138,7 +149,7 @@ class Executor:
         if refused is not None:  # removed, locked or denied since it was enqueued
             log.warning("event=owner_denied job=%s reason=%s", job.id, logval(refused))
             result = AttemptResult(Outcome.FAILED, None, f"not run: {refused}", "", OWNER_DENIED)
-            await self._finish(claim, result)
+            await self._finish_freed(claim, result)
             return
         if job.spec.http is not None:
             await self._run_http(claim)
@@ -150,16 +161,18 @@ class Executor:
             run = await self._spawn(claim, path, loop)
         except OSError as exc:
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, _not_started(exc))
+            await self._finish_freed(claim, _not_started(exc))
             return
         except StartRefused as exc:  # a resource limit this daemon cannot apply
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}"))
+            await self._finish_freed(
+                claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}")
+            )
             return
         except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
             error = f"cannot start: {type(exc).__name__}: {exc}"
-            await self._finish(claim, AttemptResult(Outcome.FAILED, 126, error))
+            await self._finish_freed(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
         run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
@@ -173,20 +186,20 @@ class Executor:
                 logval(job.spec.queue),
                 logval(job.key),
             )
-        # The pid is recorded while the command runs (batched with other starts); the
-        # finish waits for that commit, so the two writes land in order. Its start time
-        # is read on a thread (process.spawn) before the exit watcher reaps the command.
-        recorded = asyncio.ensure_future(self._record(run))
+        # The pid is recorded once the command has run RECORD_AFTER (batched with other
+        # starts; the finish waits for that commit, so the two writes land in order), or
+        # else with the finish. Its start time is read before the exit watcher reaps it.
+        recorded = asyncio.ensure_future(self._record_unless_ended(run))
         try:
             result = await self._wait(run)
-            await recorded
+            riding = await recorded
         finally:
             if not recorded.done():
                 recorded.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
-        await self._finish(claim, result)
+        await self._finish_freed(claim, result, riding)
 
     async def spawn(self, claim: Claim, path: Path) -> process.Running:
         """Start ``claim``'s command as an attempt's is started (the failure notifier's
@@ -223,20 +236,30 @@ class Executor:
         fd = await process.open_log_off_loop(path)
         return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
-    async def _record(self, run: process.Running) -> None:
+    async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:
+        """Record the pid once the command has run :data:`RECORD_AFTER`; a command that
+        ended sooner gets its record back, to ride with its finish."""
+        await asyncio.wait([run.exited], timeout=RECORD_AFTER)
         c = run.claim
         start = await asyncio.shield(run.start_time)
         record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+        if run.exited.done():
+            return record
+        await self._record(record)
+        return None
+
+    async def _record(self, record: ProcessRecord) -> None:
+        c = record
         try:
             alive = await self._store.record_process(record)
         except StoreCorrupt:  # logged once by the store; recovery can still find it by env
             return
         except Exception as exc:  # the store failed: recovery can still find it by env
-            log.error("event=record_failed job=%s error=%s", c.job.id, logval(exc))
+            log.error("event=record_failed job=%s error=%s", c.job_id, logval(exc))
             return
         if not alive:
-            self._lease_lost("record", c.job.id, c.generation, f"job {c.job.id}: lease lost")
-            self.stop(c.job.id, StopReason.LEASE_LOST, "lease lost before the command started")
+            self._lease_lost("record", c.job_id, c.generation, f"job {c.job_id}: lease lost")
+            self.stop(c.job_id, StopReason.LEASE_LOST, "lease lost before the command started")
 
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
@@ -278,14 +301,29 @@ class Executor:
             if self._closing or not self._tasks:
                 return
 
-    async def _finish(self, claim: Claim, result: AttemptResult) -> None:
-        job = await self._report(claim, result)
+    async def _finish_freed(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> None:
+        """:meth:`_finish` with the attempt's slot given back first (nothing of it runs)."""
+        self._finishing += 1
+        self.on_slot_free()
+        try:
+            await self._finish(claim, result, record)
+        finally:
+            self._finishing -= 1
+
+    async def _finish(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> None:
+        job = await self._report(claim, result, record)
         self.crash_feed.done(claim.job.id, claim.generation)
         self._lost.pop(claim.job.id, None)  # normally gone already; never leak an entry
         self._metrics.attempt_finished(claim, result, job)
         self._on_finish(job, claim, result)
 
-    async def _report(self, claim: Claim, result: AttemptResult) -> Job | None:
+    async def _report(
+        self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> Job | None:
         """Hand the result to the store (batched with other finishes); returns only after
         the commit. None when it was fenced or refused for good.
 
@@ -298,7 +336,7 @@ class Executor:
         released = False  # the disk reserve was given up for this finish (once at most)
         for attempt in itertools.count():
             try:
-                done = await self._store.finish(job_id, claim.generation, result)
+                done = await self._store.finish(job_id, claim.generation, result, record)
             except (LeaseLost, NotFound) as exc:
                 await self._refused(claim, result, str(exc))
                 return None
@@ -479,6 +517,9 @@ def _result(run: process.Running, code: int, tail: str) -> AttemptResult:
         return AttemptResult(reason.outcome, code, error, tail)
     if code == 0:
         return AttemptResult(Outcome.SUCCEEDED, 0, None, tail)
+    if process.gate_shut(code, tail):  # its starter died before letting it go: never ran
+        error = "cannot start for now (retried later, no attempt used): the gate was never opened"
+        return AttemptResult(Outcome.FAILED, None, error, tail, transient=True)
     cwd = process.cwd_failure(code, tail, run.claim)
     if cwd is not None:
         return AttemptResult(Outcome.FAILED, cwd[0], cwd[1], tail)

@@ -76,5 +76,5 @@ def release(cg: Cgroup | None, pid: int, gate: int, res: Resources | None) -> Fu
             raise StartRefused(f"cannot set nice {res.nice}: {exc}") from exc
     if cg is not None:
         return cgroup.enter(cg, pid, gate)
-    os.close(gate)
+    cgroup.open_gate(gate)
     return None

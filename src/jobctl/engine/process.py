@@ -99,9 +99,11 @@ TRANSIENT_ERRNOS = frozenset(
     {errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM, errno.ENOSPC, errno.EDQUOT}
 )
 
-#: Run by ``/bin/sh -c`` *after* the privilege drop: ``$6`` non-empty: first wait for the
-#: daemon to close the gate (stdin, a pipe) once the shell is in its cgroup, and take
-#: ``/dev/null`` as stdin; ``$1`` the open-file soft limit to
+#: Run by ``/bin/sh -c`` *after* the privilege drop: ``$6`` non-empty: first wait at the
+#: gate (stdin, a pipe) for the line the daemon or the spawn helper writes once the shell
+#: is in its cgroup (a gate closed without it: whoever held it died, so the command does
+#: not run, see :data:`GATE_SHUT`), and take ``/dev/null`` as stdin; ``$1`` the open-file
+#: soft limit to
 #: give back (empty: leave it), ``$2`` the working directory, ``$3``/``$4`` ``=VALUE`` of
 #: the job's own ``OLDPWD``/``PWD`` or empty (the shell sets both on ``cd``; they are put
 #: back as the job gave them, so the command's environment is exactly the job's), then
@@ -110,7 +112,8 @@ TRANSIENT_ERRNOS = frozenset(
 #: ``log_bytes`` quota), then the command. A directory the owner cannot enter ends it with
 #: :data:`CWD_FAILED`.
 TRAMPOLINE = (
-    '[ -z "$6" ] || { read -r _ ; exec </dev/null; }; '
+    '[ -z "$6" ] || { read -r _ || { echo "jobctl: the gate was never opened" >&2; '
+    "exit 125; }; exec </dev/null; }; "
     '[ -z "$1" ] || ulimit -S -n "$1" 2>/dev/null; '
     'cd -P -- "$2" 2>/dev/null || { echo "jobctl: cannot enter the working directory" >&2; '
     "exit 125; }; "
@@ -121,6 +124,10 @@ TRAMPOLINE = (
 )
 #: What the trampoline leaves in the log (and its exit status) when ``cd`` failed.
 CWD_FAILED = (125, b"jobctl: cannot enter the working directory\n")
+#: What it leaves when its gate was closed without the line that lets it go: the helper
+#: (or the inline daemon) died before the command was in its cgroup with its limits set;
+#: the command never ran, so the attempt is retried for free (:func:`gate_shut`).
+GATE_SHUT = (125, b"jobctl: the gate was never opened\n")
 
 
 @dataclass(frozen=True)
@@ -434,6 +441,11 @@ def trampoline(
         "/bin/sh", "-c", TRAMPOLINE, "jobctl", limit, cwd, given("OLDPWD"), given("PWD"), fsize,
         "gate" if gate else "",
     ]  # fmt: skip
+
+
+def gate_shut(code: int, tail: str) -> bool:
+    """Whether the trampoline ended at its gate, never let go (:data:`GATE_SHUT`)."""
+    return code == GATE_SHUT[0] and tail.encode() == GATE_SHUT[1]
 
 
 def cwd_failure(code: int, tail: str, claim: Claim) -> tuple[int, str] | None:

@@ -50,7 +50,10 @@ async def stop(run: process.Running, grace: float) -> None:
 
 
 async def end(run: process.Running) -> None:
-    """The attempt ended: kill what is left in its cgroup, then remove the cgroup."""
+    """The attempt ended: kill what is left in its cgroup, then remove the cgroup
+    (unless the spawn helper removed it already, found empty at the exit)."""
+    if getattr(run.proc, "cgroup_removed", False):
+        return
     cg = await run.tree_cgroup()
     if cg is None:
         return

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.domain.models import Claim
-from jobctl.engine import limits, spawner
+from jobctl.engine import cgroup, limits, spawner
 from jobctl.engine import process as proc_mod
-from jobctl.engine.cgroup import Cgroups
+from jobctl.engine.cgroup import Cgroup, Cgroups
 
 log = logging.getLogger("jobctl.executor")
 #: Seconds to wait, after a helper died, for its half-started children to exec or end.
@@ -55,15 +55,36 @@ class Started:
     pid: int
     start_time: int | None
     exited: asyncio.Future[int] = field(repr=False)
+    #: The cgroup the command is in (the helper made it and moved it in), or None.
+    cgroup: str | None = None
+    #: Why it has none although one was asked for (the tree is found in /proc), or None.
+    cgroup_error: str | None = None
+    #: The helper removed the cgroup at the exit (it was empty): nothing left to end.
+    cgroup_removed: bool = False
 
 
 @dataclass
 class _Request:
     rid: int
     message: bytes
-    gate: int | None
     markers: dict[str, str]
     answer: asyncio.Future[Started]
+    #: The cgroup asked for: an adopted command (the helper died) may be in it.
+    cgroup: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Where the helper puts the command before it lets it go from its gate: the
+    attempt's cgroup (made there, with these limit files) and its niceness."""
+
+    cgroup: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    nice: int | None = None
+
+    @property
+    def gate(self) -> bool:
+        return self.cgroup is not None or self.nice is not None
 
 
 class SpawnHelper:
@@ -77,7 +98,7 @@ class SpawnHelper:
         self._rids = 0
         self._pending: dict[int, _Request] = {}  # sent, not answered
         self._queue: deque[_Request] = deque()  # not sent yet (socket full, restarting)
-        self._exits: dict[int, asyncio.Future[int]] = {}  # started, exit not seen
+        self._exits: dict[int, Started] = {}  # started, exit not seen
         self._adopted: set[int] = set()  # commands the daemon waits for itself
         self._restarting: asyncio.Task[None] | None = None
         self._strays: asyncio.Task[None] | None = None
@@ -120,15 +141,18 @@ class SpawnHelper:
         cwd: str | None,
         log_path: str,
         creds: tuple[int, int, list[int]] | None,
-        gate: int | None,
         markers: dict[str, str],
+        lim: Limits | None = None,
     ) -> Started:
-        """Start one command; raises OSError/ValueError as Popen would."""
+        """Start one command; raises OSError/ValueError as Popen would, StartRefused when
+        a limit of ``lim`` cannot be applied."""
         assert self._loop is not None, "start() first"
+        lim = lim or Limits()
         self._rids += 1
         rid = self._rids
-        msg = marshal.dumps(("spawn", rid, argv, env, cwd, log_path, creds, gate is not None))
-        req = _Request(rid, msg, gate, markers, self._loop.create_future())
+        msg = marshal.dumps(("spawn", rid, argv, env, cwd, log_path, creds, lim.gate,
+                             lim.cgroup, lim.files, lim.nice))  # fmt: skip
+        req = _Request(rid, msg, markers, self._loop.create_future(), lim.cgroup)
         self._queue.append(req)
         if len(self._queue) == 1:
             self._loop.call_soon(self._flush)  # one batch per loop turn
@@ -139,11 +163,8 @@ class SpawnHelper:
             return
         while self._queue:
             req = self._queue[0]
-            fds = [req.gate] if req.gate is not None else []
             try:
-                socket.send_fds(self._sock, [req.message], fds) if fds else self._sock.send(
-                    req.message
-                )
+                self._sock.send(req.message)
             except BlockingIOError:
                 assert self._loop is not None
                 self._loop.add_writer(self._sock, self._writable)
@@ -175,25 +196,28 @@ class SpawnHelper:
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "exit":
-            fut = self._exits.pop(msg[1], None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg[2])
+            child = self._exits.pop(msg[1], None)
+            if child is not None and not child.exited.done():
+                child.cgroup_removed = msg[3]
+                child.exited.set_result(msg[2])
             return
         req = self._pending.pop(msg[1], None)
         if req is None or req.answer.done():
             return
         if kind == "started":
-            req.answer.set_result(self._started(msg[2], msg[3]))
+            req.answer.set_result(self._started(*msg[2:]))
         elif msg[2] == "os":
             req.answer.set_exception(OSError(msg[3], msg[4], msg[5]))
+        elif msg[2] == "refused":
+            req.answer.set_exception(limits.StartRefused(msg[4]))
         else:
             req.answer.set_exception(ValueError(msg[4]))
 
-    def _started(self, pid: int, start: int | None) -> Started:
+    def _started(self, pid: int, start: int | None, cg: str | None, error: str | None) -> Started:
         assert self._loop is not None
-        fut: asyncio.Future[int] = self._loop.create_future()
-        self._exits[pid] = fut
-        return Started(pid, start, fut)
+        child = Started(pid, start, self._loop.create_future(), cg, error)
+        self._exits[pid] = child
+        return child
 
     def _helper_died(self) -> None:
         assert self._loop is not None and self._sock is not None
@@ -213,8 +237,8 @@ class SpawnHelper:
         code = await asyncio.to_thread(dead.wait)  # its children are re-parented by now
         log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d",
                   dead.pid, code, len(self._exits), len(self._pending))  # fmt: skip
-        for pid, fut in list(self._exits.items()):
-            self._adopt(pid, fut)
+        for pid, child in list(self._exits.items()):
+            self._adopt(pid, child.exited)
         self._exits.clear()
         await asyncio.to_thread(_settle, dead.pid, self._tag)
         for req in list(self._pending.values()):
@@ -240,7 +264,9 @@ class SpawnHelper:
         fut: asyncio.Future[int] = self._loop.create_future()
         self._adopt(found, fut)
         log.warning("event=spawn_adopted pid=%s", found)
-        req.answer.set_result(Started(found, proc_mod.process_start_time(found), fut))
+        # Past its gate, it is in its cgroup if that exists (a gate never opened ends it).
+        cg = req.cgroup if req.cgroup is not None and os.path.isdir(req.cgroup) else None
+        req.answer.set_result(Started(found, proc_mod.process_start_time(found), fut, cg))
 
     def _adopt(self, pid: int, fut: asyncio.Future[int]) -> None:
         """Wait for ``pid`` (now the daemon's child) ourselves: a pidfd, then waitpid."""
@@ -361,43 +387,32 @@ async def spawn(
     log_cap: int | None = None,
     cgroups: Cgroups | None = None,
 ) -> proc_mod.Running:
-    """process.spawn through the helper: the same guarantees, the work done elsewhere."""
+    """process.spawn through the helper: the same guarantees, the work done elsewhere.
+
+    The helper makes the attempt's cgroup, sets the niceness and moves the command in
+    while it waits at its gate, and removes the cgroup when its exit leaves it empty:
+    no file of /proc or cgroupfs is touched here, and no thread is used."""
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     res = claim.job.spec.resources
     limits.check(res, cgroups)
-    cg = None
-    if cgroups is not None:  # mkdir in cgroupfs takes the kernel's cgroup lock: off the loop
-        cg = await loop.run_in_executor(None, proc_mod.limited_cgroup, cgroups, claim, lease_owner)
-    gate: tuple[int, int] | tuple[()] = ()
+    lim = Limits(
+        None if cgroups is None else str(cgroups.base / cgroup.attempt_name(
+            lease_owner, claim.job.id, claim.generation)),
+        res.cgroup_files() if res else {},
+        res.nice if res else None,
+    )  # fmt: skip
     markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
-    try:
-        if cg is not None or limits.needs_gate(res):
-            gate = os.pipe2(os.O_CLOEXEC)
-        # The helper has the daemon's original open-file limit already (no ulimit -n).
-        argv, env, cwd, creds = proc_mod.command_line(claim, lease_owner, None, blocks, bool(gate))
-        child = await helper.spawn(argv, env, cwd, str(log_path), creds,
-                                   gate[0] if gate else None, markers)  # fmt: skip
-    except BaseException:
-        if cg is not None:
-            cg.remove()
-        for fd in gate:
-            os.close(fd)
-        raise
-    moved = None
-    if gate:
-        os.close(gate[0])
-        try:
-            entering = limits.release(cg, child.pid, gate[1], res)
-        except limits.StartRefused:
-            await child.exited
-            if cg is not None:
-                cg.remove()
-            raise
-        moved = None if entering is None else asyncio.wrap_future(entering, loop=loop)
+    # The helper has the daemon's original open-file limit already (no ulimit -n).
+    argv, env, cwd, creds = proc_mod.command_line(claim, lease_owner, None, blocks, lim.gate)
+    child = await helper.spawn(argv, env, cwd, str(log_path), creds, markers, lim)
+    if child.cgroup_error is not None:  # its tree is found by its markers
+        log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, child.cgroup_error)
+    cg = None
+    if child.cgroup is not None:
+        cg = Cgroup(Path(child.cgroup), cgroups.kill_file if cgroups else True)
     start: asyncio.Future[int | None] = loop.create_future()
     start.set_result(child.start_time)
     cap = None if blocks is None else blocks * 512
     return proc_mod.Running(
-        claim, child, child.exited, log_path, start, log_cap=cap, cgroup=cg, entered=moved,
-        markers=markers,
-    )  # fmt: skip
+        claim, child, child.exited, log_path, start, log_cap=cap, cgroup=cg, markers=markers
+    )

@@ -14,16 +14,29 @@ nothing but the standard library loaded (a few MB), so:
   that enters the directory as the owner; without ``setpriv``, with a ``fork`` of this
   small process whose child drops the same way before it runs the trampoline;
 * the attempt's log is created and opened here, off the daemon;
+* the attempt's cgroup is made here (its limits written), the command held at its gate
+  (its stdin, a pipe) until its niceness is set and it is in the cgroup, and the cgroup
+  removed here when the command's exit leaves it empty: the daemon reads no file and
+  hands nothing to a thread for any of it (issue 17: those hops cost the daemon more
+  CPU than the start itself);
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
 Protocol (``SOCK_SEQPACKET`` socketpair, one ``marshal``-ed tuple per message; both ends
 are the daemon's own code at the daemon's own uid):
 
-    daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate)
-                      (a gate's read end rides along as SCM_RIGHTS: the command's stdin)
-    helper -> daemon  ("started", rid, pid, start_time)
+    daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate,
+                       cgroup|None, {limit file: value}, nice|None)
+    helper -> daemon  ("started", rid, pid, start_time, cgroup entered|None, error|None)
                       ("failed", rid, kind, errno, strerror, filename)
-                      ("exit", pid, returncode)
+                      ("exit", pid, returncode, cgroup removed)
+
+``gate``: the command (the trampoline, engine/process.py) waits reading its stdin, a pipe
+the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
+move into ``cgroup`` (made here, ``limit files`` written first). A gate closed without
+that line (the helper died in between) makes the trampoline end with :data:`GATE_SHUT`,
+never run the command without its limits. ``kind`` ``refused``: a limit could not be
+applied (the daemon's ``StartRefused``). A cgroup that could not be made or entered when
+the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
 
 The helper is the commands' parent. An exit is reported *before* the child is reaped
 (``waitid`` with ``WNOWAIT``), so a report is never lost: if the helper dies, its
@@ -116,12 +129,62 @@ def resolve(program: str, env: dict[str, str]) -> str:
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
+class Refused(Exception):
+    """A limit that cannot be applied: the command must not run (``StartRefused``)."""
+
+
+def make_cgroup(path: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
+    """Make the attempt's cgroup and write its limit files: (path, None), or (None, why)
+    when none could be made and the job needs none; raises :class:`Refused`."""
+    if path is None:
+        return None, None
+    try:
+        os.mkdir(path, 0o755)
+    except OSError as exc:
+        if files:
+            raise Refused("cannot make the attempt's cgroup for its limits") from exc
+        return None, str(exc)
+    for name, value in files.items():
+        try:
+            write_file(os.path.join(path, name), value)
+        except OSError as exc:
+            _rmdir(path)
+            raise Refused(f"cannot set the attempt's limits in {path}: {exc}") from exc
+    return path, None
+
+
+def write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def open_gate(fd: int) -> None:
+    """Let the command held at its gate go (one line, then the pipe is closed)."""
+    with contextlib.suppress(OSError):  # it is gone already: nothing to let go
+        os.write(fd, b"\n")
+    os.close(fd)
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a process is left in it (EBUSY)
+        return False
+    return True
+
+
 class Helper:
     """The helper's side: read requests, start commands, report starts and exits."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.children: set[int] = set()  # commands whose exit the daemon wants
+        #: Commands whose exit the daemon wants, with their cgroup (None: none).
+        self.children: dict[int, str | None] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
 
@@ -164,25 +227,61 @@ class Helper:
             self.reap()  # a quick command may be done already
 
     def spawn(self, req: tuple[Any, ...], fds: list[int]) -> None:
-        _, rid, argv, env, cwd, log, creds, gate = req
-        stdin = fds[0] if gate and fds else self.devnull
+        _, rid, argv, env, cwd, log, creds, gate, cg, files, nice = req
+        for fd in fds:  # none is sent: never keep one
+            os.close(fd)
         try:
-            out = self.open_log(log)
-            try:
-                pid = self.start(argv, env, cwd, out, stdin, creds)
-            finally:
-                os.close(out)
+            pid, cg, error = self.start_gated(argv, env, cwd, log, creds, gate, cg, files, nice)
         except OSError as exc:
             self.send(("failed", rid, "os", exc.errno, exc.strerror, _name(exc.filename)))
+            return
+        except Refused as exc:
+            self.send(("failed", rid, "refused", 0, str(exc), None))
             return
         except (ValueError, TypeError) as exc:
             self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
             return
+        self.children[pid] = cg
+        self.send(("started", rid, pid, start_time(pid), cg, error))
+
+    def start_gated(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        log: str,
+        creds: tuple[int, int, list[int]] | None,
+        gate: bool,
+        cg: str | None,
+        files: dict[str, str],
+        nice: int | None,
+    ) -> tuple[int, str | None, str | None]:
+        """Start the command held at its gate (when it has one), set its niceness, move
+        it into its cgroup, let it go. Returns (pid, cgroup it is in, why none)."""
+        cg, error = make_cgroup(cg, files)
+        held = os.pipe2(os.O_CLOEXEC) if gate else None
+        try:
+            out = self.open_log(log)
+            try:
+                pid = self.start(argv, env, cwd, out, held[0] if held else self.devnull, creds)
+            finally:
+                os.close(out)
+        except BaseException:
+            if cg is not None:
+                _rmdir(cg)
+            if held is not None:
+                os.close(held[1])
+            raise
         finally:
-            for fd in fds:
-                os.close(fd)
-        self.children.add(pid)
-        self.send(("started", rid, pid, start_time(pid)))
+            if held is not None:
+                os.close(held[0])
+        if held is None:
+            return pid, cg, error
+        try:
+            cg, error = release(pid, cg, error, nice)
+        finally:
+            open_gate(held[1])  # after a refusal the command is killed already
+        return pid, cg, error
 
     def open_log(self, path: str) -> int:
         """Create (0600, never through a symlink) and open the attempt's log."""
@@ -226,7 +325,9 @@ class Helper:
         )
 
     def reap(self) -> None:
-        """Report every exited command, then reap it; reap strays (orphans) silently."""
+        """Report every exited command, then reap it; reap strays (orphans) silently.
+        A command's cgroup is removed first if its exit left it empty (the report says
+        so; one left populated is the daemon's to kill and remove)."""
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -236,10 +337,35 @@ class Helper:
                 return
             pid = info.si_pid
             if pid in self.children:
-                self.send(("exit", pid, returncode(info.si_code, info.si_status)))
-                self.children.discard(pid)
+                cg = self.children.pop(pid)
+                removed = cg is not None and _rmdir(cg)
+                self.send(("exit", pid, returncode(info.si_code, info.si_status), removed))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def release(
+    pid: int, cg: str | None, error: str | None, nice: int | None
+) -> tuple[str | None, str | None]:
+    """Set the niceness of the command held at its gate (else kill it: raises Refused),
+    then move it into ``cg``; returns the cgroup it is in and why none."""
+    if nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            if cg is not None:
+                _rmdir(cg)  # it never entered it
+            raise Refused(f"cannot set nice {nice}: {exc}") from exc
+    if cg is None:
+        return None, error
+    try:
+        write_file(os.path.join(cg, "cgroup.procs"), str(pid))
+    except OSError as exc:
+        _rmdir(cg)
+        return None, f"pid {pid}: {exc}"
+    return cg, None
 
 
 def fork_exec(

@@ -21,11 +21,17 @@ from jobctl.engine.executor import Executor
 from jobctl.engine.service import Service
 from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
+from jobctl.store.base import Wakeups
 
 log = logging.getLogger("jobctl.timer")
 RECLAIM_BATCH = 500
 #: Jobs moved into the due bucket per tick while every slot is busy (one short writer op).
 BACKGROUND_PROMOTE = 1_000
+#: During a backlog (the last claim got all it asked for), a tick claims at once, without
+#: reading the wakeups first, if they were read this recently: a burst then costs one
+#: claim per freed slot, not a claim and two reads (issue 17). Lease expiries are still
+#: looked at, at least this often.
+BACKLOG_READ_EVERY = timedelta(seconds=1)
 
 
 class Timer(Service):
@@ -48,21 +54,34 @@ class Timer(Service):
         self._metrics = metrics or Metrics()
         #: Told of every job a reclaim moved on (the failure notifier wants the dead).
         self.on_reclaimed: Callable[[Job], None] = lambda job: None
+        self._backlog = False  # the last claim got all it asked for: more is likely due
+        self._read_at: datetime | None = None  # when the wakeups were last read
+        self._lease_expiry: datetime | None = None  # the earliest one, as then read
+        self._unpromoted = False  # as then read: a busy tick promotes a batch
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken).
 
-        Reads first: a tick that finds nothing due and no lease run out writes nothing.
+        Reads first: a tick that finds nothing due and no lease run out writes nothing
+        (during a backlog it claims first, see :data:`BACKLOG_READ_EVERY`).
         """
-        store, owner = self._store.store, self._executor.owner
+        store = self._store.store
         now = self._clock.now()
         self.last_tick = now
         self.ticks += 1
         self._metrics.timer_ticks.inc()
-        w = await self._store.run(store.wakeups, owner)
+        if self._claims_at_once(now):
+            free = self._executor.free_slots
+            if free == 0 and not self._unpromoted:
+                return self._lease_expiry  # woken as a result committed: no slot to fill
+            if free > 0:
+                await self._claim()
+                if self._backlog:  # still more due: claim again once a slot frees
+                    return now if self._executor.free_slots > 0 else self._lease_expiry
+        w = await self._read(now)
         if w.next_lease_expiry is not None and w.next_lease_expiry <= now:
             await self._reclaim()
-            w = await self._store.run(store.wakeups, owner)
+            w = await self._read(now)
         if self._disk is not None and self._disk.low() is not None:
             # Below the disk floor no queued job starts (running ones go on): look again
             # when the measurement is renewed, so dispatch resumes once space is back.
@@ -73,7 +92,7 @@ class Timer(Service):
             # Read again only with slots left: with none free, only other owners' lease
             # expiries matter below, and a claim of ours does not move those.
             if self._executor.free_slots > 0:
-                w = await self._store.run(store.wakeups, owner)
+                w = await self._read(now)
         free = self._executor.free_slots
         if w.due_now and free > 0:
             return self._clock.now()
@@ -90,6 +109,23 @@ class Timer(Service):
         wanted = (w.next_run_at, w.next_lease_expiry) if free > 0 else (w.next_lease_expiry,)
         times = [t for t in wanted if t is not None]
         return min(times) if times else None
+
+    def _claims_at_once(self, now: datetime) -> bool:
+        """Whether this tick may claim (or, with no slot free, do nothing) without reading
+        the wakeups (see :data:`BACKLOG_READ_EVERY`): a backlog, recent wakeups, disk room."""
+        return (
+            self._backlog
+            and not self._stopping
+            and self._read_at is not None
+            and now - self._read_at < BACKLOG_READ_EVERY
+            and (self._disk is None or self._disk.low() is None)
+        )
+
+    async def _read(self, now: datetime) -> Wakeups:
+        w = await self._store.run(self._store.store.wakeups, self._executor.owner)
+        self._read_at, self._lease_expiry = now, w.next_lease_expiry
+        self._unpromoted = w.unpromoted
+        return w
 
     async def _reclaim(self) -> None:
         store = self._store.store
@@ -108,10 +144,10 @@ class Timer(Service):
     async def _claim(self) -> None:
         store, ex = self._store.store, self._executor
         began = time.perf_counter()  # real time: the fake clock stands still in a call
-        claims = await self._store.run(
-            store.claim_due, ex.owner, ex.free_slots, ex.config.lease_ttl
-        )
+        asked = ex.free_slots
+        claims = await self._store.run(store.claim_due, ex.owner, asked, ex.config.lease_ttl)
         self._metrics.claim_duration.observe(time.perf_counter() - began)
         self._metrics.claim_size.observe(len(claims))
+        self._backlog = asked > 0 and len(claims) == asked
         for claim in claims:
             ex.start(claim)

@@ -156,6 +156,8 @@ class AsyncStore:
         self.finishes: Batcher[tuple[int, int, AttemptResult], Finished | JobctlError]
         self.finishes = Batcher(self._finish_many)
         self.records: Batcher[ProcessRecord, bool] = Batcher(self._record_processes)
+        #: Process records that ride with their attempt's finish (see :meth:`finish`).
+        self._riding: dict[tuple[int, int], ProcessRecord] = {}
         self.inserts: Batcher[Sequence[JobSpec], list[Inserted] | JobctlError]
         self.inserts = Batcher(self._insert_groups, linger=True)
 
@@ -189,8 +191,21 @@ class AsyncStore:
         assert self._submits is not None  # only batched where the backend submits
         return await asyncio.wrap_future(self._submits.submit_insert_groups(groups))
 
-    async def finish(self, job_id: int, generation: int, result: AttemptResult) -> Finished:
-        """``store.finish`` batched with its neighbours; raises what ``finish`` raises."""
+    async def finish(
+        self,
+        job_id: int,
+        generation: int,
+        result: AttemptResult,
+        record: ProcessRecord | None = None,
+    ) -> Finished:
+        """``store.finish`` batched with its neighbours; raises what ``finish`` raises.
+
+        ``record``: the attempt's process record, not written yet (its command ended
+        before the executor sent it): written just before the finish, in the same
+        transaction where the backend submits both at once, so a quick command costs one
+        commit, not two."""
+        if record is not None:
+            self._riding[(job_id, generation)] = record
         outcome = await self.finishes.submit((job_id, generation, result))
         if isinstance(outcome, JobctlError):
             raise outcome
@@ -203,8 +218,16 @@ class AsyncStore:
     async def _finish_many(
         self, items: list[tuple[int, int, AttemptResult]]
     ) -> list[Finished | JobctlError]:
+        riding = [r for i in items if (r := self._riding.pop((i[0], i[1]), None)) is not None]
         if self._submits is not None:
-            return await asyncio.wrap_future(self._submits.submit_finish_many(items))
+            # Queued back to back: the writer takes both into one transaction, in order.
+            first = self._submits.submit_record_processes(riding) if riding else None
+            done = self._submits.submit_finish_many(items)
+            if first is not None:
+                await asyncio.wrap_future(first)  # a lost lease: the finish is refused too
+            return await asyncio.wrap_future(done)
+        if riding:
+            await self.run(self.store.record_processes, riding)
         return await self.run(self.store.finish_many, items)
 
     async def _record_processes(self, records: list[ProcessRecord]) -> list[bool]:

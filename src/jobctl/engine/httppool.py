@@ -1,0 +1,78 @@
+"""Connections of webhook requests: one small httpx client per connection, per target.
+
+httpx's pool (httpcore) scans every connection it holds on every request (``has_expired``:
+a readability poll and a ``getpeername`` each), so one shared pool's cost per request grows
+with the connections open: at 32 connections it was most of a delivery's CPU time. Here
+each target (host, port and the pinned address) has its own free list of clients, each
+client holding at most one connection, so that scan is one connection long. A request
+takes a free client of its target (or makes one) and gives it back when its answer is read:
+the per-target limit (``http_per_target``, held by the caller) bounds the clients of a
+target in use at once, and so the connections. Every client is made alike: no redirect
+followed, no proxy from the environment, the configured timeouts.
+
+Targets are kept in least-recently-used order; past :data:`MAX_TARGETS` the oldest one's
+idle clients are closed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+
+from jobctl.domain.netguard import Address
+
+USER_AGENT = "jobctl-webhook/1"
+#: Targets whose idle connections are kept open.
+MAX_TARGETS = 256
+Target = tuple[str, int, Address]
+
+
+class TargetPools:
+    """Free clients per target; see the module docstring."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._free: OrderedDict[Target, list[httpx.AsyncClient]] = OrderedDict()
+        self._busy: set[httpx.AsyncClient] = set()
+
+    def _make(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=False,  # no proxy from the environment: the guard decides
+            timeout=self._timeout,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            headers={"user-agent": USER_AGENT},
+        )
+
+    @asynccontextmanager
+    async def client(self, target: Target) -> AsyncIterator[httpx.AsyncClient]:
+        """A client of ``target`` of its own while the block runs."""
+        free = self._free.pop(target, None) or []
+        self._free[target] = free  # the most recently used last
+        client = free.pop() if free else self._make()
+        self._busy.add(client)
+        try:
+            yield client
+        finally:
+            self._busy.discard(client)
+            self._free.setdefault(target, []).append(client)
+            await self._evict()
+
+    async def _evict(self) -> None:
+        while len(self._free) > MAX_TARGETS:
+            _, idle = self._free.popitem(last=False)
+            for client in idle:
+                await client.aclose()
+
+    async def close(self) -> None:
+        clients = [c for idle in self._free.values() for c in idle] + list(self._busy)
+        self._free.clear()
+        self._busy.clear()
+        for client in clients:
+            await client.aclose()
+
+
+__all__ = ["MAX_TARGETS", "USER_AGENT", "TargetPools"]

@@ -8,7 +8,9 @@ client holding at most one connection, so that scan is one connection long. A re
 takes a free client of its target (or makes one) and gives it back when its answer is read:
 the per-target limit (``http_per_target``, held by the caller) bounds the clients of a
 target in use at once, and so the connections. Every client is made alike: no redirect
-followed, no proxy from the environment, the configured timeouts.
+followed, no proxy from the environment, the configured timeouts, and one shared TLS
+context (httpx's default: certificates checked against certifi's roots; making one per
+client cost more than the request).
 
 Targets are kept in least-recently-used order; past :data:`MAX_TARGETS` the oldest one's
 idle clients are closed.
@@ -16,6 +18,7 @@ idle clients are closed.
 
 from __future__ import annotations
 
+import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,9 +40,13 @@ class TargetPools:
         self._timeout = timeout
         self._free: OrderedDict[Target, list[httpx.AsyncClient]] = OrderedDict()
         self._busy: set[httpx.AsyncClient] = set()
+        self._tls: ssl.SSLContext | None = None
 
     def _make(self) -> httpx.AsyncClient:
+        if self._tls is None:
+            self._tls = httpx.create_ssl_context()
         return httpx.AsyncClient(
+            verify=self._tls,
             follow_redirects=False,
             trust_env=False,  # no proxy from the environment: the guard decides
             timeout=self._timeout,

@@ -8,7 +8,9 @@ the executor's and the store's, not this module's.
 One attempt:
 
 1. the owner's signing secrets are read (``jobctl secrets``; none: sent unsigned);
-2. the URL's host is resolved once and every address checked (domain/netguard.py);
+   concurrent attempts of one owner and secret name share one store read;
+2. the URL's host is resolved once (an IP literal is its own address) and every
+   address checked (domain/netguard.py);
 3. the body's exact bytes are signed (Standard Webhooks v1, :mod:`jobctl.webhooks`) with
    ``webhook-id`` = the job key and ``webhook-timestamp`` = now, and sent to the checked
    address (the name stays in Host and in TLS's SNI and certificate check) on a
@@ -68,6 +70,7 @@ class Sender:
         self.config = config
         self._pools = TargetPools(config.timeout)
         self._targets: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self._reading: dict[tuple[int, str | None], asyncio.Future[list[str]]] = {}
 
     async def close(self) -> None:
         await self._pools.close()
@@ -106,20 +109,36 @@ class Sender:
     async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
         uid = claim.job.spec.owner_uid
         try:
-            part = secrets_of(self._store.store)
-            return await self._store.run(part.signing_secrets, uid, req.secret)
+            return await self._signing(uid, req.secret)
         except NotFound:
             raise Refused(
                 f"uid {uid} has no secret {req.secret!r} (jobctl secrets create)"
             ) from None
 
+    async def _signing(self, uid: int, name: str | None) -> list[str]:
+        """The store's ``signing_secrets``; a read of the same key in flight is joined (a
+        burst of one owner's deliveries reads once, not once each)."""
+        key = (uid, name)
+        fut = self._reading.get(key)
+        if fut is None:
+            part = secrets_of(self._store.store)
+            fut = asyncio.ensure_future(self._store.run(part.signing_secrets, uid, name))
+            self._reading[key] = fut
+            fut.add_done_callback(lambda done: self._read_done(key, done))
+        return list(await asyncio.shield(fut))
+
+    def _read_done(self, key: tuple[int, str | None], done: asyncio.Future[list[str]]) -> None:
+        if self._reading.get(key) is done:
+            del self._reading[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter may have gone
+
     async def _address(self, req: web.HttpRequest) -> Address:
         """Resolve once; every address must pass the guard; the first one is used."""
-        loop = asyncio.get_running_loop()
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
-        )
-        ips = list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
+        try:
+            ips: list[Address] = [ipaddress.ip_address(req.host)]
+        except ValueError:
+            ips = await self._resolve(req)
         for ip in ips:
             why = self.config.guard.refusal(ip, req.port)
             if why is not None:
@@ -127,6 +146,13 @@ class Sender:
         if not ips:
             raise OSError(f"{req.host}: no address")
         return ips[0]
+
+    async def _resolve(self, req: web.HttpRequest) -> list[Address]:
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
+        )
+        return list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
 
     def _request(
         self,

@@ -1,6 +1,6 @@
 """The webhook connections (engine/httppool.py): a client per connection, per target
 (host, port, pinned address), given back and reused, never shared by two requests at
-once; past MAX_TARGETS the least recently used target's idle clients are closed. A real
+once; past MAX_IDLE idle clients the least recently used targets's idle clients are closed. A real
 keep-alive server on 127.0.0.1 counts the connections."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ async def test_requests_at_once_have_a_client_each(server: Server) -> None:
 async def test_the_least_recently_used_target_is_closed_past_the_bound(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(httppool, "MAX_TARGETS", 2)
+    monkeypatch.setattr(httppool, "MAX_IDLE", 2)
     pools = TargetPools(5.0)
     made = []
     for host in ("a.example", "b.example", "a.example", "c.example"):

@@ -12,8 +12,9 @@ followed, no proxy from the environment, the configured timeouts, and one shared
 context (httpx's default: certificates checked against certifi's roots; making one per
 client cost more than the request).
 
-Targets are kept in least-recently-used order; past :data:`MAX_TARGETS` the oldest one's
-idle clients are closed.
+Targets are kept in least-recently-used order; past :data:`MAX_IDLE` idle clients in all
+(the shared pool's bound on kept-alive connections before), the least recently used
+targets' idle clients are closed.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import httpx
 from jobctl.domain.netguard import Address
 
 USER_AGENT = "jobctl-webhook/1"
-#: Targets whose idle connections are kept open.
-MAX_TARGETS = 256
+#: Idle clients (so kept-alive connections) in all targets.
+MAX_IDLE = 256
 Target = tuple[str, int, Address]
 
 
@@ -40,6 +41,7 @@ class TargetPools:
         self._timeout = timeout
         self._free: OrderedDict[Target, list[httpx.AsyncClient]] = OrderedDict()
         self._busy: set[httpx.AsyncClient] = set()
+        self._idle = 0
         self._tls: ssl.SSLContext | None = None
 
     def _make(self) -> httpx.AsyncClient:
@@ -59,18 +61,24 @@ class TargetPools:
         """A client of ``target`` of its own while the block runs."""
         free = self._free.pop(target, None) or []
         self._free[target] = free  # the most recently used last
-        client = free.pop() if free else self._make()
+        if free:
+            client = free.pop()
+            self._idle -= 1
+        else:
+            client = self._make()
         self._busy.add(client)
         try:
             yield client
         finally:
             self._busy.discard(client)
             self._free.setdefault(target, []).append(client)
+            self._idle += 1
             await self._evict()
 
     async def _evict(self) -> None:
-        while len(self._free) > MAX_TARGETS:
+        while self._idle > MAX_IDLE and self._free:
             _, idle = self._free.popitem(last=False)
+            self._idle -= len(idle)
             for client in idle:
                 await client.aclose()
 
@@ -78,8 +86,9 @@ class TargetPools:
         clients = [c for idle in self._free.values() for c in idle] + list(self._busy)
         self._free.clear()
         self._busy.clear()
+        self._idle = 0
         for client in clients:
             await client.aclose()
 
 
-__all__ = ["MAX_TARGETS", "USER_AGENT", "TargetPools"]
+__all__ = ["MAX_IDLE", "USER_AGENT", "TargetPools"]

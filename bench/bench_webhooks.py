@@ -7,7 +7,7 @@ the last finish, and what the receiver verified.
 
     python bench/bench_webhooks.py [--jobs 5000] [--concurrency 256]
 
-Not yet in docs/benchmarks.md's generated sections: a quick figure for the report; the
+Figures in docs/benchmarks.md ("Webhook deliveries"), not in its generated sections; the
 200,000-job burst and the comparison with the process executor are later work.
 """
 

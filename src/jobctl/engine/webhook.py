@@ -8,11 +8,14 @@ the executor's and the store's, not this module's.
 One attempt:
 
 1. the owner's signing secrets are read (``jobctl secrets``; none: sent unsigned);
-2. the URL's host is resolved once and every address checked (domain/netguard.py);
+   concurrent attempts of one owner and secret name share one store read;
+2. the URL's host is resolved once (an IP literal is its own address) and every
+   address checked (domain/netguard.py);
 3. the body's exact bytes are signed (Standard Webhooks v1, :mod:`jobctl.webhooks`) with
    ``webhook-id`` = the job key and ``webhook-timestamp`` = now, and sent to the checked
-   address (the name stays in Host and in TLS's SNI and certificate check) on a pooled
-   httpx client that follows no redirect, within the per-target limit;
+   address (the name stays in Host and in TLS's SNI and certificate check) on a
+   connection of that target's own (engine/httppool.py) that follows no redirect,
+   within the per-target limit;
 4. the answer is judged by :func:`jobctl.domain.http.classify`; its first 4 KiB are the
    attempt's output tail, with status, latency and the body's SHA-256.
 """
@@ -36,13 +39,13 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim
 from jobctl.domain.netguard import Address, NetGuard
 from jobctl.domain.states import DeadReason, Outcome, StopReason
+from jobctl.engine.httppool import TargetPools
 from jobctl.errors import JobctlError, NotFound
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import secrets_of
 
 log = logging.getLogger("jobctl.webhook")
-USER_AGENT = "jobctl-webhook/1"
 
 
 @dataclass(frozen=True)
@@ -59,30 +62,18 @@ class Refused(Exception):
 
 
 class Sender:
-    """Sends http jobs' requests on one pooled client; one per executor."""
+    """Sends http jobs' requests on pooled connections; one per executor."""
 
     def __init__(self, store: AsyncStore, clock: Clock, config: WebhookConfig) -> None:
         self._store = store
         self._clock = clock
         self.config = config
-        self._client: httpx.AsyncClient | None = None
+        self._pools = TargetPools(config.timeout)
         self._targets: dict[tuple[str, int], asyncio.Semaphore] = {}
-
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                follow_redirects=False,
-                trust_env=False,  # no proxy from the environment: the guard decides
-                timeout=self.config.timeout,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-                headers={"user-agent": USER_AGENT},
-            )
-        return self._client
+        self._reading: dict[tuple[int, str | None], asyncio.Future[list[str]]] = {}
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._pools.close()
 
     def _slot(self, req: web.HttpRequest) -> asyncio.Semaphore:
         key = (req.host.lower(), req.port)
@@ -107,30 +98,47 @@ class Sender:
                                  body_sha256=sha)  # fmt: skip
         except JobctlError as exc:  # the store could not read the secrets: may mend
             return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
-        async with self._slot(req):  # signed after the wait: a fresh timestamp
-            try:
-                request = self._request(claim, req, ip, body, secrets)
+        target = (req.host.lower(), req.port, ip)
+        async with self._slot(req), self._pools.client(target) as client:
+            try:  # signed after the wait: a fresh timestamp
+                request = self._request(client, claim, req, ip, body, secrets)
             except (httpx.HTTPError, ValueError) as exc:
                 return _unsendable(f"not sent: {exc}", sha)
-            return await self._exchange(claim, request, sha)
+            return await self._exchange(client, claim, request, sha)
 
     async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
         uid = claim.job.spec.owner_uid
         try:
-            part = secrets_of(self._store.store)
-            return await self._store.run(part.signing_secrets, uid, req.secret)
+            return await self._signing(uid, req.secret)
         except NotFound:
             raise Refused(
                 f"uid {uid} has no secret {req.secret!r} (jobctl secrets create)"
             ) from None
 
+    async def _signing(self, uid: int, name: str | None) -> list[str]:
+        """The store's ``signing_secrets``; a read of the same key in flight is joined (a
+        burst of one owner's deliveries reads once, not once each)."""
+        key = (uid, name)
+        fut = self._reading.get(key)
+        if fut is None:
+            part = secrets_of(self._store.store)
+            fut = asyncio.ensure_future(self._store.run(part.signing_secrets, uid, name))
+            self._reading[key] = fut
+            fut.add_done_callback(lambda done: self._read_done(key, done))
+        return list(await asyncio.shield(fut))
+
+    def _read_done(self, key: tuple[int, str | None], done: asyncio.Future[list[str]]) -> None:
+        if self._reading.get(key) is done:
+            del self._reading[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter may have gone
+
     async def _address(self, req: web.HttpRequest) -> Address:
         """Resolve once; every address must pass the guard; the first one is used."""
-        loop = asyncio.get_running_loop()
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
-        )
-        ips = list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
+        try:
+            ips: list[Address] = [ipaddress.ip_address(req.host)]
+        except ValueError:
+            ips = await self._resolve(req)
         for ip in ips:
             why = self.config.guard.refusal(ip, req.port)
             if why is not None:
@@ -139,8 +147,21 @@ class Sender:
             raise OSError(f"{req.host}: no address")
         return ips[0]
 
+    async def _resolve(self, req: web.HttpRequest) -> list[Address]:
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
+        )
+        return list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
+
     def _request(
-        self, claim: Claim, req: web.HttpRequest, ip: Address, body: bytes, secrets: list[str]
+        self,
+        client: httpx.AsyncClient,
+        claim: Claim,
+        req: web.HttpRequest,
+        ip: Address,
+        body: bytes,
+        secrets: list[str],
     ) -> httpx.Request:
         parts = urlsplit(req.url)
         host = f"[{ip}]" if ip.version == 6 else str(ip)
@@ -157,11 +178,13 @@ class Sender:
         headers["x-jobctl-attempt"] = str(claim.attempt)
         headers["x-jobctl-generation"] = str(claim.generation)
         ext = {"sni_hostname": req.host} if parts.scheme == "https" else {}
-        return self.client().build_request(
+        return client.build_request(
             req.method, pinned, headers=headers, content=body, extensions=ext
         )
 
-    async def _exchange(self, claim: Claim, request: httpx.Request, sha: str) -> AttemptResult:
+    async def _exchange(
+        self, client: httpx.AsyncClient, claim: Claim, request: httpx.Request, sha: str
+    ) -> AttemptResult:
         spec = claim.job.spec
         assert spec.http is not None
         loop = asyncio.get_running_loop()
@@ -169,7 +192,7 @@ class Sender:
         timeout = spec.timeout
         try:
             async with asyncio.timeout(timeout):
-                status, retry_after, tail = await self._call(request)
+                status, retry_after, tail = await _call(client, request)
         except (TimeoutError, httpx.TimeoutException) as exc:
             waited = timeout if timeout is not None else self.config.timeout
             error = f"timed out after {waited:g}s ({type(exc).__name__})"
@@ -188,20 +211,6 @@ class Sender:
             outcome, None, verdict.error, tail, dead, retry_after=verdict.retry_after,
             http_status=status, latency_ms=latency, body_sha256=sha,
         )  # fmt: skip
-
-    async def _call(self, request: httpx.Request) -> tuple[int, str | None, str]:
-        """Status, Retry-After and the first :data:`TAIL_BYTES` of the body."""
-        response = await self.client().send(request, stream=True)
-        try:
-            kept = bytearray()
-            async for chunk in response.aiter_bytes():
-                kept += chunk
-                if len(kept) >= web.TAIL_BYTES:
-                    break
-        finally:
-            await response.aclose()
-        text = bytes(kept[: web.TAIL_BYTES]).decode(errors="replace").replace("\0", "")
-        return response.status_code, response.headers.get("retry-after"), text
 
 
 class Call:
@@ -231,6 +240,21 @@ class Call:
         reason = self.stop_reason
         error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
         return AttemptResult(reason.outcome, None, error)
+
+
+async def _call(client: httpx.AsyncClient, request: httpx.Request) -> tuple[int, str | None, str]:
+    """Status, Retry-After and the first :data:`TAIL_BYTES` of the body."""
+    response = await client.send(request, stream=True)
+    try:
+        kept = bytearray()
+        async for chunk in response.aiter_bytes():
+            kept += chunk
+            if len(kept) >= web.TAIL_BYTES:
+                break
+    finally:
+        await response.aclose()
+    text = bytes(kept[: web.TAIL_BYTES]).decode(errors="replace").replace("\0", "")
+    return response.status_code, response.headers.get("retry-after"), text
 
 
 def _unsendable(error: str, sha: str) -> AttemptResult:

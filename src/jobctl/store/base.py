@@ -381,8 +381,8 @@ class Store(Protocol):
 
 
 class SecretStore(Protocol):
-    """Webhook signing secrets (SQLite: :class:`jobctl.store.secrets.SecretOps`, the
-    store's ``secrets`` part; the PostgreSQL backend has the table but not the part yet)."""
+    """Webhook signing secrets: :class:`jobctl.store.secrets.SecretOps`, the ``secrets``
+    part of both stores (SQLite and PostgreSQL)."""
 
     def create_secret(self, owner_uid: int, name: str, secret: str) -> WebhookSecret: ...
     def get_secret(self, owner_uid: int, name: str) -> WebhookSecret: ...
@@ -398,6 +398,6 @@ def secrets_of(store: object) -> SecretStore:
     """The store's secrets part; Unavailable on a backend without one."""
     found = getattr(store, "secrets", None)
     if found is None:
-        raise Unavailable("this store backend keeps no webhook secrets yet (SQLite only)")
+        raise Unavailable("this store backend keeps no webhook secrets")
     part: SecretStore = found
     return part

@@ -70,13 +70,12 @@ class SqliteStore(ScheduleMethods):
         self._finishing = FinishOps(self.db, self._jobs)
         self._crashes = CrashOps(self.db)
         self._queues = QueueOps(self.db)
-        self.schedule_ops = ScheduleOps(
-            self.db, clock, lambda conn: SqliteSchedConn(conn, self._jobs.insert_tx)
-        )
+        wrap = lambda conn: SqliteSchedConn(conn, self._jobs.insert_tx)  # noqa: E731
+        self.schedule_ops = ScheduleOps(self.db, clock, wrap)
         self._retention = RetentionOps(self.db)
         self._audit = AuditOps(self.db)
         #: Webhook signing secrets (store/secrets.py): ``store.secrets.get_secret(…)``.
-        self.secrets = SecretOps(self.db)
+        self.secrets = SecretOps(self.db, self.db.now_ms, wrap)
 
     @property
     def quota(self) -> Callable[[int], Limits] | None:

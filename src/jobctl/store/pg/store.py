@@ -51,6 +51,7 @@ from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
 from jobctl.store.schedule_methods import ScheduleMethods
 from jobctl.store.schedules import ScheduleOps
+from jobctl.store.secrets import SecretOps
 
 #: The wake-up a materialization sends (its jobs' queues are not read back).
 SCHEDULES_CHANNEL_KEY = "schedules"
@@ -75,7 +76,10 @@ class PostgresStore(ScheduleMethods):
         self.notifier = Notifier(self.db)
         self._inserts = InsertBatcher(self.db, self.notifier)
         self.cluster = PgCluster(self.db)
-        self.schedule_ops = ScheduleOps(self.db, clock, lambda conn: PgSchedConn(self.db, conn))
+        wrap = lambda conn: PgSchedConn(self.db, conn)  # noqa: E731
+        self.schedule_ops = ScheduleOps(self.db, clock, wrap)
+        #: Webhook signing secrets (store/secrets.py, shared with SQLite).
+        self.secrets = SecretOps(self.db, self.db.now_ms, wrap)
         self._audit_lock = threading.Lock()
         self._audit_pending: list[Future[None]] = []
 

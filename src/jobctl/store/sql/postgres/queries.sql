@@ -554,3 +554,26 @@ SELECT * FROM daemons WHERE last_seen >= %(since)s ORDER BY host, started_at, ow
 
 -- name: prune_daemons
 DELETE FROM daemons WHERE last_seen < %(before)s;
+
+-- name: secret_insert
+INSERT INTO webhook_secrets (owner_uid, name, secret, created_at)
+VALUES (%(owner_uid)s, %(name)s, %(secret)s, %(now)s)
+ON CONFLICT (owner_uid, name) DO NOTHING;
+
+-- name: secret_get
+SELECT * FROM webhook_secrets WHERE owner_uid = %(owner_uid)s AND name = %(name)s;
+
+-- name: secret_list
+-- %(owner_uid)s NULL: everyone's (admins).
+SELECT * FROM webhook_secrets
+WHERE %(owner_uid)s::BIGINT IS NULL OR owner_uid = %(owner_uid)s
+ORDER BY owner_uid, name;
+
+-- name: secret_rotate
+-- The current secret becomes the previous one, which still signs until %(until)s.
+UPDATE webhook_secrets
+SET previous = secret, previous_until = %(until)s, secret = %(secret)s, rotated_at = %(now)s
+WHERE owner_uid = %(owner_uid)s AND name = %(name)s;
+
+-- name: secret_delete
+DELETE FROM webhook_secrets WHERE owner_uid = %(owner_uid)s AND name = %(name)s;

@@ -26,7 +26,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
 from jobctl.engine import logcap, process, proctree, spawnclient, webhook, witness
 from jobctl.engine.cgroup import Cgroups
-from jobctl.engine.leasewatch import LeaseWatch
+from jobctl.engine.leasewatch import LeaseWatch, stop_grace
 from jobctl.engine.limits import StartRefused
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
@@ -106,7 +106,7 @@ class Executor:
         self._metrics = metrics or Metrics()
         self._watch: LeaseWatch | None = None
         if config.give_up_leases:
-            self._watch = LeaseWatch(clock, config.lease_ttl, config.kill_grace, self._give_up)
+            self._watch = LeaseWatch(clock, config.lease_ttl, self._give_up)
         # read at scrape time: no work on the hot path
         self._metrics.slots_in_use.set_function(lambda: len(self._tasks))
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
@@ -352,6 +352,8 @@ class Executor:
         """The store refused a heartbeat or pid record: the command is stopped next; the
         attempt is counted once, when its result is refused too (see :meth:`_refused`)."""
         self._lost.setdefault(job_id, op)
+        if self._watch is not None:  # being stopped already: nothing left to give up
+            self._watch.done(job_id)
         log.warning(
             "event=lease_lost job=%s gen=%s op=%s reason=%s", job_id, gen, op, logval(reason)
         )
@@ -389,9 +391,16 @@ class Executor:
             logval(reason),
         )
 
-    def stop(self, job_id: int, reason: StopReason, detail: str | None = None) -> bool:
+    def stop(
+        self,
+        job_id: int,
+        reason: StopReason,
+        detail: str | None = None,
+        grace: float | None = None,
+    ) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live.
-        ``detail``: the attempt's error if it ends cancelled (else ``reason.text``)."""
+        ``detail``: the attempt's error if it ends cancelled (else ``reason.text``);
+        ``grace``: before SIGKILL (``kill_grace`` when not given)."""
         call = self._calls.get(job_id)
         if call is not None:
             call.stop(reason, detail)
@@ -404,7 +413,7 @@ class Executor:
             run.stop_detail = detail or reason.text
         if run.stopping is None:
             run.stopping = asyncio.get_running_loop().create_task(
-                proctree.stop(run, self.config.kill_grace)
+                proctree.stop(run, self.config.kill_grace if grace is None else grace)
             )
         return True
 
@@ -453,12 +462,14 @@ class Executor:
     def _give_up(self, job_ids: list[int]) -> None:
         """The leases of ``job_ids`` could not be renewed in time: stop their commands
         before another daemon may reclaim the jobs (engine/leasewatch.py)."""
-        stopped = [j for j in job_ids if self.stop(j, StopReason.CUT_OFF)]
+        grace = stop_grace(self.config.lease_ttl, self.config.kill_grace)
+        stopped = [j for j in job_ids if self.stop(j, StopReason.CUT_OFF, grace=grace)]
         if stopped:
             log.error(
-                "event=leases_given_up jobs=%s margin=%gs reason=%s",
+                "event=leases_given_up jobs=%s left=%gs grace=%gs reason=%s",
                 ",".join(map(str, stopped)),
                 self._watch.margin.total_seconds() if self._watch else 0,
+                grace,
                 logval("leases could not be renewed (store unreachable); commands stopped"),
             )
 

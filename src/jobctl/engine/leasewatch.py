@@ -5,10 +5,12 @@ cannot renew its leases, and once a lease has run out another daemon reclaims th
 runs it again. So the command must be stopped first. The watch knows, for each live
 attempt, until when its lease is surely held: the claim's ``lease_until``, then the local
 time a heartbeat that renewed it was *sent* plus the lease TTL (the server wrote a later
-end, never an earlier one). At :func:`give_up_margin` before that, with no renewal in
-between, it hands the jobs to ``give_up`` (the executor stops their commands, logged in one
-line). It runs on its own timer, not behind the heartbeat: a heartbeat stuck on a dead
-connection or on a pool that cannot reconnect does not delay it.
+end, never an earlier one). A third of the TTL before that (:data:`GIVE_UP_AT`: two
+heartbeats were due meanwhile, every ``lease_ttl / 3``, and none got through), it hands the
+jobs to ``give_up``: the executor stops their commands, logged in one line, with a grace
+cut to :func:`stop_grace` so that the SIGKILL lands before the lease ends. It runs on its
+own timer, not behind the heartbeat: a heartbeat stuck on a dead connection or on a pool
+that cannot reconnect does not delay it.
 
 When the database comes back, heartbeats renew the leases left and the daemon carries on;
 the stopped attempts' results are written then (``interrupted``: the job runs again).
@@ -22,12 +24,16 @@ from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
 
+#: The part of the lease TTL left when a lease not renewed is given up.
+GIVE_UP_AT = 1 / 3
+#: The part of the lease TTL left, at least, when the SIGKILL of a given-up command lands.
+KILLED_BY = 1 / 10
 
-def give_up_margin(lease_ttl: float, kill_grace: float) -> float:
-    """Seconds before a lease's end at which its command is stopped: enough for the stop
-    (``kill_grace``, then SIGKILL) and a tenth of the TTL to spare, but at most two thirds
-    of the TTL, so that at least one heartbeat (every ``lease_ttl / 3``) is tried first."""
-    return min(kill_grace + lease_ttl / 10, lease_ttl * 2 / 3)
+
+def stop_grace(lease_ttl: float, kill_grace: float) -> float:
+    """Seconds between SIGTERM and SIGKILL for a given-up command: ``kill_grace``, cut so
+    that the SIGKILL still comes a tenth of the TTL before the lease ends."""
+    return max(0.0, min(kill_grace, lease_ttl * (GIVE_UP_AT - KILLED_BY)))
 
 
 class LeaseWatch:
@@ -35,12 +41,11 @@ class LeaseWatch:
         self,
         clock: Clock,
         lease_ttl: float,
-        kill_grace: float,
         give_up: Callable[[list[int]], None],
     ) -> None:
         self._clock = clock
         self._ttl = timedelta(seconds=lease_ttl)
-        self.margin = timedelta(seconds=give_up_margin(lease_ttl, kill_grace))
+        self.margin = timedelta(seconds=lease_ttl * GIVE_UP_AT)
         self._give_up = give_up
         self._held: dict[int, datetime] = {}  # job id -> when its lease surely ends
         self._changed = asyncio.Event()
@@ -85,4 +90,4 @@ class LeaseWatch:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-__all__ = ["LeaseWatch", "give_up_margin"]
+__all__ = ["GIVE_UP_AT", "LeaseWatch", "stop_grace"]

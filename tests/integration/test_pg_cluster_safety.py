@@ -56,7 +56,8 @@ def url(dbname: str, port: int | None = None) -> str:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
+def cluster(tmp_path: Path, dbname: str, proxy: TcpCut) -> Iterator[Callable[..., DaemonProc]]:
+    """Starts daemons; they are stopped before the proxy and the database go."""
     made: list[DaemonProc] = []
 
     def start(name: str, db: str) -> DaemonProc:

@@ -374,6 +374,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         cgroups,
         _helper(cfg, launch, owner),
         webhooks=webhook_config(cfg),
+        give_up_leases=cfg.database_url is not None,
     )
     engine = wire_engine(
         astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk,

@@ -120,6 +120,25 @@ def test_show_json_has_values_in_plain_units_and_sources(
     assert data["derived"] == {"heartbeat": 20.0}
 
 
+def test_show_get_and_served_view_mask_the_database_password(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL URL is shown as status and the logs show it: password ``***``."""
+    from jobctl.cli.config_cmd import served_view
+
+    monkeypatch.setenv("JOBCTL_DB", "postgresql://jobs:s3cr%40t@db.example:5432/jobctl")
+    masked = "postgresql://jobs:***@db.example:5432/jobctl"
+    for argv in (("show", "--local"), ("show", "--local", "--json"), ("get", "db", "--local")):
+        code, out, err = run_cli(capsys, "config", *argv)
+        assert code == 0 and err == ""
+        assert "s3cr" not in out and masked in out
+    settings, sources = load(
+        None, {"JOBCTL_DB": masked.replace("***", "pw")}, {}, host=Host.current()
+    )
+    served = served_view(settings, sources, None)
+    assert served["settings"]["db"]["value"] == masked
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

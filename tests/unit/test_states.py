@@ -123,6 +123,7 @@ def test_each_stop_reason_maps_to_one_outcome() -> None:
         StopReason.SHUTDOWN: Outcome.INTERRUPTED,
         StopReason.CANCEL: Outcome.CANCELLED,
         StopReason.LEASE_LOST: Outcome.CANCELLED,
+        StopReason.CUT_OFF: Outcome.INTERRUPTED,
     }
     assert all(r.text for r in StopReason)
 

@@ -216,10 +216,13 @@ def _toml_value(value: object) -> str:
 
 
 def as_json(settings: Settings, sources: dict[str, Source], where: ConfigFile) -> dict[str, Any]:
-    """Machine form: values in plain units (seconds, path strings), sources split in two."""
-    from jobctl.config import SPECS
+    """Machine form: values in plain units (seconds, path strings), sources split in two;
+    a PostgreSQL ``db`` URL's password masked (``***``), as status and the logs show it."""
+    from jobctl.config import SPECS, shown_db
 
     def plain(value: object) -> object:
+        if isinstance(value, str) and "://" in value:  # a database URL: never its password
+            return shown_db(value)
         if isinstance(value, Path | dict | int | float | str | None):
             return str(value) if isinstance(value, Path) else value
         return str(value)  # the disk floor: as written

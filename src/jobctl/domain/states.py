@@ -117,6 +117,8 @@ class StopReason(StrEnum):
     SHUTDOWN = "shutdown"
     CANCEL = "cancel"
     LEASE_LOST = "lease_lost"
+    #: Its lease could not be renewed (the store unreachable) and was about to run out.
+    CUT_OFF = "cut_off"
 
     @property
     def outcome(self) -> Outcome:
@@ -136,12 +138,14 @@ _STOP_OUTCOMES = {
     StopReason.SHUTDOWN: Outcome.INTERRUPTED,
     StopReason.CANCEL: Outcome.CANCELLED,
     StopReason.LEASE_LOST: Outcome.CANCELLED,
+    StopReason.CUT_OFF: Outcome.INTERRUPTED,
 }
 _STOP_TEXTS = {
     StopReason.TIMEOUT: "timed out",
     StopReason.SHUTDOWN: "stopped by daemon shutdown",
     StopReason.CANCEL: "cancelled by user",
     StopReason.LEASE_LOST: "lease lost",
+    StopReason.CUT_OFF: "stopped: its lease could not be renewed (store unreachable)",
 }
 
 S = JobStatus

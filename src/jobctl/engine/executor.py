@@ -26,6 +26,7 @@ from jobctl.domain.models import AttemptResult, Claim, Finished, Job, ProcessRec
 from jobctl.domain.states import DeadReason, JobStatus, Outcome, StopReason
 from jobctl.engine import logcap, process, proctree, spawnclient, webhook, witness
 from jobctl.engine.cgroup import Cgroups
+from jobctl.engine.leasewatch import LeaseWatch, stop_grace
 from jobctl.engine.limits import StartRefused
 from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
 from jobctl.logfmt import logval
@@ -59,6 +60,10 @@ class ExecutorConfig:
     helper: spawnclient.SpawnHelper | None = None
     #: How http jobs are sent (engine/webhook.py): allowed networks, per-target limit.
     webhooks: webhook.WebhookConfig = field(default_factory=webhook.WebhookConfig)
+    #: Stop a command whose lease could not be renewed before it runs out (daemons
+    #: sharing PostgreSQL: engine/leasewatch.py); off on SQLite, where no other daemon
+    #: can reclaim it.
+    give_up_leases: bool = False
 
     @property
     def heartbeat_every(self) -> float:
@@ -105,6 +110,9 @@ class Executor:
         #: Told of each spawn, exit and finish: the crash witness (engine/witness.py).
         self.crash_feed: witness.CrashFeed = witness.NoFeed()
         self._metrics = metrics or Metrics()
+        self._watch: LeaseWatch | None = None
+        if config.give_up_leases:
+            self._watch = LeaseWatch(clock, config.lease_ttl, self._give_up)
         # read at scrape time: no work on the hot path
         self._metrics.slots_in_use.set_function(lambda: len(self._tasks) - self._finishing)
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
@@ -127,6 +135,8 @@ class Executor:
         task = asyncio.get_running_loop().create_task(self._run(claim))
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        if self._watch is not None:
+            self._watch.claimed(claim.job.id, claim.lease_until)
         if self._heartbeats is None:
             self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         if (self._trimmer is None or self._trimmer.done()) and self.config.log_bytes(
@@ -315,6 +325,8 @@ class Executor:
     async def _finish(
         self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
     ) -> None:
+        if self._watch is not None:
+            self._watch.done(claim.job.id)
         job = await self._report(claim, result, record)
         self.crash_feed.done(claim.job.id, claim.generation)
         self._lost.pop(claim.job.id, None)  # normally gone already; never leak an entry
@@ -378,6 +390,8 @@ class Executor:
         """The store refused a heartbeat or pid record: the command is stopped next; the
         attempt is counted once, when its result is refused too (see :meth:`_refused`)."""
         self._lost.setdefault(job_id, op)
+        if self._watch is not None:  # being stopped already: nothing left to give up
+            self._watch.done(job_id)
         log.warning(
             "event=lease_lost job=%s gen=%s op=%s reason=%s", job_id, gen, op, logval(reason)
         )
@@ -415,9 +429,16 @@ class Executor:
             logval(reason),
         )
 
-    def stop(self, job_id: int, reason: StopReason, detail: str | None = None) -> bool:
+    def stop(
+        self,
+        job_id: int,
+        reason: StopReason,
+        detail: str | None = None,
+        grace: float | None = None,
+    ) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live.
-        ``detail``: the attempt's error if it ends cancelled (else ``reason.text``)."""
+        ``detail``: the attempt's error if it ends cancelled (else ``reason.text``);
+        ``grace``: before SIGKILL (``kill_grace`` when not given)."""
         call = self._calls.get(job_id)
         if call is not None:
             call.stop(reason, detail)
@@ -430,7 +451,7 @@ class Executor:
             run.stop_detail = detail or reason.text
         if run.stopping is None:
             run.stopping = asyncio.get_running_loop().create_task(
-                proctree.stop(run, self.config.kill_grace)
+                proctree.stop(run, self.config.kill_grace if grace is None else grace)
             )
         return True
 
@@ -456,6 +477,7 @@ class Executor:
         leases = [(c.job.id, c.generation) for c in live]
         if not leases:
             return True
+        sent_at = self._clock.now()  # the server's lease end is later than this + ttl
         try:
             lost = await self._store.run(self._store.store.heartbeat, leases, self.config.lease_ttl)
         except StoreCorrupt:  # logged once by the store; its leases run out after repair
@@ -468,10 +490,26 @@ class Executor:
             return False
         self._hb_errors.recovered("event=heartbeat_recovered")
         gens = dict(leases)
+        if self._watch is not None:
+            self._watch.renewed(set(gens) - set(lost), sent_at)
         for job_id in lost:
             self._lease_lost("heartbeat", job_id, gens.get(job_id, 0), "lease lost at heartbeat")
             self.stop(job_id, StopReason.LEASE_LOST)
         return True
+
+    def _give_up(self, job_ids: list[int]) -> None:
+        """The leases of ``job_ids`` could not be renewed in time: stop their commands
+        before another daemon may reclaim the jobs (engine/leasewatch.py)."""
+        grace = stop_grace(self.config.lease_ttl, self.config.kill_grace)
+        stopped = [j for j in job_ids if self.stop(j, StopReason.CUT_OFF, grace=grace)]
+        if stopped:
+            log.error(
+                "event=leases_given_up jobs=%s left=%gs grace=%gs reason=%s",
+                ",".join(map(str, stopped)),
+                self._watch.margin.total_seconds() if self._watch else 0,
+                grace,
+                logval("leases could not be renewed (store unreachable); commands stopped"),
+            )
 
     async def shutdown(self, grace: float) -> None:
         """Let live attempts finish within ``grace``, then stop them as interrupted."""
@@ -486,6 +524,8 @@ class Executor:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if self._watch is not None:
+            await self._watch.close()
         await self._sender.close()
 
 

@@ -44,15 +44,37 @@ def find_by_env(markers: dict[str, str]) -> list[int]:
     ]
 
 
+def find_by_owner(owners: set[str]) -> dict[int, str]:
+    """Pids of processes whose start-up environment names one of ``owners`` as its
+    ``JOBCTL_LEASE_OWNER``, each with its ``JOBCTL_JOB_ID`` (empty when missing)."""
+    wanted = {f"JOBCTL_LEASE_OWNER={o}".encode() for o in owners}
+    own = os.getpid()
+    found: dict[int, str] = {}
+    if not wanted:
+        return found
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == own:
+            continue
+        env = _environ(entry.name)
+        if wanted.intersection(env):
+            ids = [e[len(b"JOBCTL_JOB_ID=") :] for e in env if e.startswith(b"JOBCTL_JOB_ID=")]
+            found[int(entry.name)] = ids[0].decode(errors="replace") if ids else ""
+    return found
+
+
 def has_markers(pid: int, markers: dict[str, str]) -> bool:
     """Whether process ``pid`` carries all ``markers`` (see :func:`find_by_env`)."""
     return _marked(str(pid), [f"{k}={v}".encode() for k, v in markers.items()])
 
 
-def _marked(pid: str, wanted: list[bytes]) -> bool:
+def _environ(pid: str) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
+            return f.read().split(b"\0")
     except OSError:
-        return False
-    return all(w in env for w in wanted)
+        return []
+
+
+def _marked(pid: str, wanted: list[bytes]) -> bool:
+    env = _environ(pid)
+    return bool(env) and all(w in env for w in wanted)

@@ -24,6 +24,7 @@ from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.crashes import CrashEvidence, crash_suspect
 from jobctl.domain.models import Job, Orphan
 from jobctl.engine import process, witness
+from jobctl.engine.procfs import find_by_owner
 from jobctl.engine.witness import Seen
 from jobctl.errors import LeaseLost, NotFound
 from jobctl.logfmt import logval
@@ -116,7 +117,8 @@ async def recover(
     poison rule, docs/guarantees.md).
     """
     host = owner_host(owner)
-    live = live_owners(await store.run(store.store.daemons), host, store.clock.now())
+    daemons = await store.run(store.store.daemons)
+    live = live_owners(daemons, host, store.clock.now())
     orphans = [
         o
         for o in await store.run(store.store.running)
@@ -143,7 +145,31 @@ async def recover(
             count += 1
             if reclaimed is not None:
                 reclaimed.append(job)
+    dead = {d.owner for d in daemons if d.host == host} - live - {owner}
+    await stop_stranded(dead, grace)
     return count
+
+
+async def stop_stranded(dead: set[str], grace: float) -> None:
+    """Stop what still runs here for ``dead``, this host's dead daemons sharing the
+    database (PostgreSQL), whose jobs are no longer theirs: another daemon reclaimed them
+    once their leases expired (or they ended), so the orphan pass above did not see them.
+    Found by the ``JOBCTL_LEASE_OWNER`` in their environment; only owners of this
+    database's ``daemons`` table are looked for, so other databases' daemons on the host
+    are never touched."""
+    found = await asyncio.to_thread(find_by_owner, dead)
+    by_job: dict[str, set[int]] = {}
+    for pid, job_id in found.items():
+        if _alive(pid):
+            by_job.setdefault(job_id, set()).add(pid)
+    for job_id, pids in sorted(by_job.items()):
+        log.warning(
+            "event=stopping_survivor job=%s pids=%s reason=reclaimed_elsewhere",
+            job_id,
+            sorted(pids),
+        )
+    if by_job:
+        await stop_pids(set().union(*by_job.values()), grace)
 
 
 async def _reclaim(store: AsyncStore, orphan: Orphan, survivor: bool) -> Job | None:

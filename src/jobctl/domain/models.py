@@ -6,6 +6,7 @@ build and compare them freely. Times are aware UTC datetimes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -96,6 +97,12 @@ def check_job_fields(job: _JobFields) -> None:
         if not clean_text(value):
             raise InvalidInput(f"environment variable {name!r}: the value holds a NUL byte")
     check_payload(job.command, job.env)
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_template(template: JobTemplate, owner_uid: int) -> None:
+    """:meth:`JobTemplate.check` (a refusal raises, so only templates that pass are kept)."""
+    template.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
 
 
 def _check_command(command: tuple[str, ...]) -> None:
@@ -290,8 +297,10 @@ class JobTemplate:
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
-        created, not when it is read: a stored one that fails is marked broken instead)."""
-        self.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
+        created, not when it is read: a stored one that fails is marked broken instead).
+        A template that passed is remembered: a batch of schedules is checked by the API
+        and again by the store, and many schedules share a template."""
+        _check_template(self, owner_uid)
 
     def to_spec(
         self,

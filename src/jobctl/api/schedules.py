@@ -125,7 +125,8 @@ async def show(
     sched = await visible(ctx, who, ref)
     jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, history)
     if jobs:
-        jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
+        # with its last attempt: the last run's outcome
+        jobs[0], _ = await ctx.store.run(ctx.st.get_latest, jobs[0].id, 1)
     fires: list[datetime] = []
     if not (sched.deleted_at or sched.broken_at):
         try:

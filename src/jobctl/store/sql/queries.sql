@@ -148,6 +148,17 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 -- A page of one job's attempts in order, after attempt number :after (0: the first).
 SELECT * FROM attempts WHERE job_id = :job_id AND number > :after ORDER BY number LIMIT :limit;
 
+-- name: attempts_last
+-- A job's last :limit attempts, in order (a job's detail shows them; the rest are paged).
+SELECT * FROM (SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number DESC LIMIT :limit)
+ORDER BY number;
+
+-- name: attempts_total
+-- How many attempts a job has: their numbers run 1, 2, … without a gap (a claim takes the
+-- next one, and attempts leave only with their job), so the highest is the count, read
+-- from the primary key's last entry instead of counting every attempt.
+SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = :job_id;
+
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future WHERE status = 'scheduled' AND due = 0;
 

@@ -81,6 +81,8 @@ def _specs(items: list[ScheduleIn], uid: int, now: datetime, ctx: Context) -> li
 def _check_limits(spec: ScheduleSpec, ctx: Context) -> None:
     """Refuse resource limits this daemon cannot apply (a 400 now, not a failed attempt
     at every occurrence)."""
+    if spec.template.resources is None:  # no limits asked for: nothing to refuse
+        return
     refused = ctx.hooks.resources(spec.template.resources)
     if refused is not None:
         raise InvalidInput(f"job: {refused}")

@@ -37,9 +37,13 @@ class IdMint:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last = -1
+        self._floor: tuple[datetime | None, int] = (None, 0)  # a batch shares its ``now``
 
     def next(self, now: datetime) -> str:
-        floor = self.floor(now)
+        seen, floor = self._floor
+        if seen is not now:
+            floor = self.floor(now)
+            self._floor = (now, floor)
         with self._lock:
             if floor > self._last:  # a new second: start at a random point of its first half
                 value = floor + secrets.randbelow(1 << (COUNTER_BITS - 1))

@@ -473,6 +473,7 @@ class Daemon:
         concurrency: int = 16,
         db: Path | None = None,
         ready_timeout: float = 300.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.dir = workdir
@@ -494,7 +495,7 @@ class Daemon:
             ],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
-            env=clean_env(workdir),
+            env=clean_env(workdir) | (env or {}),  # settings: JOBCTL_* on top
         )
         self.pid = self.proc.pid
         deadline = self.t_spawn + ready_timeout

@@ -144,7 +144,7 @@ complete -c jobctl -f
 # jobctl
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'add' -d 'Enqueue a one-off job (now, --at a time, --in a delay), or create a schedule...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'list' -d 'List your jobs, newest first, a page at a time (admins: --all-users for...'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with every attempt.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with its latest attempts (jobctl attempts ID lists them all).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'attempts' -d 'List a job\'s attempts in order, a page at a time (a job replayed many times...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
@@ -325,7 +325,7 @@ complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'help' -d 'Show this me
 
 # jobctl dlq
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first, a page at a...'
-complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with every attempt and why it died.'
+complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'show' -d 'Show a dead job with its latest attempts and why it died.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'replay' -d 'Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'purge' -d 'Delete your dead jobs (with their attempts and logs) that died longer ago...'
 complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this message and exit.'

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import os
@@ -530,6 +531,23 @@ def harden_process(config: DaemonConfig) -> DaemonConfig:
     return replace(config, child_nofile=old if new != old else None)
 
 
+#: The cyclic collector's thresholds once the daemon serves (Python's are 700, 10, 10).
+#: A request of 1,000 schedules allocates some 30,000 objects that live until its answer
+#: is sent: with the defaults a young collection ran every 700 allocations and walked
+#: them again each time, a third of the daemon's CPU per schedule (docs/benchmarks.md,
+#: "Schedules", workload d). The garbage a cycle leaves waits a little longer: a few MB.
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def tune_gc() -> None:
+    """Once ready: what start-up built (the app, its schemas, the module caches) is kept
+    out of every later collection (``gc.freeze``), and :data:`GC_THRESHOLDS` apply. For
+    the daemon process only (``run_daemon``), never a test that runs a daemon in-process."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run_daemon(config: DaemonConfig) -> None:
     """Run in the foreground until SIGTERM/SIGINT (what ``jobctl daemon`` calls)."""
     config = harden_process(config)
@@ -540,4 +558,4 @@ def run_daemon(config: DaemonConfig) -> None:
     except ImportError:  # pragma: no cover - uvloop is a dependency, but optional in spirit
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(Daemon(config).run())
+        runner.run(Daemon(config).run(on_ready=tune_gc))

@@ -56,6 +56,8 @@ async def test_every_kind_of_write_is_recorded(app: Any, app_store: SqliteStore)
         sched = {"cron": "0 6 * * *", "tz": "UTC", "name": "nightly", "job": JOB}
         created = await c.post("/v1/schedules", json=sched)
         assert created.status_code == 201
+        two = [{"cron": "0 7 * * *", "job": JOB}, sched | {"cron": "0 8 * * *"}]  # 2nd: taken
+        assert (await c.post("/v1/schedules", json=two)).status_code == 201
         for verb in ("pause", "resume", "trigger"):
             await c.post(f"/v1/schedules/nightly/{verb}")
         await c.delete("/v1/schedules/nightly")
@@ -76,6 +78,7 @@ async def test_every_kind_of_write_is_recorded(app: Any, app_store: SqliteStore)
         ("jobs.cancel", f"job:{one['id']}", 200, None),
         ("jobs.cancel", "job:999", 404, "not_found"),
         ("schedules.create", f"schedule:{sid}", 201, None),
+        ("schedules.create", "schedules:n=1", 201, None),  # a list: how many it created
         ("schedules.pause", "schedule:nightly", 200, None),
         ("schedules.resume", "schedule:nightly", 200, None),
         ("schedules.trigger", "schedule:nightly", 201, None),

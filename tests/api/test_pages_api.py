@@ -122,3 +122,40 @@ async def test_a_schedule_list_is_1_to_1000_items(api: Any, size: int) -> None:
     client, _ = api
     r = await client.post("/v1/schedules", json=[{"every": 60, "job": TEMPLATE}] * size)
     assert r.status_code == 422
+
+
+async def test_a_job_detail_shows_its_last_attempts_and_says_how_many_are_not_shown(
+    api: Any, app_store: SqliteStore
+) -> None:
+    """A job failed and replayed 25 times: its detail (and the DLQ's) holds the last
+    ATTEMPTS_SHOWN attempts, the total and where all of them are; the log route still
+    finds an attempt that is not shown."""
+    from jobctl.api.app import ATTEMPTS_SHOWN
+
+    client, _ = api
+    job_id = (await client.post("/v1/jobs", json={"command": ["false"], "max_attempts": 1})).json()[
+        "id"
+    ]
+    total = ATTEMPTS_SHOWN + 5
+    for n in range(total):
+        if n:
+            app_store.replay([job_id], 1)
+        [claim] = [c for c in app_store.claim_due("w", 10, 30) if c.job.id == job_id]
+        app_store.finish(job_id, claim.generation, AttemptResult(Outcome.FAILED, 1))
+    for path in (f"/v1/jobs/{job_id}", f"/v1/dlq/{job_id}"):
+        got = (await client.get(path)).json()
+        assert [a["number"] for a in got["attempts"]] == list(range(6, total + 1)), path
+        assert (got["attempts_total"], got["attempts_earlier"]) == (total, 5)
+        assert got["attempts_url"] == f"/v1/jobs/{job_id}/attempts"
+    every = await walk(client, got["attempts_url"], 10)
+    assert [n for page in every for n in page] == list(range(1, total + 1))
+    assert (await client.get(f"/v1/jobs/{job_id}/attempts/1/log")).status_code == 200
+    missing = await client.get(f"/v1/jobs/{job_id}/attempts/{total + 1}/log")
+    assert missing.status_code == 404 and f"no attempt {total + 1}" in missing.text
+
+
+async def test_a_job_without_attempts_says_so(api: Any) -> None:
+    client, _ = api
+    job_id = (await client.post("/v1/jobs", json=JOB)).json()["id"]
+    got = (await client.get(f"/v1/jobs/{job_id}")).json()
+    assert (got["attempts"], got["attempts_total"], got["attempts_earlier"]) == ([], 0, 0)

@@ -38,3 +38,21 @@ def test_a_replayed_job_shows_its_budget_not_attempt_over_max(
     assert header.split()[5:7] == ["ATTEMPT", "FAILED"]  # after ID STATUS QUEUE RUN AT
     assert row.split()[:3] == ["7", "scheduled", "q1"]
     assert "5/3" not in row and " 5 " in row and " 1/3 " in row
+
+
+def test_show_says_how_many_earlier_attempts_it_leaves_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    attempt = {
+        "number": 30, "generation": 30, "started_at": "2099-01-01T00:00:00Z", "finished_at": None,
+        "outcome": None, "exit_code": None, "error": None, "output_tail": "",
+    }  # fmt: skip
+    detail = JOB | {
+        "key": None, "priority": 0, "cwd": "/", "env": {}, "failures": 0, "timeout": None,
+        "backoff": {"base": 1.0, "cap": 60.0}, "created_at": "2099-01-01T00:00:00Z",
+        "attempts": [attempt], "attempts_total": 30, "attempts_earlier": 29,
+    }  # fmt: skip
+    render.job_detail(detail)
+    assert "29 earlier attempts, see jobctl attempts 7" in capsys.readouterr().out
+    render.job_detail(detail | {"attempts_total": 1, "attempts_earlier": 0})
+    assert "earlier" not in capsys.readouterr().out

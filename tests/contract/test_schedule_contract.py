@@ -228,7 +228,7 @@ def test_a_taken_schedule_id_is_drawn_again(
     from jobctl.store import schedules
 
     ids = iter(["sch-000000000001", "sch-000000000001", "sch-000000000002"])
-    monkeypatch.setattr(schedules, "new_schedule_id", lambda: next(ids))
+    monkeypatch.setattr(schedules, "new_schedule_id", lambda _now: next(ids))
     a = store.create_schedule(hourly())
     b = store.create_schedule(hourly())
     assert (a.id, b.id) == ("sch-000000000001", "sch-000000000002")

@@ -334,3 +334,19 @@ def test_promote_due_moves_only_jobs_whose_time_has_come(store: Store, clock: Fa
     assert (stats.due, stats.scheduled) == (3, 4)
     claimed = store.claim_due("w", 10, 30)
     assert [c.job.run_at for c in claimed] == sorted(s.run_at for s in soon)
+
+
+def test_get_latest_reads_the_last_attempts_and_their_count(store: Store, clock: FakeClock) -> None:
+    """A job's detail is bounded: the last N attempts in order and how many there are."""
+    store.insert([spec(clock, max_attempts=5, backoff=Backoff(1, 1))])
+    for n in range(1, 6):
+        [c] = store.claim_due(OWNER, 1, 30)
+        job = store.finish(c.job.id, c.generation, AttemptResult(Outcome.FAILED, n, f"exit {n}"))
+        clock.set(max(job.run_at, clock.now()))
+    latest, total = store.get_latest(job.id, 2)
+    assert total == 5 and [a.number for a in latest.attempts] == [4, 5]
+    assert [a.exit_code for a in latest.attempts] == [4, 5]
+    assert latest.status is JobStatus.DEAD
+    assert store.get_latest(job.id, 10)[0].attempts == store.get(job.id).attempts
+    with pytest.raises(NotFound):
+        store.get_latest(10**9, 2)

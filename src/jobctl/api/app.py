@@ -130,11 +130,30 @@ def owner_uid(request: Request) -> int:
     return fast.peer_uid(request.scope)
 
 
+#: How many of its latest attempts a job's detail shows (``GET /v1/jobs/{id}`` and the
+#: DLQ's); all of them are paged at ``GET /v1/jobs/{id}/attempts``. A job replayed again
+#: and again has no bound on its attempts: its detail must have one.
+ATTEMPTS_SHOWN = 20
+
+
 async def visible_job(ctx: Context, who: policy.Caller, job_id: int) -> Job:
-    """The job with its attempts, if the caller may see it; else as if it did not exist."""
-    job = await ctx.store.run(ctx.st.get, job_id)
+    """The job (without its attempts), if the caller may see it; else as if it did not
+    exist."""
+    job = await ctx.store.run(ctx.st.get, job_id, False)
     who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
     return job
+
+
+async def job_detail(ctx: Context, who: policy.Caller, job_id: int) -> dict[str, Any]:
+    """A visible job with its last :data:`ATTEMPTS_SHOWN` attempts, how many it has, how
+    many are not shown and the paged list that holds them all."""
+    job, total = await ctx.store.run(ctx.st.get_latest, job_id, ATTEMPTS_SHOWN)
+    who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
+    return job_out(job, with_attempts=True) | {
+        "attempts_total": total,
+        "attempts_earlier": total - len(job.attempts),
+        "attempts_url": f"/v1/jobs/{job_id}/attempts",
+    }
 
 
 @router.post(
@@ -191,8 +210,7 @@ async def list_attempts(
     limit: ListLimit = 100,
     cursor: pages.CursorParam = None,
 ) -> pages.PageResponse:
-    job = await ctx.store.run(ctx.st.get, job_id, False)
-    who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
+    await visible_job(ctx, who, job_id)
     after = 0
     if cursor is not None:
         [after] = pages.decode(cursor, "attempts", (job_id,), (int,))  # type: ignore[assignment]
@@ -200,9 +218,15 @@ async def list_attempts(
     return pages.page(found, limit, attempt_out, lambda a: (a.number,), "attempts", (job_id,))
 
 
-@router.get("/jobs/{job_id}", summary="One job with its attempts")
+@router.get(
+    "/jobs/{job_id}",
+    summary="One job with its latest attempts",
+    description=f"The job, its last {ATTEMPTS_SHOWN} attempts in order (`attempts`), how many "
+    "it has (`attempts_total`) and how many are not shown (`attempts_earlier`); "
+    "`attempts_url` pages through all of them.",
+)
 async def get_job(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
-    return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
+    return await job_detail(ctx, who, job_id)
 
 
 _LOG_HEADERS = {
@@ -242,8 +266,8 @@ async def attempt_log(
     ] = 0,
 ) -> Response:
     job = await visible_job(ctx, who, job_id)
-    found = [a for a in job.attempts if a.number == number]
-    if not found:
+    found = await ctx.store.run(ctx.st.list_attempts, job_id, 1, number - 1)
+    if not found or found[0].number != number:
         raise errors.NotFound(f"job {job_id} has no attempt {number}", job_id=job_id)
     attempt = found[0]
     meta = {

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from jobctl.api import pages
-from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, visible_job
+from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, job_detail, visible_job
 from jobctl.api.schemas import TIME_SCHEMA, ReplayIn, job_out, since_time
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
@@ -57,9 +57,9 @@ def _dead_key(job: Job) -> tuple[int, int]:
     return to_ms(job.finished_at), job.id
 
 
-@router.get("/{job_id}", summary="One dead job with its attempts")
+@router.get("/{job_id}", summary="One dead job with its latest attempts (as GET /v1/jobs/{id})")
 async def show_dead(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
-    return job_out(await visible_job(ctx, who, job_id), with_attempts=True)
+    return await job_detail(ctx, who, job_id)
 
 
 @router.post("/replay", summary="Fresh budget for dead jobs, released at most `rate` per second")

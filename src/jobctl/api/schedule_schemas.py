@@ -146,12 +146,19 @@ ScheduleBody = (
 def description(s: Schedule) -> str:
     t = s.spec.timing
     if t.cron is not None:
-        try:
-            return describe(parse_cron(t.cron, t.seed))
-        except InvalidSchedule as exc:  # stored by a version that read it differently
-            return f"invalid: {exc.message}"
+        return _cron_words(t.cron, t.seed)
     assert t.every is not None
     return f"every {format_duration(t.every)} from {iso(t.anchor)}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _cron_words(cron: str, seed: str | None) -> str:
+    """Memoized: a batch or a page of schedules repeats a few expressions (seed is None
+    for those without ``H``)."""
+    try:
+        return describe(parse_cron(cron, seed))
+    except InvalidSchedule as exc:  # stored by a version that read it differently
+        return f"invalid: {exc.message}"
 
 
 def schedule_out(s: Schedule) -> dict[str, Any]:

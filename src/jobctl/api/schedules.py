@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from jobctl.api import errors as api_errors
 from jobctl.api import pages
@@ -43,7 +43,7 @@ async def visible(ctx: Context, who: Caller, ref: str) -> Schedule:
     "(a name taken: `conflict`). 201 if any item was created, else 200.",
     responses={200: {"description": "A list of which no item was created"}},
 )
-async def create(body: ScheduleBody, request: Request, ctx: Ctx) -> JSONResponse:
+async def create(body: ScheduleBody, request: Request, ctx: Ctx) -> Response:
     uid, now = owner_uid(request), ctx.store.clock.now()
     if not isinstance(body, list):
         spec = body.to_spec(uid, now, local_zone_name(), ctx.hooks.retry)
@@ -59,8 +59,10 @@ async def create(body: ScheduleBody, request: Request, ctx: Ctx) -> JSONResponse
     ctx.hooks.admission.admit_schedule(uid, usage["schedules"], len(specs))  # 503 / 429
     answers = await ctx.store.run(ctx.st.create_schedules, specs)
     ctx.hooks.schedules_changed()
-    created = any(isinstance(a, Schedule) for a in answers)
-    return JSONResponse([_item_out(a) for a in answers], 201 if created else 200)
+    made = sum(isinstance(a, Schedule) for a in answers)
+    request.state.audit_target = f"schedules:n={made}"  # else the audit parses the answer
+    # orjson, as pages are: json.dumps of 1,000 schedules took ~13 ms, orjson ~1 ms
+    return pages.PageResponse([_item_out(a) for a in answers], 201 if made else 200)
 
 
 def _specs(items: list[ScheduleIn], uid: int, now: datetime, ctx: Context) -> list[ScheduleSpec]:
@@ -79,6 +81,8 @@ def _specs(items: list[ScheduleIn], uid: int, now: datetime, ctx: Context) -> li
 def _check_limits(spec: ScheduleSpec, ctx: Context) -> None:
     """Refuse resource limits this daemon cannot apply (a 400 now, not a failed attempt
     at every occurrence)."""
+    if spec.template.resources is None:  # no limits asked for: nothing to refuse
+        return
     refused = ctx.hooks.resources(spec.template.resources)
     if refused is not None:
         raise InvalidInput(f"job: {refused}")
@@ -123,7 +127,8 @@ async def show(
     sched = await visible(ctx, who, ref)
     jobs, skips = await ctx.store.run(ctx.st.schedule_history, sched.id, history)
     if jobs:
-        jobs[0] = await ctx.store.run(ctx.st.get, jobs[0].id)  # with attempts: last outcome
+        # with its last attempt: the last run's outcome
+        jobs[0], _ = await ctx.store.run(ctx.st.get_latest, jobs[0].id, 1)
     fires: list[datetime] = []
     if not (sched.deleted_at or sched.broken_at):
         try:

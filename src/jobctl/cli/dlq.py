@@ -88,7 +88,7 @@ def _table(items: list[dict[str, Any]]) -> Any:
 
 
 # A dead job is a job: `dlq show` is `jobctl show` (attempts, errors, dead reason).
-app.command("show", help="Show a dead job with every attempt and why it died.")(jobs.show)
+app.command("show", help="Show a dead job with its latest attempts and why it died.")(jobs.show)
 
 
 @app.command("replay")

@@ -281,7 +281,7 @@ def show(
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Show one job with every attempt."""
+    """Show one job with its latest attempts (jobctl attempts ID lists them all)."""
     job_actions.show_job(job_id, json_, socket)
 
 

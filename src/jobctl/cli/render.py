@@ -160,6 +160,10 @@ def job_detail(job: dict[str, Any]) -> None:
     if job.get("attempts"):
         console.print()
         console.print(attempts_table(job["attempts"]))
+        earlier = job.get("attempts_earlier") or 0
+        if earlier:
+            s = "" if earlier == 1 else "s"
+            console.print(f"{earlier} earlier attempt{s}, see jobctl attempts {job['id']}")
         for attempt in job["attempts"]:
             output_tail(job["id"], attempt)
 

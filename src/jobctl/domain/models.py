@@ -6,6 +6,7 @@ build and compare them freely. Times are aware UTC datetimes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -116,6 +117,12 @@ def check_on_failure(on_failure: str | None) -> None:
             f"on_failure must be a command line of 1-{limits.MAX_ON_FAILURE} characters, "
             "without NUL"
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_template(template: JobTemplate, owner_uid: int) -> None:
+    """:meth:`JobTemplate.check` (a refusal raises, so only templates that pass are kept)."""
+    template.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
 
 
 def _check_command(command: tuple[str, ...]) -> None:
@@ -320,8 +327,10 @@ class JobTemplate:
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
-        created, not when it is read: a stored one that fails is marked broken instead)."""
-        self.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
+        created, not when it is read: a stored one that fails is marked broken instead).
+        A template that passed is remembered: a batch of schedules is checked by the API
+        and again by the store, and many schedules share a template."""
+        _check_template(self, owner_uid)
 
     def to_spec(
         self,

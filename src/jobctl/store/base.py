@@ -191,6 +191,12 @@ class Store(Protocol):
         :meth:`list_attempts`); NotFound if unknown."""
         ...
 
+    def get_latest(self, job_id: int, last: int) -> tuple[Job, int]:
+        """The job with only its last ``last`` attempts (in order) and how many attempts
+        it has, read in one snapshot: what a job's detail shows, bounded however often the
+        job was retried or replayed; NotFound if unknown."""
+        ...
+
     def list_jobs(
         self,
         status: JobStatus | None,

@@ -302,6 +302,21 @@ class JobOps:
 
         return self.db.read(read)
 
+    def get_latest(self, job_id: int, last: int) -> tuple[Job, int]:
+        """The job with its last ``last`` attempts (in order), and how many it has, read
+        together."""
+
+        def read(conn: sqlite3.Connection) -> tuple[Job, int]:
+            row = conn.execute(q("job_by_id"), {"id": job_id}).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}", job_id=job_id)
+            params = {"job_id": job_id, "limit": last}
+            found = conn.execute(q("attempts_last"), params).fetchall()
+            total: int = conn.execute(q("attempts_total"), params).fetchone()["n"]
+            return job_from_row(row, [rows.attempt_from_row(a) for a in found]), total
+
+        return self.db.read(read)
+
     def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
         params = {"job_id": job_id, "limit": limit, "after": after}
         sql = q("attempts_page")

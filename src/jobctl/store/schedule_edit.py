@@ -29,7 +29,10 @@ import json
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from jobctl.domain.clock import iso
+from jobctl.domain.models import JobTemplate
 from jobctl.domain.schedule import (
     TIMING_FIELDS,
     Schedule,
@@ -156,6 +159,12 @@ def diff(old: ScheduleSpec, new: ScheduleSpec) -> dict[str, tuple[object, object
     return {k: (before[k], after[k]) for k in before if before[k] != after[k]}
 
 
+def template_text(template: JobTemplate) -> str:
+    """The stored JSON text of a job template. orjson: ``json.dumps`` took about 12 µs of
+    the 50 a schedule may cost in a batch (readers parse either rendering alike)."""
+    return orjson.dumps(template.to_json()).decode()
+
+
 def _def_params(spec: ScheduleSpec) -> dict[str, Any]:
     t, p = spec.timing, spec.policy
     return {
@@ -164,7 +173,7 @@ def _def_params(spec: ScheduleSpec) -> dict[str, Any]:
         "every_ms": None if t.every is None else int(round(t.every * 1000)),
         "anchor": rows.opt_ms(t.anchor),
         "tz": t.tz,
-        "template": json.dumps(spec.template.to_json()),
+        "template": template_text(spec.template),
         "misfire": p.misfire.value,
         "catch_up_limit": p.catch_up_limit,
         "overlap": p.overlap.value,

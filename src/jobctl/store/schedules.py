@@ -11,11 +11,11 @@ restart or a second materializer can never create a second job for one occurrenc
 from __future__ import annotations
 
 import dataclasses
-import json
-import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
 
 from jobctl.domain.models import Job
 from jobctl.domain.schedule import (
@@ -39,7 +39,8 @@ from jobctl.store.jobrow import job_from_row
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
 from jobctl.store.rows import RowLike
 from jobctl.store.schedconn import SchedConn
-from jobctl.store.schedule_edit import edit_from_row, edit_tx
+from jobctl.store.schedule_edit import edit_from_row, edit_tx, template_text
+from jobctl.store.schedule_ids import MINT
 
 T = TypeVar("T")
 
@@ -229,7 +230,7 @@ class ScheduleOps:
 def create_many_tx(
     conn: SchedConn, specs: Sequence[ScheduleSpec], now: datetime
 ) -> list[Schedule | JobctlError]:
-    """Insert every schedule it can: all at once (two ``executemany``), and only if one is
+    """Insert every schedule it can: all at once (two statements), and only if one is
     refused (a name taken, an id drawn twice) one by one, each in its own savepoint, so
     that the refused one fails alone. A schedule is answered from its spec, not read back.
     """
@@ -243,8 +244,7 @@ def create_many_tx(
             out[i] = exc
     try:
         with conn.savepoint("create_schedules"):
-            conn.many("insert_schedule_def", [p for _, _, p in todo])
-            conn.many("insert_schedule_cursor", [p for _, _, p in todo])
+            _insert_all(conn, [p for _, _, p in todo])
     except conn.integrity_error:
         for i, spec, params in todo:
             out[i] = _insert_in_savepoint(conn, spec, params, now)
@@ -252,6 +252,24 @@ def create_many_tx(
         for i, spec, params in todo:
             out[i] = _created(spec, params)
     return [out[i] for i in range(len(specs))]
+
+
+#: The columns of a row of ``insert_schedule_defs``, in its order.
+DEF_ROW = (
+    "id", "name", "cron", "every_ms", "anchor", "tz", "template", "owner_uid", "misfire",
+    "catch_up_limit", "overlap", "jitter_ms", "now",
+)  # fmt: skip
+
+
+def _insert_all(conn: SchedConn, params: list[dict[str, Any]]) -> None:
+    """The rows of ``params`` (as :func:`_insert_one` would insert each) in two statements
+    (a JSON array each: one step for the whole batch, see the queries)."""
+    if not params:
+        return
+    defs = orjson.dumps([[p[c] for c in DEF_ROW] for p in params]).decode()
+    conn.run("insert_schedule_defs", {"rows": defs})
+    cursors = orjson.dumps([[p["id"], p["next_run_at"]] for p in params]).decode()
+    conn.run("insert_schedule_cursors", {"rows": cursors})
 
 
 def _insert_in_savepoint(
@@ -268,7 +286,7 @@ def _insert_in_savepoint(
 
 def _new_params(spec: ScheduleSpec, now: datetime) -> dict[str, Any]:
     """A new schedule's row: a fresh id, then its first fire (``H`` is hashed from the id)."""
-    sid = new_schedule_id()
+    sid = new_schedule_id(now)
     return _schedule_params(spec, now, spec.timing.seeded(sid).next_after(now), sid)
 
 
@@ -278,7 +296,7 @@ def _insert_one(conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now
     if spec.name and conn.one("schedule_by_name", named):
         raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
     while conn.one("schedule_by_id", {"ref": params["id"]}):
-        params.update(_new_params(spec, now))  # 48 random bits: rare, but never an error
+        params.update(_new_params(spec, now))  # a restart in the same second: rare
     conn.run("insert_schedule_def", params)
     conn.run("insert_schedule_cursor", params)
 
@@ -363,9 +381,10 @@ def _find(conn: SchedConn, ref: str, owner: int | None = None) -> RowLike:
     return found
 
 
-def new_schedule_id() -> str:
-    """``sch-`` and 12 hex digits: short enough to type, with a collision check on insert."""
-    return f"sch-{secrets.token_hex(6)}"
+def new_schedule_id(now: datetime) -> str:
+    """``sch-`` and 12 hex digits, increasing (:mod:`jobctl.store.schedule_ids` says why):
+    short enough to type, with a collision check on insert."""
+    return MINT.next(now)
 
 
 def _schedule_params(
@@ -379,7 +398,7 @@ def _schedule_params(
         "every_ms": None if t.every is None else int(round(t.every * 1000)),
         "anchor": rows.opt_ms(t.anchor),
         "tz": t.tz,
-        "template": json.dumps(spec.template.to_json()),
+        "template": template_text(spec.template),
         "owner_uid": spec.owner_uid,
         "misfire": p.misfire.value,
         "catch_up_limit": p.catch_up_limit,

@@ -139,6 +139,9 @@ class SqliteStore(ScheduleMethods):
     def get(self, job_id: int, attempts: bool = True) -> Job:
         return self._jobs.get(job_id, attempts)
 
+    def get_latest(self, job_id: int, last: int) -> tuple[Job, int]:
+        return self._jobs.get_latest(job_id, last)
+
     def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
         return self._jobs.list_attempts(job_id, limit, after)
 

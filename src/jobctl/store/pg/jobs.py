@@ -309,6 +309,21 @@ class PgJobs:
 
         return self.db.read(read)
 
+    def get_latest(self, job_id: int, last: int) -> tuple[Job, int]:
+        """The job with its last ``last`` attempts and how many it has (as on SQLite)."""
+
+        def read(conn: PgConn) -> tuple[Job, int]:
+            row = conn.execute(self.db.q("job_by_id"), {"id": job_id}).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}", job_id=job_id)
+            params = {"job_id": job_id, "limit": last}
+            found = conn.execute(self.db.q("attempts_last"), params).fetchall()
+            total = conn.execute(self.db.q("attempts_total"), params).fetchone()
+            assert total is not None  # an aggregate answers one row
+            return job_from_row(row, [attempt_from_row(a) for a in found]), int(total["n"])
+
+        return self.db.read(read)
+
     def list_attempts(self, job_id: int, limit: int, after: int = 0) -> list[Attempt]:
         params = {"job_id": job_id, "limit": limit, "after": after}
         sql = self.db.q("attempts_page")

@@ -152,6 +152,17 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number;
 -- A page of one job's attempts in order, after attempt number :after (0: the first).
 SELECT * FROM attempts WHERE job_id = :job_id AND number > :after ORDER BY number LIMIT :limit;
 
+-- name: attempts_last
+-- A job's last :limit attempts, in order (a job's detail shows them; the rest are paged).
+SELECT * FROM (SELECT * FROM attempts WHERE job_id = :job_id ORDER BY number DESC LIMIT :limit)
+ORDER BY number;
+
+-- name: attempts_total
+-- How many attempts a job has: their numbers run 1, 2, … without a gap (a claim takes the
+-- next one, and attempts leave only with their job), so the highest is the count, read
+-- from the primary key's last entry instead of counting every attempt.
+SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = :job_id;
+
 -- name: next_future
 SELECT min(run_at) AS t FROM jobs INDEXED BY jobs_future WHERE status = 'scheduled' AND due = 0;
 
@@ -205,6 +216,26 @@ VALUES (:id, :name, :cron, :every_ms, :anchor, :tz, :template, :owner_uid, :misf
 
 -- name: insert_schedule_cursor
 INSERT INTO schedule_cursors (id, next_run_at) VALUES (:id, :next_run_at);
+
+-- name: insert_schedule_defs
+-- A batch of insert_schedule_def in one statement: :rows is a JSON array of
+-- [id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire, catch_up_limit,
+--  overlap, jitter_ms, now] (jobctl.store.schedules.DEF_ROW). One statement is one step:
+-- the writer thread releases the GIL once for the whole batch, where executemany took it
+-- back after every row and waited for the event loop's thread each time (5x slower).
+INSERT INTO schedule_defs (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
+                           catch_up_limit, overlap, jitter_ms, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+       json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'),
+       json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'),
+       json_extract(value, '$[12]')
+FROM json_each(:rows);
+
+-- name: insert_schedule_cursors
+-- The cursors of insert_schedule_defs: :rows is a JSON array of [id, next_run_at].
+INSERT INTO schedule_cursors (id, next_run_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:rows);
 
 -- name: schedule_by_id
 SELECT * FROM schedules WHERE id = :ref;

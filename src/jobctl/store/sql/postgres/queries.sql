@@ -325,6 +325,21 @@ VALUES (%(id)s, %(name)s, %(cron)s, %(every_ms)s, %(anchor)s, %(tz)s, %(template
 -- name: insert_schedule_cursor
 INSERT INTO schedule_cursors (id, next_run_at) VALUES (%(id)s, %(next_run_at)s);
 
+-- name: insert_schedule_defs
+-- A batch of insert_schedule_def in one statement: %(rows)s is a JSON array of
+-- [id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire, catch_up_limit,
+--  overlap, jitter_ms, now] (jobctl.store.schedules.DEF_ROW), as on SQLite.
+INSERT INTO schedule_defs (id, name, cron, every_ms, anchor, tz, template, owner_uid, misfire,
+                           catch_up_limit, overlap, jitter_ms, created_at)
+SELECT r->>0, r->>1, r->>2, (r->>3)::bigint, (r->>4)::bigint, r->>5, r->>6,
+       (r->>7)::bigint, r->>8, (r->>9)::integer, r->>10, (r->>11)::bigint, (r->>12)::bigint
+FROM jsonb_array_elements(%(rows)s::jsonb) AS r;
+
+-- name: insert_schedule_cursors
+-- The cursors of insert_schedule_defs: %(rows)s is a JSON array of [id, next_run_at].
+INSERT INTO schedule_cursors (id, next_run_at)
+SELECT r->>0, (r->>1)::bigint FROM jsonb_array_elements(%(rows)s::jsonb) AS r;
+
 -- name: schedule_by_id
 SELECT * FROM schedules WHERE id = %(ref)s;
 
@@ -577,3 +592,14 @@ WHERE owner_uid = %(owner_uid)s AND name = %(name)s;
 
 -- name: secret_delete
 DELETE FROM webhook_secrets WHERE owner_uid = %(owner_uid)s AND name = %(name)s;
+
+-- name: attempts_last
+-- A job's last %(limit)s attempts, in order (a job's detail shows them; the rest are paged).
+SELECT * FROM (SELECT * FROM attempts WHERE job_id = %(job_id)s ORDER BY number DESC
+               LIMIT %(limit)s) AS a
+ORDER BY number;
+
+-- name: attempts_total
+-- How many attempts a job has: their numbers run 1, 2, … without a gap, so the highest
+-- is the count (read from the primary key's last entry).
+SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl.cli import render
+from jobctl.cli import cells, render
 
 JOB = {
     "id": 7,
@@ -21,7 +21,7 @@ JOB = {
 def test_a_command_is_shown_as_typed_not_as_emoji_or_markup(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    render.console.print(render.jobs_table([JOB]))
+    cells.jobs_table([JOB]).print()
     out = capsys.readouterr().out
     assert "echo :smile: [red]x[/]" in out
     assert "exit 1 :warning:" in out
@@ -33,7 +33,7 @@ def test_a_replayed_job_shows_its_budget_not_attempt_over_max(
     """After a replay the attempt count goes on (5) but the budget is fresh: one failure
     of three used.  ``5/3`` read as over budget; the table shows both numbers apart."""
     replayed = JOB | {"status": "scheduled", "attempt": 5, "failures": 1, "max_attempts": 3}
-    render.console.print(render.jobs_table([replayed]))
+    cells.jobs_table([replayed]).print()
     header, row = capsys.readouterr().out.splitlines()[:2]
     assert header.split()[5:7] == ["ATTEMPT", "FAILED"]  # after ID STATUS QUEUE RUN AT
     assert row.split()[:3] == ["7", "scheduled", "q1"]
@@ -56,3 +56,20 @@ def test_show_says_how_many_earlier_attempts_it_leaves_out(
     assert "29 earlier attempts, see jobctl attempts 7" in capsys.readouterr().out
     render.job_detail(detail | {"attempts_total": 1, "attempts_earlier": 0})
     assert "earlier" not in capsys.readouterr().out
+
+
+def test_the_list_table_lines_up_its_columns_and_colours_only_a_terminal() -> None:
+    """``jobctl list`` draws without rich (cli/plaintable.py): columns start at the same
+    offset on every line, the status is coloured on a terminal and plain in a pipe, a
+    long command is cut at 60 characters and a newline in it cannot break the row."""
+    long = JOB | {"id": 12345, "status": "running", "command": ["x" * 80, "a\nb"]}
+    table = cells.jobs_table([JOB, long])
+    plain = table.lines(colour=False)
+    assert len(plain) == 3 and "\x1b" not in "".join(plain)
+    starts = {
+        line.index(word) for line, word in zip(plain, ["STATUS", "dead", "running"], strict=True)
+    }
+    assert len(starts) == 1
+    assert "x" * 60 in plain[2] and "x" * 61 not in plain[2]
+    coloured = table.lines(colour=True)
+    assert "\x1b[31mdead\x1b[0m" in coloured[1] and "\x1b[1mID\x1b[0m" in coloured[0]

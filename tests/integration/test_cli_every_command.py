@@ -139,7 +139,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def check(world: World, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     old_stdin = sys.stdin
-    sys.stdin = io.StringIO("")  # FILE|- as "-": an empty standard input
+    sys.stdin = io.TextIOWrapper(io.BytesIO(b""))  # FILE|- as "-": an empty stdin (with .buffer)
     try:
         code = run(argv)
     finally:

@@ -259,7 +259,7 @@ def loaded_by(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
         (["list", "--json"], False),
         (["show", "1", "--json"], False),
         (["status"], True),
-        (["list"], True),
+        (["list"], False),  # a plain table (cli/plaintable.py): no rich at all
         (["show", "1"], True),
     ],
     ids=lambda v: "-".join(v) if isinstance(v, list) else ("rich" if v else "plain"),

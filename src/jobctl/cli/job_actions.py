@@ -122,9 +122,9 @@ def list_jobs(
 
 
 def _jobs_table(items: list[dict[str, Any]]) -> Any:
-    from jobctl.cli import render
+    from jobctl.cli import cells  # no rich: a plain table (cli/plaintable.py)
 
-    return render.jobs_table(items)
+    return cells.jobs_table(items)
 
 
 def show_job(job_id: int, json_: bool, socket: Path | None) -> None:

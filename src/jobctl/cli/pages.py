@@ -17,11 +17,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from jobctl.cli.plaintable import PlainTable
+
 if TYPE_CHECKING:
     from rich.table import Table
 
-#: Draws one page's items as a table.
-Draw = Callable[[list[dict[str, Any]]], "Table"]
+#: Draws one page's items as a table (rich's, or a plain one for the hot lists).
+Draw = Callable[[list[dict[str, Any]]], "Table | PlainTable"]
 
 
 def show(
@@ -57,14 +59,17 @@ def show(
 
 
 def _draw(items: list[dict[str, Any]], draw: Draw, empty: str, *, header: bool) -> None:
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
-
     if not items:
-        render.console.print(empty)
+        sys.stdout.write(empty + "\n")
         return
     table = draw(items)
     table.show_header = header
     table.title = table.title if header else None
+    if isinstance(table, PlainTable):  # the hot lists: no rich at all (cli/plaintable.py)
+        table.print()
+        return
+    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+
     render.console.print(table)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -12,6 +11,8 @@ from rich.markup import escape as esc
 from rich.table import Table
 
 from jobctl.cli import humantime
+from jobctl.cli.cells import STATUS_STYLE, short_when, user_zone, what
+from jobctl.cli.cells import now as _now
 from jobctl.cli.humantime import duration as format_duration
 from jobctl.domain.resources import describe, from_json
 
@@ -20,63 +21,14 @@ from jobctl.domain.resources import describe, from_json
 # (which also spares every cell a pass of rich's emoji replacement, ~5 ms for 50 rows).
 console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
 
-STATUS_STYLE = {
-    "scheduled": "cyan",
-    "running": "yellow",
-    "succeeded": "green",
-    "dead": "red",
-    "cancelled": "dim",
-}
-
-
-@functools.cache
-def user_zone() -> tzinfo:
-    """The zone times are shown in: the user's ($TZ, else the host's), as for --at."""
-    from jobctl.localzone import local_zone
-
-    return local_zone()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)  # the CLI's boundary: what "in 5 minutes" is measured from
-
 
 def when(text: str | None) -> str:
     """A wire time in the user's zone, with how far from now it is (every detail view)."""
     return humantime.full(text, user_zone(), _now())
 
 
-def short_when(text: str | None) -> str:
-    """For tables: the user's local time (the time alone today), and how far from now."""
-    return humantime.short(text, user_zone(), _now())
-
-
 def status(value: str) -> str:
     return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
-
-
-def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, header_style="bold")
-    for col in ("ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "FAILED", "COMMAND", "LAST ERROR"):
-        table.add_column(col, no_wrap=col in ("ID", "STATUS", "RUN AT", "ATTEMPT", "FAILED"))
-    for j in jobs:
-        table.add_row(
-            str(j["id"]),
-            status(j["status"]),
-            j["queue"],
-            short_when(j["run_at"]),
-            str(j["attempt"]),
-            budget(j),
-            esc(what(j)[:60]),
-            esc((j.get("last_error") or "")[:40]),
-        )
-    return table
-
-
-def what(job: dict[str, Any]) -> str:
-    """What a job (or template) runs: its command, or an http job's ``POST https://…``."""
-    http = job.get("http")
-    return f"{http['method']} {http['url']}" if http else " ".join(job.get("command") or ())
 
 
 def _body_fields(job: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -90,17 +42,6 @@ def _body_fields(job: dict[str, Any]) -> list[tuple[str, Any]]:
         ("headers", esc(heads)),
         ("body", f"{size} bytes, signed with secret {http.get('secret') or 'default'}"),
     ]
-
-
-def budget(job: dict[str, Any]) -> str:
-    """Failures used of the retry budget, ``1/3``: the attempt number is not it.
-
-    A replayed job keeps counting attempts (its history stays) but starts a fresh budget,
-    so ``5/3`` (attempt 5 of 3) would read as over budget when one failure of three is
-    used.  A list built by an older daemon without ``failures`` shows ``?``.
-    """
-    failures = job.get("failures")
-    return f"{'?' if failures is None else failures}/{job['max_attempts']}"
 
 
 def _path_line(job: dict[str, Any]) -> str:

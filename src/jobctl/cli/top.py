@@ -168,7 +168,7 @@ def _queues(queues: list[dict[str, Any]]) -> Table | Text:
 def _running(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
-    from jobctl.cli.render import budget, what
+    from jobctl.cli.cells import budget, what
 
     total = snap.status["counts"].get("running", len(snap.running))
     if not snap.running:
@@ -197,7 +197,7 @@ def _running(snap: Snapshot) -> Table | Text:
 def _dead(snap: Snapshot) -> Table | Text:
     from rich.text import Text
 
-    from jobctl.cli.render import what
+    from jobctl.cli.cells import what
 
     if not snap.dead:
         return Text("recent failures (dead): none")

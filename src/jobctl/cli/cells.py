@@ -1,0 +1,73 @@
+"""Cell texts shared by the rich views (cli/render.py) and the plain list tables
+(cli/plaintable.py): rich-free, so ``jobctl list`` never imports rich."""
+
+from __future__ import annotations
+
+import functools
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+
+from jobctl.cli import humantime
+
+
+@functools.cache
+def user_zone() -> tzinfo:
+    """The zone times are shown in: the user's ($TZ, else the host's), as for --at."""
+    from jobctl.localzone import local_zone
+
+    return local_zone()
+
+
+def now() -> datetime:
+    return datetime.now(UTC)  # the CLI's boundary: what "in 5 minutes" is measured from
+
+
+def short_when(text: str | None) -> str:
+    """For tables: the user's local time (the time alone today), and how far from now."""
+    return humantime.short(text, user_zone(), now())
+
+
+def what(job: dict[str, Any]) -> str:
+    """What a job (or template) runs: its command, or an http job's ``POST https://…``."""
+    http = job.get("http")
+    return f"{http['method']} {http['url']}" if http else " ".join(job.get("command") or ())
+
+
+def budget(job: dict[str, Any]) -> str:
+    """Failures used of the retry budget, ``1/3``: the attempt number is not it.
+
+    A replayed job keeps counting attempts (its history stays) but starts a fresh budget,
+    so ``5/3`` (attempt 5 of 3) would read as over budget when one failure of three is
+    used.  A list built by an older daemon without ``failures`` shows ``?``.
+    """
+    failures = job.get("failures")
+    return f"{'?' if failures is None else failures}/{job['max_attempts']}"
+
+
+STATUS_STYLE = {
+    "scheduled": "cyan",
+    "running": "yellow",
+    "succeeded": "green",
+    "dead": "red",
+    "cancelled": "dim",
+}
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Any:
+    """``jobctl list``'s table, drawn without rich (:class:`PlainTable`)."""
+    from jobctl.cli.plaintable import PlainTable
+
+    cols = ["ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "FAILED", "COMMAND", "LAST ERROR"]
+    table = PlainTable(cols, widths={6: 60, 7: 40}, styles={1: STATUS_STYLE})
+    for j in jobs:
+        table.add_row(
+            str(j["id"]),
+            j["status"],
+            j["queue"],
+            short_when(j["run_at"]),
+            str(j["attempt"]),
+            budget(j),
+            what(j).replace("\n", " "),
+            (j.get("last_error") or "").replace("\n", " "),
+        )
+    return table

@@ -108,7 +108,9 @@ def validation_message(errs: Any, body: object) -> str:
         return f"a batch holds 1 to {MAX_BATCH} jobs"
     problems = []
     for err in _one_union_branch(errs, body):
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not _is_tag(p))
+        loc = tuple(err.get("loc", ()))
+        loc = loc[1:] if loc[:1] == ("body",) else loc  # the request body, not a field "body"
+        where = ".".join(str(p) for p in loc if not _is_tag(p))
         msg = _readable(err)
         problems.append(f"{where}: {msg}" if where else msg)
     if isinstance(body, (str, int, float, bool)):
@@ -128,8 +130,9 @@ def _readable(err: dict[str, Any]) -> str:
 
 
 def _is_tag(part: object) -> bool:
-    """Union branch names pydantic puts in error locations (``JobIn``, ``list[JobIn]``)."""
-    return isinstance(part, str) and (part[:1].isupper() or part.startswith("list["))
+    """Union branch names pydantic puts in error locations (``JobIn``, ``list[JobIn]``,
+    and a model with an after-validator: ``function-after[_one_body(), JobIn]``)."""
+    return isinstance(part, str) and (part[:1].isupper() or part.startswith(("list[", "function-")))
 
 
 def _one_union_branch(errs: Any, body: object) -> list[dict[str, Any]]:

@@ -592,11 +592,53 @@ def extract_src(rev: str, tmp: Path) -> tuple[Path, str]:
     return dest / "src", short
 
 
-def source_info() -> str:
-    """What was measured: the working tree the venv's editable install points at."""
-    import jobctl
+class Rows:
+    """A results table's rows, and each target met or missed, in table order."""
 
-    where = Path(jobctl.__file__).resolve().parent
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.checks: list[tuple[str, bool]] = []
+
+    def add(self, num: str, name: str, value: str, target: str, ok: bool | None) -> None:
+        self.lines.append(f"| {num} | {name} | {value} | {target} | {verdict(ok)} |")
+        if ok is not None:
+            self.checks.append((f"{num} {name}", ok))
+
+
+def section(
+    marks: tuple[str, str],
+    title: str,
+    info: dict[str, str],
+    elapsed: float,
+    cmd: str,
+    rows: Rows,
+    notes: list[str],
+) -> str:
+    """A bench's section of docs/benchmarks.md: between its markers, the heading, the run's
+    header, the command, the results table and the notes."""
+    lines = [
+        marks[0],
+        "",
+        f"## {title}",
+        "",
+        header(info, elapsed),
+        "",
+        f"Command: `{cmd}`",
+        "",
+        "| # | workload | result | target | verdict |",
+        "|---|---|---:|---|---|",
+        *rows.lines,
+        "",
+        *notes,
+        "",
+        marks[1],
+    ]
+    return "\n".join(lines)
+
+
+def git_state() -> str | None:
+    """``working tree at REV`` (and whether src/ has uncommitted changes), or None
+    where git cannot say."""
     try:
         rev = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -611,13 +653,20 @@ def source_info() -> str:
             check=True,
         ).stdout.strip()
     except Exception:
+        return None
+    return f"working tree at {rev}" + (" with uncommitted changes in src/" if dirty else "")
+
+
+def source_info() -> str:
+    """What was measured: the working tree the venv's editable install points at."""
+    import jobctl
+
+    where = Path(jobctl.__file__).resolve().parent
+    state = git_state()
+    if state is None:
         return f"working tree ({where})"
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
-    return (
-        f"working tree at {rev}"
-        + (" with uncommitted changes in src/" if dirty else "")
-        + f" (jobctl {jobctl.__version__} imported from {shown})"
-    )
+    return state + f" (jobctl {jobctl.__version__} imported from {shown})"
 
 
 def machine() -> dict[str, str]:

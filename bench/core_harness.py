@@ -183,22 +183,7 @@ def use_worktree() -> str:
     src = str(ROOT / "src")
     os.environ["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
     sys.path.insert(0, src)
-    try:
-        rev = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "src"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except Exception:
-        return "working tree (git unavailable)"
-    return f"working tree at {rev}" + (" with uncommitted changes in src/" if dirty else "")
+    return C.git_state() or "working tree (git unavailable)"
 
 
 #: Before each run, wait until other processes use at most QUIET_CORES (sampled for 1 s),

@@ -118,7 +118,7 @@ def report(
 ) -> tuple[str, list[tuple[str, bool]]]:
     """The section of docs/benchmarks.md, and each target met or missed."""
     a, b = done(R.get("a")), done(R.get("b"))
-    rows = Rows()
+    rows = C.Rows()
     if a is not None:
         _rows_a(rows, a, sz)
     if b is not None:
@@ -137,40 +137,13 @@ def report(
         for key, res in R.items()
         if isinstance(res, dict) and (e := error_of(res))
     ]
-    lines = [
-        MARKS[0],
-        "",
-        "## Thundering herd (`bench/bench_herd.py`)",
-        "",
-        C.header(info, elapsed),
-        "",
-        f"Command: `{cmd}`",
-        "",
-        "| # | workload | result | target | verdict |",
-        "|---|---|---:|---|---|",
-        *rows.lines,
-        "",
-        *notes,
-        "",
-        MARKS[1],
-    ]
-    return "\n".join(lines), rows.checks
+    text = C.section(
+        MARKS, "Thundering herd (`bench/bench_herd.py`)", info, elapsed, cmd, rows, notes
+    )
+    return text, rows.checks
 
 
-class Rows:
-    """The results table's rows, and each target met or missed, in table order."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.checks: list[tuple[str, bool]] = []
-
-    def add(self, num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        self.lines.append(f"| {num} | {name} | {value} | {target} | {C.verdict(ok)} |")
-        if ok is not None:
-            self.checks.append((f"{num} {name}", ok))
-
-
-def _rows_a(rows: Rows, a: DaemonHerd, sz: Sizes) -> None:
+def _rows_a(rows: C.Rows, a: DaemonHerd, sz: Sizes) -> None:
     rows.add(
         "a",
         f"{sz.jobs:,} × `true` due in one second, daemon `--concurrency "
@@ -182,7 +155,7 @@ def _rows_a(rows: Rows, a: DaemonHerd, sz: Sizes) -> None:
     rows.add("a", "… jobs/s, first start → last finish", C.fmt(a["rate"]), "", None)
 
 
-def _rows_b(rows: Rows, b: EngineHerd, sz: Sizes) -> None:
+def _rows_b(rows: C.Rows, b: EngineHerd, sz: Sizes) -> None:
     rows.add(
         "b",
         f"{sz.jobs:,} due in one second, in-process engine, instant executor with "
@@ -193,7 +166,7 @@ def _rows_b(rows: Rows, b: EngineHerd, sz: Sizes) -> None:
     )
 
 
-def _rows_c(rows: Rows, a: DaemonHerd) -> None:
+def _rows_c(rows: C.Rows, a: DaemonHerd) -> None:
     st, tr = a["status"], a["truth"]
     rows.add(
         "c",

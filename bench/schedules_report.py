@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from _common import JOBCTL_BIN, Failed, Rss, done, error_of, fmt, header, verdict
+import _common as C
+from _common import JOBCTL_BIN, Failed, Rss, done, error_of, fmt
 
 MARKS = ("<!-- bench_schedules:start -->", "<!-- bench_schedules:end -->")
 
@@ -176,7 +177,7 @@ def report(
     R: Results, sz: Sizes, cmd: str, info: dict[str, str], elapsed: float
 ) -> tuple[str, list[tuple[str, bool]]]:
     """The section of docs/benchmarks.md, and each target met or missed."""
-    rows = Rows()
+    rows = C.Rows()
     a, ad, b, c, d = _done(R)
     n = sz.schedules
     if a is not None:
@@ -208,40 +209,13 @@ def report(
             "≥ 20,000/s",
             d["rate"] >= TARGETS["create"],
         )
-    lines = [
-        MARKS[0],
-        "",
-        "## Schedules (`bench/bench_schedules.py`)",
-        "",
-        header(info, elapsed),
-        "",
-        f"Command: `{cmd}`",
-        "",
-        "| # | workload | result | target | verdict |",
-        "|---|---|---:|---|---|",
-        *rows.lines,
-        "",
-        *_notes(R, sz),
-        "",
-        MARKS[1],
-    ]
-    return "\n".join(lines), rows.checks
+    text = C.section(
+        MARKS, "Schedules (`bench/bench_schedules.py`)", info, elapsed, cmd, rows, _notes(R, sz)
+    )
+    return text, rows.checks
 
 
-class Rows:
-    """The results table's rows, and each target met or missed, in table order."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.checks: list[tuple[str, bool]] = []
-
-    def add(self, num: str, name: str, value: str, target: str, ok: bool | None) -> None:
-        self.lines.append(f"| {num} | {name} | {value} | {target} | {verdict(ok)} |")
-        if ok is not None:
-            self.checks.append((f"{num} {name}", ok))
-
-
-def _rows_a(rows: Rows, a: InProcess, sz: Sizes) -> None:
+def _rows_a(rows: C.Rows, a: InProcess, sz: Sizes) -> None:
     rows.add(
         "a",
         f"materialize {sz.schedules:,} due schedules in-process, `materialize({sz.batch})` "
@@ -252,7 +226,7 @@ def _rows_a(rows: Rows, a: InProcess, sz: Sizes) -> None:
     )
 
 
-def _rows_a_daemon(rows: Rows, ad: InDaemon, n: int) -> None:
+def _rows_a_daemon(rows: C.Rows, ad: InDaemon, n: int) -> None:
     ms, rss = TARGETS["read_ms"], TARGETS["rss_mb"]
     rows.add(
         "a",
@@ -284,7 +258,7 @@ def _rows_a_daemon(rows: Rows, ad: InDaemon, n: int) -> None:
     )
 
 
-def _rows_reads(rows: Rows, r: Reads, n: int) -> None:
+def _rows_reads(rows: C.Rows, r: Reads, n: int) -> None:
     ms = TARGETS["read_ms"]
     rows.add(
         "r",

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobctl.cli import humantime
+
+if TYPE_CHECKING:
+    from jobctl.cli.plaintable import PlainTable
 
 
 @functools.cache
@@ -53,7 +56,7 @@ STATUS_STYLE = {
 }
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> Any:
+def jobs_table(jobs: list[dict[str, Any]]) -> PlainTable:
     """``jobctl list``'s table, drawn without rich (:class:`PlainTable`)."""
     from jobctl.cli.plaintable import PlainTable
 

@@ -105,7 +105,10 @@ class Cluster:
         """Write the row now (before recovery: a daemon starting meanwhile sees this one
         live) and listen for the other daemons' wake-ups."""
         self.store.daemon_beat(self.beat())
-        self._listener = self.store.listen(lambda: _call_soon(loop, self._wake))
+        wake = lambda: _call_soon(loop, self._wake)  # noqa: E731
+        self._listener = self.store.listen(wake, poll_only=not self._cfg.pg_listen)
+        if not self._cfg.pg_listen:
+            log.info("event=listen_off poll_every=%.0fs reason=pg_listen", SAFETY_POLL)
 
     def _wake(self) -> None:
         for service in self._woken:

@@ -484,6 +484,11 @@ class Settings:
         "job_spawner", '"helper" or "inline"', _choice("helper", "inline"),
         "Who starts commands: a small helper process the daemon talks to (helper), or the "
         "daemon itself with Popen (inline, slower)", default="helper"))  # fmt: skip
+    pg_listen: str = field(metadata=_spec(
+        "pg_listen", '"on" or "off"', _choice("on", "off"),
+        "With a PostgreSQL db: wake-ups from the other daemons over LISTEN/NOTIFY (on); "
+        "off behind a transaction-mode pooler (PgBouncer), where LISTEN cannot work: "
+        "the daemon then polls every second", default="on"))  # fmt: skip
     max_connections: int = field(metadata=_spec(
         "max_connections", "integer from 1 to 1000000", _integer(1, 1_000_000),
         "API connections open at once, all users together (admins' are not held to it)",

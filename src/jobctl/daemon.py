@@ -113,6 +113,9 @@ class DaemonConfig:
     clock: Clock = field(default_factory=SystemClock)
     #: A PostgreSQL database (``postgresql://…``) several daemons share; None: SQLite.
     database_url: str | None = None
+    #: ``pg_listen``: wake-ups over LISTEN/NOTIFY (False: the 1 s poll alone, for a
+    #: transaction-mode pooler).
+    pg_listen: bool = True
     #: Every setting and its source, as ``jobctl config show --json`` prints them; served
     #: to admins at GET /v1/config so ``config show`` describes the running daemon.
     settings_view: Mapping[str, Any] | None = field(default=None, compare=False)

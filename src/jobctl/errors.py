@@ -20,7 +20,8 @@ exit code, each in one table (``jobctl.api.errors`` and ``jobctl.cli.errors``)::
     ├── Unavailable             the daemon refuses new work for now (answer: 503 + Retry-After)
     │   ├── DiskLow             free space is below the configured floor
     │   ├── StorageFull         a write met a full disk or an I/O error (nothing was written)
-    │   └── OutOfResources      the daemon ran out of descriptors or memory for this request
+    │   ├── OutOfResources      the daemon ran out of descriptors or memory for this request
+    │   └── StoreUnavailable    the database server cannot be reached (PostgreSQL down, cut off)
     ├── QuotaExceeded           the caller is over one of their quotas (429 + Retry-After)
     ├── DaemonUnavailable       the CLI cannot reach the daemon's socket
     │   └── TooManyConnections  the daemon refused a connection over its limits
@@ -113,6 +114,13 @@ class OutOfResources(Unavailable):
     it): transient, so 503 with ``Retry-After``, never a 500."""
 
     code = "out_of_resources"
+
+
+class StoreUnavailable(Unavailable):
+    """The database server cannot be reached for now (restarting, network cut): nothing
+    of the request was acknowledged; 503 with ``Retry-After``, and ``status`` says so."""
+
+    code = "store_unavailable"
 
 
 class QuotaExceeded(JobctlError):

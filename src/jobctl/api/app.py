@@ -8,7 +8,6 @@ after its transaction committed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -302,8 +301,10 @@ async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
 
 @router.get("/status", summary="Daemon, counts and per-queue health")
 async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
-    """``state`` is ``ok``, or ``degraded`` with the reason in ``degraded`` (a corrupt
-    store: writes answer 503); what cannot be read then is left empty, never a 500."""
+    """``state`` is ``ok``, ``degraded`` with the reason in ``degraded`` (a corrupt
+    store: writes answer 503), or ``unavailable`` with the reason in ``degraded`` (the
+    database server cannot be reached: writes answer 503 until it is back); what cannot
+    be read then is left empty, never a 500."""
     now = ctx.store.clock.now()
     adm = ctx.hooks.admission
     stats: list[QueueStats] = []
@@ -311,19 +312,27 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
     totals: dict[str, Any] | None = None
     logs: dict[str, int] | None = None
     daemons: list[DaemonBeat] = []
-    with contextlib.suppress(errors.StoreCorrupt):  # degraded: what cannot be read stays empty
+    away: str | None = None
+    try:
         stats, usage, totals, logs, daemons = await ctx.store.run(
             _status_reads, ctx.st, owner_uid(request)
         )
+    except errors.StoreCorrupt:  # degraded: what cannot be read stays empty
+        pass
+    except errors.StoreUnavailable as exc:
+        away = exc.message
     counts = dict.fromkeys((s.value for s in JobStatus), 0)
     for q in stats:
         for name in counts:
             counts[name] += getattr(q, name)
     degraded = ctx.st.degraded()
+    state = "ok" if degraded is None else "degraded"
+    if away is not None and degraded is None:
+        state, degraded = "unavailable", away
     return {
         "version": __version__,
         "pid": os.getpid(),
-        "state": "ok" if degraded is None else "degraded",
+        "state": state,
         "degraded": degraded,
         "started_at": iso(ctx.started),
         "uptime": (now - ctx.started).total_seconds(),

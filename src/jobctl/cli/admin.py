@@ -141,6 +141,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
     ``view`` is what GET /v1/config serves (see :func:`served_view`)."""
     from jobctl.api.server import ConnectionLimits
     from jobctl.daemon import DaemonConfig
+    from jobctl.domain.clock import CLOCK_SKEW_ENV, skewed_clock
     from jobctl.domain.models import Backoff
     from jobctl.domain.notify import NotifyDefaults
     from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
@@ -178,6 +179,8 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         job_umask=int(settings.job_umask, 8),
         job_cgroups=settings.job_cgroups,
         job_spawner=settings.job_spawner,
+        pg_listen=settings.pg_listen == "on",
+        clock=skewed_clock(os.environ.get(CLOCK_SKEW_ENV)),
         limits=ConnectionLimits(
             total=settings.max_connections,
             per_uid=settings.max_connections_per_uid,

@@ -192,6 +192,8 @@ def status_view(s: dict[str, Any]) -> None:
     )
     if s.get("state") == "degraded":
         console.print(f"[bold red]DEGRADED[/]: {esc(s.get('degraded') or '')}")
+    elif s.get("state") == "unavailable":
+        console.print(f"[bold red]STORE UNAVAILABLE[/]: {esc(s.get('degraded') or '')}")
     console.print(f"jobs: {counts}")
     sch = s.get("schedules")
     if sch and sch["total"]:

@@ -42,6 +42,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.Unavailable,
         errors.DiskLow,
         errors.StorageFull,
+        errors.StoreUnavailable,
         errors.QuotaExceeded,
     )
 }

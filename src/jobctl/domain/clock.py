@@ -55,6 +55,35 @@ class SystemClock:
                 await asyncio.wait_for(wake.wait(), timeout)
 
 
+#: Moves the daemon's clock by this many seconds (``JOBCTL_CLOCK_SKEW=30``): several
+#: daemons on one host whose clocks disagree, as on several hosts, for tests and drills of
+#: the PostgreSQL backend (which corrects it: jobctl.store.pg.clock). Not a setting.
+CLOCK_SKEW_ENV = "JOBCTL_CLOCK_SKEW"
+
+
+class SkewedClock(SystemClock):
+    """The host's clock off by a fixed number of seconds, like a host without NTP."""
+
+    def __init__(self, seconds: float) -> None:
+        self.skew = timedelta(seconds=seconds)
+
+    def now(self) -> datetime:
+        return super().now() + self.skew
+
+
+def skewed_clock(text: str | None) -> Clock:
+    """The host's clock, moved by ``text`` seconds when given (see :data:`CLOCK_SKEW_ENV`)."""
+    if not text:
+        return SystemClock()
+    try:
+        seconds = float(text)
+    except ValueError:
+        from jobctl.errors import InvalidInput
+
+        raise InvalidInput(f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds") from None
+    return SkewedClock(seconds)
+
+
 class FakeClock:
     """A clock that only moves when a test calls :meth:`advance` or :meth:`set`."""
 

@@ -8,6 +8,14 @@ them after the commit. A commit costs one fsync on the server however many write
 carries, so concurrent enqueues do not queue behind each other's commits. Reads run in
 their own short transactions on the pool.
 
+A database that cannot be reached answers fast: a connection is given up after
+:data:`CONNECT_TIMEOUT`, a caller waits at most :data:`POOL_TIMEOUT` for one, and either
+is :class:`StoreUnavailable` (HTTP 503 with ``Retry-After``), never a request hung for the
+pool's default 30 s. A transaction that met a connection the server had closed
+(restarted, or ``pg_terminate_backend``) before its commit was sent is run once more on a
+fresh one; one lost during the commit is not (it may have gone through): its caller is
+told 503, and nothing it sent was acknowledged.
+
 Each session sets ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (a
 hung statement or a forgotten transaction cannot hold a lease-critical path) and
 ``synchronous_commit = on`` (an answer means the change is durable on the server).
@@ -31,7 +39,7 @@ from psycopg_pool import ConnectionPool
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import Fairness
 from jobctl.domain.quota import Limits
-from jobctl.errors import StoreError, Unavailable
+from jobctl.errors import StoreError, StoreUnavailable
 from jobctl.store import rows
 from jobctl.store.pg.migrate import migrate
 from jobctl.store.queries import load
@@ -44,6 +52,10 @@ Op = Callable[[PgConn], Any]
 #: Bounds of every statement and of an idle open transaction, per session (seconds).
 STATEMENT_TIMEOUT = 10.0
 IDLE_IN_TRANSACTION_TIMEOUT = 30.0
+#: Seconds to open a connection (a network that drops packets: no hang till TCP gives up).
+CONNECT_TIMEOUT = 3
+#: Seconds a caller waits for a pooled connection before it is told 503.
+POOL_TIMEOUT = 3.0
 #: Writes one commit carries at most.
 BATCH_MAX = 512
 #: Connections of the leases' own pool (heartbeats).
@@ -99,8 +111,13 @@ class PgDb:
             dsn,
             min_size=1,
             max_size=size,
-            kwargs={"row_factory": dict_row, "autocommit": False},
+            kwargs={
+                "row_factory": dict_row,
+                "autocommit": False,
+                "connect_timeout": CONNECT_TIMEOUT,
+            },
             configure=self._configure,
+            timeout=POOL_TIMEOUT,
             open=False,
             name=name,
         )
@@ -130,7 +147,7 @@ class PgDb:
         return self.commits.submit(fn)
 
     def read(self, fn: Callable[[PgConn], T]) -> T:
-        """Run ``fn`` in a transaction of its own (retried on a lost connection)."""
+        """Run ``fn`` in a transaction of its own (see :meth:`transaction`)."""
         return self.transaction(fn)
 
     def lease_write(self, fn: Callable[[PgConn], T]) -> T:
@@ -141,16 +158,29 @@ class PgDb:
         self, fn: Callable[[PgConn], T], pool: ConnectionPool[PgConn] | None = None
     ) -> T:
         """``fn`` in one transaction on a pooled connection, retried whole on a
-        serialization failure or deadlock; a lost database is :class:`Unavailable` (503)."""
+        serialization failure or deadlock, and once on a connection the server had closed
+        before the commit was sent (nothing of it was committed: safe to repeat; the
+        pool's other idle connections are checked first, as they were likely closed too).
+        A database that cannot be reached is :class:`StoreUnavailable` (503)."""
+        pool = pool or self.pool
+        lost = False
         for attempt in range(RETRIES):
+            conn: PgConn | None = None
+            committing = False
             try:
-                with (pool or self.pool).connection() as conn, conn.transaction():
-                    return fn(conn)
+                with pool.connection() as conn:
+                    with conn.transaction():
+                        out = fn(conn)
+                        committing = True
+                    return out
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
                 if attempt == RETRIES - 1:
                     raise
             except psycopg.OperationalError as exc:
-                raise unavailable(exc) from exc
+                if lost or committing or conn is None or not conn.broken:
+                    raise unavailable(exc) from exc
+                lost = True
+                pool.check()
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -159,9 +189,9 @@ class PgDb:
         self.lease_pool.close()
 
 
-def unavailable(exc: BaseException) -> Unavailable:
+def unavailable(exc: BaseException) -> StoreUnavailable:
     """What a caller is told while the database cannot be reached (restarting, network)."""
-    return Unavailable(f"the database is unavailable: {exc}", retry_after=1)
+    return StoreUnavailable(f"the database is unavailable: {exc}", retry_after=1)
 
 
 class GroupCommit:

@@ -79,7 +79,7 @@ def sql(dbname: str, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
     import psycopg
 
     with psycopg.connect(url(dbname), autocommit=True, connect_timeout=5) as conn:
-        cur = conn.execute(text.encode(), params)  # type: ignore[arg-type]
+        cur = conn.execute(text.encode(), params)
         return cur.fetchall() if cur.description else []
 
 

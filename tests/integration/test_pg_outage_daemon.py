@@ -71,16 +71,22 @@ def test_the_database_away_for_every_daemon_then_back(
     go, ran = tmp_path / "go", tmp_path / "ran.txt"
     long = a.client().enqueue(
         {
-            "command": ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done; echo long >> {ran}"],
+            "command": [
+                "sh",
+                "-c",
+                f"while [ ! -e {go} ]; do sleep 0.05; done; echo long >> {ran}",
+            ],
             "cwd": "/",
         }
     )
     pid = _pid_of(a, long["id"])
     # acknowledged before the outage, due during it
     later = [
-        (a if i % 2 else b).client().enqueue(
-            {"command": ["sh", "-c", f"echo {i} >> {ran}"], "cwd": "/", "run_at": _in(1)}
-        )["id"]
+        (a if i % 2 else b)
+        .client()
+        .enqueue({"command": ["sh", "-c", f"echo {i} >> {ran}"], "cwd": "/", "run_at": _in(1)})[
+            "id"
+        ]
         for i in range(6)
     ]
     proxy.cut()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -150,11 +150,12 @@ def test_a_database_out_of_reach_is_unavailable_fast_and_then_back(schema: str) 
     try:
         store.insert([_spec()])
         proxy.cut()
-        for call in (
+        calls: list[Callable[[], object]] = [
             lambda: store.list_jobs(None, None, 10, None),
             lambda: store.insert([_spec()]),
             lambda: store.heartbeat([(1, 1)], 30),
-        ):
+        ]
+        for call in calls:
             t0 = time.monotonic()
             with pytest.raises(StoreUnavailable, match="database is unavailable"):
                 call()

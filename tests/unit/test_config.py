@@ -173,6 +173,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_NOTIFY_ON_FAILURE": "notify-me",
         "JOBCTL_NOTIFY_MAILTO": "ops@example.com",
         "JOBCTL_NOTIFY_QUEUES": '{"reports": "page-team"}',
+        "JOBCTL_PG_LISTEN": "off",
     }
     assert set(env) == {spec.env for spec in SPECS.values()}
     settings, sources = load(None, env, {}, host=USER)
@@ -197,6 +198,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         job_umask="027",
         job_cgroups="off",
         job_spawner="inline",
+        pg_listen="off",
         max_connections=100,
         max_connections_per_uid=10,
         max_header_bytes=4096,
@@ -274,6 +276,7 @@ disk_floor = "5%"
 job_umask = "022"
 job_cgroups = "off"
 job_spawner = "inline"
+pg_listen = "off"
 max_connections = 1000
 max_connections_per_uid = 100
 max_header_bytes = 8192

@@ -56,6 +56,8 @@ IDLE_IN_TRANSACTION_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 3
 #: Seconds a caller waits for a pooled connection before it is told 503.
 POOL_TIMEOUT = 3.0
+#: Seconds a failing reconnection is retried before the next caller starts afresh.
+RECONNECT_TIMEOUT = 2.0
 #: Writes one commit carries at most.
 BATCH_MAX = 512
 #: Connections of the leases' own pool (heartbeats).
@@ -118,6 +120,9 @@ class PgDb:
             },
             configure=self._configure,
             timeout=POOL_TIMEOUT,
+            # give up a failing reconnection soon: the next caller starts a fresh one at
+            # once, instead of the pool's backoff (1, 2, 4, 8 s…) delaying the recovery
+            reconnect_timeout=RECONNECT_TIMEOUT,
             open=False,
             name=name,
         )

@@ -12,7 +12,7 @@ A database that cannot be reached answers fast: a connection is given up after
 :data:`CONNECT_TIMEOUT`, a caller waits at most :data:`POOL_TIMEOUT` for one, and either
 is :class:`StoreUnavailable` (HTTP 503 with ``Retry-After``), never a request hung for the
 pool's default 30 s. A transaction that met a connection the server had closed
-(restarted, or ``pg_terminate_backend``) before its commit was sent is run once more on a
+(restarted, or ``pg_terminate_backend``) before its commit was sent is run again on a
 fresh one; one lost during the commit is not (it may have gone through): its caller is
 told 503, and nothing it sent was acknowledged.
 
@@ -62,6 +62,9 @@ RECONNECT_TIMEOUT = 2.0
 BATCH_MAX = 512
 #: Connections of the leases' own pool (heartbeats).
 LEASE_POOL = 2
+#: A transaction whose connection the server had closed before the commit is run again
+#: this many times at most (connections in use elsewhere at the time come back dead too).
+LOST_RETRIES = 3
 #: A serialization failure or a deadlock is retried this many times.
 RETRIES = 5
 
@@ -163,12 +166,13 @@ class PgDb:
         self, fn: Callable[[PgConn], T], pool: ConnectionPool[PgConn] | None = None
     ) -> T:
         """``fn`` in one transaction on a pooled connection, retried whole on a
-        serialization failure or deadlock, and once on a connection the server had closed
+        serialization failure or deadlock, and (up to :data:`LOST_RETRIES` times) on a
+        connection the server had closed
         before the commit was sent (nothing of it was committed: safe to repeat; the
         pool's other idle connections are checked first, as they were likely closed too).
         A database that cannot be reached is :class:`StoreUnavailable` (503)."""
         pool = pool or self.pool
-        lost = False
+        lost = 0
         for attempt in range(RETRIES):
             conn: PgConn | None = None
             committing = False
@@ -182,9 +186,9 @@ class PgDb:
                 if attempt == RETRIES - 1:
                     raise
             except psycopg.OperationalError as exc:
-                if lost or committing or conn is None or not conn.broken:
+                if lost == LOST_RETRIES or committing or conn is None or not conn.broken:
                     raise unavailable(exc) from exc
-                lost = True
+                lost += 1
                 pool.check()
         raise AssertionError("unreachable")
 

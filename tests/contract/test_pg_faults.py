@@ -210,3 +210,57 @@ def test_retention_deleting_an_occurrences_job_never_fires_it_again(schema: str)
     finally:
         a.close()
         b.close()
+
+
+def test_a_schedule_id_another_daemon_holds_uncommitted_is_drawn_again(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two daemons mint ids apart (each its own process), so two may draw the same one in
+    the same second; the other's row, not yet committed, is invisible to the check. The
+    insert then waits for it, meets the unique index, and draws again: no error."""
+    from jobctl.store import schedules
+
+    store = _open(schema, FakeClock(T0))
+    other = _raw(schema)
+    spec = ScheduleSpec(Timing("UTC", every=60, anchor=T0), Policy(), JobTemplate(("true",)), 7)
+    try:
+        model = store.create_schedule(spec).id
+        taken = "sch-00000000abcd"
+        other.execute("BEGIN")
+        for table in ("schedule_defs", "schedule_cursors"):  # as another daemon's insert
+            _copy_row(other, schema, table, model, taken)
+        drawn = iter([taken])
+        real = schedules.new_schedule_id
+        monkeypatch.setattr(
+            schedules, "new_schedule_id", lambda now: next(drawn, None) or real(now)
+        )
+        made: list[Any] = []
+        creating = threading.Thread(target=lambda: made.append(store.create_schedule(spec)))
+        creating.start()
+        creating.join(1)  # it waits on the other's row
+        other.execute("COMMIT")
+        creating.join(20)
+        assert len(made) == 1 and made[0].id not in {taken, model}
+        assert len(store.list_schedules()) == 3
+    finally:
+        other.close()
+        store.close()
+
+
+def _copy_row(conn: psycopg.Connection[Any], schema: str, table: str, src: str, dst: str) -> None:
+    """Insert a copy of ``table``'s row ``id = src`` as ``id = dst``."""
+    columns = [
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (schema, table),
+        )
+    ]
+    rest = sql.SQL(", ").join(sql.Identifier(c) for c in columns if c != "id")
+    conn.execute(
+        sql.SQL("INSERT INTO {t} (id, {rest}) SELECT %s, {rest} FROM {t} WHERE id = %s").format(
+            t=sql.Identifier(table), rest=rest
+        ),
+        (dst, src),
+    )

@@ -291,14 +291,27 @@ def _new_params(spec: ScheduleSpec, now: datetime) -> dict[str, Any]:
 
 
 def _insert_one(conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now: datetime) -> None:
-    """One schedule, its name checked first (Conflict) and a fresh id drawn if taken."""
+    """One schedule, its name checked first (Conflict) and a fresh id drawn if taken.
+
+    On PostgreSQL another daemon (its own id mint) may have drawn the same id, or taken
+    the name, in a transaction not yet committed: invisible to the checks, it makes the
+    insert wait for it and then meet the unique index. The checks then see it: the name
+    is a Conflict, the id is drawn again."""
     named = {"ref": spec.name, "owner": spec.owner_uid}
-    if spec.name and conn.one("schedule_by_name", named):
-        raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
-    while conn.one("schedule_by_id", {"ref": params["id"]}):
-        params.update(_new_params(spec, now))  # a restart in the same second: rare
-    conn.run("insert_schedule_def", params)
-    conn.run("insert_schedule_cursor", params)
+    while True:
+        if spec.name and conn.one("schedule_by_name", named):
+            raise Conflict(f"a schedule named {spec.name!r} exists", name=spec.name)
+        while conn.one("schedule_by_id", {"ref": params["id"]}):
+            params.update(_new_params(spec, now))  # a restart in the same second: rare
+        try:
+            with conn.savepoint("insert_schedule"):
+                conn.run("insert_schedule_def", params)
+                conn.run("insert_schedule_cursor", params)
+            return
+        except conn.integrity_error:
+            taken = conn.one("schedule_by_id", {"ref": params["id"]})
+            if taken is None and not (spec.name and conn.one("schedule_by_name", named)):
+                raise  # not a race with another daemon: the row itself is refused
 
 
 def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:

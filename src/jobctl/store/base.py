@@ -244,7 +244,10 @@ class Store(Protocol):
 
     def queue_policy(self, name: str) -> QueuePolicy: ...
 
-    def set_queue(self, policy: QueuePolicy) -> QueuePolicy: ...
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        """Create or replace a queue's settings: its limits and its jobs' defaults (a
+        claim fills the queue's ``resources`` in where a job gives none)."""
+        ...
 
     def list_dead(
         self,

@@ -4,8 +4,9 @@ own value, else its queue's, else the daemon's config."""
 from __future__ import annotations
 
 from jobctl.domain.notify import NotifyDefaults
-from jobctl.domain.queue_defaults import merged, notifier, sources
+from jobctl.domain.queue_defaults import merged, notifier, sources, with_queue_limits
 from jobctl.domain.resources import Resources
+from tests.contract.test_http_contract import REQ
 from tests.unit.test_notify import dead
 
 GIB = 1 << 30
@@ -36,3 +37,12 @@ def test_the_notifier_is_the_jobs_then_the_queues_then_the_configs() -> None:
     d = NotifyDefaults("daemon-cmd", {"reports": "queue-cmd"})
     assert d.command_of(dead(queue="reports"), "set-by-api") == "set-by-api"
     assert d.resolve(dead(queue="reports"), None) == ("queue-cmd", "config notify.queues.reports")
+
+
+def test_a_claimed_job_gets_its_queues_limits_an_http_job_none() -> None:
+    queued = Resources(nice=10, memory_max=GIB)
+    job = with_queue_limits(dead(queue="batch", resources=Resources(nice=3)), queued)
+    assert job.spec.resources == Resources(3, GIB) and job.spec.queue == "batch"
+    assert with_queue_limits(dead(), None).spec.resources is None
+    web = dead(command=(), http=REQ)
+    assert with_queue_limits(web, queued) is web  # no command: no limits to fill

@@ -82,13 +82,13 @@ _jobctl_options() {
         'dlq purge') _jobctl_r=(--older-than --yes --all-users --socket --help) ;;
         queues) _jobctl_r=(--help) ;;
         'queues list') _jobctl_r=(--json --socket --help) ;;
-        'queues set') _jobctl_r=(--concurrency --rate --burst --weight --unlimited --no-unlimited --json --socket --help) ;;
+        'queues set') _jobctl_r=(--concurrency --rate --burst --weight --unlimited --no-unlimited --nice --memory-max --cpu-quota --on-failure --clear-nice --clear-memory-max --clear-cpu-quota --clear-on-failure --json --socket --help) ;;
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
-        'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --on-failure --json --socket --help) ;;
+        'schedules edit') _jobctl_r=(--cron --every --at --tz --jitter --name --no-name --misfire --catch-up-limit --overlap --queue --priority --timeout --max-attempts --backoff --env --cwd --shell --no-shell --retry-on --no-retry-on --on-failure --nice --clear-nice --memory-max --cpu-quota --json --socket --help) ;;
         'schedules pause') _jobctl_r=(--json --socket --help) ;;
         'schedules resume') _jobctl_r=(--json --socket --help) ;;
         'schedules trigger') _jobctl_r=(--json --socket --help) ;;
@@ -135,17 +135,20 @@ _jobctl_nvalues() {
         'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
         'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
         'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
-        'queues set --weight'|'queues set --socket'|'queues pause --socket'|\
-        'queues resume --socket'|'schedules list --limit'|'schedules list --cursor'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
-        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
-        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
-        'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
-        'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
-        'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
-        'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
-        'schedules edit --on-failure'|'schedules edit --socket'|\
-        'schedules pause --socket'|'schedules resume --socket'|\
+        'queues set --weight'|'queues set --nice'|'queues set --memory-max'|\
+        'queues set --cpu-quota'|'queues set --on-failure'|'queues set --socket'|\
+        'queues pause --socket'|'queues resume --socket'|'schedules list --limit'|\
+        'schedules list --cursor'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules edit --cron'|'schedules edit --every'|'schedules edit --at'|\
+        'schedules edit --tz'|'schedules edit --jitter'|'schedules edit --name'|\
+        'schedules edit --misfire'|'schedules edit --catch-up-limit'|\
+        'schedules edit --overlap'|'schedules edit --queue'|'schedules edit --priority'|\
+        'schedules edit --timeout'|'schedules edit --max-attempts'|\
+        'schedules edit --backoff'|'schedules edit --env'|'schedules edit --cwd'|\
+        'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
+        'schedules edit --on-failure'|'schedules edit --nice'|\
+        'schedules edit --memory-max'|'schedules edit --cpu-quota'|\
+        'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
         'schedules trigger --socket'|'schedules delete --socket'|'config show --config'|\
         'config show --socket'|'config get --config'|'config get --socket'|\
         'secrets create --uid'|'secrets create --socket'|'secrets list --socket'|\

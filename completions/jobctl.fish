@@ -102,17 +102,20 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
             'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
             'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
-            'queues set --burst' 'queues set --weight' 'queues set --socket' \
-            'queues pause --socket' 'queues resume --socket' 'schedules list --limit' \
-            'schedules list --cursor' 'schedules list --socket' 'schedules show --socket' \
-            'schedules edit --cron' 'schedules edit --every' 'schedules edit --at' \
-            'schedules edit --tz' 'schedules edit --jitter' 'schedules edit --name' \
-            'schedules edit --misfire' 'schedules edit --catch-up-limit' \
-            'schedules edit --overlap' 'schedules edit --queue' \
-            'schedules edit --priority' 'schedules edit --timeout' \
-            'schedules edit --max-attempts' 'schedules edit --backoff' \
-            'schedules edit --env' 'schedules edit --cwd' 'schedules edit --retry-on' \
-            'schedules edit --no-retry-on' 'schedules edit --on-failure' \
+            'queues set --burst' 'queues set --weight' 'queues set --nice' \
+            'queues set --memory-max' 'queues set --cpu-quota' 'queues set --on-failure' \
+            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
+            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
+            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
+            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
+            'schedules edit --name' 'schedules edit --misfire' \
+            'schedules edit --catch-up-limit' 'schedules edit --overlap' \
+            'schedules edit --queue' 'schedules edit --priority' \
+            'schedules edit --timeout' 'schedules edit --max-attempts' \
+            'schedules edit --backoff' 'schedules edit --env' 'schedules edit --cwd' \
+            'schedules edit --retry-on' 'schedules edit --no-retry-on' \
+            'schedules edit --on-failure' 'schedules edit --nice' \
+            'schedules edit --memory-max' 'schedules edit --cpu-quota' \
             'schedules edit --socket' 'schedules pause --socket' \
             'schedules resume --socket' 'schedules trigger --socket' \
             'schedules delete --socket' 'config show --config' 'config show --socket' \
@@ -370,7 +373,7 @@ complete -c jobctl -n '__jobctl_at \'dlq purge\' \'opt\'' -l 'help' -d 'Show thi
 
 # jobctl queues
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'list' -d 'Depth, due now, running, oldest overdue age, dead, limits and state of every...'
-complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\'s limits; options left out keep their value.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\'s limits and its jobs\' defaults; options left out keep their value.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'pause' -d 'Stop starting this queue\'s jobs; it keeps accepting and keeping them.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'resume' -d 'Start this queue\'s jobs again.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -386,6 +389,14 @@ complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'rate' -x -d 'At m
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'burst' -x -d 'Token bucket size for --rate'
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'weight' -x -d 'Share against other queues'
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'unlimited' -l 'no-unlimited' -d 'Remove the concurrency and rate limits'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'nice' -x -d 'Its jobs\' niceness (-20..19)'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'memory-max' -x -d 'Its jobs\' memory cap, e.g. 512M (cgroup v2; \'\' removes)'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'cpu-quota' -x -d 'Its jobs\' CPU share, e.g. 50% (cgroup v2; \'\' removes)'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'on-failure' -x -d 'Shell command run, as the job\'s owner, when one of its jobs ends dead (\'\' removes)'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'clear-nice' -d 'Remove the default --nice'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'clear-memory-max' -d 'Remove the default --memory-max'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'clear-cpu-quota' -d 'Remove the default --cpu-quota'
+complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'clear-on-failure' -d 'Remove the queue\'s --on-failure'
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'queues set\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -451,6 +462,10 @@ complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'shell' -l 'no
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'retry-on' -x -d 'Retry only these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'no-retry-on' -x -d 'Never retry these exit codes'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'on-failure' -x -d 'Run this shell command when a run ends dead (\'\' removes it)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'nice' -x -d 'Niceness (-20..19)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'clear-nice' -d 'Remove --nice'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'memory-max' -x -d 'Memory cap, e.g. 512M (\'\' removes)'
+complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'cpu-quota' -x -d 'CPU share, e.g. 50% (\'\' removes)'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'schedules edit\' \'opt\'' -l 'help' -d 'Show this message and exit.'

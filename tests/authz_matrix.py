@@ -154,6 +154,9 @@ async def _shared_and_admin(call: Call) -> None:
     for path in ("/v1/status", "/v1/queues", "/v1/metrics", "/v1/openapi.json"):
         await expect(call, "GET", path, None, each(200, 200, 200))
     await expect(call, "PATCH", "/v1/queues/shared", {"concurrency": 2}, each(403, 403, 200))
+    # a queue's job defaults: its notifier runs as each of its jobs' owners (admins only)
+    defaults = {"nice": 5, "on_failure": "logger failed"}
+    await expect(call, "PATCH", "/v1/queues/shared", defaults, each(403, 403, 200))
     for action in ("pause", "resume"):
         await expect(call, "POST", f"/v1/queues/shared/{action}", None, each(403, 403, 200))
     await expect(call, "POST", "/v1/prune", {"dry_run": True}, each(403, 403, 200))

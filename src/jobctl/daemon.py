@@ -282,6 +282,7 @@ class Daemon:
             settings=self.config.settings_view or {},
             admission=parts.admission,
             resources=lambda res: limits.refusal(res, parts.executor.config.cgroups, os.geteuid()),
+            notify=self.config.notify,
             prune=prune_with(astore, self.config.clock),
         )
 

@@ -109,6 +109,12 @@ def test_an_interval_anchor_is_read_in_tz_too() -> None:
         ["queues", "pause", ""],
         ["queues", "set", "", "--concurrency", "1"],
         ["queues", "set", "q", "--rate", "inf/s"],
+        ["queues", "set", "q", "--memory-max", "lots"],
+        ["queues", "set", "q", "--cpu-quota", "half"],
+        ["queues", "set", "q", "--nice", "99"],
+        ["queues", "set", "q", "--nice", "1", "--clear-nice"],
+        ["schedules", "edit", "n", "--memory-max", "lots"],
+        ["schedules", "edit", "n", "--nice", "1", "--clear-nice"],
         ["dlq", "replay", "--rate", "1e999"],
         ["dlq", "list", "--since", "0001-01-01T00:00:00+01:00"],
         ["top", "--interval", "inf"],  # was OverflowError in time.sleep after a frame

@@ -27,12 +27,14 @@ from jobctl.access import Access
 from jobctl.api import errors as api_errors
 from jobctl.api import fast, logfile, pages, policy
 from jobctl.api.admission import Admission
+from jobctl.api.effective import effective_out
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, attempt_out, job_out, queue_out
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.cluster import DaemonBeat
 from jobctl.domain.models import Job, QueueStats
+from jobctl.domain.notify import NotifyDefaults
 from jobctl.domain.resources import Resources
 from jobctl.domain.retention import DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
@@ -72,6 +74,8 @@ class Hooks:
     admission: Admission = field(default_factory=Admission)
     #: Why the daemon cannot apply these resource limits (engine/limits.py); None: it can.
     resources: Callable[[Resources | None], str | None] = lambda res: None
+    #: The daemon's failure notifier defaults (``notify.*``), for ``show``'s effective one.
+    notify: NotifyDefaults = field(default_factory=NotifyDefaults)
     #: Prune finished jobs past these ages now (the daemon's reaper); returns how many.
     prune: Callable[[Mapping[str, float]], Awaitable[int]] = _no_reaper
 
@@ -148,7 +152,9 @@ async def job_detail(ctx: Context, who: policy.Caller, job_id: int) -> dict[str,
     many are not shown and the paged list that holds them all."""
     job, total = await ctx.store.run(ctx.st.get_latest, job_id, ATTEMPTS_SHOWN)
     who.check(job.spec.owner_uid, errors.NotVisible(f"no job {job_id}", job_id=job_id))
+    queue = await ctx.store.run(ctx.st.queue_policy, job.spec.queue)
     return job_out(job, with_attempts=True) | {
+        "effective": effective_out(job, queue, ctx.hooks.notify),
         "attempts_total": total,
         "attempts_earlier": total - len(job.attempts),
         "attempts_url": f"/v1/jobs/{job_id}/attempts",

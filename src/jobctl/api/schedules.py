@@ -152,6 +152,8 @@ async def edit(ref: str, body: SchedulePatch, ctx: Ctx, who: Who) -> dict[str, A
     now = ctx.store.clock.now()
     spec = body.apply(sched.spec, now, ctx.hooks.retry)
     spec.timing.next_after(now)  # refuses one that can never fire
+    if spec.template.resources != sched.spec.template.resources:
+        _check_limits(spec, ctx)  # now, as a create is, not at every occurrence's start
     new, change = await ctx.store.run(ctx.st.edit_schedule, sched.id, spec, sched.spec, who.uid)
     ctx.hooks.schedules_changed()
     return schedule_out(new) | {"edit": edit_out(change)}

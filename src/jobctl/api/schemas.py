@@ -370,6 +370,23 @@ class QueueIn(BaseModel):
     rate: Annotated[StrictFloat, Field(ge=limits.MIN_RATE, le=limits.MAX_QUEUE_RATE)] | None = None
     burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST), NUMBER] = 1
     weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT), NUMBER] = 1
+    #: Defaults of the queue's jobs (domain/queue_defaults.py): a job's own value wins.
+    nice: Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER] | None = None
+    memory_max: Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER] | None = None
+    cpu_quota: Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)] | None = (
+        None
+    )
+    on_failure: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.MAX_ON_FAILURE,
+                pattern=limits.NONEMPTY_TEXT_PATTERN,
+            ),
+        ]
+        | None
+    ) = None
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:

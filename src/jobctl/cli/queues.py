@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from jobctl.cli.dlq import parse_rate
 from jobctl.cli.options import JsonOpt, SocketOpt, client, command_group, print_json
+from jobctl.errors import InvalidInput
 
 app = command_group("Named queues: health, limits, pause and resume.")
 Name = Annotated[str, typer.Argument(metavar="QUEUE", help="Queue name")]
@@ -29,6 +31,17 @@ def list_(json_: JsonOpt = False, socket: SocketOpt = None) -> None:
         render.console.print("no queues")
 
 
+_DEFAULTS = "Defaults of the queue's jobs (a job's own value wins)"
+
+
+def _opt(help_: str, *decls: str, **kw: Any) -> Any:
+    return typer.Option(*decls, help=help_, rich_help_panel=_DEFAULTS, **kw)
+
+
+def _clear(flag: str, what: str = "default") -> Any:
+    return _opt(f"Remove the {what} --{flag}", f"--clear-{flag}")
+
+
 @app.command("set")
 def set_(
     name: Name,
@@ -39,10 +52,31 @@ def set_(
     burst: Annotated[int | None, typer.Option(min=1, help="Token bucket size for --rate")] = None,
     weight: Annotated[int | None, typer.Option(min=1, help="Share against other queues")] = None,
     unlimited: Annotated[bool, typer.Option(help="Remove the concurrency and rate limits")] = False,
+    nice: Annotated[int | None, _opt("Its jobs' niceness (-20..19)", min=-20, max=19)] = None,
+    memory_max: Annotated[
+        str | None, _opt("Its jobs' memory cap, e.g. 512M (cgroup v2; '' removes)")
+    ] = None,
+    cpu_quota: Annotated[
+        str | None, _opt("Its jobs' CPU share, e.g. 50% (cgroup v2; '' removes)")
+    ] = None,
+    on_failure: Annotated[
+        str | None,
+        _opt(
+            "Shell command run, as the job's owner, when one of its jobs ends dead ('' removes)",
+            metavar="CMD",
+        ),
+    ] = None,
+    clear_nice: Annotated[bool, _clear("nice")] = False,
+    clear_memory_max: Annotated[bool, _clear("memory-max")] = False,
+    clear_cpu_quota: Annotated[bool, _clear("cpu-quota")] = False,
+    clear_on_failure: Annotated[bool, _clear("on-failure", "queue's")] = False,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Set a queue's limits; options left out keep their value."""
+    """Set a queue's limits and its jobs' defaults; options left out keep their value.
+
+    A job that gives no --nice, --memory-max, --cpu-quota or --on-failure of its own gets its queue's when an attempt starts (the notifier: when it ends dead), before the daemon's notify.* settings; 'jobctl show' says which applies and where it comes from. Limits this daemon cannot apply are refused here, as 'jobctl add' refuses them. Admins only. Example: jobctl queues set batch --nice 10 --memory-max 2G --on-failure 'mail -s "$JOBCTL_FAILED_JOB_ID failed" ops'
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     limits: dict[str, Any] = {}
     if unlimited:
         limits.update(concurrency=None, rate=None)
@@ -54,19 +88,48 @@ def set_(
         limits["burst"] = burst
     if weight is not None:
         limits["weight"] = weight
+    limits |= _defaults(locals())
     with client(socket) as c:
         out = c.set_queue(name, limits)
     _print(out, json_)
+
+
+def _defaults(o: dict[str, Any]) -> dict[str, Any]:
+    """The job-default fields of the change, converted as ``jobctl add`` does."""
+    from jobctl.cli.bodies import _memory, _percent
+
+    conv: dict[str, Callable[[Any], Any]] = {
+        "nice": lambda v: v,
+        "memory_max": lambda t: _memory(t) if t else None,
+        "cpu_quota": lambda t: _percent(t) if t else None,
+        "on_failure": lambda t: t or None,
+    }
+    out: dict[str, Any] = {}
+    for key, convert in conv.items():
+        given, clear = o[key], o[f"clear_{key}"]
+        flag = "--" + key.replace("_", "-")
+        if given is not None and clear:
+            raise InvalidInput(f"give either {flag} or --clear-{flag[2:]}, not both")
+        if clear:
+            out[key] = None
+        elif given is not None:
+            out[key] = convert(given)
+    return out
 
 
 def _print(out: dict[str, Any], json_: bool) -> None:
     if json_:
         print_json(out)
         return
+    from jobctl.domain.resources import describe, from_json
+
     rate = f"{out['rate']:g}/s (burst {out['burst']})" if out["rate"] else "unlimited"
     conc = out["concurrency"] or "unlimited"
     state = "paused" if out["paused"] else "active"
     print(f"queue {out['queue']}: {state}, concurrency {conc}, rate {rate}, weight {out['weight']}")
+    limits = describe(from_json(out.get("resources")))
+    notifier = out.get("on_failure") or "none"
+    print(f"  job defaults: limits {limits}; on failure {notifier}")
 
 
 @app.command("pause")

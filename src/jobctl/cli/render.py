@@ -13,8 +13,8 @@ from rich.table import Table
 from jobctl.cli import humantime
 from jobctl.cli.cells import STATUS_STYLE, short_when, user_zone, what
 from jobctl.cli.cells import now as _now
+from jobctl.cli.effective import limits_line, notifier_line, queue_defaults
 from jobctl.cli.humantime import duration as format_duration
-from jobctl.domain.resources import describe, from_json
 
 # Piped output is read by people with wide terminals and by grep: never squeeze it to 80.
 # emoji=False: a command or error holding ":smile:" is shown as typed, not as an emoji
@@ -72,7 +72,7 @@ def job_detail(job: dict[str, Any]) -> None:
             f"{format_duration(job['backoff']['base'])} doubling, "
             f"capped at {format_duration(job['backoff']['cap'])}",
         ),
-        ("limits", describe(from_json(job.get("resources")))),
+        ("limits", limits_line(job)),
         ("created", when(job["created_at"])),
     ]
     if job["status"] == "running":
@@ -93,8 +93,9 @@ def job_detail(job: dict[str, Any]) -> None:
         fields.append(("dead reason", job["dead_reason"]))
     if job.get("last_error"):
         fields.append(("last error", esc(job["last_error"])))
-    if job.get("on_failure"):
-        fields.append(("on failure", esc(job["on_failure"])))
+    notifier = notifier_line(job)
+    if notifier:
+        fields.append(("on failure", notifier))
     fields += [("notified", esc(line)) for line in notified_lines(job.get("notified"))]
     for name, value in fields:
         console.print(f"[bold]{name:>12}[/]  {value}")
@@ -456,9 +457,11 @@ def queues_table(queues: list[dict[str, Any]]) -> Table:
         "RATE",
         "WEIGHT",
         "STATE",
+        "JOB DEFAULTS",
     )
     for col in cols:
-        table.add_column(col, justify="left" if col in ("QUEUE", "STATE") else "right")
+        left = col in ("QUEUE", "STATE", "JOB DEFAULTS")
+        table.add_column(col, justify="left" if left else "right")
     for q in queues:
         age = q["oldest_due_age"]
         rate = f"{q['rate']:g}/s x{q['burst']}" if q["rate"] else "-"
@@ -473,5 +476,6 @@ def queues_table(queues: list[dict[str, Any]]) -> Table:
             rate,
             str(q["weight"]),
             "[yellow]paused[/]" if q["paused"] else "active",
+            esc(queue_defaults(q)),
         )
     return table

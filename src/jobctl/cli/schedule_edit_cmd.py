@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl.cli.bodies import _backoff, _env, parse_codes, shell_argv
+from jobctl.cli.bodies import _backoff, _env, _memory, _percent, parse_codes, shell_argv
 from jobctl.cli.humantime import parse_at
 from jobctl.cli.options import JsonOpt, SocketOpt, client, print_json
 from jobctl.domain.durations import parse_duration
@@ -23,8 +23,8 @@ _TIMING = "Timing (the cursor is recomputed from now)"
 _JOB = "Job of every occurrence"
 
 
-def _opt(panel: str, help_: str, **kw: Any) -> Any:
-    return typer.Option(help=help_, rich_help_panel=panel, **kw)
+def _opt(panel: str, help_: str, *decls: str, **kw: Any) -> Any:
+    return typer.Option(*decls, help=help_, rich_help_panel=panel, **kw)
 
 
 def edit(
@@ -57,12 +57,16 @@ def edit(
     on_failure: Annotated[
         str | None, _opt(_JOB, "Run this shell command when a run ends dead ('' removes it)")
     ] = None,
+    nice: Annotated[int | None, _opt(_JOB, "Niceness (-20..19)", min=-20, max=19)] = None,
+    clear_nice: Annotated[bool, _opt(_JOB, "Remove --nice", "--clear-nice")] = False,
+    memory_max: Annotated[str | None, _opt(_JOB, "Memory cap, e.g. 512M ('' removes)")] = None,
+    cpu_quota: Annotated[str | None, _opt(_JOB, "CPU share, e.g. 50% ('' removes)")] = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
     """Change a schedule in place: only the options given change, the rest is kept.
 
-    One transaction on the daemon: occurrences already due run under the old definition; when the timing changes (--cron, --every, --at, --tz, --jitter) the next run is the new timing's first one after now, so nothing fires twice or is lost. A paused schedule stays paused; a broken one is tried again. Each edit is recorded (who, when, what) and shown by 'jobctl schedules show'. Examples: jobctl schedules edit backup --cron "30 2 * * *" --tz Europe/Berlin; jobctl schedules edit report --queue reports -- ./report.sh --full
+    One transaction on the daemon: occurrences already due run under the old definition; when the timing changes (--cron, --every, --at, --tz, --jitter) the next run is the new timing's first one after now, so nothing fires twice or is lost. A paused schedule stays paused; a broken one is tried again. Each edit is recorded (who, when, what) and shown by 'jobctl schedules show'. Limits (--nice, --memory-max, --cpu-quota) this daemon cannot apply are refused here, as 'jobctl add' refuses them. Examples: jobctl schedules edit backup --cron "30 2 * * *" --tz Europe/Berlin; jobctl schedules edit report --queue reports -- ./report.sh --full
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     patch = _patch(ctx, locals())
     if not patch:
@@ -120,9 +124,16 @@ def _job_patch(o: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "retry_on": lambda t: parse_codes(t, "--retry-on"),
         "no_retry_on": lambda t: parse_codes(t, "--no-retry-on"),
         "on_failure": lambda t: t or None,  # '': remove the notifier
+        "nice": lambda n: n,
+        "memory_max": lambda t: _memory(t) if t else None,  # '': remove the cap
+        "cpu_quota": lambda t: _percent(t) if t else None,
     }
     for key in _in(given, *conv):
         job[key] = conv[key](o[key])
+    if o["clear_nice"]:
+        if "nice" in given:
+            raise InvalidInput("give either --nice or --clear-nice, not both")
+        job["nice"] = None
     command = o["command"]
     if o["shell"]:
         if not command or len(command) != 1:

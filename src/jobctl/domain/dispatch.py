@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobctl.domain.resources import Resources
+
 #: Seconds of head start per priority level: a job with priority p sorts as if it had been
 #: due p * AGING_STEP earlier. Ordering by that fixed key *is* linear aging (a job's
 #: effective priority grows by one level per AGING_STEP overdue) and stays indexable.
@@ -33,7 +35,10 @@ def sort_key_ms(run_at_ms: int, priority: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
-    """A queue's limits; ``None`` means unlimited."""
+    """A queue's limits; ``None`` means unlimited.
+
+    ``resources`` and ``on_failure`` are the queue's defaults for its jobs (not dispatch
+    limits): what a job that gives none of its own gets (domain/queue_defaults.py)."""
 
     name: str
     concurrency: int | None = None
@@ -41,6 +46,8 @@ class QueuePolicy:
     burst: int = 1
     weight: int = 1
     paused: bool = False
+    resources: Resources | None = None  # nice, memory_max, cpu_quota of its jobs
+    on_failure: str | None = None  # its jobs' failure notifier
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Failure notification, like cron's ``MAILTO`` and systemd's ``OnFailure=``: what runs
 when a job ends ``dead``, and what it is told (pure; engine/notifier.py runs it).
 
-A job's notifier is, first found: its own ``on_failure``, its queue's (the config's
-``notify.queues`` table), the daemon's ``notify.on_failure``. A mail goes out too when
+A job's notifier is, first found: its own ``on_failure``, its queue's (set with
+``jobctl queues set --on-failure``, else the config's ``notify.queues`` table), the
+daemon's ``notify.on_failure`` (domain/queue_defaults.py). A mail goes out too when
 ``MAILTO`` is set (the job's environment, else the config's ``notify.mailto``; an empty
 ``MAILTO`` turns mail off, as in cron) and a ``sendmail`` binary is found.
 """
@@ -16,6 +17,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 
 from jobctl.domain.models import Job
+from jobctl.domain.queue_defaults import notifier
 
 #: Bytes of the failed attempt's output tail handed to a notifier (and put in a mail).
 TAIL_BYTES = 4096
@@ -35,9 +37,15 @@ class NotifyDefaults:
     queues: Mapping[str, str] = field(default_factory=dict)
     mailto: str | None = None
 
-    def command_of(self, job: Job) -> str | None:
-        """The notifier command line of ``job``: its own, its queue's, the daemon's."""
-        return job.spec.on_failure or self.queues.get(job.spec.queue) or self.on_failure
+    def command_of(self, job: Job, queue_set: str | None = None) -> str | None:
+        """The notifier command line of ``job``: its own, its queue's (``queue_set``: the
+        one set through the API, then the config's), the daemon's."""
+        return self.resolve(job, queue_set)[0]
+
+    def resolve(self, job: Job, queue_set: str | None) -> tuple[str | None, str | None]:
+        """The notifier command line of ``job`` and where it comes from, for ``show``."""
+        spec = job.spec
+        return notifier(spec.on_failure, spec.queue, queue_set, dict(self.queues), self.on_failure)
 
     def mailto_of(self, job: Job) -> str | None:
         """Whom to mail (``MAILTO``: the job's, else the daemon's); None: no mail."""

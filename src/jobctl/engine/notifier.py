@@ -43,6 +43,7 @@ from jobctl.domain.notify import (
     Failure,
     NotifyDefaults,
 )
+from jobctl.domain.queue_defaults import with_queue_limits
 from jobctl.domain.states import DeadReason, JobStatus
 from jobctl.engine import process, proctree
 from jobctl.logfmt import logval
@@ -90,17 +91,22 @@ class Notifier:
     def dead(self, job: Job, code: int | None, error: str | None, tail: str | None) -> None:
         if job.dead_reason == DeadReason.DENIED:
             return  # nothing may run as an owner who may no longer run jobs
-        command = self.defaults.command_of(job)
+        task = asyncio.get_running_loop().create_task(self._dead(job, code, error, tail))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    async def _dead(self, job: Job, code: int | None, error: str | None, tail: str | None) -> None:
+        """Find the notifier (the queue's as it is set now) and run it, if there is one."""
+        queue = await self._store.run(self._store.store.queue_policy, job.spec.queue)
+        job = with_queue_limits(job, queue.resources)  # runs under the attempt's limits
+        command = self.defaults.command_of(job, queue.on_failure)
         to = self.defaults.mailto_of(job)
         if command is None and to is None:
             return
         path = self._log_path(job.id, job.attempt)
         if tail is None:
             tail = process.read_tail(path, TAIL_BYTES)
-        failure = Failure(job, code, error, tail, str(path))
-        task = asyncio.get_running_loop().create_task(self._notify(failure, command, to))
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
+        await self._notify(Failure(job, code, error, tail, str(path)), command, to)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

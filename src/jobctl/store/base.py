@@ -81,7 +81,10 @@ class Store(Protocol):
         ...
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        """Lease up to ``limit`` due jobs, highest priority first, then oldest ``run_at``."""
+        """Lease up to ``limit`` due jobs, highest priority first, then oldest ``run_at``.
+
+        Each claim's job carries the limits its attempt runs under: its own, else its
+        queue's (read in the claim's transaction; the stored job keeps its own)."""
         ...
 
     def promote_due(self, limit: int) -> int:
@@ -244,7 +247,10 @@ class Store(Protocol):
 
     def queue_policy(self, name: str) -> QueuePolicy: ...
 
-    def set_queue(self, policy: QueuePolicy) -> QueuePolicy: ...
+    def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        """Create or replace a queue's settings: its limits and its jobs' defaults (a
+        claim fills the queue's ``resources`` in where a job gives none)."""
+        ...
 
     def list_dead(
         self,

@@ -10,19 +10,28 @@ without re-validation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from jobctl.domain.models import Claim
+from jobctl.domain.queue_defaults import with_queue_limits
+from jobctl.domain.resources import Resources
 from jobctl.store.jobrow import RowMemo, job_from_row
 from jobctl.store.rows import RowLike
 
 
-def claims_from_rows(found: Sequence[RowLike]) -> list[Claim]:
-    """Claims of rows returned by a claim (every column), in the given order."""
+def claims_from_rows(
+    found: Sequence[RowLike], queue_limits: Mapping[str, Resources] | None = None
+) -> list[Claim]:
+    """Claims of rows returned by a claim (every column), in the given order.
+
+    ``queue_limits``: the resource limits of queues that give some, by name: a claimed
+    job gets its queue's where it gives none (the limits its attempt runs under)."""
     memo = RowMemo()
     out = []
     for r in found:
         job = job_from_row(r, memo=memo)
+        if queue_limits:
+            job = with_queue_limits(job, queue_limits.get(job.spec.queue))
         assert job.lease_until is not None  # a claimed row holds its lease
         out.append(Claim(job, r["attempt"], r["generation"], job.lease_until))
     return out

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from jobctl.domain import resources as res
 from jobctl.domain.dispatch import (
     Bucket,
     QueuePolicy,
@@ -22,12 +23,14 @@ from jobctl.domain.dispatch import (
 )
 from jobctl.domain.models import Claim, Job, JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
+from jobctl.domain.resources import Resources
 from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
+from jobctl.store.rows import RowLike
 
 if TYPE_CHECKING:
     from jobctl.store.sqlitedb import SqliteDb
@@ -44,11 +47,13 @@ class QueueOps:
         self.db = db
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        found = self.db.write(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
+        found, defaults = self.db.write(
+            lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl)
+        )
         # Rows to Claims in the caller's thread, after the commit: the writer is free to
         # start the next transaction meanwhile.
         found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
-        return claims_from_rows(found)
+        return claims_from_rows(found, defaults)
 
     def promote_due(self, limit: int) -> int:
         def tx(conn: sqlite3.Connection) -> int:
@@ -76,19 +81,8 @@ class QueueOps:
         """Create or change a queue's limits (a queue needs no row to accept jobs)."""
 
         def tx(conn: sqlite3.Connection) -> QueuePolicy:
-            row = conn.execute(
-                q("upsert_queue"),
-                {
-                    "name": policy.name,
-                    "concurrency": policy.concurrency,
-                    "rate": policy.rate,
-                    "burst": policy.burst,
-                    "weight": policy.weight,
-                    "paused": int(policy.paused),
-                    "now": rows.to_ms(self.db.clock.now()),
-                },
-            ).fetchone()
-            return _policy(row)
+            params = queue_params(policy, rows.to_ms(self.db.clock.now()))
+            return policy_of(conn.execute(q("upsert_queue"), params).fetchone())
 
         return self.db.write(tx)
 
@@ -97,7 +91,7 @@ class QueueOps:
 
         def read(conn: sqlite3.Connection) -> QueuePolicy:
             row = conn.execute(q("queue_by_name"), {"name": name}).fetchone()
-            return QueuePolicy(name) if row is None else _policy(row)
+            return QueuePolicy(name) if row is None else policy_of(row)
 
         return self.db.read(read)
 
@@ -146,7 +140,8 @@ def _dead_params(
     }
 
 
-def _policy(row: sqlite3.Row) -> QueuePolicy:
+def policy_of(row: RowLike) -> QueuePolicy:
+    """A stored queue row (either backend) as its policy and defaults."""
     return QueuePolicy(
         row["name"],
         row["concurrency"],
@@ -154,12 +149,35 @@ def _policy(row: sqlite3.Row) -> QueuePolicy:
         row["burst"],
         row["weight"],
         bool(row["paused"]),
+        res.from_text(row["resources"]),
+        row["on_failure"],
     )
+
+
+def queue_params(policy: QueuePolicy, now_ms: int) -> dict[str, Any]:
+    """The parameters of ``upsert_queue`` (either backend)."""
+    return {
+        "name": policy.name,
+        "concurrency": policy.concurrency,
+        "rate": policy.rate,
+        "burst": policy.burst,
+        "weight": policy.weight,
+        "paused": int(policy.paused),
+        "now": now_ms,
+        "resources": res.to_text(policy.resources),
+        "on_failure": policy.on_failure,
+    }
+
+
+def queue_limits(policies: Iterable[QueuePolicy]) -> dict[str, Resources]:
+    """The resource limits of the queues that give some, by name: what a claim fills in
+    for jobs that give none (:func:`jobctl.domain.queue_defaults.with_queue_limits`)."""
+    return {p.name: p.resources for p in policies if p.resources}
 
 
 def _queue_rows(conn: sqlite3.Connection) -> dict[str, tuple[QueuePolicy, Bucket]]:
     return {
-        r["name"]: (_policy(r), Bucket(r["tokens"], rows.ms_to_dt(r["tokens_at"])))
+        r["name"]: (policy_of(r), Bucket(r["tokens"], rows.ms_to_dt(r["tokens_at"])))
         for r in conn.execute(q("all_queues"))
     }
 
@@ -282,16 +300,17 @@ def claimable(
 
 def _claim_tx(
     db: SqliteDb, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
-) -> list[sqlite3.Row]:
-    """Lease the planned jobs of each lane; returns the claimed rows (``RETURNING *``)."""
+) -> tuple[list[sqlite3.Row], dict[str, Resources]]:
+    """Lease the planned jobs of each lane; returns the claimed rows (``RETURNING *``)
+    and the resource limits of their queues, read in this transaction."""
     now = db.clock.now()
     now_ms = rows.to_ms(now)
     conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
     if limit <= 0:
-        return []
+        return [], {}
     lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(q("due_lanes"))}
     if not lanes:
-        return []
+        return [], {}
     allowed = _allowances(conn, {queue for queue, _ in lanes}, now)
     allow, weights = allowed.allow, allowed.weights
     room = owner_room(conn, db.quota, {o for _, o in lanes})
@@ -315,7 +334,7 @@ def _claim_tx(
     if found:
         items = json.dumps([[r["id"], r["attempt"], r["generation"]] for r in found])
         conn.execute(q("insert_attempts"), {"items": items, "owner": owner, "now": now_ms})
-    return found
+    return found, queue_limits(allowed.policies.values())
 
 
 def _spend_tokens(
@@ -356,4 +375,11 @@ def next_token_at(policy: QueuePolicy, tokens: float, now: datetime) -> datetime
     return now + timedelta(seconds=min(wait, MAX_TOKEN_WAIT))
 
 
-__all__ = ["PROMOTE_BATCH", "QueueOps", "next_token_at"]
+__all__ = [
+    "PROMOTE_BATCH",
+    "QueueOps",
+    "next_token_at",
+    "policy_of",
+    "queue_limits",
+    "queue_params",
+]

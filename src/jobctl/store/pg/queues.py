@@ -19,21 +19,15 @@ from typing import Any
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.dispatch import Bucket, QueuePolicy, allowance, plan_claims
 from jobctl.domain.models import Claim, Job
+from jobctl.domain.resources import Resources
 from jobctl.errors import Conflict
 from jobctl.store.audit import record_from_row
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.pg.db import PgConn, PgDb
-from jobctl.store.queues import PROMOTE_BATCH, next_token_at
+from jobctl.store.queues import PROMOTE_BATCH, next_token_at, policy_of, queue_limits, queue_params
 from jobctl.store.retention import Pruned
 from jobctl.store.rows import RowLike, ms_to_dt, to_ms
-
-
-def policy_of(row: RowLike) -> QueuePolicy:
-    return QueuePolicy(
-        row["name"], row["concurrency"], row["rate"], row["burst"], row["weight"],
-        bool(row["paused"]),
-    )  # fmt: skip
 
 
 def _limited(policy: QueuePolicy) -> bool:
@@ -45,21 +39,22 @@ class PgQueues:
         self.db = db
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        found = self.db.write(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl))
+        found, defaults = self.db.write(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl))
         found.sort(key=lambda r: (r["sort_key"], r["id"]))
-        return claims_from_rows(found)
+        return claims_from_rows(found, defaults)
 
     def _claim_tx(
         self, conn: PgConn, owner: str, limit: int, lease_ttl: float
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], dict[str, Resources]]:
+        """The claimed rows, and the resource limits of their queues (read here)."""
         now = self.db.clock.now()
         now_ms = to_ms(now)
         conn.execute(self.db.q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
         if limit <= 0:
-            return []
+            return [], {}
         lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(self.db.q("due_lanes"))}
         if not lanes:
-            return []
+            return [], {}
         configured = {r["name"]: r for r in conn.execute(self.db.q("all_queues"))}
         names = sorted(
             n
@@ -87,7 +82,7 @@ class PgQueues:
             plan = plan_claims(limit, lanes, allow, weights, self.db.fairness, room)
         plan = {lane: n for lane, n in plan.items() if n > 0}
         if not plan:
-            return []
+            return [], {}
         params = {
             "queues": [q for q, _ in plan],
             "owners": [o for _, o in plan],
@@ -98,7 +93,7 @@ class PgQueues:
         }
         found = conn.execute(self.db.q("claim_lanes"), params).fetchall()
         self._spend(conn, found, tokens, held, now_ms)
-        return found
+        return found, queue_limits(policy_of(r) for r in configured.values())
 
     def _owner_room(self, conn: PgConn, owners: set[int]) -> dict[int, int]:
         quota = self.db.quota
@@ -156,15 +151,7 @@ class PgQueues:
         return self.db.read(read)
 
     def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
-        params = {
-            "name": policy.name,
-            "concurrency": policy.concurrency,
-            "rate": policy.rate,
-            "burst": policy.burst,
-            "weight": policy.weight,
-            "paused": int(policy.paused),
-            "now": self.db.now_ms(),
-        }
+        params = queue_params(policy, self.db.now_ms())
         return self.db.write(
             lambda conn: policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
         )

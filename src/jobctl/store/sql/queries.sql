@@ -401,11 +401,14 @@ SELECT * FROM queues ORDER BY name;
 SELECT * FROM queues WHERE name = :name;
 
 -- name: upsert_queue
-INSERT INTO queues (name, concurrency, rate, burst, weight, paused, tokens, tokens_at)
-VALUES (:name, :concurrency, :rate, :burst, :weight, :paused, :burst, :now)
+INSERT INTO queues (name, concurrency, rate, burst, weight, paused, tokens, tokens_at,
+                    resources, on_failure)
+VALUES (:name, :concurrency, :rate, :burst, :weight, :paused, :burst, :now, :resources,
+        :on_failure)
 ON CONFLICT (name) DO UPDATE SET
     concurrency = excluded.concurrency, rate = excluded.rate, burst = excluded.burst,
     weight = excluded.weight, paused = excluded.paused,
+    resources = excluded.resources, on_failure = excluded.on_failure,
     tokens = min(queues.tokens, excluded.burst)
 RETURNING *;
 

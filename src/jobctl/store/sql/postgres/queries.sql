@@ -205,12 +205,14 @@ SELECT * FROM queues ORDER BY name;
 SELECT * FROM queues WHERE name = %(name)s;
 
 -- name: upsert_queue
-INSERT INTO queues (name, concurrency, rate, burst, weight, paused, tokens, tokens_at)
+INSERT INTO queues (name, concurrency, rate, burst, weight, paused, tokens, tokens_at,
+                    resources, on_failure)
 VALUES (%(name)s, %(concurrency)s, %(rate)s, %(burst)s, %(weight)s, %(paused)s, %(burst)s,
-        %(now)s)
+        %(now)s, %(resources)s, %(on_failure)s)
 ON CONFLICT (name) DO UPDATE SET
     concurrency = excluded.concurrency, rate = excluded.rate, burst = excluded.burst,
     weight = excluded.weight, paused = excluded.paused,
+    resources = excluded.resources, on_failure = excluded.on_failure,
     tokens = least(queues.tokens, excluded.burst)
 RETURNING *;
 

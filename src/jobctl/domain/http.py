@@ -65,6 +65,10 @@ class HttpRequest:
         return urlsplit(self.url).hostname or ""
 
     @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
     def port(self) -> int:
         parts = urlsplit(self.url)
         return parts.port or (443 if parts.scheme == "https" else 80)

@@ -23,15 +23,14 @@ One attempt:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
-
-import httpx
+from urllib.parse import SplitResult, urlsplit
 
 from jobctl import webhooks
 from jobctl.domain import http as web
@@ -39,7 +38,8 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim
 from jobctl.domain.netguard import Address, NetGuard
 from jobctl.domain.states import DeadReason, Outcome, StopReason
-from jobctl.engine.httppool import TargetPools
+from jobctl.engine import httpclient
+from jobctl.engine.httppool import Target, TargetPools
 from jobctl.errors import JobctlError, NotFound
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
@@ -98,13 +98,13 @@ class Sender:
                                  body_sha256=sha)  # fmt: skip
         except JobctlError as exc:  # the store could not read the secrets: may mend
             return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
-        target = (req.host.lower(), req.port, ip)
-        async with self._slot(req), self._pools.client(target) as client:
+        target = (req.scheme, req.host.lower(), req.port, ip)
+        async with self._slot(req):
             try:  # signed after the wait: a fresh timestamp
-                request = self._request(client, claim, req, ip, body, secrets)
-            except (httpx.HTTPError, ValueError) as exc:
+                data = self._request(claim, req, body, secrets)
+            except ValueError as exc:  # e.g. a header value that is not ASCII
                 return _unsendable(f"not sent: {exc}", sha)
-            return await self._exchange(client, claim, request, sha)
+            return await self._exchange(claim, target, data, sha)
 
     async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
         uid = claim.job.spec.owner_uid
@@ -155,35 +155,24 @@ class Sender:
         return list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
 
     def _request(
-        self,
-        client: httpx.AsyncClient,
-        claim: Claim,
-        req: web.HttpRequest,
-        ip: Address,
-        body: bytes,
-        secrets: list[str],
-    ) -> httpx.Request:
+        self, claim: Claim, req: web.HttpRequest, body: bytes, secrets: list[str]
+    ) -> bytes:
+        """The request's bytes: the job's headers, then the daemon's (Host: the name as
+        the URL spells it, the signature over the exact body bytes, the job's ids)."""
         parts = urlsplit(req.url)
-        host = f"[{ip}]" if ip.version == 6 else str(ip)
-        pinned = urlunsplit((parts.scheme, f"{host}:{req.port}", parts.path or "/",
-                             parts.query, ""))  # fmt: skip
-        netloc = parts.netloc.rpartition("@")[2]
         headers = dict(req.headers)
         if body and not any(k.lower() == "content-type" for k in headers):
             headers["content-type"] = _content_type(req.body)
-        headers["host"] = netloc
         ts = int(self._clock.now().timestamp())
         headers |= webhooks.sign(secrets, claim.job.key, ts, body)
         headers["x-jobctl-job-id"] = str(claim.job.id)
         headers["x-jobctl-attempt"] = str(claim.attempt)
         headers["x-jobctl-generation"] = str(claim.generation)
-        ext = {"sni_hostname": req.host} if parts.scheme == "https" else {}
-        return client.build_request(
-            req.method, pinned, headers=headers, content=body, extensions=ext
-        )
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return httpclient.request_bytes(req.method, target, _host_header(parts), headers, body)
 
     async def _exchange(
-        self, client: httpx.AsyncClient, claim: Claim, request: httpx.Request, sha: str
+        self, claim: Claim, target: Target, data: bytes, sha: str
     ) -> AttemptResult:
         spec = claim.job.spec
         assert spec.http is not None
@@ -192,24 +181,23 @@ class Sender:
         timeout = spec.timeout
         try:
             async with asyncio.timeout(timeout):
-                status, retry_after, tail = await _call(client, request)
-        except (TimeoutError, httpx.TimeoutException) as exc:
+                answer = await self._pools.exchange(target, data)
+        except TimeoutError as exc:  # connect, a read, or the job's whole-call cap
             waited = timeout if timeout is not None else self.config.timeout
-            error = f"timed out after {waited:g}s ({type(exc).__name__})"
+            error = f"timed out after {waited:g}s ({_reason(exc)})"
             return AttemptResult(Outcome.TIMEOUT, None, error, body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
-        except (httpx.HTTPError, OSError) as exc:  # refused, reset, TLS, a protocol error
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return AttemptResult(Outcome.FAILED, None, error, body_sha256=sha,
+        except OSError as exc:  # refused, reset, TLS, an answer that is not HTTP/1.1
+            return AttemptResult(Outcome.FAILED, None, _reason(exc), body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
         latency = _ms(loop.time() - started)
-        verdict = web.classify(status, spec.http.retry_on, retry_after)
-        _log_call(claim, status, latency)
+        verdict = web.classify(answer.status, spec.http.retry_on, answer.retry_after)
+        _log_call(claim, answer.status, latency)
         outcome = Outcome.SUCCEEDED if verdict.ok else Outcome.FAILED
         dead = None if verdict.ok or verdict.retry else DeadReason.NON_RETRYABLE
         return AttemptResult(
-            outcome, None, verdict.error, tail, dead, retry_after=verdict.retry_after,
-            http_status=status, latency_ms=latency, body_sha256=sha,
+            outcome, None, verdict.error, answer.tail, dead, retry_after=verdict.retry_after,
+            http_status=answer.status, latency_ms=latency, body_sha256=sha,
         )  # fmt: skip
 
 
@@ -242,19 +230,17 @@ class Call:
         return AttemptResult(reason.outcome, None, error)
 
 
-async def _call(client: httpx.AsyncClient, request: httpx.Request) -> tuple[int, str | None, str]:
-    """Status, Retry-After and the first :data:`TAIL_BYTES` of the body."""
-    response = await client.send(request, stream=True)
-    try:
-        kept = bytearray()
-        async for chunk in response.aiter_bytes():
-            kept += chunk
-            if len(kept) >= web.TAIL_BYTES:
-                break
-    finally:
-        await response.aclose()
-    text = bytes(kept[: web.TAIL_BYTES]).decode(errors="replace").replace("\0", "")
-    return response.status_code, response.headers.get("retry-after"), text
+def _host_header(parts: SplitResult) -> str:
+    """``Host``: the URL's host and port as written (an IDN host in its ASCII form)."""
+    netloc = parts.netloc.rpartition("@")[2]
+    if netloc.isascii():
+        return netloc
+    host = (parts.hostname or "").encode("idna").decode("ascii")
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _unsendable(error: str, sha: str) -> AttemptResult:
@@ -263,6 +249,7 @@ def _unsendable(error: str, sha: str) -> AttemptResult:
                          body_sha256=sha)  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)  # a burst sends one body many times: parse it once
 def _content_type(body: str) -> str:
     try:
         json.loads(body)

@@ -140,7 +140,8 @@ class Connection(asyncio.Protocol):
         a cancellation the connection is closed (its state is unknown)."""
         assert self.transport is not None and self._waiter is None
         self._reset()
-        self._waiter = waiter = self._loop.create_future()
+        waiter: asyncio.Future[Answer] = self._loop.create_future()
+        self._waiter = waiter
         self._last = self._loop.time()
         self._timer = self._loop.call_at(self._last + self._read_timeout, self._check_read)
         ok = False
@@ -233,6 +234,10 @@ class Connection(asyncio.Protocol):
                 self.reusable = False
             elif name == "retry-after":
                 self._retry_after = value
+        self._framing(status, length, chunked)
+
+    def _framing(self, status: int, length: str | None, chunked: bool) -> None:
+        """How the body ends: none, chunked, a Content-Length, or the connection's close."""
         if status in _NO_BODY:
             self._left = 0
         elif chunked:
@@ -320,4 +325,4 @@ def _chunk_size(line: bytes) -> int:
     return int(size, 16)
 
 
-__all__ = ["Answer", "BadAnswer", "Connection", "USER_AGENT", "request_bytes"]
+__all__ = ["USER_AGENT", "Answer", "BadAnswer", "Connection", "request_bytes"]

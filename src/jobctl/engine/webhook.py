@@ -30,7 +30,6 @@ import json
 import logging
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
 
 from jobctl import webhooks
 from jobctl.domain import http as web
@@ -75,8 +74,8 @@ class Sender:
     async def close(self) -> None:
         await self._pools.close()
 
-    def _slot(self, req: web.HttpRequest) -> asyncio.Semaphore:
-        key = (req.host.lower(), req.port)
+    def _slot(self, url: web.UrlParts) -> asyncio.Semaphore:
+        key = (url.host, url.port)
         found = self._targets.get(key)
         if found is None:
             found = self._targets[key] = asyncio.Semaphore(self.config.per_target)
@@ -86,22 +85,26 @@ class Sender:
         """One attempt of ``claim``'s request; never raises but for cancellation."""
         req = claim.job.spec.http
         assert req is not None
+        url = web.url_parts(req.url)
         body = req.body.encode()
         sha = hashlib.sha256(body).hexdigest()
         try:
             secrets = await self._secrets(claim, req)
-            ip = await self._address(req)
+            ip = url.literal or await self._address(url)
         except Refused as exc:
             return _unsendable(f"not sent: {exc}", sha)
         except OSError as exc:  # resolution failed: may mend
-            return AttemptResult(Outcome.FAILED, None, f"cannot resolve {req.host}: {exc}",
+            return AttemptResult(Outcome.FAILED, None, f"cannot resolve {url.host}: {exc}",
                                  body_sha256=sha)  # fmt: skip
         except JobctlError as exc:  # the store could not read the secrets: may mend
             return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
-        target = (req.scheme, req.host.lower(), req.port, ip)
-        async with self._slot(req):
+        why = self.config.guard.refusal(ip, url.port)
+        if why is not None:  # an IP literal (a name's addresses were checked in _address)
+            return _unsendable(f"not sent: {url.host} resolves to {why}", sha)
+        target = (url.scheme, url.host, url.port, ip)
+        async with self._slot(url):
             try:  # signed after the wait: a fresh timestamp
-                data = self._request(claim, req, body, secrets)
+                data = self._request(claim, req, url, body, secrets)
             except ValueError as exc:  # e.g. a header value that is not ASCII
                 return _unsendable(f"not sent: {exc}", sha)
             return await self._exchange(claim, target, data, sha)
@@ -133,33 +136,34 @@ class Sender:
         if not done.cancelled():
             done.exception()  # retrieved: every waiter may have gone
 
-    async def _address(self, req: web.HttpRequest) -> Address:
-        """Resolve once; every address must pass the guard; the first one is used."""
-        try:
-            ips: list[Address] = [ipaddress.ip_address(req.host)]
-        except ValueError:
-            ips = await self._resolve(req)
+    async def _address(self, url: web.UrlParts) -> Address:
+        """Resolve a name once; every address must pass the guard; the first one is used."""
+        ips = await self._resolve(url)
         for ip in ips:
-            why = self.config.guard.refusal(ip, req.port)
+            why = self.config.guard.refusal(ip, url.port)
             if why is not None:
-                raise Refused(f"{req.host} resolves to {why}")
+                raise Refused(f"{url.host} resolves to {why}")
         if not ips:
-            raise OSError(f"{req.host}: no address")
+            raise OSError(f"{url.host}: no address")
         return ips[0]
 
-    async def _resolve(self, req: web.HttpRequest) -> list[Address]:
+    async def _resolve(self, url: web.UrlParts) -> list[Address]:
         loop = asyncio.get_running_loop()
         infos = await asyncio.wait_for(
-            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
+            loop.getaddrinfo(url.host, url.port, type=socket.SOCK_STREAM), self.config.timeout
         )
         return list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
 
     def _request(
-        self, claim: Claim, req: web.HttpRequest, body: bytes, secrets: list[str]
+        self,
+        claim: Claim,
+        req: web.HttpRequest,
+        url: web.UrlParts,
+        body: bytes,
+        secrets: list[str],
     ) -> bytes:
         """The request's bytes: the job's headers, then the daemon's (Host: the name as
         the URL spells it, the signature over the exact body bytes, the job's ids)."""
-        parts = urlsplit(req.url)
         headers = dict(req.headers)
         if body and not any(k.lower() == "content-type" for k in headers):
             headers["content-type"] = _content_type(req.body)
@@ -168,20 +172,20 @@ class Sender:
         headers["x-jobctl-job-id"] = str(claim.job.id)
         headers["x-jobctl-attempt"] = str(claim.attempt)
         headers["x-jobctl-generation"] = str(claim.generation)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return httpclient.request_bytes(req.method, target, _host_header(parts), headers, body)
+        return httpclient.request_bytes(req.method, url.target, url.host_header, headers, body)
 
-    async def _exchange(
-        self, claim: Claim, target: Target, data: bytes, sha: str
-    ) -> AttemptResult:
+    async def _exchange(self, claim: Claim, target: Target, data: bytes, sha: str) -> AttemptResult:
         spec = claim.job.spec
         assert spec.http is not None
         loop = asyncio.get_running_loop()
         started = loop.time()
         timeout = spec.timeout
         try:
-            async with asyncio.timeout(timeout):
+            if timeout is None:
                 answer = await self._pools.exchange(target, data)
+            else:
+                async with asyncio.timeout(timeout):
+                    answer = await self._pools.exchange(target, data)
         except TimeoutError as exc:  # connect, a read, or the job's whole-call cap
             waited = timeout if timeout is not None else self.config.timeout
             error = f"timed out after {waited:g}s ({_reason(exc)})"
@@ -228,15 +232,6 @@ class Call:
         reason = self.stop_reason
         error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
         return AttemptResult(reason.outcome, None, error)
-
-
-def _host_header(parts: SplitResult) -> str:
-    """``Host``: the URL's host and port as written (an IDN host in its ASCII form)."""
-    netloc = parts.netloc.rpartition("@")[2]
-    if netloc.isascii():
-        return netloc
-    host = (parts.hostname or "").encode("idna").decode("ascii")
-    return f"{host}:{parts.port}" if parts.port else host
 
 
 def _reason(exc: BaseException) -> str:

@@ -137,10 +137,11 @@ def _ci(name: str) -> str:
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
 
 
-#: A URL the API takes: http(s), a host name or IPv4 address, a port up to 65535, then
-#: printable ASCII (what jobctl.domain.http accepts, written so the document says it).
+#: A URL the API takes: http(s), a host name, an IPv4 address or an IPv6 one in brackets,
+#: a port up to 65535, then printable ASCII (what jobctl.domain.http accepts, written so the
+#: document says it; the domain checks the IPv6 address itself).
 URL_PATTERN = (
-    r"^https?://[A-Za-z0-9.-]+"
+    r"^https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
     r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
     r"([/?#][!-~]*)?$"
 )

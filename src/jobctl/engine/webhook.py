@@ -206,11 +206,13 @@ class Sender:
 
 
 class Call:
-    """A live http attempt: its task, and why it was stopped (cancel, lease, shutdown)."""
+    """A live http attempt, sent by the task awaiting :meth:`result` (no task of its own:
+    one task per delivery, not two), and why it was stopped (cancel, lease, shutdown)."""
 
     def __init__(self, claim: Claim, sender: Sender) -> None:
         self.claim = claim
-        self.task = asyncio.get_running_loop().create_task(sender.send(claim))
+        self._sender = sender
+        self._sending: asyncio.Task[object] | None = None  # cancelled by stop, once
         self.stop_reason: StopReason | None = None
         self.stop_detail: str | None = None
 
@@ -218,18 +220,32 @@ class Call:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_detail = detail or reason.text
-        self.task.cancel()
+        if self._sending is not None:
+            self._sending.cancel()
+            self._sending = None
 
     async def result(self) -> AttemptResult:
-        try:
-            return await asyncio.shield(self.task)
-        except asyncio.CancelledError:
-            if self.stop_reason is None or not self.task.cancelled():
-                raise  # the caller itself is being cancelled
-        except Exception as exc:  # a bug: the attempt still ends (and is retried)
-            log.error("event=http_send_failed job=%s error=%s", self.claim.job.id, logval(exc))
-            return AttemptResult(Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}")
+        """Send, in the calling task; a stop ends the send with the stopped result. A
+        cancellation of the caller itself (not by :meth:`stop`) is raised."""
+        task = asyncio.current_task()
+        assert task is not None
+        if self.stop_reason is None:
+            self._sending = task
+            try:
+                return await self._sender.send(self.claim)
+            except asyncio.CancelledError:
+                if self.stop_reason is None or self._sending is not None or task.uncancel():
+                    raise  # the caller itself is being cancelled
+            except Exception as exc:  # a bug: the attempt still ends (and is retried)
+                log.error("event=http_send_failed job=%s error=%s", self.claim.job.id,
+                          logval(exc))  # fmt: skip
+                return AttemptResult(
+                    Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}"
+                )
+            finally:
+                self._sending = None
         reason = self.stop_reason
+        assert reason is not None
         error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
         return AttemptResult(reason.outcome, None, error)
 

@@ -4,7 +4,10 @@ https receiver with a certificate from a throwaway authority the daemon trusts t
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,11 +16,15 @@ import pytest
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.netguard import NetGuard, parse_networks
 from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine.httpclient import request_bytes
+from jobctl.engine.httppool import TargetPools
 from jobctl.engine.webhook import WebhookConfig
 from tests.engine.conftest import Engine
 from tests.engine.test_webhook_engine import LOOPBACK, _running, _stop, add_http
 from tests.webhooks.receiver import Answer, receiving
 from tests.webhooks.tls import Certs, make_certs
+
+LOCAL = ipaddress.ip_address("127.0.0.1")
 
 
 def _has_ipv6_loopback() -> bool:
@@ -121,3 +128,34 @@ async def test_a_bad_certificate_is_a_failed_attempt_with_its_reason(
     assert "SSLCertVerificationError" in str(result.error) and not rec.seen
     after = eng.store.get(job.id)
     assert after.status is JobStatus.SCHEDULED  # retried: the receiver may mend it
+
+
+def test_the_client_works_on_uvloop_the_daemons_loop(
+    certs: Certs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon runs on uvloop (its transports are not asyncio.Transport subclasses):
+    plain and TLS exchanges, a refused certificate and a read timeout, on that loop."""
+    uvloop = pytest.importorskip("uvloop")
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
+    body = request_bytes("POST", "/hook", "localhost", {}, b"{}")
+
+    async def scenario() -> None:
+        assert "uvloop" in type(asyncio.get_running_loop()).__module__
+        pools = TargetPools(5.0)
+        async with receiving(Answer(200, b"plain")) as rec:
+            answer = await pools.exchange(("http", "localhost", rec.port, LOCAL), body)
+            assert (answer.status, answer.tail) == (200, "plain")
+        async with receiving(Answer(202, b"tls"), tls=certs.server_context()) as rec:
+            answer = await pools.exchange(("https", "localhost", rec.port, LOCAL), body)
+            assert (answer.status, answer.tail) == (202, "tls")
+            with pytest.raises(ssl.SSLCertVerificationError, match="mismatch"):
+                await pools.exchange(("https", "127.0.0.1", rec.port, LOCAL), body)
+        slow = TargetPools(0.2)
+        async with receiving(Answer(200, delay=-1)) as rec:
+            with pytest.raises(TimeoutError):
+                await slow.exchange(("http", "localhost", rec.port, LOCAL), body)
+        await pools.close()
+        await slow.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())

@@ -2,7 +2,8 @@
 """Webhook bursts against the process executor, in one run (issue 16).
 
 A burst of N http jobs all due at one instant is sent by the engine in-process (real
-SQLite store, timer, executor, the webhook client of engine/httpclient.py) to a receiver
+SQLite store, timer, executor, the webhook client of engine/httpclient.py, on uvloop as
+in the daemon) to a receiver
 in another process on 127.0.0.1 that verifies every delivery's signature
 (``jobctl.webhooks.verify``) and answers 204. Then, in the same run, a burst of M ``true``
 commands due at one instant goes through the same engine with the spawn helper (as the
@@ -31,8 +32,12 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import uvloop
 
 from jobctl import webhooks
 from jobctl.daemon import wire_engine
@@ -166,7 +171,7 @@ def http_burst(args: argparse.Namespace, tmp: Path) -> tuple[Burst, dict[str, fl
     req = HttpRequest("POST", url, body='{"event": "tick"}')
     now = SystemClock().now()
     specs = [JobSpec(command=(), http=req, run_at=now, owner_uid=os.geteuid())] * args.jobs
-    result = asyncio.run(burst(tmp / "http", specs, cfg, secret))
+    result = _run(burst(tmp / "http", specs, cfg, secret))
     counts = counts_q.get(timeout=60)
     proc.join(10)
     return result, counts
@@ -210,7 +215,13 @@ def process_burst(args: argparse.Namespace, tmp: Path) -> Burst:
     cfg = ExecutorConfig(concurrency=args.concurrency, log_dir=tmp / "logs", helper=helper)
     now = SystemClock().now()
     specs = [JobSpec(command=("true",), run_at=now, owner_uid=os.geteuid())] * args.process_jobs
-    return asyncio.run(burst(tmp, specs, cfg, webhooks.new_secret()))
+    return _run(burst(tmp, specs, cfg, webhooks.new_secret()))
+
+
+def _run(coro: Coroutine[Any, Any, Burst]) -> Burst:
+    """On uvloop, as the daemon runs (jobctl.daemon)."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 def _verdict(ok: bool) -> str:

@@ -43,7 +43,7 @@ async def test_an_ipv6_literal_url_is_taken(api: Api) -> None:
         ({"http": HOOK | {"url": "ftp://x/y"}}, "url"),
         ({"http": HOOK | {"url": "http://user:pw@x/"}}, "url"),
         ({"http": HOOK | {"url": "http://[fe80::1%25eth0]/"}}, "url"),
-        ({"http": HOOK | {"url": "http://[1:2:3]/"}}, "IPv6"),
+        ({"http": HOOK | {"url": "http://[1:2:3]/"}}, "url"),
         ({"http": HOOK | {"method": "TRACE"}}, "method"),
         ({"http": HOOK | {"headers": {"webhook-id": "x"}}}, "set by the daemon"),
         ({"http": HOOK | {"headers": {"X-A": "1\r\nX-B: 2"}}}, "headers"),

@@ -159,6 +159,8 @@ class Connection(asyncio.Protocol):
                 self.close()
 
     def _check_read(self) -> None:
+        if self._waiter is None or self._waiter.done():  # answered meanwhile
+            return
         due = self._last + self._read_timeout
         if self._loop.time() < due:  # bytes came meanwhile: wait from the last of them
             self._timer = self._loop.call_at(due, self._check_read)

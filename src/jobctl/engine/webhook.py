@@ -90,7 +90,7 @@ class Sender:
         sha = hashlib.sha256(body).hexdigest()
         try:
             secrets = await self._secrets(claim, req)
-            ip = url.literal or await self._address(url)
+            ip = url.literal if url.literal is not None else await self._address(url)
         except Refused as exc:
             return _unsendable(f"not sent: {exc}", sha)
         except OSError as exc:  # resolution failed: may mend
@@ -260,8 +260,18 @@ def _unsendable(error: str, sha: str) -> AttemptResult:
                          body_sha256=sha)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=256)  # a burst sends one body many times: parse it once
 def _content_type(body: str) -> str:
+    """A burst sends one body many times: a small one is parsed once (a large one is not
+    kept: the cache must not hold megabytes)."""
+    return _sniffed(body) if len(body) <= 4096 else _sniff(body)
+
+
+@functools.lru_cache(maxsize=256)
+def _sniffed(body: str) -> str:
+    return _sniff(body)
+
+
+def _sniff(body: str) -> str:
     try:
         json.loads(body)
     except ValueError:

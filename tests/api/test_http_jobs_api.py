@@ -27,6 +27,14 @@ async def test_an_http_job_is_stored_and_shown(api: Api) -> None:
     assert shown["http"]["url"] == "https://hooks.example/run"
 
 
+async def test_an_ipv6_literal_url_is_taken(api: Api) -> None:
+    client, _ = api
+    url = "https://[2606:4700:4700::1111]:8443/run"
+    r = await client.post("/v1/jobs", json={"http": HOOK | {"url": url}})
+    assert r.status_code == 201, r.text
+    assert r.json()["http"]["url"] == url
+
+
 @pytest.mark.parametrize(
     ("body", "words"),
     [
@@ -34,6 +42,8 @@ async def test_an_http_job_is_stored_and_shown(api: Api) -> None:
         ({"command": ["true"], "http": HOOK}, "either command or http"),
         ({"http": HOOK | {"url": "ftp://x/y"}}, "url"),
         ({"http": HOOK | {"url": "http://user:pw@x/"}}, "url"),
+        ({"http": HOOK | {"url": "http://[fe80::1%25eth0]/"}}, "url"),
+        ({"http": HOOK | {"url": "http://[1:2:3]/"}}, "url"),
         ({"http": HOOK | {"method": "TRACE"}}, "method"),
         ({"http": HOOK | {"headers": {"webhook-id": "x"}}}, "set by the daemon"),
         ({"http": HOOK | {"headers": {"X-A": "1\r\nX-B: 2"}}}, "headers"),

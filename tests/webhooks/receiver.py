@@ -1,10 +1,11 @@
 """A real HTTP receiver on 127.0.0.1 for webhook tests: asyncio streams, HTTP/1.1 with
-Content-Length, answers from a script. No client is mocked: the daemon's httpx client
-talks to this server over a real TCP socket."""
+Content-Length, answers from a script, over TLS when asked. No client is mocked: the
+daemon's client (engine/httpclient.py) talks to this server over a real TCP socket."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ class Seen:
 @dataclass
 class Receiver:
     port: int = 0
+    host: str = "127.0.0.1"
+    scheme: str = "http"
     script: list[Answer] = field(default_factory=list)  # one per request; then the last
     seen: list[Seen] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -36,7 +39,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
     async def requests(self, count: int, timeout: float = 10) -> list[Seen]:
         async with asyncio.timeout(timeout):
@@ -85,9 +89,12 @@ class Receiver:
 
 
 @asynccontextmanager
-async def receiving(*script: Answer) -> AsyncIterator[Receiver]:
-    rec = Receiver(script=list(script))
-    server = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+async def receiving(
+    *script: Answer, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None
+) -> AsyncIterator[Receiver]:
+    """A receiver listening on ``host``; with ``tls``, an https one."""
+    rec = Receiver(host=host, scheme="https" if tls else "http", script=list(script))
+    server = await asyncio.start_server(rec.handle, host, 0, ssl=tls)
     rec.port = server.sockets[0].getsockname()[1]
     try:
         yield rec

@@ -137,10 +137,25 @@ def _ci(name: str) -> str:
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
 
 
-#: A URL the API takes: http(s), a host name or IPv4 address, a port up to 65535, then
-#: printable ASCII (what jobctl.domain.http accepts, written so the document says it).
+_H16 = "[0-9A-Fa-f]{1,4}"
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+#: An IPv6 address in any of its written forms (RFC 4291 2.2: full, "::"-compressed, or
+#: IPv4-mapped), no zone.
+IPV6_PATTERN = "|".join(
+    (
+        f"({_H16}:){{7}}{_H16}",
+        f"({_H16}:){{1,7}}:",
+        f"({_H16}:){{1,6}}:{_H16}",
+        *(f"({_H16}:){{1,{n}}}(:{_H16}){{1,{7 - n}}}" for n in range(5, 0, -1)),
+        f":((:{_H16}){{1,7}}|:)",
+        rf"::[fF]{{4}}:({_OCTET}\.){{3}}{_OCTET}",
+    )
+)
+#: A URL the API takes: http(s), a host name, an IPv4 address or an IPv6 one in brackets,
+#: a port up to 65535, then printable ASCII (what jobctl.domain.http accepts, written so the
+#: document says it).
 URL_PATTERN = (
-    r"^https?://[A-Za-z0-9.-]+"
+    rf"^https?://([A-Za-z0-9.-]+|\[({IPV6_PATTERN})\])"
     r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
     r"([/?#][!-~]*)?$"
 )

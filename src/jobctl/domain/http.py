@@ -8,6 +8,8 @@ Pure: no I/O. The engine's runner (engine/webhook.py) sends it, signs it
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
 import math
 import re
@@ -62,12 +64,15 @@ class HttpRequest:
 
     @property
     def host(self) -> str:
-        return urlsplit(self.url).hostname or ""
+        return url_parts(self.url).host
+
+    @property
+    def scheme(self) -> str:
+        return url_parts(self.url).scheme
 
     @property
     def port(self) -> int:
-        parts = urlsplit(self.url)
-        return parts.port or (443 if parts.scheme == "https" else 80)
+        return url_parts(self.url).port
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "url": self.url}
@@ -80,6 +85,34 @@ class HttpRequest:
         if self.secret is not None:
             out["secret"] = self.secret
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class UrlParts:
+    """What sending needs of a (checked) URL, parsed once per URL (:func:`url_parts`)."""
+
+    scheme: str
+    host: str  # lower-case; an IPv6 literal without its brackets
+    port: int
+    target: str  # path and query: the request line's target
+    host_header: str  # the URL's host and port as written (an IDN host in ASCII)
+    literal: ipaddress.IPv4Address | ipaddress.IPv6Address | None  # an IP literal host
+
+
+@functools.lru_cache(maxsize=1024)  # a burst sends to a few URLs many times
+def url_parts(url: str) -> UrlParts:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    netloc = parts.netloc.rpartition("@")[2]
+    if not netloc.isascii():
+        netloc = host.encode("idna").decode("ascii") + (f":{parts.port}" if parts.port else "")
+    try:
+        literal: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return UrlParts(parts.scheme, host, port, target, netloc, literal)
 
 
 def from_json(data: dict[str, Any] | None) -> HttpRequest | None:
@@ -159,6 +192,13 @@ def _check_url(url: str) -> None:
         raise InvalidInput("url must be http:// or https:// with a host")
     if parts.username or parts.password:
         raise InvalidInput("url must not hold credentials (send them in a header)")
+    if "[" in parts.netloc:  # an IPv6 literal: an address, without a zone
+        try:
+            ipaddress.IPv6Address(parts.hostname)
+        except ValueError:
+            raise InvalidInput(f"invalid IPv6 address in url: [{parts.hostname}]") from None
+        if "%" in parts.hostname:
+            raise InvalidInput("an IPv6 address in a url may not name a zone (%…)")
 
 
 def check_header(name: str, value: str) -> None:

@@ -225,7 +225,7 @@ class Executor:
         finally:
             if self._calls.get(claim.job.id) is call:  # a reclaimed job's new attempt stays
                 del self._calls[claim.job.id]
-        await self._finish(claim, result)
+        await self._finish_freed(claim, result)  # answered: the slot is free, as a command's
 
     def _exit_seen(self, claim: Claim, exited: asyncio.Future[int]) -> None:
         """Tell the crash feed at once (before the result is written) how the command ended."""

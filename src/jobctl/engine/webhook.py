@@ -23,15 +23,13 @@ One attempt:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from jobctl import webhooks
 from jobctl.domain import http as web
@@ -39,7 +37,8 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim
 from jobctl.domain.netguard import Address, NetGuard
 from jobctl.domain.states import DeadReason, Outcome, StopReason
-from jobctl.engine.httppool import TargetPools
+from jobctl.engine import httpclient
+from jobctl.engine.httppool import Target, TargetPools
 from jobctl.errors import JobctlError, NotFound
 from jobctl.logfmt import logval
 from jobctl.store.aio import AsyncStore
@@ -75,8 +74,8 @@ class Sender:
     async def close(self) -> None:
         await self._pools.close()
 
-    def _slot(self, req: web.HttpRequest) -> asyncio.Semaphore:
-        key = (req.host.lower(), req.port)
+    def _slot(self, url: web.UrlParts) -> asyncio.Semaphore:
+        key = (url.host, url.port)
         found = self._targets.get(key)
         if found is None:
             found = self._targets[key] = asyncio.Semaphore(self.config.per_target)
@@ -86,25 +85,29 @@ class Sender:
         """One attempt of ``claim``'s request; never raises but for cancellation."""
         req = claim.job.spec.http
         assert req is not None
+        url = web.url_parts(req.url)
         body = req.body.encode()
         sha = hashlib.sha256(body).hexdigest()
         try:
             secrets = await self._secrets(claim, req)
-            ip = await self._address(req)
+            ip = url.literal if url.literal is not None else await self._address(url)
         except Refused as exc:
             return _unsendable(f"not sent: {exc}", sha)
         except OSError as exc:  # resolution failed: may mend
-            return AttemptResult(Outcome.FAILED, None, f"cannot resolve {req.host}: {exc}",
+            return AttemptResult(Outcome.FAILED, None, f"cannot resolve {url.host}: {exc}",
                                  body_sha256=sha)  # fmt: skip
         except JobctlError as exc:  # the store could not read the secrets: may mend
             return AttemptResult(Outcome.FAILED, None, f"not sent: {exc}", body_sha256=sha)
-        target = (req.host.lower(), req.port, ip)
-        async with self._slot(req), self._pools.client(target) as client:
+        why = self.config.guard.refusal(ip, url.port)
+        if why is not None:  # an IP literal (a name's addresses were checked in _address)
+            return _unsendable(f"not sent: {url.host} resolves to {why}", sha)
+        target = (url.scheme, url.host, url.port, ip)
+        async with self._slot(url):
             try:  # signed after the wait: a fresh timestamp
-                request = self._request(client, claim, req, ip, body, secrets)
-            except (httpx.HTTPError, ValueError) as exc:
+                data = self._request(claim, req, url, body, secrets)
+            except ValueError as exc:  # e.g. a header value that is not ASCII
                 return _unsendable(f"not sent: {exc}", sha)
-            return await self._exchange(client, claim, request, sha)
+            return await self._exchange(claim, target, data, sha)
 
     async def _secrets(self, claim: Claim, req: web.HttpRequest) -> list[str]:
         uid = claim.job.spec.owner_uid
@@ -133,92 +136,83 @@ class Sender:
         if not done.cancelled():
             done.exception()  # retrieved: every waiter may have gone
 
-    async def _address(self, req: web.HttpRequest) -> Address:
-        """Resolve once; every address must pass the guard; the first one is used."""
-        try:
-            ips: list[Address] = [ipaddress.ip_address(req.host)]
-        except ValueError:
-            ips = await self._resolve(req)
+    async def _address(self, url: web.UrlParts) -> Address:
+        """Resolve a name once; every address must pass the guard; the first one is used."""
+        ips = await self._resolve(url)
         for ip in ips:
-            why = self.config.guard.refusal(ip, req.port)
+            why = self.config.guard.refusal(ip, url.port)
             if why is not None:
-                raise Refused(f"{req.host} resolves to {why}")
+                raise Refused(f"{url.host} resolves to {why}")
         if not ips:
-            raise OSError(f"{req.host}: no address")
+            raise OSError(f"{url.host}: no address")
         return ips[0]
 
-    async def _resolve(self, req: web.HttpRequest) -> list[Address]:
+    async def _resolve(self, url: web.UrlParts) -> list[Address]:
         loop = asyncio.get_running_loop()
         infos = await asyncio.wait_for(
-            loop.getaddrinfo(req.host, req.port, type=socket.SOCK_STREAM), self.config.timeout
+            loop.getaddrinfo(url.host, url.port, type=socket.SOCK_STREAM), self.config.timeout
         )
         return list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
 
     def _request(
         self,
-        client: httpx.AsyncClient,
         claim: Claim,
         req: web.HttpRequest,
-        ip: Address,
+        url: web.UrlParts,
         body: bytes,
         secrets: list[str],
-    ) -> httpx.Request:
-        parts = urlsplit(req.url)
-        host = f"[{ip}]" if ip.version == 6 else str(ip)
-        pinned = urlunsplit((parts.scheme, f"{host}:{req.port}", parts.path or "/",
-                             parts.query, ""))  # fmt: skip
-        netloc = parts.netloc.rpartition("@")[2]
+    ) -> bytes:
+        """The request's bytes: the job's headers, then the daemon's (Host: the name as
+        the URL spells it, the signature over the exact body bytes, the job's ids)."""
         headers = dict(req.headers)
         if body and not any(k.lower() == "content-type" for k in headers):
             headers["content-type"] = _content_type(req.body)
-        headers["host"] = netloc
         ts = int(self._clock.now().timestamp())
         headers |= webhooks.sign(secrets, claim.job.key, ts, body)
         headers["x-jobctl-job-id"] = str(claim.job.id)
         headers["x-jobctl-attempt"] = str(claim.attempt)
         headers["x-jobctl-generation"] = str(claim.generation)
-        ext = {"sni_hostname": req.host} if parts.scheme == "https" else {}
-        return client.build_request(
-            req.method, pinned, headers=headers, content=body, extensions=ext
-        )
+        return httpclient.request_bytes(req.method, url.target, url.host_header, headers, body)
 
-    async def _exchange(
-        self, client: httpx.AsyncClient, claim: Claim, request: httpx.Request, sha: str
-    ) -> AttemptResult:
+    async def _exchange(self, claim: Claim, target: Target, data: bytes, sha: str) -> AttemptResult:
         spec = claim.job.spec
         assert spec.http is not None
         loop = asyncio.get_running_loop()
         started = loop.time()
         timeout = spec.timeout
         try:
-            async with asyncio.timeout(timeout):
-                status, retry_after, tail = await _call(client, request)
-        except (TimeoutError, httpx.TimeoutException) as exc:
+            if timeout is None:
+                answer = await self._pools.exchange(target, data)
+            else:
+                async with asyncio.timeout(timeout):
+                    answer = await self._pools.exchange(target, data)
+        except TimeoutError as exc:  # connect, a read, or the job's whole-call cap
             waited = timeout if timeout is not None else self.config.timeout
-            error = f"timed out after {waited:g}s ({type(exc).__name__})"
+            error = f"timed out after {waited:g}s ({_reason(exc)})"
             return AttemptResult(Outcome.TIMEOUT, None, error, body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
-        except (httpx.HTTPError, OSError) as exc:  # refused, reset, TLS, a protocol error
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return AttemptResult(Outcome.FAILED, None, error, body_sha256=sha,
+        except OSError as exc:  # refused, reset, TLS, an answer that is not HTTP/1.1
+            return AttemptResult(Outcome.FAILED, None, _reason(exc), body_sha256=sha,
                                  latency_ms=_ms(loop.time() - started))  # fmt: skip
         latency = _ms(loop.time() - started)
-        verdict = web.classify(status, spec.http.retry_on, retry_after)
-        _log_call(claim, status, latency)
+        verdict = web.classify(answer.status, spec.http.retry_on, answer.retry_after)
+        _log_call(claim, answer.status, latency)
         outcome = Outcome.SUCCEEDED if verdict.ok else Outcome.FAILED
         dead = None if verdict.ok or verdict.retry else DeadReason.NON_RETRYABLE
         return AttemptResult(
-            outcome, None, verdict.error, tail, dead, retry_after=verdict.retry_after,
-            http_status=status, latency_ms=latency, body_sha256=sha,
+            outcome, None, verdict.error, answer.tail, dead, retry_after=verdict.retry_after,
+            http_status=answer.status, latency_ms=latency, body_sha256=sha,
         )  # fmt: skip
 
 
 class Call:
-    """A live http attempt: its task, and why it was stopped (cancel, lease, shutdown)."""
+    """A live http attempt, sent by the task awaiting :meth:`result` (no task of its own:
+    one task per delivery, not two), and why it was stopped (cancel, lease, shutdown)."""
 
     def __init__(self, claim: Claim, sender: Sender) -> None:
         self.claim = claim
-        self.task = asyncio.get_running_loop().create_task(sender.send(claim))
+        self._sender = sender
+        self._sending: asyncio.Task[object] | None = None  # cancelled by stop, once
         self.stop_reason: StopReason | None = None
         self.stop_detail: str | None = None
 
@@ -226,35 +220,38 @@ class Call:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_detail = detail or reason.text
-        self.task.cancel()
+        if self._sending is not None:
+            self._sending.cancel()
+            self._sending = None
 
     async def result(self) -> AttemptResult:
-        try:
-            return await asyncio.shield(self.task)
-        except asyncio.CancelledError:
-            if self.stop_reason is None or not self.task.cancelled():
-                raise  # the caller itself is being cancelled
-        except Exception as exc:  # a bug: the attempt still ends (and is retried)
-            log.error("event=http_send_failed job=%s error=%s", self.claim.job.id, logval(exc))
-            return AttemptResult(Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}")
+        """Send, in the calling task; a stop ends the send with the stopped result. A
+        cancellation of the caller itself (not by :meth:`stop`) is raised."""
+        task = asyncio.current_task()
+        assert task is not None
+        if self.stop_reason is None:
+            self._sending = task
+            try:
+                return await self._sender.send(self.claim)
+            except asyncio.CancelledError:
+                if self.stop_reason is None or self._sending is not None or task.uncancel():
+                    raise  # the caller itself is being cancelled
+            except Exception as exc:  # a bug: the attempt still ends (and is retried)
+                log.error("event=http_send_failed job=%s error=%s", self.claim.job.id,
+                          logval(exc))  # fmt: skip
+                return AttemptResult(
+                    Outcome.FAILED, None, f"cannot send: {type(exc).__name__}: {exc}"
+                )
+            finally:
+                self._sending = None
         reason = self.stop_reason
+        assert reason is not None
         error = reason.text if reason is StopReason.SHUTDOWN else self.stop_detail
         return AttemptResult(reason.outcome, None, error)
 
 
-async def _call(client: httpx.AsyncClient, request: httpx.Request) -> tuple[int, str | None, str]:
-    """Status, Retry-After and the first :data:`TAIL_BYTES` of the body."""
-    response = await client.send(request, stream=True)
-    try:
-        kept = bytearray()
-        async for chunk in response.aiter_bytes():
-            kept += chunk
-            if len(kept) >= web.TAIL_BYTES:
-                break
-    finally:
-        await response.aclose()
-    text = bytes(kept[: web.TAIL_BYTES]).decode(errors="replace").replace("\0", "")
-    return response.status_code, response.headers.get("retry-after"), text
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _unsendable(error: str, sha: str) -> AttemptResult:
@@ -264,6 +261,17 @@ def _unsendable(error: str, sha: str) -> AttemptResult:
 
 
 def _content_type(body: str) -> str:
+    """A burst sends one body many times: a small one is parsed once (a large one is not
+    kept: the cache must not hold megabytes)."""
+    return _sniffed(body) if len(body) <= 4096 else _sniff(body)
+
+
+@functools.lru_cache(maxsize=256)
+def _sniffed(body: str) -> str:
+    return _sniff(body)
+
+
+def _sniff(body: str) -> str:
     try:
         json.loads(body)
     except ValueError:

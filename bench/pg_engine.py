@@ -56,10 +56,10 @@ async def _main(dsn: str, owner: str, slots: int, t0: dt.datetime, due: dt.datet
     from jobctl.engine.executor import Executor
     from jobctl.engine.timer import Timer
     from jobctl.store.aio import AsyncStore
-    from jobctl.store.pg.store import PostgresStore
+    from pg_work import open_store
 
     clock = FakeClock(t0)
-    store = PostgresStore(dsn, clock, pool_size=8)
+    store = open_store(dsn, clock)
     astore = AsyncStore(store)
     ex = Instant(astore, slots, owner)
     ex.target = 1 << 62  # the parent says when every daemon together is done

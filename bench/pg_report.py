@@ -63,6 +63,7 @@ class Enqueue(TypedDict):
     daemon_cores: float
     req_p50_ms: float
     req_p99_ms: float
+    pg_cpu_s: float  # the database's backends over the run (SQLite: 0)
     verified: bool
     load: str
 
@@ -70,6 +71,7 @@ class Enqueue(TypedDict):
 class Ceiling(TypedDict):
     """N in-process daemons (instant executor) draining one database's due jobs."""
 
+    backend: str  # "pg", or "sqlite" (one daemon: the figure beside PostgreSQL's)
     daemons: int
     n: int
     rate: float
@@ -184,15 +186,30 @@ def _enqueue_rows(R: Results, rows: Table, checks: list[tuple[str, bool]]) -> No
             C.fmt(p["rate"]) if p else error_of(e.get(f"pg_{mode}", {})) or "–",
             f"≥ {TARGETS[mode]:,.0f}",
             C.verdict(ok if p else None),
-            f"daemon {p['daemon_cores']:.2f} cores, req p99 {p['req_p99_ms']:.1f} ms; "
-            f"load {p['load']}"
-            if p
-            else "",
+            _enqueue_note(s, p),
         )
 
 
+def _enqueue_note(s: Enqueue | None, p: Enqueue | None) -> str:
+    """CPU seconds per 1,000 jobs (daemon: its cores over the run; PostgreSQL: the
+    database's backends, warm-up included) and the load when the run began."""
+    out = []
+    for name, e in (("SQLite", s), ("PostgreSQL", p)):
+        if e is None:
+            continue
+        daemon = 1000 * e["daemon_cores"] / e["rate"]
+        pg = f", server {per_1k(e['pg_cpu_s'], e['stored'])}" if e["pg_cpu_s"] else ""
+        out.append(
+            f"{name}: CPU s per 1,000 jobs daemon {daemon:.2f}{pg}, req p99 "
+            f"{e['req_p99_ms']:.1f} ms, load {e['load']}"
+        )
+    return "; ".join(out)
+
+
 def _ceiling_rows(R: Results, rows: Table, checks: list[tuple[str, bool]]) -> None:
-    got = [c for c in map(done, R.get("ceiling", [])) if c is not None]
+    every = [c for c in map(done, R.get("ceiling", [])) if c is not None]
+    lite = next((c for c in every if c.get("backend") == "sqlite"), None)
+    got = [c for c in every if c.get("backend", "pg") == "pg"]
     one = next((c["rate"] for c in got if c["daemons"] == 1), None)
     for c in got:
         n = c["daemons"]
@@ -205,14 +222,17 @@ def _ceiling_rows(R: Results, rows: Table, checks: list[tuple[str, bool]]) -> No
             if n == max(x["daemons"] for x in got):
                 checks.append((f"{n} daemons together >= one", ok))
             target = "≥ 1 daemon's"
+        beside = lite if n == 1 else None
         rows.add(
             f"scheduler ceiling, instant executor, {n} daemon(s), {c['n']:,} jobs (jobs/s)",
-            "",
+            C.fmt(beside["rate"]) if beside else "",
             C.fmt(c["rate"]),
             target,
             C.verdict(ok and c["verified"]),
-            f"CPU s per 1,000 jobs: PostgreSQL {per_1k(c['pg_cpu_s'], c['n'])}, daemons "
-            f"{per_1k(c['daemon_cpu_s'], c['n'])}; split {c['per_daemon']}; double runs "
+            f"CPU s per 1,000 jobs: PostgreSQL server {per_1k(c['pg_cpu_s'], c['n'])}, "
+            f"daemons {per_1k(c['daemon_cpu_s'], c['n'])}"
+            + (f" (SQLite daemon {per_1k(beside['daemon_cpu_s'], beside['n'])})" if beside else "")
+            + f"; split {c['per_daemon']}; double runs "
             f"{c['double_runs'] + c['double_starts']}; load {c['load']}",
         )
     for f in R.get("ceiling", []):

@@ -39,11 +39,13 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
         d = PgDaemon(wd, dsn, sz.concurrency) if backend == "pg" else C.Daemon(wd, sz.concurrency)
         try:
             sampler = CpuSampler(d.pid)
+            pg = PgCpu(dsn) if dsn else None
             res = C.run_clients(
                 C.jobctl_enqueue_client,
                 [(str(d.sock), body, per, warmup, sz.enqueue_seconds)] * sz.clients,
             )
             sampler.stop()
+            pg_cpu = pg.stop() if pg else 0.0
             s = _summarise_clients(res)
             http = C.UdsHttp(str(d.sock))
             stored = http.json("GET", "/v1/status")["counts"]["scheduled"]
@@ -58,6 +60,7 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
         "daemon_cores": sampler.cores(s["t0"], s["t1"]),
         "req_p50_ms": s["req_p50_ms"],
         "req_p99_ms": s["req_p99_ms"],
+        "pg_cpu_s": pg_cpu,
         "load": load,
         "verified": stored == s["jobs"] + s["warm_jobs"] and s["errors"] == 0,
     }
@@ -68,12 +71,22 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
     return out
 
 
-def _fill(dsn: str, t0: dt.datetime, due: dt.datetime, n: int) -> None:
+def open_store(db: str, clock: Any) -> Any:
+    """A store on ``db``: a ``postgresql://`` URL, else a SQLite file."""
+    if db.startswith("postgresql://"):
+        from jobctl.store.pg.store import PostgresStore
+
+        return PostgresStore(db, clock, pool_size=8)
+    from jobctl.store.sqlite import SqliteStore
+
+    return SqliteStore(Path(db), clock)
+
+
+def _fill(db: str, t0: dt.datetime, due: dt.datetime, n: int) -> None:
     from jobctl.domain.clock import FakeClock
     from jobctl.domain.models import JobSpec
-    from jobctl.store.pg.store import PostgresStore
 
-    store = PostgresStore(dsn, FakeClock(t0))
+    store = open_store(db, FakeClock(t0))
     try:
         for first in range(0, n, 5000):
             store.insert([JobSpec(("true",), due, 0) for _ in range(min(5000, n - first))])
@@ -81,18 +94,11 @@ def _fill(dsn: str, t0: dt.datetime, due: dt.datetime, n: int) -> None:
         store.close()
 
 
-def _engines(dsn: str, k: int, slots: int, t0: dt.datetime, due: dt.datetime) -> list[Any]:
+def _engines(db: str, k: int, slots: int, t0: dt.datetime, due: dt.datetime) -> list[Any]:
+    args = [str(slots), t0.isoformat(), due.isoformat()]
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                ENGINE,
-                dsn,
-                f"bench-pg:{i}",
-                str(slots),
-                t0.isoformat(),
-                due.isoformat(),
-            ],
+            [sys.executable, ENGINE, db, f"bench-pg:{i}", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -111,40 +117,54 @@ def _say(procs: list[Any], line: str) -> None:
         p.stdin.flush()
 
 
-def ceiling(tmp: Path, sz: Sizes, k: int) -> Ceiling:
+LEFT = "SELECT count(*) FROM jobs WHERE status <> 'succeeded'"
+RUNS = "SELECT count(*) FROM (SELECT job_id FROM attempts GROUP BY job_id HAVING count(*) > 1) x"
+
+
+def _drain(db: str, procs: list[Any], timeout: float = 300) -> tuple[float, list[Any], int]:
+    """Say go, wait until no job is left; (server CPU seconds, engines' reports, double
+    runs). The poll's own connection is left out of the server's CPU."""
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        conn: Any = psycopg.connect(db, autocommit=True)
+        cpu: PgCpu | None = PgCpu(db, exclude=frozenset({conn.info.backend_pid}))
+    else:
+        import sqlite3
+
+        conn, cpu = sqlite3.connect(f"file:{db}?mode=ro", uri=True), None
+    try:
+        _say(procs, "go")
+        deadline = time.time() + timeout
+        while conn.execute(LEFT).fetchone()[0] and time.time() < deadline:
+            time.sleep(0.1)
+        server = cpu.stop() if cpu else 0.0
+        _say(procs, "stop")
+        got = [json.loads(p.stdout.readline()) for p in procs]
+        return server, got, int(conn.execute(RUNS).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def ceiling(tmp: Path, sz: Sizes, k: int, backend: str = "pg") -> Ceiling:
     """``k`` in-process daemons (instant executor) drain ``ceiling_jobs`` due jobs."""
     n, load = sz.ceiling_jobs, uptime()
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0)
     due = t0 + dt.timedelta(seconds=10)
-    with database() as dsn:
-        _fill(dsn, t0, due, n)
-        procs = _engines(dsn, k, sz.slots, t0, due)
+    where = database() if backend == "pg" else nullcontext(str(tmp / f"ceiling-{k}.db"))
+    with where as db:
+        _fill(db, t0, due, n)
+        procs = _engines(db, k, sz.slots, t0, due)
         try:
-            import psycopg
-
-            poll = psycopg.connect(dsn, autocommit=True)
-            cpu = PgCpu(dsn, exclude=frozenset({poll.info.backend_pid}))
-            _say(procs, "go")
-            deadline = time.time() + 300
-            while time.time() < deadline:
-                (left,) = poll.execute(
-                    "SELECT count(*) FROM jobs WHERE status <> 'succeeded'"
-                ).fetchone() or (0,)
-                if left == 0:
-                    break
-                time.sleep(0.1)
-            pg_cpu = cpu.stop()
-            poll.close()
-            _say(procs, "stop")
-            got = [json.loads(p.stdout.readline()) for p in procs]
+            pg_cpu, got, runs = _drain(db, procs)
         finally:
             for p in procs:
                 C.stop_proc(p)
-        runs, _ = doubles(dsn)
     ids = [i for g in got for i in g["ids"]]
     t_go = min(g["t_go"] for g in got)
     wall = max(g["last_finish"] for g in got) - t_go
     out: Ceiling = {
+        "backend": backend,
         "daemons": k,
         "n": n,
         "rate": n / wall,
@@ -160,8 +180,8 @@ def ceiling(tmp: Path, sz: Sizes, k: int) -> Ceiling:
         "verified": len(set(ids)) == n and runs == 0,
     }
     log(
-        f"ceiling, {k} daemon(s): {out['rate']:,.0f} jobs/s over {wall:.2f} s, split "
-        f"{out['per_daemon']}, CPU s/1k jobs PG {1000 * pg_cpu / n:.2f} daemons "
+        f"ceiling, {backend}, {k} daemon(s): {out['rate']:,.0f} jobs/s over {wall:.2f} s, split "
+        f"{out['per_daemon']}, CPU s/1k jobs server {1000 * pg_cpu / n:.2f} daemons "
         f"{1000 * out['daemon_cpu_s'] / n:.2f}; verified {out['verified']}; load {load}"
     )
     return out

@@ -21,7 +21,7 @@ import peer_procrastinate as PP
 from _common import log
 from core_harness import CpuSampler, _summarise_clients, iso_ms
 from pg_harness import PgCpu, PgDaemon, database, doubles, query, uptime
-from pg_report import E2E, Ceiling, Enqueue, Lag, Peer, Sizes
+from pg_report import E2E, LAG_EVERY, Ceiling, Enqueue, Lag, Peer, Sizes
 
 FAR = "2099-01-01T00:00:00Z"
 ENGINE = str(Path(__file__).resolve().parent / "pg_engine.py")
@@ -330,7 +330,8 @@ def lag(tmp: Path, sz: Sizes) -> Lag:
                 sids += [j["id"] for j in http.json("POST", "/v1/jobs", spread[i : i + 500])]
             http.close()
             late = time.time() > t0
-            acks = _enqueue_now(a, sz.lag_now, 0.02)
+            _wait_succeeded(dsn, sids, sz.lag_spread + 120)
+            acks = _enqueue_now(a, sz.lag_now, LAG_EVERY)  # after: B is idle again
             ids = sids + [i for i, _ in acks]
             _wait_succeeded(dsn, ids, 120)
         finally:

@@ -8,7 +8,7 @@ file back into them unchanged), so a key renamed here must stay readable there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import _common as C
 from _common import Failed, done, error_of
@@ -26,6 +26,7 @@ class Sizes:
     lag_spread_jobs: int  # jobs due at spread times (run_at → start)
     lag_spread: float
     peer_jobs: int  # procrastinate's drain
+    runs: int = 3  # of each ceiling set-up, interleaved; the median run is reported
     clients: int = 8
     batch: int = 500
     concurrency: int = 32  # each real daemon's executor
@@ -40,7 +41,7 @@ FULL = Sizes(
     lag_now=300,
     lag_spread_jobs=1_000,
     lag_spread=20.0,
-    peer_jobs=3_000,
+    peer_jobs=2_000,
 )
 QUICK = Sizes(
     enqueue_seconds=2.0,
@@ -50,6 +51,7 @@ QUICK = Sizes(
     lag_spread_jobs=300,
     lag_spread=6.0,
     peer_jobs=1_000,
+    runs=1,
 )
 #: Seconds between the one-job enqueues of the lag workload (20/s): with the spread jobs
 #: (50/s) below what one daemon runs on this loaded machine (~90 ``true``/s), so the lag
@@ -89,6 +91,7 @@ class Ceiling(TypedDict):
     fenced: int
     verified: bool
     load: str
+    rates: NotRequired[list[float]]  # every run's rate (this one is the median's)
 
 
 class E2E(TypedDict):
@@ -236,6 +239,7 @@ def _ceiling_rows(R: Results, rows: Table, checks: list[tuple[str, bool]]) -> No
             f"CPU s per 1,000 jobs: PostgreSQL server {per_1k(c['pg_cpu_s'], c['n'])}, "
             f"daemons {per_1k(c['daemon_cpu_s'], c['n'])}"
             + (f" (SQLite daemon {per_1k(beside['daemon_cpu_s'], beside['n'])})" if beside else "")
+            + f"; runs {', '.join(C.fmt(r) for r in c.get('rates', [c['rate']]))}"
             + f"; split {c['per_daemon']}; double runs "
             f"{c['double_runs'] + c['double_starts']}; load {c['load']}",
         )

@@ -14,7 +14,7 @@ import time
 from contextlib import nullcontext
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import _common as C
 import peer_procrastinate as PP
@@ -218,6 +218,29 @@ def _fired(dsn: str) -> int:
     return int(n)
 
 
+def _post(d: PgDaemon, jobs: list[dict[str, Any]], batch: int) -> list[int]:
+    """Enqueue ``jobs`` on ``d`` in requests of ``batch``; their ids in order."""
+    http = d.http()
+    ids: list[int] = []
+    for i in range(0, len(jobs), batch):
+        ids += [j["id"] for j in http.json("POST", "/v1/jobs", jobs[i : i + batch])]
+    http.close()
+    return ids
+
+
+def _spans(dsn: str, ids: list[int]) -> tuple[int, int, list[int]]:
+    """(first start, last finish) in ms of the jobs' attempts, and how many each daemon ran."""
+    ((first, last),) = query(
+        dsn, "SELECT min(started_at), max(finished_at) FROM attempts WHERE job_id = ANY(%s)", ids
+    )
+    split = query(
+        dsn,
+        "SELECT lease_owner, count(*) FROM attempts WHERE job_id = ANY(%s) GROUP BY 1 ORDER BY 1",
+        ids,
+    )
+    return int(first), int(last), [int(k) for _, k in split]
+
+
 def e2e(tmp: Path, sz: Sizes) -> E2E:
     """2 real daemons run ``e2e_jobs`` ``true`` jobs enqueued through the first."""
     n, load = sz.e2e_jobs, uptime()
@@ -226,15 +249,10 @@ def e2e(tmp: Path, sz: Sizes) -> E2E:
         b = PgDaemon(tmp / "e2e-b", dsn, sz.concurrency)
         try:
             _schedule(a)
-            http = a.http()
             due = time.time() + 3.0 + n / 5000
-            jobs = [{"command": ["true"], "run_at": iso_ms(due)}]
             t = time.time()
-            ids: list[int] = []
-            for i in range(0, n, 1000):
-                ids += [j["id"] for j in http.json("POST", "/v1/jobs", jobs * min(1000, n - i))]
+            ids = _post(a, [{"command": ["true"], "run_at": iso_ms(due)}] * n, 1000)
             enqueue_s = time.time() - t
-            http.close()
             time.sleep(max(0.0, due - time.time() - 0.5))
             d0 = C.cpu_seconds(a.pid) + C.cpu_seconds(b.pid)
             pg_cpu = _wait_succeeded(dsn, ids, 900, cpu=True)
@@ -242,17 +260,7 @@ def e2e(tmp: Path, sz: Sizes) -> E2E:
         finally:
             a.stop()
             b.stop()
-        ((first, last),) = query(
-            dsn,
-            "SELECT min(started_at), max(finished_at) FROM attempts WHERE job_id = ANY(%s)",
-            ids,
-        )
-        split = query(
-            dsn,
-            "SELECT lease_owner, count(*) FROM attempts WHERE job_id = ANY(%s) "
-            "GROUP BY 1 ORDER BY 1",
-            ids,
-        )
+        first, last, split = _spans(dsn, ids)
         runs, fires = doubles(dsn)
         fired = _fired(dsn)
     wall = (last - first) / 1000
@@ -263,7 +271,7 @@ def e2e(tmp: Path, sz: Sizes) -> E2E:
         "enqueue_s": enqueue_s,
         "daemon_cpu_s": daemon_cpu,
         "pg_cpu_s": pg_cpu,
-        "per_daemon": [k for _, k in split],
+        "per_daemon": split,
         "double_runs": runs,
         "double_fires": fires,
         "fired": fired,
@@ -305,6 +313,53 @@ def _enqueue_now(a: PgDaemon, n: int, every: float) -> list[tuple[int, float]]:
     return acks
 
 
+class _Lags(TypedDict):
+    now_n: int
+    ack_p50_ms: float
+    ack_p99_ms: float
+    ack_max_ms: float
+    spread_n: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def _lags(rows: list[tuple[Any, ...]], sids: list[int], acks: list[tuple[int, float]]) -> _Lags:
+    """Percentiles of start − run_at (``sids``) and of start − A's answer (``acks``) from
+    the rows (id, run_at ms, first attempt's start ms, lease owner)."""
+    by_id = {r[0]: r for r in rows}
+    spread = [(by_id[i][2] - by_id[i][1]) / 1000 for i in sids]
+    ack = [by_id[i][2] / 1000 - at for i, at in acks]
+    return {
+        "now_n": len(acks),
+        "ack_p50_ms": C.pct(ack, 50) * 1000,
+        "ack_p99_ms": C.pct(ack, 99) * 1000,
+        "ack_max_ms": max(ack) * 1000,
+        "spread_n": len(sids),
+        "p50_ms": C.pct(spread, 50) * 1000,
+        "p99_ms": C.pct(spread, 99) * 1000,
+        "max_ms": max(spread) * 1000,
+    }
+
+
+def _first_attempts(dsn: str, ids: list[int]) -> list[tuple[Any, ...]]:
+    """(id, run_at ms, first attempt's start ms, its lease owner) of each job."""
+    return query(
+        dsn,
+        "SELECT j.id, j.run_at, a.started_at, a.lease_owner FROM jobs j "
+        "JOIN attempts a ON a.job_id = j.id AND a.number = 1 WHERE j.id = ANY(%s)",
+        ids,
+    )
+
+
+def _doubles_but(dsn: str, sleeper: int) -> tuple[int, int, int]:
+    """(double runs, double fires, occurrences made), the sleep that held A's slot left
+    out (stopped with A, it may be run again)."""
+    runs, fires = doubles(dsn)
+    again = query(dsn, "SELECT 1 FROM attempts WHERE job_id = %s AND number > 1", sleeper)
+    return runs - int(bool(again)), fires, _fired(dsn)
+
+
 def lag(tmp: Path, sz: Sizes) -> Lag:
     """Jobs enqueued on A (its one slot busy) run on B: start − ack, start − run_at."""
     load = uptime()
@@ -320,15 +375,9 @@ def lag(tmp: Path, sz: Sizes) -> Lag:
             _schedule(a)
             step = sz.lag_spread / sz.lag_spread_jobs
             t0 = time.time() + 3.0
-            spread = [
-                {"command": ["true"], "run_at": iso_ms(t0 + i * step)}
-                for i in range(sz.lag_spread_jobs)
-            ]
-            http = a.http()
-            sids: list[int] = []
-            for i in range(0, len(spread), 500):
-                sids += [j["id"] for j in http.json("POST", "/v1/jobs", spread[i : i + 500])]
-            http.close()
+            spread = [{"command": ["true"], "run_at": iso_ms(t0 + i * step)}
+                      for i in range(sz.lag_spread_jobs)]  # fmt: skip
+            sids = _post(a, spread, 500)
             late = time.time() > t0
             _wait_succeeded(dsn, sids, sz.lag_spread + 120)
             acks = _enqueue_now(a, sz.lag_now, LAG_EVERY)  # after: B is idle again
@@ -338,30 +387,9 @@ def lag(tmp: Path, sz: Sizes) -> Lag:
             a.stop()
             if b is not None:
                 b.stop()
-        rows = query(
-            dsn,
-            "SELECT j.id, j.run_at, a.started_at, a.lease_owner FROM jobs j "
-            "JOIN attempts a ON a.job_id = j.id AND a.number = 1 "
-            "WHERE j.id = ANY(%s)",
-            ids,
-        )
-        runs, fires = doubles(dsn)
-        runs -= int(
-            bool(query(dsn, "SELECT 1 FROM attempts WHERE job_id = %s AND number > 1", sleeper))
-        )
-        fired = _fired(dsn)
-    by_id = {r[0]: r for r in rows}
-    spread_lag = [(by_id[i][2] - by_id[i][1]) / 1000 for i in sids]
-    ack_lag = [by_id[i][2] / 1000 - ack for i, ack in acks]
+        rows, (runs, fires, fired) = _first_attempts(dsn, ids), _doubles_but(dsn, sleeper)
     out: Lag = {
-        "now_n": len(acks),
-        "ack_p50_ms": C.pct(ack_lag, 50) * 1000,
-        "ack_p99_ms": C.pct(ack_lag, 99) * 1000,
-        "ack_max_ms": max(ack_lag) * 1000,
-        "spread_n": len(sids),
-        "p50_ms": C.pct(spread_lag, 50) * 1000,
-        "p99_ms": C.pct(spread_lag, 99) * 1000,
-        "max_ms": max(spread_lag) * 1000,
+        **_lags(rows, sids, acks),
         "late_enqueue": late,
         "on_b": sum(r[3] == owner_b for r in rows),
         "double_runs": runs,

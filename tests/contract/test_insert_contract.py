@@ -8,7 +8,7 @@ import pytest
 
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
-from jobctl.errors import KeyConflict
+from jobctl.errors import InvalidInput, KeyConflict
 from jobctl.store.base import Store
 
 OWNER = "contract-host"
@@ -113,3 +113,36 @@ def test_resource_limits_come_back_from_a_read_and_a_claim(store: Store, clock: 
     assert claimed == {limited.job.id: limits, plain.job.id: None}
     [again] = store.insert([spec(clock, resources=limits, key="l")])
     assert not again.created  # the same request: its limits are part of its fingerprint
+
+
+def test_concurrent_groups_without_keys_each_answer_as_if_alone(
+    store: Store, clock: FakeClock
+) -> None:
+    """Groups that share one write (as concurrent requests do) keep their own outcome: a
+    group the store refuses fails alone and stores nothing; the others are stored, in
+    order, each answered with its own jobs (PostgreSQL inserts keyless groups together)."""
+    submit = getattr(store, "submit_insert_groups")  # noqa: B009 - both backends have it
+    bad = spec(clock)
+    object.__setattr__(bad, "max_attempts", 2**70)  # past any integer column: only the store
+    groups = [[spec(clock, queue="a")], [spec(clock), bad], [spec(clock, queue="c")] * 2]
+    first, refused, third = submit(groups).result()
+    assert isinstance(refused, InvalidInput) and "refused" in str(refused)
+    assert [i.job.spec.queue for i in first + third] == ["a", "c", "c"]
+    assert all(i.created and i.job == store.get(i.job.id) for i in first + third)
+    assert first[0].job.id < third[0].job.id < third[1].job.id
+    assert sorted(j.spec.queue for j in store.list_jobs(None, None, 10, None)) == ["a", "c", "c"]
+    assert {q: c for q, c in _counts(store).items() if c != (0, 0, 0)} == {
+        "a": (1, 1, 0),
+        "c": (2, 2, 0),
+    }
+
+
+def test_concurrent_groups_without_keys_are_all_answered_by_one_write(
+    store: Store, clock: FakeClock
+) -> None:
+    groups = [[spec(clock, queue=f"q{i}")] for i in range(8)] + [[spec(clock)] * 3]
+    out = getattr(store, "submit_insert_groups")(groups).result()  # noqa: B009
+    assert [len(o) for o in out] == [1] * 8 + [3]
+    ids = [i.job.id for o in out for i in o]
+    assert ids == sorted(ids) and len(set(ids)) == 11
+    assert [o[0].job.spec.queue for o in out[:8]] == [f"q{i}" for i in range(8)]

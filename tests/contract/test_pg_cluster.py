@@ -258,18 +258,83 @@ def test_wakeups_are_one_per_queue_per_cooldown(schema: str) -> None:
 
     store = _open(schema, FakeClock(T0))
     now = [100.0]
+    later: list[tuple[float, Callable[[], None]]] = []
+
+    def record(delay: float, fn: Callable[[], None]) -> Any:
+        later.append((delay, fn))
+        return threading.Timer(0, lambda: None)  # never started: cancel() is a no-op
+
     try:
-        notifier = Notifier(store.db, lambda: now[0])
+        notifier = Notifier(store.db, lambda: now[0], record)
         assert notifier.wake(["q"])
         assert not notifier.wake(["q"])
         assert notifier.wake(["other", "q"])  # one NOTIFY for the queue not yet woken
         now[0] += 0.099
         assert not notifier.wake(["q"])
         now[0] += 0.002
-        assert notifier.wake(["q"])
+        assert notifier.wake(["q"])  # sent now: no longer owed
         assert notifier.sent == 3
+        assert [round(d, 3) for d, _ in later] == [0.1]  # one trailing wake-up was set
+        later[0][1]()
+        assert notifier.sent == 3  # ... and found nothing owed
     finally:
         store.close()
+
+
+def test_a_wakeup_asked_for_within_the_cooldown_is_sent_when_it_ends(schema: str) -> None:
+    """Not dropped: the cooldown delays it. (Dropped, a job enqueued right after another
+    waited for the other daemons' one-second safety poll.)"""
+    from jobctl.store.pg.notify import COOLDOWN, Notifier
+
+    store = _open(schema, FakeClock(T0))
+    now = [100.0]
+    later: list[tuple[float, Callable[[], None]]] = []
+
+    def record(delay: float, fn: Callable[[], None]) -> Any:
+        later.append((delay, fn))
+        return threading.Timer(0, lambda: None)
+
+    try:
+        notifier = Notifier(store.db, lambda: now[0], record)
+        assert notifier.wake(["q"])
+        now[0] = 100.03
+        assert not notifier.wake(["q"])
+        assert notifier.wake(["r"]) and not notifier.wake(["r"])  # r's first, then owed
+        assert len(later) == 1 and later[0][0] == pytest.approx(COOLDOWN - 0.03)
+        now[0] = 100.125  # the timer ran: q's cooldown is over, r's is not
+        later[0][1]()
+        assert notifier.sent == 3
+        assert len(later) == 2 and later[1][0] == pytest.approx(0.005)
+        now[0] = 100.2
+        later[1][1]()
+        assert notifier.sent == 4
+        assert not notifier.wake(["r"])  # the trailing one started a cooldown of its own
+    finally:
+        store.close()
+
+
+def test_a_second_enqueue_within_the_cooldown_still_wakes_the_other_daemon(schema: str) -> None:
+    clock = FakeClock(T0)
+    a, b = _open(schema, clock), _open(schema, clock)
+    wakes: list[float] = []
+    woken = threading.Condition()
+
+    def on_wake() -> None:
+        with woken:
+            wakes.append(time.monotonic())
+            woken.notify_all()
+
+    listener = b.listen(on_wake)
+    try:
+        assert listener.listening.wait(10)
+        a.insert(_specs(1))
+        a.insert(_specs(1))  # within 100 ms of the first: its wake-up comes when that ends
+        with woken:
+            assert woken.wait_for(lambda: len(wakes) >= 2, timeout=5), wakes
+    finally:
+        listener.close()
+        a.close()
+        b.close()
 
 
 def test_without_listen_nothing_is_listened_to(schema: str) -> None:

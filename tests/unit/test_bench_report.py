@@ -19,6 +19,7 @@ import _common as C  # noqa: E402
 import bench_core  # noqa: E402
 import core_report  # noqa: E402
 import herd_report  # noqa: E402
+import pg_report  # noqa: E402
 import schedules_report  # noqa: E402
 from core_harness import QUICK  # noqa: E402
 from core_results import ClaimTimes, Lag, Results, Store, Throughput  # noqa: E402
@@ -159,6 +160,27 @@ def test_a_herd_run_renders_from_its_typed_shape(capsys: pytest.CaptureFixture[s
     assert "| 5 / 40 / 90 | p99 ≤ 200 ms | **PASS** |" in section
 
 
+def test_a_saved_pg_run_renders_its_targets_and_double_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bench_pg's run of 2026-11-30 22:05 (the one in docs/benchmarks.md) renders through
+    ``--from-json``: SQLite beside PostgreSQL, every ceiling run, the lag target."""
+    path = SAVED / "bench_pg-20261130T220508.json"
+    results = json.loads(path.read_text())["results"]
+    assert pg_report.Lag.__required_keys__ <= results["lag"].keys()
+    assert all(pg_report.Ceiling.__required_keys__ <= c.keys() for c in results["ceiling"])
+    C.render_saved(str(path), pg_report.report, pg_report.Sizes, pg_report.MARKS, False)
+    section = capsys.readouterr().out
+    assert section.startswith(pg_report.MARKS[0]) and section.rstrip().endswith(pg_report.MARKS[1])
+    assert "| 714 | 699 | ≥ 3,000 | **MISS** |" in section
+    assert "runs 3,700, 4,331, 4,073" in section
+    assert "| 6.0 / 130.1 / 262.0 | p99 ≤ 50 | **MISS** |" in section
+    saved = json.loads(path.read_text())
+    sz = pg_report.Sizes(**saved["sizes"])
+    _, checks = pg_report.report(results, sz, "", saved["machine"], 0.0)
+    assert ("0 double runs and 0 double fires", True) in checks
+
+
 def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
     import bench_spawn_e2e as S
 
@@ -199,6 +221,7 @@ def test_each_scripts_markers_hold_its_own_section_only() -> None:
         "bench_cli",
         "bench_retention",
         "bench_pg_store",
+        "bench_pg",
     }
     for name, body in sections:
         headings = [line for line in body.splitlines() if line.startswith("## ")]

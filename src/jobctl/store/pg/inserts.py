@@ -1,5 +1,6 @@
 """Batched job inserts on PostgreSQL: one key lookup, one id fetch and one ``COPY`` for a
-whole batch (a pipelined ``executemany`` of 500 rows took about a second under load).
+whole batch (a pipelined ``executemany`` of 500 rows took about a second under load), and
+for all the groups of one write together when none has a key (:func:`_together`).
 
 Idempotency and the outcome per group are :mod:`jobctl.store.inserts`'s: a known key of
 the same owner answers the stored job, or :class:`KeyConflict` when the body differs
@@ -39,10 +40,42 @@ def insert_groups_tx(
 ) -> list[list[Inserted] | JobctlError]:
     """Each group's outcome as if inserted alone, in order (see the module docstring)."""
     refused = over_queued_quota(db, conn, groups)
+    together = _together(db, conn, [g for i, g in enumerate(groups) if i not in refused])
+    if together is not None:
+        it = iter(together)
+        return [refused[i] if i in refused else next(it) for i in range(len(groups))]
     out: list[list[Inserted] | JobctlError] = []
     for i, group in enumerate(groups):
         error = refused.get(i)
         out.append(error if error is not None else _group(db, conn, group))
+    return out
+
+
+def _together(
+    db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]]
+) -> list[list[Inserted]] | None:
+    """Several groups without keys in one savepoint, one id fetch and one ``COPY``; None
+    when that does not apply or a row was refused (the caller then goes group by group, so
+    the bad group fails alone and the others are stored).
+
+    Why: single-job enqueues from concurrent clients arrive as many one-job groups in one
+    write; a savepoint, an id fetch and a ``COPY`` each cost about five round trips per
+    job, and on a busy host every round trip waits for the server process to be scheduled
+    (issue 15's benchmark). Without keys no group can meet a stored job, so inserting them
+    together gives each group what inserting it alone would."""
+    if len(groups) < 2 or any(s.key is not None for g in groups for s in g):
+        return None
+    try:
+        with conn.transaction():
+            flat = insert_tx(db, conn, [s for g in groups for s in g])
+    except (JobctlError, psycopg.errors.UniqueViolation):
+        return None
+    except ITEM_ERRORS:
+        return None
+    out, start = [], 0
+    for g in groups:
+        out.append(flat[start : start + len(g)])
+        start += len(g)
     return out
 
 

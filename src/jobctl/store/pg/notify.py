@@ -4,7 +4,10 @@ A daemon that committed an enqueue, a cancel or a replay wakes the others with a
 ``NOTIFY jobctl_wake`` (the payload limit of 8,000 bytes never matters: there is none),
 sent on its own after the write committed, so the notification queue's commit lock is
 never taken by the writes themselves. At most one per queue per :data:`COOLDOWN` seconds
-per daemon. The receiving side (:class:`Listener`) holds one connection of its own
+per daemon; a wake-up asked for within the cooldown is sent when it ends (one for all
+asked meanwhile), never dropped: a dropped one left a job enqueued 20 ms after another
+waiting for the one-second safety poll on the other daemons (p99 dispatch lag ~1 s in
+issue 15's benchmark). The receiving side (:class:`Listener`) holds one connection of its own
 (never a pooled one: LISTEN needs a session, which a transaction-mode pooler does not
 keep) and calls back on each notification; ``poll_only`` turns LISTEN off for such
 set-ups, and the daemon's one-second safety-net poll carries the load instead.
@@ -16,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import psycopg
 from psycopg import sql
@@ -27,24 +31,66 @@ log = logging.getLogger("jobctl.store")
 COOLDOWN = 0.1
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+#: Runs a callable after a delay in seconds (``threading.Timer`` started); tests pass
+#: one that only records it.
+Later = Callable[[float, Callable[[], None]], Cancellable]
+
+
+def _timer(delay: float, fn: Callable[[], None]) -> Cancellable:
+    t = threading.Timer(delay, fn)
+    t.daemon = True
+    t.start()
+    return t
+
+
 class Notifier:
-    def __init__(self, db: PgDb, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, db: PgDb, monotonic: Callable[[], float] = time.monotonic, later: Later = _timer
+    ) -> None:
         self._db = db
         self._monotonic = monotonic
+        self._later = later
         self._last: dict[str, float] = {}
+        self._pending: set[str] = set()  # asked for within their cooldown: sent at its end
+        self._flush: Cancellable | None = None
         self._lock = threading.Lock()
         self.sent = 0  # notifications sent (for tests and metrics)
 
     def wake(self, queues: Iterable[str]) -> bool:
         """Tell the other daemons that ``queues`` have news; False when every queue was
-        woken less than :data:`COOLDOWN` ago (nothing is sent)."""
+        woken less than :data:`COOLDOWN` ago (then one is sent when the cooldown ends)."""
         now = self._monotonic()
         with self._lock:
-            due = [q for q in set(queues) if now - self._last.get(q, -COOLDOWN) >= COOLDOWN]
+            asked = set(queues)
+            due = {q for q in asked if now - self._last.get(q, -COOLDOWN) >= COOLDOWN}
             for q in due:
                 self._last[q] = now
-        if not due:
-            return False
+            self._pending = (self._pending | asked) - due
+            if self._pending and self._flush is None:
+                wait = max(self._last[q] for q in self._pending) + COOLDOWN - now
+                self._flush = self._later(max(wait, 0.0), self._send_pending)
+        return bool(due) and self._send()
+
+    def _send_pending(self) -> None:
+        """The wake-up of the queues asked for during their cooldown (a timer's call)."""
+        with self._lock:
+            self._flush = None
+            queues, self._pending = self._pending, set()
+        if queues:
+            self.wake(queues)
+
+    def close(self) -> None:
+        """Forget the wake-ups not yet sent (the store is closing)."""
+        with self._lock:
+            if self._flush is not None:
+                self._flush.cancel()
+            self._flush, self._pending = None, set()
+
+    def _send(self) -> bool:
         try:
             with self._db.pool.connection() as conn:
                 conn.execute(self._db.q("wake"), {"channel": self._db.channel})
@@ -93,4 +139,4 @@ class Listener:
             self._thread.join()
 
 
-__all__ = ["COOLDOWN", "Listener", "Notifier"]
+__all__ = ["COOLDOWN", "Later", "Listener", "Notifier"]

@@ -96,6 +96,7 @@ class PostgresStore(ScheduleMethods):
 
     def close(self) -> None:
         self.flush_audit()
+        self.notifier.close()
         self.db.close()
 
     # -- jobs ----------------------------------------------------------------------------

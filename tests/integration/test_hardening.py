@@ -239,6 +239,41 @@ def test_slow_headers_time_out(make_daemon: Callable[..., DaemonProc]) -> None:
         assert took < 5
 
 
+def _kept_alive_status(sock: socket.socket) -> int:
+    """One answer on a kept-alive connection (read by its Content-Length): its status."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return int(head.split()[1])
+
+
+def test_each_request_gets_the_whole_header_time(make_daemon: Callable[..., DaemonProc]) -> None:
+    """One header timer per connection, checked when it fires: prompt requests on a
+    connection kept busy past the timeout are served; a slow header after them, begun
+    after the timer was armed, is still cut off, once its own time is up."""
+    d = make_daemon(env={"JOBCTL_HEADER_TIMEOUT": "400ms"})
+    sock = _raw(d)
+    began = time.monotonic()
+    while time.monotonic() - began < 1.0:  # 2.5 timeouts of prompt requests
+        sock.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _kept_alive_status(sock) == 200
+        time.sleep(0.05)
+    slow_began = time.monotonic()
+    sock.sendall(b"GET /v1/sta")
+    status, body, _ = _answer(sock)
+    took = time.monotonic() - slow_began
+    assert status == 408 and body["error"]["code"] == "header_timeout"  # type: ignore[index]
+    assert 0.35 <= took < 5  # its own 400 ms, not what was left of an earlier timer
+
+
 def test_an_idle_kept_alive_connection_is_closed(make_daemon: Callable[..., DaemonProc]) -> None:
     d = make_daemon(env={"JOBCTL_IDLE_TIMEOUT": "1s"})
     sock = _raw(d)

@@ -7,16 +7,20 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from jobctl.api.schedule_schemas import ScheduleIn
 from jobctl.domain.clock import iso
+from jobctl.domain.http import HttpRequest
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES
 from jobctl.domain.models import (
     Backoff,
     JobSpec,
+    JobTemplate,
     check_payload,
     stored_spec,
     trusted_spec,
 )
-from jobctl.errors import InvalidInput
+from jobctl.domain.schedule import Timing
+from jobctl.errors import InvalidInput, InvalidSchedule
 from jobctl.store.rows import ms_to_dt, to_ms, whole_ms
 
 TOKYO = timezone(timedelta(hours=9))
@@ -99,3 +103,73 @@ def test_check_payload_counts_utf8_bytes_at_the_limit() -> None:
     with pytest.raises(InvalidInput):
         check_payload(("é" * half, "x"), ())
     check_payload(("x",) * 1000, ())  # short: no encoding needed to know
+
+
+def _spec_refusal(template: JobTemplate) -> str | None:
+    """What building a job of ``template`` says (the checks the template check stands for)."""
+    try:
+        template.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, 1000, "", None)
+    except InvalidInput as exc:
+        return exc.message
+    return None
+
+
+def _check_refusal(template: JobTemplate) -> str | None:
+    try:
+        template.check(1000)
+    except InvalidInput as exc:
+        return exc.message
+    return None
+
+
+BAD_TEMPLATES = [
+    JobTemplate(command=()),
+    JobTemplate(command=("",)),
+    JobTemplate(command=("a\x00b",)),
+    JobTemplate(command=("true",), max_attempts=0),
+    JobTemplate(command=("true",), priority=10_000),
+    JobTemplate(command=("true",), timeout=0.0),
+    JobTemplate(command=("true",), queue=""),
+    JobTemplate(command=("true",), cwd="relative"),
+    JobTemplate(command=("true",), env=(("JOBCTL_X", "1"),)),
+    JobTemplate(command=("true",), env=(("A", "a\x00"),)),
+    JobTemplate(command=("a" * (MAX_PAYLOAD_BYTES + 1),)),
+    JobTemplate(command=("true",), on_failure=""),
+    JobTemplate(command=("true",), http=HttpRequest("GET", "https://example.com/")),
+    JobTemplate(command=(), http=HttpRequest("GET", "https://example.com/"), retry_on=(1,)),
+    JobTemplate(command=(), http=HttpRequest("GET", "https://example.com/"), env=(("A", "1"),)),
+]
+
+
+@pytest.mark.parametrize("template", BAD_TEMPLATES)
+def test_template_check_refuses_what_a_job_of_it_would(template: JobTemplate) -> None:
+    """The template check runs JobSpec's checks on the template itself (no JobSpec built):
+    the same refusal, word for word, for every check JobSpec makes but the key's."""
+    expected = _spec_refusal(template)
+    assert expected is not None
+    assert _check_refusal(template) == expected
+
+
+def test_template_check_passes_what_a_job_of_it_would() -> None:
+    good = [
+        JobTemplate(command=("true",)),
+        dataclasses.replace(JobTemplate(command=("sh", "-c", "x")), env=(("A", "1"),)),
+        JobTemplate(command=(), http=HttpRequest("GET", "https://example.com/")),
+    ]
+    for template in good:
+        assert _spec_refusal(template) is None
+        assert _check_refusal(template) is None
+
+
+def test_schedule_items_share_one_checked_timing_and_refusals_are_not_kept() -> None:
+    now = datetime(2027, 3, 14, 6, tzinfo=UTC)
+    a, b = (
+        ScheduleIn.model_validate({"cron": "*/5 * * * *", "job": {"command": [c]}}) for c in "ab"
+    )
+    sa, sb = a.to_spec(1000, now, "UTC"), b.to_spec(1000, now, "UTC")
+    assert sa.timing is sb.timing and sa.policy is sb.policy
+    assert sa.timing == Timing("UTC", cron="*/5 * * * *")
+    bad = ScheduleIn.model_validate({"cron": "61 * * * *", "job": {"command": ["x"]}})
+    for _ in range(2):  # refused every time: a refusal is raised, never remembered
+        with pytest.raises(InvalidSchedule):
+            bad.to_spec(1000, now, "UTC")

@@ -137,3 +137,47 @@ def test_failing_commits_are_logged_once_a_minute(
         'event=group_commit_failed writes=1 error="FOREIGN KEY constraint failed"',
         "event=group_commit_recovered failures=5",
     ]
+
+
+class LateRows(Rows):
+    """Adds a row right after the first commit took its rows, without a nudge: what the
+    event loop does when it adds a row while the writer is busy committing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late = True
+
+    def ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
+        landed = super().ride(conn)
+        if self.late:
+            self.late = False
+            self.rows.append(8)
+        return landed
+
+
+def test_a_busy_writer_is_not_nudged_and_commits_rows_added_meanwhile(tmp_path: Path) -> None:
+    """A nudge wakes only an idle writer; rows added during a commit are found by the
+    writer before it waits again, and commit after the ride wait with no other write."""
+    rider = LateRows()
+    w = writer(tmp_path, rider, wait=0.01)
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(conn: sqlite3.Connection) -> None:
+        inside.set()
+        assert release.wait(10)
+        conn.execute("INSERT INTO other VALUES (1)")
+
+    try:
+        done = w.submit(slow)
+        assert inside.wait(10)
+        w.nudge()  # the writer is busy: nothing is queued for it
+        assert w._queue.qsize() == 0
+        release.set()
+        done.result(10)
+        deadline = time.monotonic() + 10
+        while count(tmp_path, "r") != 1 and time.monotonic() < deadline:
+            rider.rode.wait(0.01)
+        assert count(tmp_path, "r") == 1 and not rider.rows
+    finally:
+        release.set()
+        w.close()

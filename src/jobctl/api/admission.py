@@ -7,6 +7,7 @@ needs nothing from the engine.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 
 from jobctl.domain.quota import Limits, over
@@ -15,8 +16,8 @@ from jobctl.domain.quota import Limits, over
 class DiskFloor(Protocol):
     """The disk guard (:class:`jobctl.engine.diskguard.DiskGuard`)."""
 
-    def check(self) -> None:
-        """Raise ``StorageFull`` below the floor."""
+    def check(self, now: datetime | None = None) -> None:
+        """Raise ``StorageFull`` below the floor (``now``: the caller's clock reading)."""
         ...
 
     def info(self) -> dict[str, Any]:
@@ -35,7 +36,7 @@ class QuotaBook(Protocol):
         """The uid's limits."""
         ...
 
-    def take_enqueue(self, uid: int, n: int) -> None:
+    def take_enqueue(self, uid: int, n: int, now: datetime | None = None) -> None:
         """Spend ``n`` of the uid's enqueue-rate tokens, or raise ``QuotaExceeded``."""
         ...
 
@@ -54,12 +55,13 @@ class Admission:
     def limits_for(self, uid: int) -> Limits:
         return Limits() if self.quotas is None else self.quotas.limits_for(uid)
 
-    def admit_jobs(self, uid: int, n: int) -> None:
-        """Enqueue, replay, trigger: the disk floor, then the enqueue rate."""
+    def admit_jobs(self, uid: int, n: int, now: datetime | None = None) -> None:
+        """Enqueue, replay, trigger: the disk floor, then the enqueue rate. ``now``: the
+        request's reading of the clock (one per request, not one per check)."""
         if self.disk is not None:
-            self.disk.check()
+            self.disk.check(now)
         if self.quotas is not None:
-            self.quotas.take_enqueue(uid, n)
+            self.quotas.take_enqueue(uid, n, now)
 
     def admit_queued(self, uid: int, queued: int, n: int) -> None:
         """Replay and trigger: jobs that skip the store's own ``queued`` check."""

@@ -8,6 +8,7 @@ after its transaction committed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from prometheus_client import Counter
 from starlette.exceptions import HTTPException
 
 from jobctl import __version__, errors
@@ -91,10 +93,16 @@ class Context:
     def st(self) -> Store:
         return self.store.store
 
+    @functools.cached_property
+    def _api_enqueued(self) -> Counter:
+        """The ``source="api"`` child of the enqueue counter: ``labels()`` takes a lock
+        and builds a key each call, about 3 µs of every single-job enqueue."""
+        return self.metrics.jobs_enqueued.labels("api")
+
     def enqueued(self, jobs: Sequence[Job], request_id: str | None = None) -> bool:
         """Count and log the jobs a request created (an idempotent repeat is no event).
         True when the lines were written with ``request_id`` (see :func:`log_jobs`)."""
-        self.metrics.jobs_enqueued.labels("api").inc(len(jobs))
+        self._api_enqueued.inc(len(jobs))
         return log_jobs(log, "enqueued", jobs, request_id)
 
     def replayed(self, jobs: Sequence[Job]) -> None:

@@ -216,7 +216,7 @@ async def enqueue_body(
         why = ctx.hooks.resources(spec.resources) if spec.resources else None
         if why is not None:
             raise errors.InvalidInput(f"{i}: {why}" if isinstance(body, list) else why)
-    ctx.hooks.admission.admit_jobs(uid, len(items))  # disk floor (503), enqueue rate (429)
+    ctx.hooks.admission.admit_jobs(uid, len(items), now)  # disk floor (503), enqueue rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     request_id = None if state is None else state.get("request_id")
     logged = ctx.enqueued([i.job for i in inserted if i.created], request_id)

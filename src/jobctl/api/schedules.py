@@ -90,7 +90,9 @@ def _check_limits(spec: ScheduleSpec, ctx: Context) -> None:
 
 def _item_out(answer: Schedule | JobctlError) -> dict[str, Any]:
     if isinstance(answer, Schedule):
-        return schedule_out(answer) | {"created": True}
+        out = schedule_out(answer)  # a new dict: set the flag in place, no copy
+        out["created"] = True
+        return out
     return {"created": False} | api_errors.error_body(answer.code, answer.message, **answer.details)
 
 

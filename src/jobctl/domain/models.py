@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from jobctl.domain import http as web
@@ -121,8 +121,13 @@ def check_on_failure(on_failure: str | None) -> None:
 
 @functools.lru_cache(maxsize=4096)
 def _check_template(template: JobTemplate, owner_uid: int) -> None:
-    """:meth:`JobTemplate.check` (a refusal raises, so only templates that pass are kept)."""
-    template.to_spec(datetime(2000, 1, 1, tzinfo=UTC), None, owner_uid, "", None)
+    """:meth:`JobTemplate.check` (a refusal raises, so only templates that pass are kept):
+    the checks of ``JobSpec.__post_init__`` but the key's (a template has none), made on
+    the template itself. Building a throw-away JobSpec to run them cost about 6 µs a
+    schedule, a tenth of a batch item (a test holds the two equal)."""
+    del owner_uid  # a key of the memo only: no check depends on it
+    check_job_fields(template)
+    web.check_job(template)
 
 
 def _check_command(command: tuple[str, ...]) -> None:

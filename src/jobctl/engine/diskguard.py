@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from jobctl.errors import DiskLow
 
 log = logging.getLogger("jobctl.disk")
 CACHE_SECONDS = 1.0
+_CACHE = timedelta(seconds=CACHE_SECONDS)
 #: The reserve file's size: half the floor, at most this.
 RESERVE_MAX = 16 * 1024 * 1024
 #: Seconds a caller refused for disk space is told to wait.
@@ -84,6 +85,7 @@ class DiskGuard:
         self._measure = measure
         self._at: datetime | None = None
         self._states: list[DiskState] = []
+        self._low: DiskState | None = None  # the first of _states below its floor
         self._was_low = False
         #: A preallocated file on the first path's filesystem (the database's), given up
         #: when a finish meets a full disk so that it fits (:meth:`release_reserve`).
@@ -94,11 +96,13 @@ class DiskGuard:
     def enabled(self) -> bool:
         return self.floor.size is not None or self.floor.percent is not None
 
-    def states(self) -> list[DiskState]:
-        """The filesystems now (measured at most once per :data:`CACHE_SECONDS`)."""
-        now = self._clock.now()
-        if self._at is None or (now - self._at).total_seconds() >= CACHE_SECONDS:
+    def states(self, now: datetime | None = None) -> list[DiskState]:
+        """The filesystems now (measured at most once per :data:`CACHE_SECONDS`);
+        ``now``: the caller's reading of the clock, if it has one."""
+        now = self._clock.now() if now is None else now
+        if self._at is None or now - self._at >= _CACHE:
             self._states = self._measure_all()
+            self._low = next((s for s in self._states if s.low), None)
             self._at = now
             self._note_change()
         return self._states
@@ -167,15 +171,17 @@ class DiskGuard:
             else:
                 log.info("event=disk_ok")
 
-    def low(self) -> DiskState | None:
-        """The first filesystem below its floor, or None."""
+    def low(self, now: datetime | None = None) -> DiskState | None:
+        """The first filesystem below its floor, or None (kept with the measurement: this
+        is asked on every enqueue)."""
         if not self.enabled:
             return None
-        return next((s for s in self.states() if s.low), None)
+        self.states(now)
+        return self._low
 
-    def check(self) -> None:
+    def check(self, now: datetime | None = None) -> None:
         """Raise :class:`DiskLow` (503, ``Retry-After``) while a filesystem is below the floor."""
-        state = self.low()
+        state = self.low(now)
         if state is not None:
             raise DiskLow(
                 f"not accepting new work: {_describe(state)}; running jobs go on, "

@@ -21,7 +21,7 @@ import grp
 import os
 import pwd
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.quota import Limits, QuotaPolicy, RateBuckets
@@ -29,6 +29,7 @@ from jobctl.errors import QuotaExceeded
 
 #: Seconds a uid's name and groups are trusted before they are looked up again.
 ACCOUNT_SECONDS = 60.0
+_ACCOUNT = timedelta(seconds=ACCOUNT_SECONDS)
 
 
 def account(uid: int) -> tuple[str, list[str]]:
@@ -59,11 +60,11 @@ class Quotas:
         self._cache: dict[int, tuple[Limits, datetime]] = {}
         self._rates = RateBuckets()
 
-    def limits_for(self, uid: int) -> Limits:
+    def limits_for(self, uid: int, now: datetime | None = None) -> Limits:
         """The uid's effective quotas (thread-safe: the store's writer calls it too)."""
-        now = self._clock.now()
+        now = self._clock.now() if now is None else now
         hit = self._cache.get(uid)
-        if hit is not None and (now - hit[1]).total_seconds() < ACCOUNT_SECONDS:
+        if hit is not None and now - hit[1] < _ACCOUNT:
             return hit[0]
         if not self.policy.users and not self.policy.groups:
             limits = self.policy.default  # nothing to look up
@@ -73,10 +74,12 @@ class Quotas:
         self._cache[uid] = (limits, now)
         return limits
 
-    def take_enqueue(self, uid: int, n: int) -> None:
-        """Spend ``n`` enqueue tokens of ``uid`` or raise :class:`QuotaExceeded` (429)."""
-        limits = self.limits_for(uid)
-        wait = self._rates.take(uid, n, limits, self._clock.now())
+    def take_enqueue(self, uid: int, n: int, now: datetime | None = None) -> None:
+        """Spend ``n`` enqueue tokens of ``uid`` or raise :class:`QuotaExceeded` (429);
+        ``now``: the caller's reading of the clock, read once per request."""
+        now = self._clock.now() if now is None else now
+        limits = self.limits_for(uid, now)
+        wait = self._rates.take(uid, n, limits, now)
         if wait > 0:
             raise QuotaExceeded(
                 f"enqueue rate quota: at most {limits.enqueue_rate} jobs/s "

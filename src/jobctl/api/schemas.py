@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     StrictBool,
     StrictFloat,
     field_validator,
@@ -38,6 +39,7 @@ from jobctl.domain.models import (
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import DeadReason
+from jobctl.domain.workers import payload_text
 from jobctl.errors import InvalidInput
 
 
@@ -187,6 +189,8 @@ class HttpIn(BaseModel):
 
 _HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
 _COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
+#: A payload job's body (docs/workers.md): any JSON but null.
+_PAYLOAD_SET = {"required": ["payload"], "properties": {"payload": {"not": {"type": "null"}}}}
 #: Settings of a command that an http job refuses (jobctl.domain.http.check_job).
 COMMAND_ONLY: list[dict[str, Any]] = [
     {"required": [name], "properties": {name: kind}}
@@ -201,12 +205,30 @@ COMMAND_ONLY: list[dict[str, Any]] = [
 ]
 
 
+_ON_FAILURE_SET = {"required": ["on_failure"], "properties": {"on_failure": {"type": "string"}}}
+
+
 def _one_body(schema: dict[str, Any]) -> None:
     """In the OpenAPI document: ``command`` or ``http``, and an http job without the
     settings of a command."""
     schema["oneOf"] = [
-        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}]},
-        {"allOf": [_HTTP_SET, {"not": _COMMAND_SET}, {"not": {"anyOf": COMMAND_ONLY}}]},
+        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}, {"not": _PAYLOAD_SET}]},
+        {
+            "allOf": [
+                _HTTP_SET,
+                {"not": _COMMAND_SET},
+                {"not": _PAYLOAD_SET},
+                {"not": {"anyOf": COMMAND_ONLY}},
+            ]
+        },
+        {
+            "allOf": [
+                _PAYLOAD_SET,
+                {"not": _COMMAND_SET},
+                {"not": _HTTP_SET},
+                {"not": {"anyOf": [*COMMAND_ONLY, _ON_FAILURE_SET]}},
+            ]
+        },
     ]
 
 
@@ -229,6 +251,8 @@ class JobTemplateIn(BaseModel):
         Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)] | None
     ) = None
     http: HttpIn | None = None
+    #: A payload job's JSON (docs/workers.md): leased by workers, at most 64 KiB.
+    payload: JsonValue | None = None
     queue: QueueName = "default"
     priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
     max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
@@ -272,8 +296,11 @@ class JobTemplateIn(BaseModel):
 
     @model_validator(mode="after")
     def _one_body(self) -> JobTemplateIn:
-        if (self.command is None) == (self.http is None):
-            raise ValueError("give either command or http (a webhook job), not both")
+        given = (self.command is not None) + (self.http is not None) + (self.payload is not None)
+        if given != 1:
+            raise ValueError(
+                "give one of command, http (a webhook job) or payload (a worker's job)"
+            )
         return self
 
     @field_validator("env")
@@ -307,6 +334,7 @@ class JobTemplateIn(BaseModel):
             "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
             "on_failure": self.on_failure,
             "http": None if self.http is None else self.http.to_request(),
+            "payload": None if self.payload is None else payload_text(self.payload),
         }
 
 
@@ -334,7 +362,7 @@ class JobIn(JobTemplateIn):
         # already (tests/api/test_schemas_match_spec.py holds them equal), except the size.
         check_payload(fields["command"], fields["env"])
         # An http job is checked in full (JobSpec's __post_init__): not the hot path.
-        make = trusted_spec if fields["http"] is None else JobSpec
+        make = trusted_spec if fields["http"] is None and fields["payload"] is None else JobSpec
         return make(
             run_at=run_at,
             key=self.key,
@@ -419,6 +447,7 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "no_retry_on": list(s.no_retry_on),
         "resources": s.resources.to_json() if s.resources else {},
         "http": None if s.http is None else s.http.to_json(),
+        "payload": None if s.payload is None else json.loads(s.payload),
         "schedule_id": s.schedule_id,
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,

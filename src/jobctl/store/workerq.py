@@ -54,18 +54,24 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
     refused: dict[int, JobctlError] = {}
     for i, group in enumerate(groups):
         for spec in group:
-            if spec.payload is None:
-                if spec.queue in known:
-                    refused[i] = _not_workers(spec.queue)
-                    break
-            elif spec.queue not in known:
-                try:
-                    mark(c, spec.queue)
-                except Conflict as exc:
-                    refused[i] = exc
-                    break
-                known.add(spec.queue)
+            try:
+                admit(c, spec.queue, spec.payload is not None, known)
+            except Conflict as exc:
+                refused[i] = exc
+                break
     return refused
+
+
+def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None) -> None:
+    """Raise Conflict unless a job of this kind may go to ``queue`` (a payload job's queue
+    becomes a worker queue); ``known``: the worker queues, as read (kept up to date)."""
+    names = _names(c) if known is None else known
+    if not payload:
+        if queue in names:
+            raise _not_workers(queue)
+    elif queue not in names:
+        mark(c, queue)
+        names.add(queue)
 
 
 def _names(c: SchedConn) -> set[str]:
@@ -79,4 +85,4 @@ def _not_workers(queue: str) -> Conflict:
     )
 
 
-__all__ = ["check_kinds", "mark", "worker_queues"]
+__all__ = ["admit", "check_kinds", "mark", "worker_queues"]

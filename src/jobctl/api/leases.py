@@ -113,6 +113,9 @@ async def lease(body: LeaseIn, ctx: Ctx, who: Who) -> dict[str, Any]:
             ctx.st.lease, body.queues, lessee, body.max, float(body.lease_ttl)
         )
         left = deadline - loop_time()
+        if claims:
+            # the timer must look at these leases when they run out (the reaper's turn)
+            ctx.hooks.due(min(c.lease_until for c in claims))
         if claims or left <= 0:
             return {"leases": [lease_out(c, float(body.lease_ttl)) for c in claims]}
         await signal.wait(seen, left)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from jobctl.errors import Conflict, InvalidInput
 
@@ -138,15 +138,31 @@ class App:
         self.tasks: dict[str, Task[..., Any]] = {}
         self.schedules: list[Periodic] = []
 
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
     def task(
         self,
-        fn: Callable[P, R] | None = None,
+        fn: None = None,
+        /,
         *,
         queue: str = DEFAULT_TASK_QUEUE,
         max_attempts: int | None = None,
         backoff: float | tuple[float, float] | None = None,
         name: str | None = None,
-    ) -> Any:
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        queue: str = DEFAULT_TASK_QUEUE,
+        max_attempts: int | None = None,
+        backoff: float | tuple[float, float] | None = None,
+        name: str | None = None,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """``@task`` or ``@task(queue=…, max_attempts=…, backoff=seconds|(base, cap))``."""
 
         def wrap(f: Callable[P, R]) -> Task[P, R]:
@@ -163,12 +179,13 @@ class App:
         tz: str | None = None,
         queue: str = DEFAULT_TASK_QUEUE,
         name: str | None = None,
-        **task_options: Any,
+        max_attempts: int | None = None,
+        backoff: float | tuple[float, float] | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """A task deferred on a cron schedule (``tz``: its time zone)."""
 
         def wrap(f: Callable[P, R]) -> Task[P, R]:
-            t: Task[P, R] = self.task(f, queue=queue, **task_options)
+            t: Task[P, R] = self.task(queue=queue, max_attempts=max_attempts, backoff=backoff)(f)
             sched = name or t.name.replace(":", ".").replace("<", "").replace(">", "")
             self.schedules.append(Periodic(t, cron, tz, sched[:100]))
             return t

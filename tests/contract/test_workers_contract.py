@@ -21,11 +21,23 @@ EX = "executor"
 ALICE, BOB = 1000, 1001
 
 
-def _job(clock: FakeClock, owner: int = ALICE, queue: str = "work", **kw: object) -> JobSpec:
+def _job(
+    clock: FakeClock,
+    owner: int = ALICE,
+    queue: str = "work",
+    key: str | None = None,
+    max_attempts: int = 3,
+) -> JobSpec:
     payload = payload_text({"task": "m:f", "kwargs": {"n": 1}})
     return JobSpec(
-        command=(), payload=payload, run_at=clock.now(), owner_uid=owner, queue=queue, **kw
-    )  # type: ignore[arg-type]
+        command=(),
+        payload=payload,
+        run_at=clock.now(),
+        owner_uid=owner,
+        queue=queue,
+        key=key,
+        max_attempts=max_attempts,
+    )
 
 
 def _cmd(clock: FakeClock, queue: str = "work") -> JobSpec:

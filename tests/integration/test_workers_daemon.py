@@ -7,6 +7,7 @@ SIGTERM lets the running task finish and answer. Leases last 2 s here."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import signal
@@ -14,12 +15,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobctl.tasks import Deferred
+from jobctl.tasks import App, Deferred
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 from tests.workers import app_tasks
 
@@ -95,9 +97,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_a_task_runs_once_and_completes(
-    workers: Callable[..., WorkerProc], tmp_path: Path
-) -> None:
+def test_a_task_runs_once_and_completes(workers: Callable[..., WorkerProc], tmp_path: Path) -> None:
     d: DaemonProc = workers.daemon  # type: ignore[attr-defined]
     out = tmp_path / "out"
     w = workers("--concurrency", "2")
@@ -182,3 +182,32 @@ def test_sigterm_lets_the_running_task_finish(
     assert _job(d, job_id)["status"] == "succeeded"
     assert [x["outcome"] for x in _job(d, job_id)["attempts"]] == ["succeeded"]
     a.wait_for("event=worker_stopped")
+
+
+def test_defer_at_waits_for_its_time(workers: Callable[..., WorkerProc], tmp_path: Path) -> None:
+    d: DaemonProc = workers.daemon  # type: ignore[attr-defined]
+    out = tmp_path / "out"
+    workers()
+    when = datetime.now(UTC) + timedelta(seconds=1.5)
+    job_id = app_tasks.record.defer_at(when, path=str(out), n=1).job_id
+    wait_until(lambda: _job(d, job_id)["status"] == "succeeded", what="the deferred run")
+    [attempt] = _job(d, job_id)["attempts"]
+    assert datetime.fromisoformat(attempt["started_at"]) >= when - timedelta(milliseconds=1)
+
+
+def test_periodic_tasks_are_created_then_updated(
+    workers: Callable[..., WorkerProc], tmp_path: Path
+) -> None:
+    d: DaemonProc = workers.daemon  # type: ignore[attr-defined]
+    app = App(socket=d.socket)
+
+    @app.periodic(cron="0 6 * * *", tz="Asia/Tokyo", queue="wq", name="tokyo-report")
+    def report() -> None: ...
+
+    assert app.register() == ["tokyo-report"]
+    app.schedules[0] = dataclasses.replace(app.schedules[0], cron="0 7 * * *")
+    assert app.register() == ["tokyo-report"]  # updated, not a name conflict
+    shown = d.client().schedule("tokyo-report")
+    assert shown["cron"] == "0 7 * * *" and shown["tz"] == "Asia/Tokyo"
+    assert shown["job"]["payload"]["task"].endswith("<locals>.report")
+    assert shown["job"]["queue"] == "wq"

@@ -120,7 +120,11 @@ class Worker:
     def run(self) -> int:
         """Lease and run until stopped; returns the process's exit status."""
         cfg = self.config
-        load_app(cfg.app)  # fail fast (a bad --app) before leasing anything
+        app = load_app(cfg.app)  # fail fast (a bad --app) before leasing anything
+        if app.socket is None:
+            app.socket = cfg.socket
+        if app.schedules:
+            log.info("event=registered schedules=%s", ",".join(app.register()))
         ctx = multiprocessing.get_context("forkserver")
         pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
         beat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)

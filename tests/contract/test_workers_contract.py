@@ -85,7 +85,7 @@ def test_a_lease_takes_the_lessees_own_unless_the_queue_allows(
     store.insert([_job(clock, ALICE), _job(clock, BOB)])
     bob = Lessee(BOB, gids=frozenset({50}))
     [mine] = store.lease(["work"], bob, 10, 30)
-    assert mine.job.spec.owner_uid == BOB and mine.job.lease_owner == "worker:1001"
+    assert mine.job.spec.owner_uid == BOB and mine.job.lease_owner == "@worker:1001"
     assert store.lease(["work"], bob, 10, 30) == []
     assert store.lease(["other"], Lessee(ALICE), 10, 30) == []
     store.set_worker_queue("work", ["gid:50"])

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from jobctl.client import Client
 from jobctl.tasks import App, Deferred
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 from tests.workers import app_tasks
@@ -211,3 +213,21 @@ def test_periodic_tasks_are_created_then_updated(
     assert shown["cron"] == "0 7 * * *" and shown["tz"] == "Asia/Tokyo"
     assert shown["job"]["payload"]["task"].endswith("<locals>.report")
     assert shown["job"]["queue"] == "wq"
+
+
+def test_a_long_poll_is_woken_by_an_enqueue_not_its_timeout(
+    make_daemon: Callable[..., DaemonProc],
+) -> None:
+    d = make_daemon()
+    got: list[list[dict[str, Any]]] = []
+    with Client(d.socket, timeout=60) as c:
+        assert c.lease(["wq"], 1, 0) == []  # nothing due: answered at once
+        poll = threading.Thread(target=lambda: got.append(c.lease(["wq"], 1, wait=50)))
+        began = time.monotonic()
+        poll.start()
+        time.sleep(0.3)  # the request reaches its wait (if not, it finds the job at once)
+        job = d.client().enqueue({"payload": {"n": 1}, "queue": "wq"})
+        poll.join(45)
+        took = time.monotonic() - began
+    assert [x["id"] for x in got[0]] == [job["id"]]
+    assert took < 45, took  # woken by the enqueue's tick, well before its 50 s wait

@@ -38,8 +38,10 @@ MIN_LEASE_TTL = 1.0
 MAX_LEASE_TTL = 3600.0
 #: The attempt keeps the first this many bytes of a completion's ``result`` (as JSON).
 MAX_RESULT_BYTES = 4096
-#: Prefix of a worker lease's ``lease_owner``: ``worker:UID``.
-WORKER_OWNER_PREFIX = "worker:"
+#: Prefix of a worker lease's ``lease_owner``: ``@worker:UID``. Not a host name (a
+#: daemon's owner is ``host:…``): start-up recovery, which reclaims the leases of this
+#: host's dead daemons, must leave a worker's lease to run out.
+WORKER_OWNER_PREFIX = "@worker:"
 
 
 def payload_text(value: object) -> str:

@@ -90,7 +90,7 @@ class Store(Protocol):
     ) -> list[Claim]:
         """A pull worker's lease (docs/workers.md): up to ``limit`` due jobs of the asked
         worker queues the lessee may take (their own; every owner's if an admin or named
-        by the queue's list), leased as ``worker:UID``; the executor never claims them."""
+        by the queue's list), leased as ``@worker:UID``; the executor never claims them."""
         ...
 
     def worker_queues(self) -> dict[str, tuple[str, ...]]:

@@ -26,6 +26,7 @@ from jobctl.access import user_name
 from jobctl.api.app import Context, Ctx, JobIdPath, Who
 from jobctl.api.policy import Caller
 from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
+from jobctl.domain import limits
 from jobctl.domain import workers as wk
 from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Job
@@ -36,8 +37,9 @@ router = APIRouter(prefix="/v1/leases")
 #: The text of a failure the attempt keeps (a traceback's tail is the part that says why).
 MAX_ERROR = 16 * 1024
 
-Ttl = Annotated[StrictFloat | int, Field(ge=wk.MIN_LEASE_TTL, le=wk.MAX_LEASE_TTL)]
-Generation = Annotated[int, Field(ge=1, le=2**62), NUMBER]
+Ttl = Annotated[StrictFloat, Field(ge=wk.MIN_LEASE_TTL, le=wk.MAX_LEASE_TTL), NUMBER]
+#: A lease's generation (bounded like ids: exactly representable in every JSON reader).
+Generation = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
 
 
 class LeaseIn(BaseModel):
@@ -46,7 +48,7 @@ class LeaseIn(BaseModel):
     model_config = STRICT
     queues: Annotated[list[QueueName], Field(min_length=1, max_length=32)]
     max: Annotated[int, Field(ge=1, le=wk.MAX_LEASES), NUMBER] = 1
-    wait: Annotated[StrictFloat | int, Field(ge=0, le=wk.MAX_WAIT)] = 0
+    wait: Annotated[StrictFloat, Field(ge=0, le=wk.MAX_WAIT), NUMBER] = 0
     lease_ttl: Ttl = wk.DEFAULT_LEASE_TTL
 
 

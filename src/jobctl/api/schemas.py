@@ -15,16 +15,19 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    JsonValue,
     StrictBool,
     StrictFloat,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 from jobctl.domain import http as web
 from jobctl.domain import limits
 from jobctl.domain import resources as res
+from jobctl.domain import workers as wk
 from jobctl.domain.clock import iso
 from jobctl.domain.models import (
     Attempt,
@@ -189,6 +192,15 @@ class HttpIn(BaseModel):
 
 _HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
 _COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
+_PayloadNumber = (
+    Annotated[StrictInt, Field(ge=-wk.MAX_PAYLOAD_NUMBER, le=wk.MAX_PAYLOAD_NUMBER)]
+    | Annotated[StrictFloat, Field(ge=-wk.MAX_PAYLOAD_NUMBER, le=wk.MAX_PAYLOAD_NUMBER)]
+)
+#: A payload's JSON: any value, numbers within +-2^53 (jobctl.domain.workers).
+PayloadValue = TypeAliasType(
+    "PayloadValue",
+    "dict[str, PayloadValue] | list[PayloadValue] | StrictStr | StrictBool | _PayloadNumber | None",
+)
 #: A payload job's body (docs/workers.md): any JSON but null.
 _PAYLOAD_SET = {"required": ["payload"], "properties": {"payload": {"not": {"type": "null"}}}}
 #: Settings of a command that an http job refuses (jobctl.domain.http.check_job).
@@ -252,7 +264,7 @@ class JobTemplateIn(BaseModel):
     ) = None
     http: HttpIn | None = None
     #: A payload job's JSON (docs/workers.md): leased by workers, at most 64 KiB.
-    payload: JsonValue | None = None
+    payload: PayloadValue = None
     queue: QueueName = "default"
     priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
     max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
@@ -299,7 +311,7 @@ class JobTemplateIn(BaseModel):
         given = (self.command is not None) + (self.http is not None) + (self.payload is not None)
         if given != 1:
             raise ValueError(
-                "give one of command, http (a webhook job) or payload (a worker's job)"
+                "give either command or http (a webhook job) or payload (a worker's job): one"
             )
         return self
 

@@ -52,7 +52,27 @@ def payload_text(value: object) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"payload must be JSON: {exc}") from None
     check_payload_text(text)
+    _check_ints(value)
     return text
+
+
+#: Numbers a payload may hold: within +-2^53, what every JSON reader keeps exactly (and
+#: what the daemon's own encoders render; the OpenAPI document says the same).
+MAX_PAYLOAD_NUMBER = 2**53
+
+
+def _check_ints(value: object) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        if not -MAX_PAYLOAD_NUMBER <= value <= MAX_PAYLOAD_NUMBER:
+            raise InvalidInput(f"payload: numbers must be within +-{MAX_PAYLOAD_NUMBER} (2^53)")
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_ints(v)
+    elif isinstance(value, list):
+        for v in value:
+            _check_ints(v)
 
 
 def check_payload_text(text: str) -> None:

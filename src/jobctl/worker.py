@@ -113,6 +113,10 @@ class Worker:
     done: int = 0
     #: The main thread waits in a long-poll (a stop signal interrupts it).
     leasing: bool = False
+    _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
+    answers: cf.ThreadPoolExecutor = field(
+        default_factory=lambda: cf.ThreadPoolExecutor(4, thread_name_prefix="answer")
+    )
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client(self.config.socket, timeout=timeout)
@@ -179,7 +183,9 @@ class Worker:
             held.generation,
             name,
         )
-        fut.add_done_callback(lambda f: self._answer(held))
+        # answered on a thread of its own: a pool's callbacks run on its result thread,
+        # which a request to the daemon must not hold up
+        fut.add_done_callback(lambda f: self.answers.submit(self._answer, held))
 
     def _answer(self, held: Held) -> None:
         """Send a finished task's outcome (on a pool thread, once per task)."""
@@ -224,7 +230,7 @@ class Worker:
                     log.warning("event=lease_lost job=%s gen=%s", h.job_id, h.generation)
                 except JobctlError as exc:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)
-            threading.Event().wait(every)
+            self._beat_pause.wait(every)
 
     def _drain(self, pool: cf.ProcessPoolExecutor) -> None:
         """Give running tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
@@ -243,6 +249,7 @@ class Worker:
             while self._free() < self.config.concurrency:
                 self.stopping.wait(0.01)
         pool.shutdown(wait=True, cancel_futures=True)
+        self.answers.shutdown(wait=True)
 
 
 def _kill_pool(pool: cf.ProcessPoolExecutor) -> None:

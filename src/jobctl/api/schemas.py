@@ -245,11 +245,18 @@ def _one_body(schema: dict[str, Any]) -> None:
 
 
 def http_without_command(schema: dict[str, Any]) -> None:
-    """A template patch: not both bodies, and no command settings beside ``http``."""
+    """A template patch: not two bodies, and no command settings beside ``http`` (nor
+    those or ``on_failure`` beside ``payload``)."""
     schema["not"] = {
         "anyOf": [
             {"allOf": [_COMMAND_SET, _HTTP_SET]},
             {"allOf": [_HTTP_SET, {"anyOf": COMMAND_ONLY}]},
+            {
+                "allOf": [
+                    _PAYLOAD_SET,
+                    {"anyOf": [_COMMAND_SET, _HTTP_SET, *COMMAND_ONLY, _ON_FAILURE_SET]},
+                ]
+            },
         ]
     }
 

@@ -194,9 +194,10 @@ _HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
 _COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
 _PayloadNumber = (
     Annotated[StrictInt, Field(ge=-wk.MAX_PAYLOAD_NUMBER, le=wk.MAX_PAYLOAD_NUMBER)]
-    | Annotated[StrictFloat, Field(ge=-wk.MAX_PAYLOAD_NUMBER, le=wk.MAX_PAYLOAD_NUMBER)]
+    | Annotated[StrictFloat, Field(gt=-wk.MAX_PAYLOAD_NUMBER, lt=wk.MAX_PAYLOAD_NUMBER)]
 )
-#: A payload's JSON: any value, numbers within +-2^53 (jobctl.domain.workers).
+#: A payload's JSON: any value, numbers within +-2^53 (jobctl.domain.workers); a float
+#: strictly inside: a JSON integer past 2^53 read as a float rounds onto the bound.
 PayloadValue = TypeAliasType(
     "PayloadValue",
     "dict[str, PayloadValue] | list[PayloadValue] | StrictStr | StrictBool | _PayloadNumber | None",

@@ -110,6 +110,8 @@ class Worker:
     stopping: threading.Event = field(default_factory=threading.Event)
     held: dict[int, Held] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Notified (under ``lock``) when an answer frees a slot.
+    slot_freed: threading.Condition = field(init=False)
     done: int = 0
     #: The main thread waits in a long-poll (a stop signal interrupts it).
     leasing: bool = False
@@ -117,6 +119,9 @@ class Worker:
     answers: cf.ThreadPoolExecutor = field(
         default_factory=lambda: cf.ThreadPoolExecutor(4, thread_name_prefix="answer")
     )
+
+    def __post_init__(self) -> None:
+        self.slot_freed = threading.Condition(self.lock)
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client(self.config.socket, timeout=timeout)
@@ -145,13 +150,19 @@ class Worker:
         with self.lock:
             return self.config.concurrency - len(self.held)
 
+    def _wait_for_slot(self) -> int:
+        """Free slots, once there is one (an answer sent frees its slot and says so)."""
+        with self.slot_freed:
+            if len(self.held) >= self.config.concurrency:
+                self.slot_freed.wait(0.5)  # woken at once by an answer; 0.5: see a stop
+            return self.config.concurrency - len(self.held)
+
     def _lease_loop(self, pool: cf.ProcessPoolExecutor) -> None:
         cfg = self.config
         with self.client(timeout=cfg.wait + 30) as c:
             while not self.stopping.is_set():
-                free = self._free()
+                free = self._wait_for_slot()
                 if free <= 0:
-                    self.stopping.wait(0.05)  # a finishing task frees a slot soon
                     continue
                 try:
                     self.leasing = True
@@ -212,9 +223,10 @@ class Worker:
         except JobctlError as exc:
             log.error("event=answer_failed job=%s error=%s", held.job_id, exc)
         finally:
-            with self.lock:
+            with self.slot_freed:
                 self.held.pop(held.job_id, None)
                 self.done += 1
+                self.slot_freed.notify()
 
     def _heartbeats(self) -> None:
         every = self.config.lease_ttl / 3

@@ -47,6 +47,7 @@ async def test_a_payload_job_is_kept_and_shown(api: Api) -> None:
         ({"payload": 1, "command": ["true"]}, 422, "payload"),
         ({"payload": 1, "env": {"A": "1"}}, 422, "environment"),
         ({"payload": None}, 422, "either command or http"),
+        ({"payload": 1, "retry_on": [1], "nice": 0}, 422, "takes no retry_on, nice"),
     ],
 )
 async def test_a_bad_payload_job_is_refused(

@@ -33,6 +33,7 @@ from jobctl.api.schemas import (
     Text,
     _command_schema,
     http_without_command,
+    refuse_beside_payload,
     require_offset,
     time_text,
 )
@@ -93,6 +94,9 @@ class JobTemplatePatch(JobTemplateIn):
     def _one_body(self) -> JobTemplatePatch:
         if self.command is not None and self.http is not None:
             raise ValueError("give either command or http (a webhook job), not both")
+        if self.payload is not None and (self.command is not None or self.http is not None):
+            raise ValueError("give one of command, http or payload")
+        refuse_beside_payload(self)
         return self
 
 

@@ -262,6 +262,28 @@ def http_without_command(schema: dict[str, Any]) -> None:
     }
 
 
+def refuse_beside_payload(t: JobTemplateIn) -> None:
+    """A payload job's body (or patch) has none of a command's settings nor ``on_failure``
+    (what the OpenAPI document's ``COMMAND_ONLY`` and ``on_failure`` rules say)."""
+    if t.payload is None:
+        return
+    bad = [
+        name
+        for name, v in (
+            ("env", t.env),
+            ("retry_on", t.retry_on),
+            ("no_retry_on", t.no_retry_on),
+            ("nice", t.nice is not None),
+            ("memory_max", t.memory_max is not None),
+            ("cpu_quota", t.cpu_quota is not None),
+            ("on_failure", t.on_failure is not None),
+        )
+        if v
+    ]
+    if bad:
+        raise ValueError(f"a payload job (a worker's) takes no {', '.join(bad)}")
+
+
 class JobTemplateIn(BaseModel):
     """What a job runs and how: the body of a job, or the template of a schedule. A job
     runs either ``command`` or the ``http`` request (a webhook job), never both."""
@@ -321,6 +343,7 @@ class JobTemplateIn(BaseModel):
             raise ValueError(
                 "give either command or http (a webhook job) or payload (a worker's job): one"
             )
+        refuse_beside_payload(self)
         return self
 
     @field_validator("env")

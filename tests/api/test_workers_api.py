@@ -45,7 +45,7 @@ async def test_a_payload_job_is_kept_and_shown(api: Api) -> None:
         ({"payload": "x" * 70_000}, 422, "at most 65536 bytes"),
         ({"payload": [2**60]}, 422, "less than or equal to 9007199254740992"),
         ({"payload": 1, "command": ["true"]}, 422, "payload"),
-        ({"payload": 1, "env": {"A": "1"}}, 422, "environment"),
+        ({"payload": 1, "env": {"A": "1"}}, 422, "takes no env"),
         ({"payload": None}, 422, "either command or http"),
         ({"payload": 1, "retry_on": [1], "nice": 0}, 422, "takes no retry_on, nice"),
     ],

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.client import Client
-from jobctl.errors import DaemonUnavailable, JobctlError, LeaseLost
+from jobctl.errors import DaemonUnavailable, InvalidInput, JobctlError, LeaseLost
 from jobctl.tasks import App, is_async
 from jobctl.tasks import app as default_app
 
@@ -49,12 +49,15 @@ def load_app(ref: str) -> App:
     """``module[:attr]``: the module is imported (its decorators register tasks); its
     ``attr`` (default ``app``) is the App, or the default app if it has none."""
     module, _, attr = ref.partition(":")
-    mod = importlib.import_module(module)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise InvalidInput(f"--app {ref}: cannot import {module}: {exc}") from None
     found = getattr(mod, attr or "app", None)
     if isinstance(found, App):
         return found
     if attr:
-        raise JobctlError(f"--app {ref}: {attr} is not a jobctl.tasks.App")
+        raise InvalidInput(f"--app {ref}: {attr} is not a jobctl.tasks.App")
     return default_app
 
 
@@ -130,6 +133,8 @@ class Worker:
         """Lease and run until stopped; returns the process's exit status."""
         cfg = self.config
         app = load_app(cfg.app)  # fail fast (a bad --app) before leasing anything
+        if not app.tasks:
+            raise InvalidInput(f"--app {cfg.app}: it has no @task functions")
         if app.socket is None:
             app.socket = cfg.socket
         if app.schedules:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -50,6 +52,8 @@ def worker(
     from jobctl.paths import default_socket
     from jobctl.worker import Worker, WorkerConfig, install_signals
 
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --app myapp.tasks from the project's directory
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = WorkerConfig(
         app, list(queue), socket or default_socket(), concurrency, lease_ttl, wait, grace

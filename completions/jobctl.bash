@@ -44,7 +44,7 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit dlq queues schedules config secrets webhook) ;;
+        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
@@ -75,6 +75,7 @@ _jobctl_options() {
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
         audit) _jobctl_r=(--uid --action --since --before --limit --cursor --all --json --socket --help) ;;
+        worker) _jobctl_r=(--app --queue -q --concurrency -c --lease-ttl --wait --grace --socket --help) ;;
         dlq) _jobctl_r=(--help) ;;
         'dlq list') _jobctl_r=(--queue --reason --since --limit --cursor --all --all-users --json --socket --help) ;;
         'dlq show') _jobctl_r=(--json --socket --help) ;;
@@ -129,7 +130,9 @@ _jobctl_nvalues() {
         'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
         'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
         'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
-        'audit --cursor'|'audit --socket'|'dlq list --queue'|'dlq list --reason'|\
+        'audit --cursor'|'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
+        'worker --concurrency'|'worker -c'|'worker --lease-ttl'|'worker --wait'|\
+        'worker --grace'|'worker --socket'|'dlq list --queue'|'dlq list --reason'|\
         'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|\
         'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
         'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
@@ -193,19 +196,20 @@ _jobctl_value() {
         'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
         'import-crontab --socket'|'import-crontab #1'|'top --socket'|'backup --db'|\
         'backup #1'|'export --output'|'export -o'|'export --db'|'prune --socket'|\
-        'metrics --socket'|'audit --socket'|'dlq list --socket'|'dlq show --socket'|\
-        'dlq replay --socket'|'dlq purge --socket'|'queues list --socket'|\
-        'queues set --socket'|'queues set #1'|'queues pause --socket'|'queues pause #1'|\
-        'queues resume --socket'|'queues resume #1'|'schedules list --socket'|\
-        'schedules show --socket'|'schedules show #1'|'schedules edit --socket'|\
-        'schedules edit #1'|'schedules edit #*'|'schedules pause --socket'|\
-        'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
-        'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
-        'schedules delete #1'|'config show --config'|'config show --socket'|\
-        'config get --config'|'config get --socket'|'config get #1'|\
-        'secrets create --socket'|'secrets create #1'|'secrets list --socket'|\
-        'secrets show --socket'|'secrets show #1'|'secrets rotate --socket'|\
-        'secrets rotate #1'|'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
+        'metrics --socket'|'audit --socket'|'worker --socket'|'dlq list --socket'|\
+        'dlq show --socket'|'dlq replay --socket'|'dlq purge --socket'|\
+        'queues list --socket'|'queues set --socket'|'queues set #1'|\
+        'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
+        'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules show #1'|'schedules edit --socket'|'schedules edit #1'|\
+        'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
+        'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
+        'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
+        'config show --config'|'config show --socket'|'config get --config'|\
+        'config get --socket'|'config get #1'|'secrets create --socket'|\
+        'secrets create #1'|'secrets list --socket'|'secrets show --socket'|\
+        'secrets show #1'|'secrets rotate --socket'|'secrets rotate #1'|\
+        'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -96,7 +96,9 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'export --format' 'export -f' 'export --output' 'export -o' 'export --owner' \
             'export --db' 'prune --socket' 'metrics --socket' 'audit --uid' \
             'audit --action' 'audit --since' 'audit --before' 'audit --limit' \
-            'audit --cursor' 'audit --socket' 'dlq list --queue' 'dlq list --reason' \
+            'audit --cursor' 'audit --socket' 'worker --app' 'worker --queue' 'worker -q' \
+            'worker --concurrency' 'worker -c' 'worker --lease-ttl' 'worker --wait' \
+            'worker --grace' 'worker --socket' 'dlq list --queue' 'dlq list --reason' \
             'dlq list --since' 'dlq list --limit' 'dlq list --cursor' 'dlq list --socket' \
             'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
             'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
@@ -161,6 +163,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'export' -d 'Export jobs, at
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'prune' -d 'Delete finished jobs (and their attempts and logs) older than the retention...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daemon\'s metrics in the Prometheus text format (GET /v1/metrics).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'audit' -d 'Show who did what: every change and every refused request, newest first...'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'worker' -d 'Run the tasks of an app in a process pool, leased from worker queues.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, edit, pause, resume, trigger, delete.'
@@ -325,6 +328,16 @@ complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'all' -d 'Every page, p
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'audit\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl worker
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'app' -x -d 'Import this module (its @task functions); ATTR: its jobctl.tasks.App'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'queue' -s 'q' -x -d 'A worker queue to serve, repeatable'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'concurrency' -s 'c' -x -d 'Processes'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'lease-ttl' -x -d 'Seconds a lease lasts without a heartbeat (heartbeats: a third of it)'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'wait' -x -d 'Seconds a lease request waits'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'grace' -x -d 'On SIGTERM, seconds running tasks may finish in'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl dlq
 complete -c jobctl -n '__jobctl_at \'dlq\' \'sub\'' -a 'list' -d 'List your dead jobs with their reasons, most recent deaths first, a page at a...'

@@ -65,6 +65,7 @@ async def run_matrix(call: Call, dead_job: Callable[[], Awaitable[int]]) -> None
     await _shared_and_admin(call)
     await _keys(call, sched["id"])
     await _secrets(call)
+    await _workers(call)
     missing = set(ROUTES) - COVERED
     assert not missing, f"routes the matrix never tried: {sorted(missing)}"
 
@@ -205,3 +206,38 @@ async def _secrets(call: Call) -> None:
     _, now = await call(OWNER, "GET", path, None)
     assert now["secret"] != made["secret"] and now["previous"] is not None
     await expect(call, "DELETE", path, None, others_first(200, 404))
+
+
+async def _leased(call: Call, role: str, queue: str) -> list[dict[str, Any]]:
+    status, data = await call(role, "POST", "/v1/leases", {"queues": [queue], "max": 5})
+    assert status == 200, data
+    leases: list[dict[str, Any]] = data["leases"]
+    return leases
+
+
+async def _workers(call: Call) -> None:
+    """Pull workers: a worker leases its own payload jobs only, unless the queue's list
+    (set by admins) names it; another user's lease is 404; a repeat of the recorded
+    complete or fail answers 200 again."""
+    q = "wq-matrix"
+    job = await _created(call, OWNER, "/v1/jobs", {"payload": {"n": 1}, "queue": q})
+    COVERED.add(("POST", "/v1/leases"))
+    assert await _leased(call, OTHER, q) == []  # not the owner's jobs
+    [lease] = await _leased(call, OWNER, q)
+    assert lease["id"] == job["id"] and lease["payload"] == {"n": 1}
+    await expect(call, "POST", "/v1/leases", {"queues": [q]}, each(200, 200, 200))
+    gen = {"generation": lease["generation"]}
+    base = f"/v1/leases/{job['id']}"
+    await expect(call, "POST", f"{base}/heartbeat", gen, others_first(200, 200))
+    await expect(call, "POST", f"{base}/complete", gen | {"result": 1}, others_first(200, 200))
+    status, stale = await call(OWNER, "POST", f"{base}/fail", gen | {"error": "x"})
+    assert status == 409 and stale["error"]["code"] == "lease_lost", stale
+    second = await _created(call, OWNER, "/v1/jobs", {"payload": [2], "queue": q})
+    [lease2] = await _leased(call, OWNER, q)
+    fail = {"generation": lease2["generation"], "error": "Traceback: boom"}
+    await expect(call, "POST", f"/v1/leases/{second['id']}/fail", fail, others_first(200, 200))
+    _, theirs = await call(OTHER, "POST", "/v1/jobs", {"command": ["true"]})
+    allow = {"allow": [f"uid:{theirs['owner_uid']}"]}
+    await expect(call, "PUT", f"/v1/queues/{q}/workers", allow, each(403, 403, 200))
+    third = await _created(call, OWNER, "/v1/jobs", {"payload": 3, "queue": q})
+    assert [x["id"] for x in await _leased(call, OTHER, q)] == [third["id"]]

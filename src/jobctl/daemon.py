@@ -34,6 +34,7 @@ from jobctl.access import DEFAULT_ALLOW, DEFAULT_DENY, Access
 from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import ConnectionLimits, Server, bind_socket, make_server
+from jobctl.api.worksignal import WorkSignal
 from jobctl.config import shown_db
 from jobctl.domain.clock import Clock, SystemClock, iso
 from jobctl.domain.models import AttemptResult, Claim, Job
@@ -284,7 +285,15 @@ class Daemon:
             resources=lambda res: limits.refusal(res, parts.executor.config.cgroups, os.geteuid()),
             notify=self.config.notify,
             prune=prune_with(astore, self.config.clock),
+            work=_work_signal(parts.timer),
         )
+
+
+def _work_signal(timer: Timer) -> WorkSignal:
+    """The workers' long-polls wake at each timer tick (api/worksignal.py)."""
+    signal = WorkSignal()
+    timer.on_tick = signal.notify
+    return signal
 
 
 @dataclass

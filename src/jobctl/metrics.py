@@ -215,7 +215,10 @@ class Metrics:
 
     def attempt_finished(self, claim: Claim, result: AttemptResult, job: Job | None) -> None:
         """Count the attempt, and the retry or death it caused (``job`` None: not stored)."""
-        queue = claim.job.spec.queue
+        self.job_finished(claim.job.spec.queue, result, job)
+
+    def job_finished(self, queue: str, result: AttemptResult, job: Job | None) -> None:
+        """:meth:`attempt_finished` by queue (a worker's completion has no Claim here)."""
         self.attempts_finished.labels(queue, result.outcome.value).inc()
         if job is None:
             return

@@ -47,19 +47,30 @@ def _resolve(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _numbers(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
-    """(dotted field, schema) of every integer or number in ``schema``, bodies nested."""
+def _numbers(
+    schema: dict[str, Any], path: str, seen: frozenset[str] = frozenset()
+) -> list[tuple[str, dict[str, Any]]]:
+    """(dotted field, schema) of every integer or number in ``schema``, bodies nested; a
+    recursive schema (a payload's JSON) is walked once round."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        if ref in seen:
+            return []
+        seen = seen | {ref}
     schema = _resolve(schema)
     found: list[tuple[str, dict[str, Any]]] = []
     if schema.get("type") in ("integer", "number"):
         found.append((path, schema))
     for key in ("anyOf", "allOf"):
         for sub in schema.get(key, []):
-            found += _numbers(sub, path)
+            found += _numbers(sub, path, seen)
     if "items" in schema:
-        found += _numbers(schema["items"], path)
+        found += _numbers(schema["items"], path, seen)
     for name, sub in schema.get("properties", {}).items():
-        found += _numbers(sub, f"{path}.{name}" if path else name)
+        found += _numbers(sub, f"{path}.{name}" if path else name, seen)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        found += _numbers(extra, path, seen)
     return found
 
 
@@ -83,6 +94,9 @@ BODIES = [
     for method, url, op in _operations()
     if "requestBody" in op
     for field, _ in _numbers(op["requestBody"]["content"]["application/json"]["schema"], "")
+    # a payload is any JSON (docs/workers.md): its numbers are bounded (checked above),
+    # but a string or an empty one in their place is a payload too, not a bad number
+    if "payload" not in field.split(".")
 ]
 
 

@@ -61,6 +61,7 @@ def _close() -> Iterator[None]:
     derandomize=True,
 )
 def test_api(case: Any) -> None:
+    _short_long_poll(case)
     response = case.call()
     STATS["requests"] += 1
     STATS[f"{response.status_code // 100}xx"] += 1
@@ -70,6 +71,18 @@ def test_api(case: Any) -> None:
     if _made_up_cursor(case, response):
         return
     case.validate_response(response)  # every default check (not_a_server_error first)
+
+
+def _short_long_poll(case: Any) -> None:
+    """A worker's lease waits up to ``wait`` seconds for work, woken by the daemon's
+    timer, which this in-process app has not: a valid wait is cut to 10 ms (still valid),
+    so the budget is spent on requests, not on waiting."""
+    body = case.body
+    if case.path != "/v1/leases" or not isinstance(body, dict):
+        return
+    wait = body.get("wait")
+    if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 60:
+        body["wait"] = min(wait, 0.01)
 
 
 def _made_up_cursor(case: Any, response: Any) -> bool:

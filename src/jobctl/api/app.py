@@ -32,6 +32,7 @@ from jobctl.api.admission import Admission
 from jobctl.api.effective import effective_out
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody, attempt_out, job_out, queue_out
+from jobctl.api.worksignal import WorkSignal
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.cluster import DaemonBeat
@@ -80,6 +81,8 @@ class Hooks:
     notify: NotifyDefaults = field(default_factory=NotifyDefaults)
     #: Prune finished jobs past these ages now (the daemon's reaper); returns how many.
     prune: Callable[[Mapping[str, float]], Awaitable[int]] = _no_reaper
+    #: Raised at each timer tick: wakes the workers' long-polls (api/worksignal.py).
+    work: WorkSignal = field(default_factory=WorkSignal)
 
 
 @dataclass
@@ -416,7 +419,14 @@ def create_app(
     app.add_exception_handler(HTTPException, api_errors.http_error)
     app.add_exception_handler(OSError, api_errors.os_error)
     app.include_router(router, responses=api_errors.ERROR_RESPONSES)
-    from jobctl.api import audit, dlq, queues, retention, schedules  # they import this module
+    from jobctl.api import (  # they import this module
+        audit,
+        dlq,
+        leases,
+        queues,
+        retention,
+        schedules,
+    )
     from jobctl.api import metrics as metrics_api
     from jobctl.api import secrets as secrets_api
 
@@ -428,6 +438,7 @@ def create_app(
         retention.router,
         metrics_api.router,
         secrets_api.router,
+        leases.router,
     ):
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx

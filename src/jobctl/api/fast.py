@@ -138,7 +138,9 @@ class RouteTable:
             methods = {m.upper() for m in ops}
             with_body = {m.upper() for m, op in ops.items() if "requestBody" in op}
             fixed = "{" not in template
-            self._paths.append((fixed, re.compile(f"^{pattern}/?$"), methods, with_body))
+            # \Z, not $: "$" also matches before a final newline, so /v1/schedules/%0A
+            # was taken for /v1/schedules (and DELETE answered 405)
+            self._paths.append((fixed, re.compile(f"^{pattern}/?\\Z"), methods, with_body))
 
     def _route(self, path: str) -> tuple[set[str], set[str]]:
         """The methods of the path's documented operations, and those with a body."""

@@ -62,6 +62,7 @@ class Action(StrEnum):
     AUDIT = "audit"
     READ_SECRET = "read_secret"
     WRITE_SECRET = "write_secret"
+    WORK = "work"
 
     @property
     def reach(self) -> Reach:
@@ -80,6 +81,7 @@ REACH: dict[Action, Reach] = {
     Action.AUDIT: Reach.ADMIN,
     Action.READ_SECRET: Reach.OWN,
     Action.WRITE_SECRET: Reach.OWN,
+    Action.WORK: Reach.OWN,
 }
 
 #: What each action means, for the docs.
@@ -95,6 +97,10 @@ MEANING: dict[Action, str] = {
     Action.AUDIT: "read the audit trail",
     Action.READ_SECRET: "read one's own webhook signing secret's value (admins: anyone's)",
     Action.WRITE_SECRET: "create, rotate, delete one's own webhook secrets (admins: anyone's)",
+    Action.WORK: (
+        "lease, heartbeat, complete and fail payload jobs of worker queues: one's own, "
+        "every owner's where the queue's workers list names one (admins: anyone's)"
+    ),
 }
 
 #: Every route of the API: (method, path template) -> its action. The one table.
@@ -132,6 +138,11 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/v1/secrets/{name}"): Action.READ_SECRET,
     ("POST", "/v1/secrets/{name}/rotate"): Action.WRITE_SECRET,
     ("DELETE", "/v1/secrets/{name}"): Action.WRITE_SECRET,
+    ("POST", "/v1/leases"): Action.WORK,
+    ("POST", "/v1/leases/{job_id}/heartbeat"): Action.WORK,
+    ("POST", "/v1/leases/{job_id}/complete"): Action.WORK,
+    ("POST", "/v1/leases/{job_id}/fail"): Action.WORK,
+    ("PUT", "/v1/queues/{name}/workers"): Action.QUEUE_ADMIN,
 }
 
 

@@ -11,12 +11,14 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
+from pydantic import BaseModel, Field
 
 from jobctl.api.app import Context, Ctx
-from jobctl.api.schemas import QueueIn, queue_out
+from jobctl.api.schemas import STRICT, QueueIn, queue_out
 from jobctl.domain import limits
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.resources import Resources
+from jobctl.domain.workers import MAX_ALLOW, parse_allow
 from jobctl.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/queues")
@@ -44,6 +46,7 @@ def _limits(policy: QueuePolicy, tokens: float | None) -> dict[str, Any]:
 async def list_queues(ctx: Ctx) -> list[dict[str, Any]]:
     stats = {s.queue: s for s in await ctx.store.run(ctx.st.stats)}
     configured = {p.name: (p, t) for p, t in await ctx.store.run(ctx.st.queues)}
+    workers = await ctx.store.run(ctx.st.worker_queues)
     now = ctx.store.clock.now()
     out = []
     for name in sorted(set(stats) | set(configured)):
@@ -62,7 +65,10 @@ async def list_queues(ctx: Ctx) -> list[dict[str, Any]]:
                 "oldest_due_age": None,
             }
         )
-        out.append(health | _limits(policy, tokens))
+        allow = workers.get(name)
+        out.append(
+            health | _limits(policy, tokens) | {"workers": None if allow is None else list(allow)}
+        )
     return out
 
 
@@ -120,3 +126,21 @@ async def pause(name: QueuePath, ctx: Ctx) -> dict[str, Any]:
 @router.post("/{name}/resume", summary="Dispatch this queue again")
 async def resume(name: QueuePath, ctx: Ctx) -> dict[str, Any]:
     return await _pause(name, False, ctx)
+
+
+class WorkersIn(BaseModel):
+    """Who besides each job's owner and admins may lease this worker queue's jobs."""
+
+    model_config = STRICT
+    allow: Annotated[
+        list[Annotated[str, Field(pattern=r"^(uid|gid):[0-9]{1,10}$")]],
+        Field(max_length=MAX_ALLOW),
+    ] = Field(default_factory=list)
+
+
+@router.put("/{name}/workers", summary="Make a worker queue and set who may lease its jobs")
+async def set_workers(name: QueuePath, body: WorkersIn, ctx: Ctx) -> dict[str, Any]:
+    allow = parse_allow(body.allow)
+    saved = await ctx.store.run(ctx.st.set_worker_queue, name, allow)
+    ctx.hooks.work.notify()  # a waiting worker may now take other owners' jobs
+    return {"queue": name, "workers": list(saved)}

@@ -33,6 +33,7 @@ from jobctl.api.schemas import (
     Text,
     _command_schema,
     http_without_command,
+    refuse_beside_payload,
     require_offset,
     time_text,
 )
@@ -62,13 +63,16 @@ _COMMAND_ONLY = frozenset(
 )
 
 
-def _refuse_command_settings(given: dict[str, Any]) -> None:
-    """Settings of a command on an http job's template: the body is fine, the schedule's
-    state is not (409), as for ``at`` on a cron schedule."""
-    bad = sorted(k for k, v in given.items() if k in _COMMAND_ONLY and v not in (None, [], {}))
+def _refuse_command_settings(
+    given: dict[str, Any], kind: str = "an http request", more: tuple[str, ...] = ()
+) -> None:
+    """Settings of a command on an http (or payload) job's template: the body is fine,
+    the schedule's state is not (409), as for ``at`` on a cron schedule."""
+    refused = _COMMAND_ONLY | set(more)
+    bad = sorted(k for k, v in given.items() if k in refused and v not in (None, [], {}))
     if bad:
         raise Conflict(
-            f"this schedule's job is an http request: {', '.join(bad)} apply to a command "
+            f"this schedule's job is {kind}: {', '.join(bad)} apply to a command "
             "(give command too to make it one)"
         )
 
@@ -90,6 +94,9 @@ class JobTemplatePatch(JobTemplateIn):
     def _one_body(self) -> JobTemplatePatch:
         if self.command is not None and self.http is not None:
             raise ValueError("give either command or http (a webhook job), not both")
+        if self.payload is not None and (self.command is not None or self.http is not None):
+            raise ValueError("give one of command, http or payload")
+        refuse_beside_payload(self)
         return self
 
 
@@ -152,16 +159,22 @@ class SchedulePatch(BaseModel):
         if self.job is None:
             return old
         given = self.job.model_dump(mode="json", exclude_unset=True)
-        for body in ("command", "http"):
+        for body in ("command", "http", "payload"):
             if body in given and given[body] is None:
                 del given[body]  # null: keep it (as for every field left out)
         base = old.to_json()
-        if "http" in given:  # the template becomes an http job's
+        if "http" in given or "payload" in given:  # an http or a payload job's now
             base = {k: v for k, v in base.items() if k not in _COMMAND_ONLY}
+            base.pop("payload" if "http" in given else "http", None)
+            if "payload" in given:
+                base.pop("on_failure", None)  # a payload job's failures are its worker's
         elif "command" in given:
             base.pop("http", None)
+            base.pop("payload", None)
         elif "http" in base:
             _refuse_command_settings(given)
+        elif "payload" in base:
+            _refuse_command_settings(given, "a payload for workers", ("on_failure",))
         merged = base | given
         try:
             checked = JobTemplateIn.model_validate_json(json.dumps(merged))

@@ -17,13 +17,17 @@ from pydantic import (
     Field,
     StrictBool,
     StrictFloat,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 from jobctl.domain import http as web
 from jobctl.domain import limits
 from jobctl.domain import resources as res
+from jobctl.domain import workers as wk
 from jobctl.domain.clock import iso
 from jobctl.domain.models import (
     Attempt,
@@ -38,6 +42,7 @@ from jobctl.domain.models import (
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import DeadReason
+from jobctl.domain.workers import payload_text
 from jobctl.errors import InvalidInput
 
 
@@ -202,6 +207,18 @@ class HttpIn(BaseModel):
 
 _HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
 _COMMAND_SET = {"required": ["command"], "properties": {"command": {"type": "array"}}}
+_PayloadNumber = (
+    Annotated[StrictInt, Field(ge=-wk.MAX_PAYLOAD_NUMBER, le=wk.MAX_PAYLOAD_NUMBER)]
+    | Annotated[StrictFloat, Field(gt=-wk.MAX_PAYLOAD_NUMBER, lt=wk.MAX_PAYLOAD_NUMBER)]
+)
+#: A payload's JSON: any value, numbers within +-2^53 (jobctl.domain.workers); a float
+#: strictly inside: a JSON integer past 2^53 read as a float rounds onto the bound.
+PayloadValue = TypeAliasType(
+    "PayloadValue",
+    "dict[str, PayloadValue] | list[PayloadValue] | StrictStr | StrictBool | _PayloadNumber | None",
+)
+#: A payload job's body (docs/workers.md): any JSON but null.
+_PAYLOAD_SET = {"required": ["payload"], "properties": {"payload": {"not": {"type": "null"}}}}
 #: Settings of a command that an http job refuses (jobctl.domain.http.check_job).
 COMMAND_ONLY: list[dict[str, Any]] = [
     {"required": [name], "properties": {name: kind}}
@@ -216,23 +233,70 @@ COMMAND_ONLY: list[dict[str, Any]] = [
 ]
 
 
+_ON_FAILURE_SET = {"required": ["on_failure"], "properties": {"on_failure": {"type": "string"}}}
+
+
 def _one_body(schema: dict[str, Any]) -> None:
     """In the OpenAPI document: ``command`` or ``http``, and an http job without the
     settings of a command."""
     schema["oneOf"] = [
-        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}]},
-        {"allOf": [_HTTP_SET, {"not": _COMMAND_SET}, {"not": {"anyOf": COMMAND_ONLY}}]},
+        {"allOf": [_COMMAND_SET, {"not": _HTTP_SET}, {"not": _PAYLOAD_SET}]},
+        {
+            "allOf": [
+                _HTTP_SET,
+                {"not": _COMMAND_SET},
+                {"not": _PAYLOAD_SET},
+                {"not": {"anyOf": COMMAND_ONLY}},
+            ]
+        },
+        {
+            "allOf": [
+                _PAYLOAD_SET,
+                {"not": _COMMAND_SET},
+                {"not": _HTTP_SET},
+                {"not": {"anyOf": [*COMMAND_ONLY, _ON_FAILURE_SET]}},
+            ]
+        },
     ]
 
 
 def http_without_command(schema: dict[str, Any]) -> None:
-    """A template patch: not both bodies, and no command settings beside ``http``."""
+    """A template patch: not two bodies, and no command settings beside ``http`` (nor
+    those or ``on_failure`` beside ``payload``)."""
     schema["not"] = {
         "anyOf": [
             {"allOf": [_COMMAND_SET, _HTTP_SET]},
             {"allOf": [_HTTP_SET, {"anyOf": COMMAND_ONLY}]},
+            {
+                "allOf": [
+                    _PAYLOAD_SET,
+                    {"anyOf": [_COMMAND_SET, _HTTP_SET, *COMMAND_ONLY, _ON_FAILURE_SET]},
+                ]
+            },
         ]
     }
+
+
+def refuse_beside_payload(t: JobTemplateIn) -> None:
+    """A payload job's body (or patch) has none of a command's settings nor ``on_failure``
+    (what the OpenAPI document's ``COMMAND_ONLY`` and ``on_failure`` rules say)."""
+    if t.payload is None:
+        return
+    bad = [
+        name
+        for name, v in (
+            ("env", t.env),
+            ("retry_on", t.retry_on),
+            ("no_retry_on", t.no_retry_on),
+            ("nice", t.nice is not None),
+            ("memory_max", t.memory_max is not None),
+            ("cpu_quota", t.cpu_quota is not None),
+            ("on_failure", t.on_failure is not None),
+        )
+        if v
+    ]
+    if bad:
+        raise ValueError(f"a payload job (a worker's) takes no {', '.join(bad)}")
 
 
 class JobTemplateIn(BaseModel):
@@ -244,6 +308,8 @@ class JobTemplateIn(BaseModel):
         Annotated[list[Text], Field(min_length=1, json_schema_extra=_command_schema)] | None
     ) = None
     http: HttpIn | None = None
+    #: A payload job's JSON (docs/workers.md): leased by workers, at most 64 KiB.
+    payload: PayloadValue = None
     queue: QueueName = "default"
     priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
     max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
@@ -287,8 +353,12 @@ class JobTemplateIn(BaseModel):
 
     @model_validator(mode="after")
     def _one_body(self) -> JobTemplateIn:
-        if (self.command is None) == (self.http is None):
-            raise ValueError("give either command or http (a webhook job), not both")
+        given = (self.command is not None) + (self.http is not None) + (self.payload is not None)
+        if given != 1:
+            raise ValueError(
+                "give either command or http (a webhook job) or payload (a worker's job): one"
+            )
+        refuse_beside_payload(self)
         return self
 
     @field_validator("env")
@@ -322,6 +392,7 @@ class JobTemplateIn(BaseModel):
             "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
             "on_failure": self.on_failure,
             "http": None if self.http is None else self.http.to_request(),
+            "payload": None if self.payload is None else payload_text(self.payload),
         }
 
 
@@ -349,7 +420,7 @@ class JobIn(JobTemplateIn):
         # already (tests/api/test_schemas_match_spec.py holds them equal), except the size.
         check_payload(fields["command"], fields["env"])
         # An http job is checked in full (JobSpec's __post_init__): not the hot path.
-        make = trusted_spec if fields["http"] is None else JobSpec
+        make = trusted_spec if fields["http"] is None and fields["payload"] is None else JobSpec
         return make(
             run_at=run_at,
             key=self.key,
@@ -451,6 +522,7 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "no_retry_on": list(s.no_retry_on),
         "resources": s.resources.to_json() if s.resources else {},
         "http": None if s.http is None else s.http.to_json(),
+        "payload": None if s.payload is None else json.loads(s.payload),
         "schedule_id": s.schedule_id,
         "scheduled_for": iso(s.scheduled_for),
         "last_error": job.last_error,

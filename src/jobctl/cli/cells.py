@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +32,17 @@ def short_when(text: str | None) -> str:
 
 
 def what(job: dict[str, Any]) -> str:
-    """What a job (or template) runs: its command, or an http job's ``POST https://…``."""
+    """What a job (or template) runs: its command, an http job's ``POST https://…``, or
+    a payload job's ``task m:f`` (a worker's; any other payload as compact JSON)."""
     http = job.get("http")
-    return f"{http['method']} {http['url']}" if http else " ".join(job.get("command") or ())
+    if http:
+        return f"{http['method']} {http['url']}"
+    payload = job.get("payload")
+    if payload is not None:
+        if isinstance(payload, dict) and isinstance(payload.get("task"), str):
+            return f"task {payload['task']}"
+        return "payload " + json.dumps(payload, separators=(",", ":"))[:60]
+    return " ".join(job.get("command") or ())
 
 
 def budget(job: dict[str, Any]) -> str:

@@ -63,6 +63,7 @@ def _app() -> typer.Typer:
         schedules,
         top,
         webhook_cmd,
+        worker_cmd,
     )
 
     app = typer.Typer(
@@ -90,6 +91,7 @@ def _app() -> typer.Typer:
     app.command("prune")(prune_cmd.prune)
     app.command("metrics")(metrics_cmd.metrics)
     app.command("audit")(audit_cmd.audit)
+    app.command("worker")(worker_cmd.worker)
     app.add_typer(dlq.app, name="dlq")
     app.add_typer(queues.app, name="queues")
     app.add_typer(schedules.app, name="schedules")

@@ -327,6 +327,41 @@ class Client:
         result: dict[str, Any] = self.request("DELETE", f"/v1/schedules/{_quote(ref)}")
         return result
 
+    # -- pull workers (docs/workers.md) -------------------------------------------------
+
+    def lease(
+        self, queues: list[str], max_jobs: int = 1, wait: float = 0, lease_ttl: float = 30.0
+    ) -> list[dict[str, Any]]:
+        """Up to ``max_jobs`` due jobs of these worker queues, waiting up to ``wait`` s
+        (the client's timeout must be longer than ``wait``)."""
+        body = {"queues": queues, "max": max_jobs, "wait": wait, "lease_ttl": lease_ttl}
+        result: dict[str, Any] = self.request("POST", "/v1/leases", json_body=body)
+        leases: list[dict[str, Any]] = result["leases"]
+        return leases
+
+    def heartbeat(self, job_id: int, generation: int, lease_ttl: float = 30.0) -> None:
+        """Extend a lease; :class:`~jobctl.errors.LeaseLost` if it was lost."""
+        body = {"generation": generation, "lease_ttl": lease_ttl}
+        self.request("POST", f"/v1/leases/{job_id}/heartbeat", json_body=body)
+
+    def complete(self, job_id: int, generation: int, result: Any = None) -> dict[str, Any]:
+        body = {"generation": generation, "result": result}
+        out: dict[str, Any] = self.request("POST", f"/v1/leases/{job_id}/complete", json_body=body)
+        return out
+
+    def fail(
+        self, job_id: int, generation: int, error: str, retryable: bool = True
+    ) -> dict[str, Any]:
+        body = {"generation": generation, "error": error, "retryable": retryable}
+        out: dict[str, Any] = self.request("POST", f"/v1/leases/{job_id}/fail", json_body=body)
+        return out
+
+    def set_worker_queue(self, name: str, allow: list[str]) -> dict[str, Any]:
+        """Make ``name`` a worker queue and say who else may lease it (admins)."""
+        path = f"/v1/queues/{_quote(name, 'queue name')}/workers"
+        out: dict[str, Any] = self.request("PUT", path, json_body={"allow": allow})
+        return out
+
 
 def _all_users(all_users: bool) -> dict[str, Any]:
     """The query parameter of an admin's request for every user's items (else nothing)."""

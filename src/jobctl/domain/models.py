@@ -77,12 +77,16 @@ class _JobFields(Protocol):
     def on_failure(self) -> str | None: ...
     @property
     def http(self) -> web.HttpRequest | None: ...
+    @property
+    def payload(self) -> str | None: ...
 
 
 def check_job_fields(job: _JobFields) -> None:
     """Refuse what the store could not keep or the executor could not start, with the
     limits of :mod:`jobctl.domain.limits` (the API's wire models apply the same ones)."""
-    if job.http is None:
+    if job.payload is not None:
+        _check_payload_job(job)
+    elif job.http is None:
         _check_command(job.command)
     elif job.command:
         raise InvalidInput("a job runs either a command or an http request, not both")
@@ -106,6 +110,18 @@ def check_job_fields(job: _JobFields) -> None:
             raise InvalidInput(f"environment variable {name!r}: the value holds a NUL byte")
     check_payload(job.command, job.env)
     check_on_failure(job.on_failure)
+
+
+def _check_payload_job(job: _JobFields) -> None:
+    """A payload job (docs/workers.md) is run by a worker: no command, request,
+    environment or failure notifier of the daemon's."""
+    from jobctl.domain.workers import check_payload_text
+
+    if job.command or job.http is not None:
+        raise InvalidInput("a job runs a command, an http request or a payload, only one")
+    if job.env or job.on_failure is not None:
+        raise InvalidInput("a payload job takes no environment or on_failure")
+    check_payload_text(job.payload or "")
 
 
 def check_on_failure(on_failure: str | None) -> None:
@@ -173,6 +189,8 @@ class JobSpec:
     #: A shell command line run when the job ends dead (engine/notifier.py).
     on_failure: str | None = None
     http: web.HttpRequest | None = None  # a webhook job: this request instead of a command
+    #: A payload job (docs/workers.md): JSON text a worker leases, instead of a command.
+    payload: str | None = None
 
     def __post_init__(self) -> None:
         check_job_fields(self)
@@ -285,6 +303,8 @@ def fingerprint_fields(
         fields["on_failure"] = job.on_failure
     if job.http is not None:
         fields["http"] = job.http.to_json()
+    if job.payload is not None:
+        fields["payload"] = job.payload
     return fields
 
 
@@ -329,6 +349,7 @@ class JobTemplate:
     resources: Resources | None = None
     on_failure: str | None = None
     http: web.HttpRequest | None = None
+    payload: str | None = None
 
     def check(self, owner_uid: int) -> None:
         """Refuse a template whose jobs the store would refuse (checked when a schedule is
@@ -364,6 +385,7 @@ class JobTemplate:
             resources=self.resources,
             on_failure=self.on_failure,
             http=self.http,
+            payload=self.payload,
         )
 
     def fingerprinter(self, owner_uid: int) -> Callable[[str], str]:
@@ -378,7 +400,7 @@ class JobTemplate:
     def to_json(self) -> dict[str, object]:
         """The stored (and wire) form; an http template has ``http`` and no ``command``."""
         return (
-            ({"command": list(self.command)} if self.http is None else {})
+            ({"command": list(self.command)} if self.http is None and self.payload is None else {})
             | {
                 "queue": self.queue,
                 "priority": self.priority,
@@ -395,6 +417,7 @@ class JobTemplate:
                 {} if self.on_failure is None else {"on_failure": self.on_failure}
             )
             | ({"http": self.http.to_json()} if self.http else {})
+            | ({} if self.payload is None else {"payload": json.loads(self.payload)})
         )
 
     @classmethod
@@ -413,7 +436,14 @@ class JobTemplate:
             resources=resources_from_json(data),
             on_failure=data.get("on_failure"),
             http=web.from_json(data.get("http")),
+            payload=None if "payload" not in data else _payload(data["payload"]),
         )
+
+
+def _payload(value: object) -> str:
+    from jobctl.domain.workers import payload_text
+
+    return payload_text(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from jobctl.store.aio import AsyncStore
 log = logging.getLogger("jobctl.executor")
 #: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
 OWNER_DENIED = DeadReason.DENIED
+NR = DeadReason.NON_RETRYABLE
 #: Seconds between tries of a finish the store could not write; the last one repeats.
 FINISH_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 #: Seconds a command runs before its pid is recorded alone; one that ends sooner has its
@@ -163,6 +164,10 @@ class Executor:
             return
         if job.spec.http is not None:
             await self._run_http(claim)
+            return
+        if job.spec.payload is not None:  # a worker's job: only in a queue of workers'
+            error = f"not run: queue {job.spec.queue!r} is not served by workers"
+            await self._finish_freed(claim, AttemptResult(Outcome.FAILED, None, error, "", NR))
             return
         path = self.log_path(job.id, claim.attempt)
         loop = asyncio.get_running_loop()

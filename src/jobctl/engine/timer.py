@@ -54,6 +54,9 @@ class Timer(Service):
         self._metrics = metrics or Metrics()
         #: Told of every job a reclaim moved on (the failure notifier wants the dead).
         self.on_reclaimed: Callable[[Job], None] = lambda job: None
+        #: Called at each tick: the workers' long-polls look for work again (a lease
+        #: promotes and takes what is due itself; docs/workers.md).
+        self.on_tick: Callable[[], None] = lambda: None
         self._backlog = False  # the last claim got all it asked for: more is likely due
         self._read_at: datetime | None = None  # when the wakeups were last read
         self._lease_expiry: datetime | None = None  # the earliest one, as then read
@@ -70,6 +73,7 @@ class Timer(Service):
         self.last_tick = now
         self.ticks += 1
         self._metrics.timer_ticks.inc()
+        self.on_tick()
         if self._claims_at_once(now):
             free = self._executor.free_slots
             if free == 0 and not self._unpromoted:

@@ -44,6 +44,7 @@ from jobctl.domain.schedule import (
     Skips,
 )
 from jobctl.domain.states import JobStatus
+from jobctl.domain.workers import Lessee
 from jobctl.errors import JobctlError, Unavailable
 from jobctl.store.retention import Pruned
 
@@ -85,6 +86,23 @@ class Store(Protocol):
 
         Each claim's job carries the limits its attempt runs under: its own, else its
         queue's (read in the claim's transaction; the stored job keeps its own)."""
+        ...
+
+    def lease(
+        self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        """A pull worker's lease (docs/workers.md): up to ``limit`` due jobs of the asked
+        worker queues the lessee may take (their own; every owner's if an admin or named
+        by the queue's list), leased as ``@worker:UID``; the executor never claims them."""
+        ...
+
+    def worker_queues(self) -> dict[str, tuple[str, ...]]:
+        """The worker queues and who besides owners and admins may lease their jobs."""
+        ...
+
+    def set_worker_queue(self, name: str, allow: Sequence[str] | None) -> tuple[str, ...]:
+        """Make ``name`` a worker queue (Conflict if command or http jobs wait or run in
+        it); ``allow``: its list of ``uid:N``/``gid:N`` (None: keep it)."""
         ...
 
     def promote_due(self, limit: int) -> int:

@@ -37,6 +37,7 @@ _TIMES = frozenset(
 #: Text columns holding JSON: exported as JSON values (in CSV, as their JSON text).
 _JSON = frozenset(
     {"command", "env", "template", "retry_on", "no_retry_on", "resources", "notified", "http"}
+    | {"payload"}
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

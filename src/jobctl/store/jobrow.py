@@ -44,7 +44,7 @@ V = TypeVar("V")
 TEMPLATE_COLUMNS = (
     "queue", "command", "env", "cwd", "owner_uid", "priority", "max_attempts", "timeout_ms",
     "backoff_base_ms", "backoff_cap_ms", "retry_on", "no_retry_on", "resources", "on_failure",
-    "http",
+    "http", "payload",
 )  # fmt: skip
 #: Columns that differ from job to job.
 PER_JOB_COLUMNS = ("created_at", "run_at", "due", "schedule_id", "scheduled_for", "sort_key")
@@ -96,6 +96,8 @@ class _Body(Protocol):
     def on_failure(self) -> str | None: ...
     @property
     def http(self) -> web.HttpRequest | None: ...
+    @property
+    def payload(self) -> str | None: ...
 
 
 class TextMemo(dict[tuple[object, ...], str]):
@@ -125,6 +127,7 @@ def template_values(body: _Body, owner_uid: int, text: TextMemo) -> tuple[object
         res.to_text(body.resources),
         body.on_failure,
         None if body.http is None else web.to_text(body.http),
+        body.payload,
     )
 
 
@@ -217,6 +220,7 @@ def job_from_row(
         resources=m.get("res", row["resources"], res.from_text),
         on_failure=row["on_failure"],
         http=m.get("http", row["http"], web.from_text),
+        payload=row["payload"],
     )
     return Job(
         id=row["id"],
@@ -255,6 +259,8 @@ def row_fingerprint(row: RowLike) -> str:
         fields["on_failure"] = row["on_failure"]
     if row["http"]:
         fields["http"] = json.loads(row["http"])
+    if row["payload"] is not None:
+        fields["payload"] = row["payload"]
     return fingerprint_of(fields)
 
 

@@ -33,8 +33,10 @@ from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 from jobctl.store.queues import claimable, over_queued_quota
+from jobctl.store.schedconn import SqliteSchedConn
 from jobctl.store.sqlitedb import SqliteDb
 from jobctl.store.sqltx import savepoint
+from jobctl.store.workerq import check_kinds
 
 AGING_MS = int(AGING_STEP * 1000)
 #: ``stats`` counts at most this many due jobs the timer has not promoted yet, so a
@@ -71,7 +73,8 @@ class JobOps:
     def _insert_groups_tx(
         self, conn: sqlite3.Connection, groups: Sequence[Sequence[JobSpec]]
     ) -> list[list[Inserted] | JobctlError]:
-        refused = over_queued_quota(conn, self.db.quota, groups)
+        kinds = check_kinds(SqliteSchedConn(conn, self.insert_tx), groups)
+        refused = kinds | over_queued_quota(conn, self.db.quota, groups)
         if refused:
             return [
                 refused.get(i) or self._insert_in_savepoint(conn, group)

@@ -25,12 +25,15 @@ from jobctl.domain.models import Claim, Job, JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
 from jobctl.domain.resources import Resources
 from jobctl.domain.states import JobStatus, Op, check_transition
+from jobctl.domain.workers import Lessee, executor_lanes, lease_lanes, worker_owner
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 from jobctl.store.rows import RowLike
+from jobctl.store.schedconn import SqliteSchedConn
+from jobctl.store.workerq import worker_queues
 
 if TYPE_CHECKING:
     from jobctl.store.sqlitedb import SqliteDb
@@ -49,6 +52,23 @@ class QueueOps:
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         found, defaults = self.db.write(
             lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl)
+        )
+        # Rows to Claims in the caller's thread, after the commit: the writer is free to
+        # start the next transaction meanwhile.
+        found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
+        return claims_from_rows(found, defaults)
+
+    def lease(
+        self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        """A worker's lease (docs/workers.md): due payload jobs of the asked worker
+        queues, as a claim takes them (fairness, queue limits), leased to the worker."""
+
+        def keep(conn: sqlite3.Connection, lanes: Lanes) -> Lanes:
+            return lease_lanes(lanes, queues, _worker_queues(conn), lessee)
+
+        found, defaults = self.db.write(
+            lambda conn: _claim_tx(self.db, conn, worker_owner(lessee.uid), limit, lease_ttl, keep)
         )
         # Rows to Claims in the caller's thread, after the commit: the writer is free to
         # start the next transaction meanwhile.
@@ -281,7 +301,12 @@ def claimable(
 
     Lanes of owners at their ``running`` quota do not count: they wait for a finish,
     which wakes the timer."""
-    lanes = [(r["queue"], r["owner_uid"]) for r in conn.execute(q("due_lanes"))]
+    workers = _worker_queues(conn)
+    lanes = [
+        (r["queue"], r["owner_uid"])
+        for r in conn.execute(q("due_lanes"))
+        if r["queue"] not in workers  # the workers' lanes wait for a lease, not the timer
+    ]
     room = owner_room(conn, quota, {o for _, o in lanes})
     queues = {queue for queue, o in lanes if room.get(o, 1) > 0}
     if not queues:
@@ -298,17 +323,40 @@ def claimable(
     return False, min(known) if known else None
 
 
+Lanes = dict[tuple[str, int], int]
+
+
+def _worker_queues(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    return worker_queues(SqliteSchedConn(conn, _no_insert))
+
+
+def _no_insert(conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> list[Any]:
+    raise AssertionError("a claim inserts no job")
+
+
+def _executor_lanes(conn: sqlite3.Connection, lanes: Lanes) -> Lanes:
+    return executor_lanes(lanes, _worker_queues(conn))
+
+
 def _claim_tx(
-    db: SqliteDb, conn: sqlite3.Connection, owner: str, limit: int, lease_ttl: float
+    db: SqliteDb,
+    conn: sqlite3.Connection,
+    owner: str,
+    limit: int,
+    lease_ttl: float,
+    keep: Callable[[sqlite3.Connection, Lanes], Lanes] = _executor_lanes,
 ) -> tuple[list[sqlite3.Row], dict[str, Resources]]:
-    """Lease the planned jobs of each lane; returns the claimed rows (``RETURNING *``)
-    and the resource limits of their queues, read in this transaction."""
+    """Lease the planned jobs of each lane ``keep`` leaves (the executor's: all but the
+    worker queues'); returns the claimed rows (``RETURNING *``) and the resource limits
+    of their queues, read in this transaction."""
     now = db.clock.now()
     now_ms = rows.to_ms(now)
     conn.execute(q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
     if limit <= 0:
         return [], {}
     lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(q("due_lanes"))}
+    if lanes:
+        lanes = keep(conn, lanes)
     if not lanes:
         return [], {}
     allowed = _allowances(conn, {queue for queue, _ in lanes}, now)

@@ -33,7 +33,7 @@ from jobctl.domain.schedule import (
     manual_key,
 )
 from jobctl.errors import Conflict, InvalidSchedule, JobctlError, NotFound
-from jobctl.store import rows
+from jobctl.store import rows, workerq
 from jobctl.store.inserts import refused_by_store
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.materialize import materialize_tx, template_of, timing_of
@@ -239,6 +239,8 @@ def create_many_tx(
     for i, spec in enumerate(specs):
         try:
             spec.template.check(spec.owner_uid)
+            # its occurrences bypass the insert's check: a worker queue's kind holds here
+            workerq.admit(conn, spec.template.queue, spec.template.payload is not None)
             todo.append((i, spec, _new_params(spec, now)))
         except JobctlError as exc:
             out[i] = exc

@@ -12,6 +12,7 @@ own module. This class is the table of contents: every method of the store contr
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
@@ -34,7 +35,9 @@ from jobctl.domain.models import (
 )
 from jobctl.domain.quota import Limits
 from jobctl.domain.states import JobStatus
+from jobctl.domain.workers import Lessee
 from jobctl.errors import IllegalTransition, JobctlError
+from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.crashes import CrashMark, CrashOps
@@ -196,6 +199,22 @@ class SqliteStore(ScheduleMethods):
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         return self._queues.claim_due(owner, limit, lease_ttl)
+
+    # -- worker queues (jobctl.store.workerq, docs/workers.md) ---------------------------
+
+    def lease(
+        self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        return self._queues.lease(queues, lessee, limit, lease_ttl)
+
+    def worker_queues(self) -> dict[str, tuple[str, ...]]:
+        return self.db.read(lambda conn: workerq.worker_queues(self._wrap(conn)))
+
+    def set_worker_queue(self, name: str, allow: Sequence[str] | None) -> tuple[str, ...]:
+        return self.db.write(lambda conn: workerq.mark(self._wrap(conn), name, allow))
+
+    def _wrap(self, conn: sqlite3.Connection) -> SqliteSchedConn:
+        return SqliteSchedConn(conn, self._jobs.insert_tx)
 
     def promote_due(self, limit: int) -> int:
         return self._queues.promote_due(limit)

@@ -39,7 +39,10 @@ def insert_groups_tx(
     db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]]
 ) -> list[list[Inserted] | JobctlError]:
     """Each group's outcome as if inserted alone, in order (see the module docstring)."""
-    refused = over_queued_quota(db, conn, groups)
+    from jobctl.store.pg.schedconn import PgSchedConn  # it imports this module
+    from jobctl.store.workerq import check_kinds
+
+    refused = check_kinds(PgSchedConn(db, conn), groups) | over_queued_quota(db, conn, groups)
     together = _together(db, conn, [g for i, g in enumerate(groups) if i not in refused])
     if together is not None:
         it = iter(together)

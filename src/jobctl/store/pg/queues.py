@@ -12,7 +12,7 @@ take turns; claims on unlimited queues never wait for each other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,14 +20,19 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.domain.dispatch import Bucket, QueuePolicy, allowance, plan_claims
 from jobctl.domain.models import Claim, Job
 from jobctl.domain.resources import Resources
+from jobctl.domain.workers import Lessee, executor_lanes, lease_lanes, worker_owner
 from jobctl.errors import Conflict
 from jobctl.store.audit import record_from_row
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.queues import PROMOTE_BATCH, next_token_at, policy_of, queue_limits, queue_params
 from jobctl.store.retention import Pruned
 from jobctl.store.rows import RowLike, ms_to_dt, to_ms
+from jobctl.store.workerq import worker_queues
+
+Lanes = dict[tuple[str, int], int]
 
 
 def _limited(policy: QueuePolicy) -> bool:
@@ -43,16 +48,43 @@ class PgQueues:
         found.sort(key=lambda r: (r["sort_key"], r["id"]))
         return claims_from_rows(found, defaults)
 
+    def lease(
+        self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        """A worker's lease (docs/workers.md), as SQLite's ``QueueOps.lease``."""
+
+        def keep(conn: PgConn, lanes: Lanes) -> Lanes:
+            return lease_lanes(lanes, queues, self._workers(conn), lessee)
+
+        owner = worker_owner(lessee.uid)
+        found, defaults = self.db.write(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl, keep))
+        found.sort(key=lambda r: (r["sort_key"], r["id"]))
+        return claims_from_rows(found, defaults)
+
+    def _workers(self, conn: PgConn) -> dict[str, tuple[str, ...]]:
+        return worker_queues(PgSchedConn(self.db, conn))
+
     def _claim_tx(
-        self, conn: PgConn, owner: str, limit: int, lease_ttl: float
+        self,
+        conn: PgConn,
+        owner: str,
+        limit: int,
+        lease_ttl: float,
+        keep: Callable[[PgConn, Lanes], Lanes] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Resources]]:
-        """The claimed rows, and the resource limits of their queues (read here)."""
+        """Lease the planned jobs of the lanes ``keep`` leaves (None: the executor's,
+        every lane but the worker queues'); the claimed rows, and the resource limits of
+        their queues (read here)."""
         now = self.db.clock.now()
         now_ms = to_ms(now)
         conn.execute(self.db.q("promote_due"), {"now": now_ms, "limit": PROMOTE_BATCH})
         if limit <= 0:
             return [], {}
         lanes = {(r["queue"], r["owner_uid"]): r["n"] for r in conn.execute(self.db.q("due_lanes"))}
+        if lanes:
+            lanes = (
+                executor_lanes(lanes, self._workers(conn)) if keep is None else keep(conn, lanes)
+            )
         if not lanes:
             return [], {}
         configured = {r["name"]: r for r in conn.execute(self.db.q("all_queues"))}
@@ -232,7 +264,12 @@ class PgQueues:
 def claimable(db: PgDb, conn: PgConn, now: datetime) -> tuple[bool, datetime | None]:
     """Whether some due job may start now, else when a rate-limited queue next may (as
     :func:`jobctl.store.queues.claimable`, without locking anything)."""
-    lanes = [(r["queue"], r["owner_uid"]) for r in conn.execute(db.q("due_lanes"))]
+    workers = worker_queues(PgSchedConn(db, conn))
+    lanes = [
+        (r["queue"], r["owner_uid"])
+        for r in conn.execute(db.q("due_lanes"))
+        if r["queue"] not in workers  # the workers' lanes wait for a lease, not the timer
+    ]
     if not lanes:
         return False, None
     queues = {q for q, _ in lanes}

@@ -37,7 +37,9 @@ from jobctl.domain.schedule import (
     Materialized,
 )
 from jobctl.domain.states import JobStatus, Op
+from jobctl.domain.workers import Lessee
 from jobctl.errors import JobctlError, LeaseLost
+from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishItem
@@ -240,6 +242,17 @@ class PostgresStore(ScheduleMethods):
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         return self._queues.claim_due(owner, limit, lease_ttl)
+
+    def lease(
+        self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
+    ) -> list[Claim]:
+        return self._queues.lease(queues, lessee, limit, lease_ttl)
+
+    def worker_queues(self) -> dict[str, tuple[str, ...]]:
+        return self.db.read(lambda conn: workerq.worker_queues(PgSchedConn(self.db, conn)))
+
+    def set_worker_queue(self, name: str, allow: Sequence[str] | None) -> tuple[str, ...]:
+        return self.db.write(lambda conn: workerq.mark(PgSchedConn(self.db, conn), name, allow))
 
     def promote_due(self, limit: int) -> int:
         return self._queues.promote_due(limit)

@@ -657,3 +657,19 @@ WHERE owner_uid = :owner_uid AND name = :name;
 
 -- name: secret_delete
 DELETE FROM webhook_secrets WHERE owner_uid = :owner_uid AND name = :name;
+
+-- name: worker_queues
+-- The worker queues (docs/workers.md) and who else may lease their jobs: a small table,
+-- read by every claim to leave these queues' lanes to the workers.
+SELECT name, workers FROM queues WHERE workers IS NOT NULL;
+
+-- name: queue_live
+-- Whether a queue has jobs waiting or running (before it becomes a worker queue).
+SELECT 1 AS live FROM job_counts
+WHERE queue = :name AND bucket IN ('scheduled', 'due', 'running') AND n > 0 LIMIT 1;
+
+-- name: mark_worker_queue
+-- A queue becomes a worker queue (its first payload job, or an admin's list).
+INSERT INTO queues (name, workers) VALUES (:name, :workers)
+ON CONFLICT (name) DO UPDATE SET workers = coalesce(:set_workers, queues.workers, '[]')
+RETURNING name, workers;

@@ -605,3 +605,15 @@ ORDER BY number;
 -- How many attempts a job has: their numbers run 1, 2, … without a gap, so the highest
 -- is the count (read from the primary key's last entry).
 SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
+
+-- name: worker_queues
+SELECT name, workers FROM queues WHERE workers IS NOT NULL;
+
+-- name: queue_live
+SELECT 1 AS live FROM job_counts
+WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') AND n > 0 LIMIT 1;
+
+-- name: mark_worker_queue
+INSERT INTO queues (name, workers) VALUES (%(name)s, %(workers)s)
+ON CONFLICT (name) DO UPDATE SET workers = coalesce(%(set_workers)s, queues.workers, '[]')
+RETURNING name, workers;

@@ -1,0 +1,199 @@
+"""Pull workers over the API (``/v1/leases``, docs/workers.md): lease, heartbeat,
+complete, fail.
+
+A worker acts as its uid (the socket's peer credentials). It leases the due jobs of
+worker queues it may work: its own jobs, and every owner's where it is an admin or the
+queue's ``workers`` list names it or one of its groups. Every later call carries the
+lease's ``generation``: a stale one is 409 ``LeaseLost`` and changes nothing (the store's
+compare-and-set), except that a complete (or fail) repeated with the generation and
+outcome already recorded answers 200 again, so a worker may retry a call whose answer it
+lost. Only the worker (uid) that held a lease, the job's owner and admins see these
+routes' jobs; anyone else gets 404, as for a job that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field, JsonValue, StrictBool, StrictFloat
+
+from jobctl.access import user_name
+from jobctl.api.app import Context, Ctx, JobIdPath, Who
+from jobctl.api.policy import Caller
+from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
+from jobctl.domain import limits
+from jobctl.domain import workers as wk
+from jobctl.domain.clock import iso
+from jobctl.domain.models import AttemptResult, Claim, Job
+from jobctl.domain.states import DeadReason, JobStatus, Outcome
+from jobctl.errors import LeaseLost, NotVisible
+
+router = APIRouter(prefix="/v1/leases")
+#: The text of a failure the attempt keeps (a traceback's tail is the part that says why).
+MAX_ERROR = 16 * 1024
+
+Ttl = Annotated[StrictFloat, Field(ge=wk.MIN_LEASE_TTL, le=wk.MAX_LEASE_TTL), NUMBER]
+#: A lease's generation (bounded like ids: exactly representable in every JSON reader).
+Generation = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
+
+
+class LeaseIn(BaseModel):
+    """Ask for up to ``max`` jobs of these worker queues, waiting up to ``wait`` seconds."""
+
+    model_config = STRICT
+    queues: Annotated[list[QueueName], Field(min_length=1, max_length=32)]
+    max: Annotated[int, Field(ge=1, le=wk.MAX_LEASES), NUMBER] = 1
+    wait: Annotated[StrictFloat, Field(ge=0, le=wk.MAX_WAIT), NUMBER] = 0
+    lease_ttl: Ttl = wk.DEFAULT_LEASE_TTL
+
+
+class HeartbeatIn(BaseModel):
+    model_config = STRICT
+    generation: Generation
+    lease_ttl: Ttl = wk.DEFAULT_LEASE_TTL
+
+
+class CompleteIn(BaseModel):
+    model_config = STRICT
+    generation: Generation
+    #: Kept (as JSON, its first 4 KiB) as the attempt's output tail.
+    result: JsonValue = None
+
+
+class FailIn(BaseModel):
+    model_config = STRICT
+    generation: Generation
+    error: Annotated[str, Field(max_length=MAX_ERROR)]
+    #: False: dead at once (``non_retryable``), whatever attempts are left.
+    retryable: StrictBool = True
+
+
+def lessee_of(who: Caller) -> wk.Lessee:
+    """The caller as a lessee: uid, admin, and groups (primary and supplementary)."""
+    gids = {who.gid}
+    name = user_name(who.uid)
+    if name is not None:
+        with contextlib.suppress(OSError):  # a user the group database cannot list
+            gids.update(os.getgrouplist(name, who.gid))
+    return wk.Lessee(who.uid, who.admin, frozenset(gids))
+
+
+def lease_out(c: Claim, ttl: float) -> dict[str, Any]:
+    job = c.job
+    return {
+        "id": job.id,
+        "key": job.key,
+        "queue": job.spec.queue,
+        "owner_uid": job.spec.owner_uid,
+        "payload": None if job.spec.payload is None else _json(job.spec.payload),
+        "attempt": c.attempt,
+        "max_attempts": job.spec.max_attempts,
+        "generation": c.generation,
+        "lease_until": iso(c.lease_until),
+        "heartbeat_every": round(ttl / 3, 3),
+    }
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+@router.post("", summary="Lease due jobs of worker queues (long-poll with wait)")
+async def lease(body: LeaseIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    lessee = lessee_of(who)
+    loop_time = asyncio.get_running_loop().time  # how long to wait: not a stored time
+    deadline = loop_time() + float(body.wait)
+    signal = ctx.hooks.work
+    while True:
+        seen = signal.seq
+        claims = await ctx.store.run(
+            ctx.st.lease, body.queues, lessee, body.max, float(body.lease_ttl)
+        )
+        left = deadline - loop_time()
+        if claims:
+            # the timer must look at these leases when they run out (the reaper's turn)
+            ctx.hooks.due(min(c.lease_until for c in claims))
+        if claims or left <= 0:
+            return {"leases": [lease_out(c, float(body.lease_ttl)) for c in claims]}
+        await signal.wait(seen, left)
+
+
+async def _held(ctx: Context, who: Caller, job_id: int) -> Job:
+    """The job, if the caller holds or held its lease, owns it or is an admin."""
+    job = await ctx.store.run(ctx.st.get, job_id, True)
+    mine = wk.worker_owner(who.uid)
+    if not (
+        who.sees(job.spec.owner_uid)
+        or job.lease_owner == mine
+        or any(a.lease_owner == mine for a in job.attempts)
+    ):
+        raise who.deny(NotVisible(f"no job {job_id}", job_id=job_id))
+    return job
+
+
+@router.post("/{job_id}/heartbeat", summary="Extend a lease (stale generation: 409)")
+async def heartbeat(job_id: JobIdPath, body: HeartbeatIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    await _held(ctx, who, job_id)
+    ttl = float(body.lease_ttl)
+    lost = await ctx.store.run(ctx.st.heartbeat, [(job_id, body.generation)], ttl)
+    if lost:
+        raise _lost(job_id, body.generation)
+    until = ctx.store.clock.now().timestamp() + ttl
+    return {"id": job_id, "generation": body.generation, "lease_until_epoch": until}
+
+
+@router.post("/{job_id}/complete", summary="Complete a leased job (stale generation: 409)")
+async def complete(job_id: JobIdPath, body: CompleteIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    result = AttemptResult(Outcome.SUCCEEDED, output_tail=wk.result_text(body.result))
+    return await _finish(ctx, who, job_id, body.generation, result)
+
+
+@router.post("/{job_id}/fail", summary="Fail a leased job: retried or dead (stale: 409)")
+async def fail(job_id: JobIdPath, body: FailIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    text = body.error or "failed"
+    result = AttemptResult(
+        Outcome.FAILED,
+        error=text[-4096:],
+        output_tail=text[-4096:],
+        dead_reason=None if body.retryable else DeadReason.NON_RETRYABLE,
+    )
+    return await _finish(ctx, who, job_id, body.generation, result)
+
+
+async def _finish(
+    ctx: Context, who: Caller, job_id: int, generation: int, result: AttemptResult
+) -> dict[str, Any]:
+    await _held(ctx, who, job_id)
+    try:
+        job = await ctx.store.run(ctx.st.finish, job_id, generation, result)
+    except LeaseLost:
+        job = await ctx.store.run(ctx.st.get, job_id, True)
+        if not _recorded(job, generation, result.outcome):
+            raise _lost(job_id, generation) from None
+        return job_out(job) | {"repeated": True}
+    if job.status is JobStatus.SCHEDULED:
+        ctx.hooks.due(job.run_at)  # the retry's time: the timer wakes the waiting workers
+    ctx.metrics.job_finished(job.spec.queue, result, job)
+    return job_out(job) | {"repeated": False}
+
+
+def _recorded(job: Job, generation: int, outcome: Outcome) -> bool:
+    """Whether the attempt of ``generation`` already ended with ``outcome`` (a repeat of
+    the call that ended it)."""
+    return any(a.generation == generation and a.outcome is outcome for a in job.attempts)
+
+
+def _lost(job_id: int, generation: int) -> LeaseLost:
+    return LeaseLost(
+        f"job {job_id}: lease lost (generation {generation} is stale)",
+        job_id=job_id,
+        generation=generation,
+    )
+
+
+__all__ = ["router"]

@@ -1,0 +1,67 @@
+"""``jobctl worker``: run a Python app's ``@task`` functions, leased from worker queues
+(docs/workers.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from jobctl.cli.options import SocketOpt
+from jobctl.domain import workers as wk
+
+
+def worker(
+    app: Annotated[
+        str,
+        typer.Option(
+            "--app",
+            metavar="MODULE[:ATTR]",
+            help="Import this module (its @task functions); ATTR: its jobctl.tasks.App",
+        ),
+    ],
+    queue: Annotated[
+        list[str], typer.Option("--queue", "-q", help="A worker queue to serve, repeatable")
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, max=wk.MAX_LEASES, help="Processes")
+    ] = 4,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            min=wk.MIN_LEASE_TTL,
+            max=wk.MAX_LEASE_TTL,
+            help="Seconds a lease lasts without a heartbeat (heartbeats: a third of it)",
+        ),
+    ] = wk.DEFAULT_LEASE_TTL,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", min=0, max=wk.MAX_WAIT, help="Seconds a lease request waits"),
+    ] = 10.0,
+    grace: Annotated[
+        float,
+        typer.Option("--grace", min=0, help="On SIGTERM, seconds running tasks may finish in"),
+    ] = 30.0,
+    socket: SocketOpt = None,
+) -> None:
+    """Run the tasks of an app in a process pool, leased from worker queues."""
+    from jobctl.paths import default_socket
+    from jobctl.worker import Worker, WorkerConfig, install_signals
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --app myapp.tasks from the project's directory
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cfg = WorkerConfig(
+        app, list(queue), socket or default_socket(), concurrency, lease_ttl, wait, grace
+    )
+    w = Worker(cfg)
+    undo = install_signals(w)
+    try:
+        code = w.run()
+    finally:
+        undo()
+    raise typer.Exit(code)

@@ -1,0 +1,88 @@
+"""Worker queues in the store, once for both backends (docs/workers.md).
+
+Written against :class:`jobctl.store.schedconn.SchedConn` (named statements of each
+backend's query file), like the schedule logic: which queues are served by workers, the
+rule that keeps a queue to one kind of job (checked in the inserting transaction), and
+the lanes each kind of claim may take (:mod:`jobctl.domain.workers`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from jobctl.domain.models import JobSpec
+from jobctl.errors import Conflict, JobctlError
+from jobctl.store.schedconn import SchedConn
+
+
+def worker_queues(c: SchedConn) -> dict[str, tuple[str, ...]]:
+    """Every worker queue with its ``workers`` list (who else may lease its jobs)."""
+    return {r["name"]: tuple(json.loads(r["workers"])) for r in c.rows("worker_queues", {})}
+
+
+def mark(c: SchedConn, name: str, allow: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Make ``name`` a worker queue (``allow``: set its list; None: keep it). A queue
+    with command or http jobs waiting or running cannot become one (a Conflict)."""
+    known = worker_queues(c)
+    if name not in known and c.one("queue_live", {"name": name}) is not None:
+        raise Conflict(
+            f"queue {name!r} has command or http jobs waiting or running: payload jobs "
+            "(workers') need a queue of their own"
+        )
+    text = None if allow is None else json.dumps(list(allow))
+    row = c.one("mark_worker_queue", {"name": name, "workers": text or "[]", "set_workers": text})
+    assert row is not None  # RETURNING of an upsert
+    return tuple(json.loads(row["workers"]))
+
+
+def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, JobctlError]:
+    """Insert groups (by index) refused because they mix a queue's kinds: a command or
+    http job for a worker queue, or a payload job for a queue with other jobs. A payload
+    job's queue that is not yet a worker queue becomes one here, in the same transaction."""
+    if not any(spec.payload is not None for group in groups for spec in group):
+        known = _names(c)
+        if not known:
+            return {}
+        return {
+            i: _not_workers(spec.queue)
+            for i, group in enumerate(groups)
+            for spec in group
+            if spec.queue in known
+        }
+    known = _names(c)
+    refused: dict[int, JobctlError] = {}
+    for i, group in enumerate(groups):
+        for spec in group:
+            try:
+                admit(c, spec.queue, spec.payload is not None, known)
+            except Conflict as exc:
+                refused[i] = exc
+                break
+    return refused
+
+
+def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None) -> None:
+    """Raise Conflict unless a job of this kind may go to ``queue`` (a payload job's queue
+    becomes a worker queue); ``known``: the worker queues, as read (kept up to date)."""
+    names = _names(c) if known is None else known
+    if not payload:
+        if queue in names:
+            raise _not_workers(queue)
+    elif queue not in names:
+        mark(c, queue)
+        names.add(queue)
+
+
+def _names(c: SchedConn) -> set[str]:
+    return {r["name"] for r in c.rows("worker_queues", {})}
+
+
+def _not_workers(queue: str) -> Conflict:
+    return Conflict(
+        f"queue {queue!r} is served by workers: it takes payload jobs only "
+        "(give the command or request another queue)"
+    )
+
+
+__all__ = ["admit", "check_kinds", "mark", "worker_queues"]

@@ -1,0 +1,122 @@
+"""Payload jobs and worker queues in the store, on every backend (issue 16,
+docs/workers.md): a payload round-trips; the first payload job makes its queue a worker
+queue, which then refuses command jobs (and a queue with command jobs refuses payload
+jobs); the executor's claim never takes a worker queue's job and the timer's wake-ups do
+not count them; a lease takes them, only the lessee's own unless the queue's list (or
+being an admin) allows every owner's; a worker lease that expires is reclaimed like any;
+a stale generation's finish changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import AttemptResult, JobSpec
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.domain.workers import Lessee, payload_text
+from jobctl.errors import Conflict, LeaseLost
+from jobctl.store.base import Store
+
+EX = "executor"
+ALICE, BOB = 1000, 1001
+
+
+def _job(
+    clock: FakeClock,
+    owner: int = ALICE,
+    queue: str = "work",
+    key: str | None = None,
+    max_attempts: int = 3,
+) -> JobSpec:
+    payload = payload_text({"task": "m:f", "kwargs": {"n": 1}})
+    return JobSpec(
+        command=(),
+        payload=payload,
+        run_at=clock.now(),
+        owner_uid=owner,
+        queue=queue,
+        key=key,
+        max_attempts=max_attempts,
+    )
+
+
+def _cmd(clock: FakeClock, queue: str = "work") -> JobSpec:
+    return JobSpec(command=("true",), run_at=clock.now(), owner_uid=ALICE, queue=queue)
+
+
+def test_a_payload_round_trips_and_its_key_covers_it(store: Store, clock: FakeClock) -> None:
+    [ins] = store.insert([_job(clock, key="k")])
+    got = store.get(ins.job.id)
+    assert got.spec.payload == '{"kwargs":{"n":1},"task":"m:f"}' and got.spec.command == ()
+    [again] = store.insert([_job(clock, key="k")])
+    assert not again.created and again.job.id == ins.job.id
+    other = JobSpec(
+        command=(), payload="[2]", run_at=clock.now(), owner_uid=ALICE, queue="work", key="k"
+    )
+    with pytest.raises(Conflict):
+        store.insert([other])
+
+
+def test_a_queue_holds_one_kind_of_job(store: Store, clock: FakeClock) -> None:
+    store.insert([_job(clock)])
+    assert store.worker_queues() == {"work": ()}
+    with pytest.raises(Conflict, match="served by workers"):
+        store.insert([_cmd(clock)])
+    store.insert([_cmd(clock, "shell")])
+    with pytest.raises(Conflict, match="queue of their own"):
+        store.insert([_job(clock, queue="shell")])
+    assert "shell" not in store.worker_queues()
+    with pytest.raises(Conflict):
+        store.set_worker_queue("shell", ["uid:1"])
+
+
+def test_the_executor_never_claims_a_workers_job(store: Store, clock: FakeClock) -> None:
+    store.insert([_job(clock), _cmd(clock, "shell")])
+    claims = store.claim_due(EX, 10, 30)
+    assert [c.job.spec.queue for c in claims] == ["shell"]
+    assert store.claim_due(EX, 10, 30) == []
+    w = store.wakeups(EX)
+    assert not w.due_now  # the workers' job does not wake the timer into a busy loop
+
+
+def test_a_lease_takes_the_lessees_own_unless_the_queue_allows(
+    store: Store, clock: FakeClock
+) -> None:
+    store.insert([_job(clock, ALICE), _job(clock, BOB)])
+    bob = Lessee(BOB, gids=frozenset({50}))
+    [mine] = store.lease(["work"], bob, 10, 30)
+    assert mine.job.spec.owner_uid == BOB and mine.job.lease_owner == "@worker:1001"
+    assert store.lease(["work"], bob, 10, 30) == []
+    assert store.lease(["other"], Lessee(ALICE), 10, 30) == []
+    store.set_worker_queue("work", ["gid:50"])
+    [alices] = store.lease(["work"], bob, 10, 30)
+    assert alices.job.spec.owner_uid == ALICE and alices.attempt == 1
+
+
+def test_an_admin_leases_every_owners_jobs(store: Store, clock: FakeClock) -> None:
+    store.insert([_job(clock, ALICE), _job(clock, BOB)])
+    got = store.lease(["work"], Lessee(0, admin=True), 10, 30)
+    assert sorted(c.job.spec.owner_uid for c in got) == [ALICE, BOB]
+
+
+def test_an_expired_worker_lease_is_reclaimed_and_the_stale_finish_fenced(
+    store: Store, clock: FakeClock
+) -> None:
+    store.insert([_job(clock, max_attempts=3)])
+    [first] = store.lease(["work"], Lessee(ALICE), 1, 5)
+    assert store.heartbeat([(first.job.id, first.generation)], 5) == []
+    clock.advance(6)
+    [back] = store.reclaim_expired(10, EX)
+    assert back.status is JobStatus.SCHEDULED
+    clock.advance(3600)
+    [second] = store.lease(["work"], Lessee(ALICE), 1, 5)
+    assert second.generation > first.generation
+    with pytest.raises(LeaseLost):
+        store.finish(first.job.id, first.generation, AttemptResult(Outcome.SUCCEEDED))
+    assert store.heartbeat([(first.job.id, first.generation)], 5) == [first.job.id]
+    done = store.finish(
+        second.job.id, second.generation, AttemptResult(Outcome.SUCCEEDED, output_tail="42")
+    )
+    assert done.status is JobStatus.SUCCEEDED
+    attempts = store.get(done.id).attempts
+    assert [a.outcome for a in attempts] == [Outcome.LEASE_EXPIRED, Outcome.SUCCEEDED]

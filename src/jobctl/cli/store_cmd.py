@@ -37,9 +37,7 @@ def migrate(
     ] = None,
     force: Annotated[
         bool,
-        typer.Option(
-            "--force", help="Empty a target that holds jobctl rows first (they are lost)"
-        ),
+        typer.Option("--force", help="Empty a target that holds jobctl rows first (they are lost)"),
     ] = False,
 ) -> None:
     """Move a SQLite store into a PostgreSQL database, all or nothing, keeping every id and key.

@@ -90,7 +90,9 @@ def sqlite_path(source: str) -> Path:
         return Path(path)
     if "://" in source:
         scheme = source.split("://", 1)[0]
-        raise InvalidInput(f"--from must be a SQLite file (sqlite:///path or a path), not {scheme}://")
+        raise InvalidInput(
+            f"--from must be a SQLite file (sqlite:///path or a path), not {scheme}://"
+        )
     if not source:
         raise InvalidInput("--from is empty: give sqlite:///path/jobctl.db")
     return Path(source)
@@ -299,7 +301,9 @@ def _advance(dst: psycopg.Connection[Any], seq: str, at_least: int) -> None:
     """Set ``seq`` so its next value is above ``at_least``, unless it already is (a
     sequence never goes back: ids the target already gave stay given)."""
     row = dst.execute(
-        sql.SQL("SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}").format(
+        sql.SQL(
+            "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}"
+        ).format(
             sql.SQL(seq)  # a name PostgreSQL gave (pg_get_serial_sequence) or our own
         )
     ).fetchone()

@@ -255,3 +255,28 @@ def _read_cli(d: DaemonProc, ids: Any) -> list[Any]:
         assert done.returncode == 0, (args, done.stderr)
         outs.append(json.loads(done.stdout))
     return outs
+
+
+def test_export_reads_the_same_from_postgresql_as_from_the_sqlite_file(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "jobctl.db"
+    build_source(src, FakeClock(T0))
+    assert run(["store", "migrate", "--from", str(src), "--to", target]) == 0
+    for what, fmt, owner in (
+        ("jobs", "jsonl", []),
+        ("attempts", "csv", []),
+        ("schedules", "jsonl", []),
+        ("jobs", "csv", ["--owner", str(UID)]),
+        ("attempts", "jsonl", ["--owner", "0"]),
+    ):
+        outs = []
+        for db in (str(src), target):
+            capsys.readouterr()
+            assert run(["export", what, "--format", fmt, "--db", db, *owner]) == 0
+            outs.append(capsys.readouterr().out)
+        assert outs[0] == outs[1], (what, fmt, owner)
+        assert (outs[0].count("\n") > 1) is (owner[-1:] != ["0"])
+    assert run(["export", "jobs", "--db", target.replace("/pgmove_", "/nope_")]) == 7
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("jobctl: error: cannot connect to postgresql://")

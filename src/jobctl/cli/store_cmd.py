@@ -42,7 +42,7 @@ def migrate(
 ) -> None:
     """Move a SQLite store into a PostgreSQL database, all or nothing, keeping every id and key.
 
-    Stop the daemon first: a daemon running on the SQLite file refuses the move. Moves jobs with their attempts, schedules with their cursors (nothing fires twice: occurrence keys and cursors are kept), queues with their limits and state, the dead-letter queue, webhook secrets (as stored) and the audit trail; the job counts are recomputed and every id sequence is set past the highest id, so no id is reused. One PostgreSQL transaction: on any failure the target is left as it was. A target that holds rows is refused unless --force, and so is one a daemon is live on. Then start the daemons with --db URL. Example: jobctl store migrate --from sqlite:///var/lib/jobctl/jobctl.db --to postgresql://jobctl@db.example/jobctl
+    Stop the daemon first: a daemon running on the SQLite file refuses the move. Moves jobs with their attempts, schedules with their cursors (nothing fires twice: occurrence keys and cursors are kept), queues with their limits and state, the dead-letter queue, webhook secrets (as stored) and the audit trail; the job counts are recomputed and every id sequence is set past the highest id, so no id is reused. One PostgreSQL transaction: on any failure the target is left as it was. A target that holds rows is refused unless --force; one a daemon is live on, always. Then start the daemons with --db URL. Example: jobctl store migrate --from sqlite:///var/lib/jobctl/jobctl.db --to postgresql://jobctl@db.example/jobctl
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     from jobctl.paths import default_db
 

@@ -65,8 +65,8 @@ def main() -> None:
         src = Path(tmp) / "jobctl.db"
         started = time.monotonic()
         build(src, args.jobs, args.schedules)
-        print(f"built {args.jobs} jobs, {args.schedules} schedules in "
-              f"{time.monotonic() - started:.1f} s; {src.stat().st_size / 2**20:.0f} MiB")  # fmt: skip
+        took, size = time.monotonic() - started, src.stat().st_size / 2**20
+        print(f"built {args.jobs} jobs, {args.schedules} schedules in {took:.1f} s; {size:.0f} MiB")
         with psycopg.connect(SERVER + "/postgres", autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         try:

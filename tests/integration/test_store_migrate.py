@@ -280,3 +280,52 @@ def test_export_reads_the_same_from_postgresql_as_from_the_sqlite_file(
     assert run(["export", "jobs", "--db", target.replace("/pgmove_", "/nope_")]) == 7
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("jobctl: error: cannot connect to postgresql://")
+
+
+def test_a_target_a_daemon_is_live_on_is_refused_even_forced(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobctl.domain.clock import SystemClock
+    from jobctl.domain.cluster import DaemonBeat
+    from jobctl.store.pg.store import PostgresStore
+
+    src = tmp_path / "jobctl.db"
+    build_source(src, FakeClock(T0))
+    live = PostgresStore(target, SystemClock(), pool_size=1)  # liveness is the server's time
+    try:
+        now = live.clock.now()
+        live.daemon_beat(DaemonBeat("h:1:aa", "h", 1, "9", now, now, 0, 4, 30.0))
+        assert run(["store", "migrate", "--from", str(src), "--to", target, "--force"]) == 4
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert line.startswith("jobctl: error: ") and "live daemons (h:1:aa)" in line
+        assert live.list_jobs(None, None, 10, None) == []
+        live.daemon_stopped("h:1:aa")  # a cleanly stopped daemon is no obstacle
+        assert run(["store", "migrate", "--from", str(src), "--to", target]) == 0
+        assert live.list_jobs(None, None, 10, None) != []
+    finally:
+        live.close()
+
+
+def test_a_row_postgresql_refuses_leaves_the_target_as_it_was(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """All or nothing: the bad row is the last of the last table, after everything else
+    was copied, and nothing of it is kept."""
+    import sqlite3
+
+    src = tmp_path / "jobctl.db"
+    build_source(src, FakeClock(T0))
+    with sqlite3.connect(src) as conn:  # NUL: SQLite keeps it in TEXT, PostgreSQL cannot
+        conn.execute(
+            "UPDATE audit SET error = ? WHERE id = (SELECT max(id) FROM audit)", ("bad\x00byte",)
+        )
+    conn.close()
+    assert run(["store", "migrate", "--from", str(src), "--to", target]) == 7
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("jobctl: error: moving into ") and "nothing was kept" in line
+    pg = _pg(target, FakeClock(T0))
+    try:
+        assert pg.list_jobs(None, None, 10, None) == [] and pg.list_schedules() == []
+        assert pg.queues() == [] and pg.list_audit() == []
+    finally:
+        pg.close()

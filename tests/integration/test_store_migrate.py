@@ -322,7 +322,7 @@ def test_a_row_postgresql_refuses_leaves_the_target_as_it_was(
     conn.close()
     assert run(["store", "migrate", "--from", str(src), "--to", target]) == 7
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("jobctl: error: moving into ") and "nothing was kept" in line
+    assert line.startswith("jobctl: error: moving into ") and "at the audit rows, nothing was kept" in line
     pg = _pg(target, FakeClock(T0))
     try:
         assert pg.list_jobs(None, None, 10, None) == [] and pg.list_schedules() == []

@@ -54,7 +54,7 @@ def migrate(
             "pip install 'jobctl-scheduler[postgres]'"
         ) from None
 
-    source = default_db() if from_ is None else pgmove.sqlite_path(from_)
+    source = pgmove.sqlite_path(str(default_db()) if from_ is None else from_)
     pgmove.check_url(to)
     moved = pgmove.move(source, to, force=force, progress=_progress)
     counts = ", ".join(f"{n} {table}" for table, n in moved.rows.items())

@@ -156,20 +156,23 @@ def _move(src: sqlite3.Connection, url: str, force: bool, progress: Progress) ->
     except psycopg.OperationalError as exc:
         why = _first_line(exc).replace(url, shown_url(url))
         raise StoreError(f"cannot connect to {shown_url(url)}: {why}") from None
+    at = "the schema"  # what was being written when PostgreSQL refused, for the message
     try:
         pg_migrate(dst)  # the schema, committed on its own (an empty schema is harmless)
         with dst.transaction():
             _prepare_target(dst, url, force)
             moved = Moved()
             for table, order in TABLES:
+                at = f"the {table} rows"
                 moved.rows[table] = _copy_table(src, dst, table, order, progress)
+            at = "the counters and sequences"
             _recompute(dst)
             moved.next_job_id = _set_sequences(src, dst)
             _check_counts(dst, moved)
             progress(f"committing {sum(moved.rows.values())} rows")
     except psycopg.Error as exc:
         raise StoreError(
-            f"moving into {shown_url(url)} failed, nothing was kept: {_first_line(exc)}"
+            f"moving into {shown_url(url)} failed at {at}, nothing was kept: {_first_line(exc)}"
         ) from None
     finally:
         dst.close()

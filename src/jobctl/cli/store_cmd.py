@@ -56,7 +56,11 @@ def migrate(
 
     source = pgmove.sqlite_path(str(default_db()) if from_ is None else from_)
     pgmove.check_url(to)
-    moved = pgmove.move(source, to, force=force, progress=_progress)
+    try:
+        moved = pgmove.move(source, to, force=force, progress=_progress)
+    except OSError as exc:  # a name too long, no permission on the file or its directory
+        where = exc.filename or source
+        raise JobctlError(f"store migrate: {where}: {exc.strerror or exc}") from None
     counts = ", ".join(f"{n} {table}" for table, n in moved.rows.items())
     rate = moved.jobs / moved.seconds if moved.seconds > 0 else 0.0
     print(

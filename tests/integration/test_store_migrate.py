@@ -322,10 +322,40 @@ def test_a_row_postgresql_refuses_leaves_the_target_as_it_was(
     conn.close()
     assert run(["store", "migrate", "--from", str(src), "--to", target]) == 7
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("jobctl: error: moving into ") and "at the audit rows, nothing was kept" in line
+    assert (
+        line.startswith("jobctl: error: moving into ")
+        and "at the audit rows, nothing was kept" in line
+    )
     pg = _pg(target, FakeClock(T0))
     try:
         assert pg.list_jobs(None, None, 10, None) == [] and pg.list_schedules() == []
         assert pg.queues() == [] and pg.list_audit() == []
+    finally:
+        pg.close()
+
+
+def test_a_store_an_older_jobctl_left_is_brought_up_to_date_then_moved(
+    tmp_path: Path, target: str
+) -> None:
+    from tests.old_schema import connect_at
+
+    src = tmp_path / "jobctl.db"
+    conn = connect_at(src, 1)
+    conn.execute(
+        "INSERT INTO jobs (id, key, fingerprint, queue, command, env, cwd, owner_uid, priority,"
+        " max_attempts, backoff_base_ms, backoff_cap_ms, created_at, run_at, status)"
+        " VALUES (41, 'old', 'fp', 'default', '[\"true\"]', '[]', '/', ?, 0, 3, 1000, 60000,"
+        " ?, ?, 'scheduled')",
+        (UID, int(T0.timestamp() * 1000), int(T0.timestamp() * 1000)),
+    )
+    conn.commit()
+    conn.close()
+    assert run(["store", "migrate", "--from", str(src), "--to", target]) == 0
+    pg = _pg(target, FakeClock(T0))
+    try:
+        old = pg.get(41)
+        assert (old.key, old.spec.command, old.status) == ("old", ("true",), JobStatus.SCHEDULED)
+        [new] = pg.insert([JobSpec(("true",), T0, UID, key="new")])
+        assert new.job.id == 42
     finally:
         pg.close()

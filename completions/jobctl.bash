@@ -44,13 +44,14 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook) ;;
+        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show get) ;;
         secrets) _jobctl_r=(create list show rotate delete) ;;
         webhook) _jobctl_r=(verify) ;;
+        store) _jobctl_r=(migrate) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -105,6 +106,8 @@ _jobctl_options() {
         'secrets delete') _jobctl_r=(--uid --json --socket --help) ;;
         webhook) _jobctl_r=(--help) ;;
         'webhook verify') _jobctl_r=(--secret --request --header --body --help) ;;
+        store) _jobctl_r=(--help) ;;
+        'store migrate') _jobctl_r=(--to --from --force --help) ;;
         *) _jobctl_r=() ;;
     esac
 }
@@ -158,7 +161,8 @@ _jobctl_nvalues() {
         'secrets show --uid'|'secrets show --socket'|'secrets rotate --grace'|\
         'secrets rotate --uid'|'secrets rotate --socket'|'secrets delete --uid'|\
         'secrets delete --socket'|'webhook verify --secret'|'webhook verify --request'|\
-        'webhook verify --header'|'webhook verify --body') _jobctl_r=(1) ;;
+        'webhook verify --header'|'webhook verify --body'|'store migrate --to'|\
+        'store migrate --from') _jobctl_r=(1) ;;
         'add --http') _jobctl_r=(2) ;;
         *) _jobctl_r=(0) ;;
     esac
@@ -180,7 +184,7 @@ _jobctl_positionals() {
 # Whether options may follow a positional argument of a command path.
 _jobctl_interspersed() {
     case $1 in
-        ''|add|dlq|queues|schedules|config|secrets|webhook) return 1 ;;
+        ''|add|dlq|queues|schedules|config|secrets|webhook|store) return 1 ;;
         *) return 0 ;;
     esac
 }

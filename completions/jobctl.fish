@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -72,6 +72,8 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
             printf '%s\n' 'create' 'list' 'show' 'rotate' 'delete'
         case 'webhook'
             printf '%s\n' 'verify'
+        case 'store'
+            printf '%s\n' 'migrate'
     end
 end
 
@@ -126,7 +128,8 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'secrets show --socket' 'secrets rotate --grace' 'secrets rotate --uid' \
             'secrets rotate --socket' 'secrets delete --uid' 'secrets delete --socket' \
             'webhook verify --secret' 'webhook verify --request' \
-            'webhook verify --header' 'webhook verify --body'
+            'webhook verify --header' 'webhook verify --body' 'store migrate --to' \
+            'store migrate --from'
             echo 1
         case 'add --http'
             echo 2
@@ -137,7 +140,7 @@ end
 
 function __jobctl_interspersed --argument-names path --description 'Whether options may follow a positional argument'
     switch "$path"
-        case '' 'add' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook'
+        case '' 'add' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
             return 1
         case '*'
             return 0
@@ -170,6 +173,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and int
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'config' -d 'The daemon\'s configuration.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'secrets' -d 'Signing secrets of http (webhook) jobs: yours, or (admins) anyone\'s.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'webhook' -d 'Tools for receivers of jobctl\'s webhooks.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'store' -d 'The store itself: move a SQLite store into PostgreSQL.'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the version and exit'
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -294,7 +298,7 @@ complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'socket' -r -F -d 'The da
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl backup
-complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'db' -r -F -d 'The database to copy'
+complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'db' -r -F -d 'The database to copy (a SQLite file; a postgresql:// URL is refused)'
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'force' -d 'Replace FILE if it exists'
 complete -c jobctl -n '__jobctl_at \'backup\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'backup\' \'#1\'' -F -d 'Where to write the copy'
@@ -303,7 +307,7 @@ complete -c jobctl -n '__jobctl_at \'backup\' \'#1\'' -F -d 'Where to write the 
 complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'format' -s 'f' -x -a 'jsonl csv' -d 'JSON lines (one object a line) or CSV'
 complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'output' -s 'o' -r -F -d 'Write here'
 complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'owner' -x -d 'Only this uid\'s rows'
-complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'db' -r -F -d 'The database to read (read-only)'
+complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'db' -r -F -d 'The database to read (read-only): a SQLite file or a postgresql:// URL'
 complete -c jobctl -n '__jobctl_at \'export\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'export\' \'#1\'' -f -a 'jobs attempts schedules' -d 'jobs, attempts or schedules'
 
@@ -581,3 +585,13 @@ complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'request' -x -
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'header' -x -d 'NAME:VALUE of the request, repeatable'
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'body' -x -d 'The raw body'
 complete -c jobctl -n '__jobctl_at \'webhook verify\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl store
+complete -c jobctl -n '__jobctl_at \'store\' \'sub\'' -a 'migrate' -d 'Move a SQLite store into a PostgreSQL database, all or nothing, keeping every...'
+complete -c jobctl -n '__jobctl_at \'store\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+
+# jobctl store migrate
+complete -c jobctl -n '__jobctl_at \'store migrate\' \'opt\'' -l 'to' -x -d 'The PostgreSQL database: postgresql://user@host/dbname'
+complete -c jobctl -n '__jobctl_at \'store migrate\' \'opt\'' -l 'from' -x -d 'The SQLite store: sqlite:///path/jobctl.db or a path'
+complete -c jobctl -n '__jobctl_at \'store migrate\' \'opt\'' -l 'force' -d 'Empty a target that holds jobctl rows first (they are lost)'
+complete -c jobctl -n '__jobctl_at \'store migrate\' \'opt\'' -l 'help' -d 'Show this message and exit.'

@@ -103,3 +103,24 @@ def test_a_copy_that_is_not_a_database_is_never_left_behind(tmp_path: Path) -> N
     not_db.write_text("plain text, not SQLite")
     assert run(["backup", str(tmp_path / "copy.db"), "--db", str(not_db)]) == 7
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not.db"]
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_backup_of_a_postgresql_store_says_how_with_pg_dump(
+    tmp_path: Path, how: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobctl.cli.main import run
+
+    url = "postgresql://jobctl:hunter2@db.example:5432/jobs_prod?sslmode=require"
+    copy = tmp_path / "backup.dump"
+    if how == "env":
+        monkeypatch.setenv("JOBCTL_DB", url)
+        code = run(["backup", str(copy)])
+    else:
+        code = run(["backup", str(copy), "--db", url])
+    out, err = capsys.readouterr()
+    [line] = err.splitlines()
+    assert code == 2 and out == "" and not copy.exists()
+    assert line.startswith("jobctl: error: the database is PostgreSQL (jobs_prod)")
+    assert f"pg_dump --format=custom --file={copy} --dbname='postgresql://jobctl:***@" in line
+    assert "hunter2" not in err

@@ -19,9 +19,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
+from jobctl.config import PG_SCHEMES, shown_db
 from jobctl.errors import Conflict, InvalidInput, JobctlError, NotFound, StoreError
 from jobctl.paths import default_db
 
@@ -44,12 +46,11 @@ def backup(
         Path, typer.Argument(metavar="FILE", dir_okay=False, help="Where to write the copy")
     ],
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             envvar="JOBCTL_DB",
             show_envvar=True,
-            dir_okay=False,
-            help="The database to copy",
+            help="The database to copy (a SQLite file; a postgresql:// URL is refused)",
             show_default="per-user state dir",
         ),
     ] = None,
@@ -59,13 +60,31 @@ def backup(
 
     Uses SQLite's online backup (one read transaction, so the copy is one committed instant; the daemon keeps writing meanwhile). The copy goes to FILE.tmp, passes PRAGMA integrity_check, and is then renamed to FILE. Attempt logs (logs/ beside the database) are not part of it.
 
+    A PostgreSQL database (--db postgresql://...) is not copied: the command says how to back it up with pg_dump and exits with status 2.
+
     To restore: stop the daemon; move the database and its -wal and -shm files away; copy FILE to the database path; start the daemon. Jobs that were running at backup time are reclaimed as after a crash, and work finished after the backup may run again.
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    if db is not None and db.startswith(PG_SCHEMES):
+        raise InvalidInput(pg_dump_advice(file, db))
     try:
-        _backup(file, db or default_db(), force)
+        _backup(file, Path(db) if db else default_db(), force)
     except OSError as exc:  # a name too long, no such directory, no room: one line, no bug
         where = exc.filename or file
         raise JobctlError(f"backup {file}: {where}: {exc.strerror or exc}") from None
+
+
+def pg_dump_advice(file: Path, url: str) -> str:
+    """What to run instead on a PostgreSQL store: ``pg_dump`` of that database (one
+    consistent snapshot, taken while the daemons run), the password masked."""
+    shown = shown_db(url)
+    name = urlsplit(url).path.lstrip("/") or "(the user's default database)"
+    hidden = " (the password is shown as ***: give it in ~/.pgpass or PGPASSWORD)"
+    return (
+        f"the database is PostgreSQL ({name}), which jobctl backup does not copy; back it up "
+        f"with pg_dump, safe while the daemons run: pg_dump --format=custom --file={file} "
+        f"--dbname='{shown}'{hidden if shown != url else ''}; restore with pg_restore into an "
+        "empty database (docs/operations.md, Backup on PostgreSQL)"
+    )
 
 
 def _backup(file: Path, source: Path, force: bool) -> None:

@@ -61,6 +61,7 @@ def _app() -> typer.Typer:
         prune_cmd,
         queues,
         schedules,
+        store_cmd,
         top,
         webhook_cmd,
         worker_cmd,
@@ -98,6 +99,7 @@ def _app() -> typer.Typer:
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(webhook_cmd.secrets_app, name="secrets")
     app.add_typer(webhook_cmd.webhook_app, name="webhook")
+    app.add_typer(store_cmd.app, name="store")
 
     app.callback()(options.root)
     return app

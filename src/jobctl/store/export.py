@@ -76,7 +76,7 @@ def rows(db: Any, what: str, owner: int | None = None) -> Iterator[dict[str, Any
     order = "job_id, number" if what == "attempts" else "rowid" if what == "jobs" else "id"
     try:
         for row in db[table].rows_where(where, params, order_by=order):
-            yield _readable(row)
+            yield readable(row)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read {what}: {exc}") from None
 
@@ -90,7 +90,8 @@ def _table(db: Any, what: str) -> str:
     return table
 
 
-def _readable(row: dict[str, Any]) -> dict[str, Any]:
+def readable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as exported: times as ISO-8601 UTC, JSON columns decoded (both backends)."""
     out = dict(row)
     for name, value in row.items():
         if name in _TIMES and isinstance(value, int):

@@ -57,7 +57,9 @@ class PgQueues:
             return lease_lanes(lanes, queues, self._workers(conn), lessee)
 
         owner = worker_owner(lessee.uid)
-        found, defaults = self.db.write(lambda conn: self._claim_tx(conn, owner, limit, lease_ttl, keep))
+        found, defaults = self.db.write(
+            lambda conn: self._claim_tx(conn, owner, limit, lease_ttl, keep)
+        )
         found.sort(key=lambda r: (r["sort_key"], r["id"]))
         return claims_from_rows(found, defaults)
 

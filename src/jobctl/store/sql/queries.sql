@@ -422,13 +422,22 @@ WHERE name = :name AND tokens = :read_tokens AND tokens_at = :read_at;
 
 -- name: prune_candidates
 -- Finished jobs of one final status that finished before :before, oldest first, a batch.
+-- An occurrence's job is the evidence that it fired: it is kept while its schedule's
+-- cursor could still reach it (a live cursor not past its nominal time), or the
+-- occurrence would fire again.
 SELECT id FROM jobs INDEXED BY jobs_finished
 WHERE status = :status AND finished_at IS NOT NULL AND finished_at < :before
+  AND NOT EXISTS (SELECT 1 FROM schedule_cursors c
+                  WHERE c.id = jobs.schedule_id AND c.deleted_at IS NULL
+                    AND c.next_run_at <= jobs.scheduled_for)
 ORDER BY finished_at LIMIT :limit;
 
 -- name: count_prunable
 SELECT count(*) AS n FROM jobs INDEXED BY jobs_finished
-WHERE status = :status AND finished_at IS NOT NULL AND finished_at < :before;
+WHERE status = :status AND finished_at IS NOT NULL AND finished_at < :before
+  AND NOT EXISTS (SELECT 1 FROM schedule_cursors c
+                  WHERE c.id = jobs.schedule_id AND c.deleted_at IS NULL
+                    AND c.next_run_at <= jobs.scheduled_for);
 
 -- name: attempt_logs_of
 SELECT log_path FROM attempts WHERE job_id = :id AND log_path IS NOT NULL;

@@ -229,7 +229,11 @@ WHERE name = %(name)s AND tokens = %(read_tokens)s AND tokens_at = %(read_at)s;
 WITH batch AS MATERIALIZED (
     SELECT id FROM jobs WHERE status = %(status)s AND finished_at IS NOT NULL
       AND finished_at < %(before)s
-    ORDER BY finished_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
+      -- kept while its schedule's cursor could still reach it (else it would fire again)
+      AND NOT EXISTS (SELECT 1 FROM schedule_cursors c
+                      WHERE c.id = jobs.schedule_id AND c.deleted_at IS NULL
+                        AND c.next_run_at <= jobs.scheduled_for)
+    ORDER BY finished_at LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
 gone AS (
     DELETE FROM jobs USING batch WHERE jobs.id = batch.id AND jobs.status = %(status)s
     RETURNING jobs.id)
@@ -237,7 +241,10 @@ SELECT g.id, a.log_path FROM gone g LEFT JOIN attempts a ON a.job_id = g.id;
 
 -- name: count_prunable
 SELECT count(*) AS n FROM jobs
-WHERE status = %(status)s AND finished_at IS NOT NULL AND finished_at < %(before)s;
+WHERE status = %(status)s AND finished_at IS NOT NULL AND finished_at < %(before)s
+  AND NOT EXISTS (SELECT 1 FROM schedule_cursors c
+                  WHERE c.id = jobs.schedule_id AND c.deleted_at IS NULL
+                    AND c.next_run_at <= jobs.scheduled_for);
 
 -- name: finish_states
 SELECT id, status, generation, failures, run_at FROM jobs WHERE id = ANY(%(ids)s) FOR UPDATE;

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, process, spawner
+from jobctl.engine import cgroup, process, spawner, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
@@ -154,3 +154,50 @@ def test_both_drops_set_every_id_and_exactly_the_owners_groups(
     uid, gid = str(nb.pw_uid), str(nb.pw_gid)
     assert lines[:3] == [uid, gid, gid]
     assert lines[3].split()[1:] == [uid] * 4 and lines[4].split()[1:] == [gid] * 4
+
+
+def test_a_turns_witness_lines_go_out_in_one_write_before_its_spawn_requests(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the crash witness's lines of one loop turn are one write, not one each;
+    the helper writes them before it sends that turn's requests, so an attempt's
+    ``starting`` line is in the pipe before its command can start."""
+    db, owner = tmp_path / "j.db", "testhost:4244:w3"
+    w = witness.Witness(db, owner)
+    read, write = os.pipe2(os.O_NONBLOCK)
+    real, w._write = w._write, write  # read what the witness would
+    seen: list[bytes] = []
+
+    def before_send() -> None:  # what the executor wires: the witness's flush, then a look
+        w.flush()
+        seen.append(_drain(read))
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        helper.before_send = before_send
+        try:
+            for i in range(3):
+                w.starting(i, 1, tmp_path / f"{i}.log")
+            assert _drain(read) == b""  # nothing yet: the turn is not over
+            code, _ = await _run(helper, ["true"], tmp_path / "0.log")
+            assert code == 0
+        finally:
+            helper.close()
+
+    try:
+        asyncio.run(main())
+        lines = seen[0].decode().splitlines()
+        assert [line.split()[:3] for line in lines] == [[str(i + 1), "i", str(i)] for i in range(3)]
+    finally:
+        w._write = real
+        w.stop()
+        os.close(read)
+        os.close(write)
+
+
+def _drain(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""

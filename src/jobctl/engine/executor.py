@@ -97,8 +97,7 @@ class Executor:
         #: Called when a finish or heartbeat meets a full disk: frees the disk reserve
         #: (True: something was freed, so try again at once).
         self.on_store_full: Callable[[], bool] = lambda: False
-        #: Told of each spawn, exit and finish: the crash witness (engine/witness.py).
-        self.crash_feed: witness.CrashFeed = witness.NoFeed()
+        self._crash_feed: witness.CrashFeed = witness.NoFeed()
         self._metrics = metrics or Metrics()
         self._watch: LeaseWatch | None = None
         if config.give_up_leases:
@@ -112,6 +111,17 @@ class Executor:
         # read at scrape time: no work on the hot path
         self._metrics.slots_in_use.set_function(lambda: len(self._tasks) - self._finishing)
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
+
+    @property
+    def crash_feed(self) -> witness.CrashFeed:
+        """Told of each spawn, exit and finish: the crash witness (engine/witness.py)."""
+        return self._crash_feed
+
+    @crash_feed.setter
+    def crash_feed(self, feed: witness.CrashFeed) -> None:
+        self._crash_feed = feed
+        if self.config.helper is not None:  # its lines go out before the spawn requests
+            self.config.helper.before_send = feed.flush
 
     def _store_full(self) -> bool:
         return self.on_store_full()  # looked up at each call: the daemon sets it later
@@ -236,6 +246,7 @@ class Executor:
             )
         # Creating the log file costs kernel time; on a thread it overlaps the loop.
         fd = await process.open_log_off_loop(path)
+        self.crash_feed.flush()  # the attempt's `starting` line before its fork
         return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
     async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,9 @@ class SpawnHelper:
         self._closed = False
         self._started_at = 0.0
         self.restarts = 0
+        #: Called before requests are sent: the crash witness writes the lines of this
+        #: loop turn first (an attempt's ``starting`` precedes its start, witness.py).
+        self.before_send: Callable[[], None] = lambda: None
 
     @property
     def pid(self) -> int | None:
@@ -161,6 +165,8 @@ class SpawnHelper:
     def _flush(self) -> None:
         if self._sock is None or self._restarting is not None:
             return
+        if self._queue:
+            self.before_send()
         while self._queue:
             req = self._queue[0]
             try:

@@ -17,6 +17,11 @@ from jobctl.store.jobrow import RowMemo, job_from_row
 from jobctl.store.rows import RowLike
 
 
+def claims_in_order(found: Sequence[RowLike]) -> list[Claim]:
+    """Claims of a SQLite claim's rows, in dispatch order across lanes."""
+    return claims_from_rows(sorted(found, key=lambda r: (r["sort_key"], r["id"])))
+
+
 def claims_from_rows(found: Sequence[RowLike]) -> list[Claim]:
     """Claims of rows returned by a claim (every column), in the given order."""
     memo = RowMemo()
@@ -28,4 +33,4 @@ def claims_from_rows(found: Sequence[RowLike]) -> list[Claim]:
     return out
 
 
-__all__ = ["claims_from_rows"]
+__all__ = ["claims_from_rows", "claims_in_order"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -25,7 +26,7 @@ from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
 from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
-from jobctl.store.claims import claims_from_rows
+from jobctl.store.claims import claims_in_order
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 
@@ -44,11 +45,16 @@ class QueueOps:
         self.db = db
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        found = self.db.write(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
         # Rows to Claims in the caller's thread, after the commit: the writer is free to
         # start the next transaction meanwhile.
-        found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
-        return claims_from_rows(found)
+        return claims_in_order(self.submit_claim_rows(owner, limit, lease_ttl).result())
+
+    def submit_claim_rows(
+        self, owner: str, limit: int, lease_ttl: float
+    ) -> Future[list[sqlite3.Row]]:
+        """:meth:`claim_due`'s rows without waiting (for :func:`claims_in_order`): the
+        daemon's timer awaits this future from its loop, no pool thread parked on it."""
+        return self.db.submit(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
 
     def promote_due(self, limit: int) -> int:
         def tx(conn: sqlite3.Connection) -> int:

@@ -12,6 +12,7 @@ own module. This class is the table of contents: every method of the store contr
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
@@ -196,6 +197,11 @@ class SqliteStore(ScheduleMethods):
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         return self._queues.claim_due(owner, limit, lease_ttl)
+
+    def submit_claim_rows(
+        self, owner: str, limit: int, lease_ttl: float
+    ) -> Future[list[sqlite3.Row]]:
+        return self._queues.submit_claim_rows(owner, limit, lease_ttl)
 
     def promote_due(self, limit: int) -> int:
         return self._queues.promote_due(limit)

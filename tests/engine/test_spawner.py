@@ -55,6 +55,16 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
         try:
             code, out = await _run(helper, ["sh", "-c", "pwd; exit 3"], tmp_path / "l" / "1.log")
             assert (code, out) == (3, "/tmp\n")
+            quiet = await helper.spawn(["true"], {"PATH": "/usr/bin:/bin"}, "/tmp",
+                                       str(tmp_path / "q.log"), None, MARKS)  # fmt: skip
+            assert await quiet.exited == 0
+            assert quiet.log_end == (0, b"")  # read at the exit: the daemon reads no log
+            long = await helper.spawn(["seq", "2000"], {"PATH": "/usr/bin:/bin"}, "/tmp",
+                                      str(tmp_path / "s.log"), None, MARKS)  # fmt: skip
+            assert await long.exited == 0
+            text = (tmp_path / "s.log").read_bytes()
+            assert long.log_end == (len(text), text[-spawner.TAIL_BYTES :])
+            assert spawner.TAIL_BYTES == process.TAIL_BYTES  # it imports nothing of jobctl
             mode = stat.S_IMODE(os.stat(tmp_path / "l" / "1.log").st_mode)
             assert mode == 0o600
             code, _ = await _run(helper, ["sh", "-c", "kill -9 $$"], tmp_path / "2.log")

@@ -285,9 +285,8 @@ class Executor:
         if run.stopping is not None:
             await run.stopping
         await self._trimmer.settled()  # a cut of this log may be under way
-        tail = process.read_tail(run.log_path)
-        size = process.log_size(run)
-        full = process.output_cut(run)  # reached the cap: later writes failed
+        tail, size = process.log_end(run)
+        full = process.output_cut(run, size)  # reached the cap: later writes failed
         if run.log_cap is not None and (full or run.cut_bytes):
             if full:
                 await asyncio.to_thread(process.mark_cut, run)  # after the size: output only

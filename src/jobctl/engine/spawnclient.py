@@ -62,6 +62,9 @@ class Started:
     cgroup_error: str | None = None
     #: The helper removed the cgroup at the exit (it was empty): nothing left to end.
     cgroup_removed: bool = False
+    #: The log's size and end read by the helper at the exit (None: the daemon reads it,
+    #: e.g. a command adopted after the helper died).
+    log_end: tuple[int, bytes] | None = None
 
 
 @dataclass
@@ -205,6 +208,7 @@ class SpawnHelper:
             child = self._exits.pop(msg[1], None)
             if child is not None and not child.exited.done():
                 child.cgroup_removed = msg[3]
+                child.log_end = None if msg[4] < 0 else (msg[4], msg[5])
                 child.exited.set_result(msg[2])
             return
         req = self._pending.pop(msg[1], None)

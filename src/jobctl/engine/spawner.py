@@ -28,7 +28,7 @@ are the daemon's own code at the daemon's own uid):
                        cgroup|None, {limit file: value}, nice|None)
     helper -> daemon  ("started", rid, pid, start_time, cgroup entered|None, error|None)
                       ("failed", rid, kind, errno, strerror, filename)
-                      ("exit", pid, returncode, cgroup removed)
+                      ("exit", pid, returncode, cgroup removed, log size, log tail)
 
 ``gate``: the command (the trampoline, engine/process.py) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
@@ -39,7 +39,9 @@ applied (the daemon's ``StartRefused``). A cgroup that could not be made or ente
 the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
 
 The helper is the commands' parent. An exit is reported *before* the child is reaped
-(``waitid`` with ``WNOWAIT``), so a report is never lost: if the helper dies, its
+(``waitid`` with ``WNOWAIT``), with the log's size and its last :data:`TAIL_BYTES` read
+here at the exit (issue 17: no ``open``/``stat`` of the log in the daemon; ``-1``: it
+could not be read, the daemon reads it), so a report is never lost: if the helper dies, its
 unreaped children (running or exited) are re-parented to the daemon, which is a child
 subreaper (engine/spawnclient.py) and waits for them itself. The helper is a subreaper
 too, so what a command leaves behind (a double fork) is reaped here, not by the daemon.
@@ -67,6 +69,8 @@ from typing import Any
 
 #: Largest message either side sends (a job's payload is at most 64 KiB).
 MAX_MESSAGE = 1 << 20
+#: Bytes of the log's end an exit report carries (engine/process.py ``TAIL_BYTES``).
+TAIL_BYTES = 4096
 PR_SET_CHILD_SUBREAPER = 36
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -183,8 +187,8 @@ class Helper:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        #: Commands whose exit the daemon wants, with their cgroup (None: none).
-        self.children: dict[int, str | None] = {}
+        #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
+        self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
 
@@ -241,7 +245,7 @@ class Helper:
         except (ValueError, TypeError) as exc:
             self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
             return
-        self.children[pid] = cg
+        self.children[pid] = (cg, log)
         self.send(("started", rid, pid, start_time(pid), cg, error))
 
     def start_gated(
@@ -337,11 +341,27 @@ class Helper:
                 return
             pid = info.si_pid
             if pid in self.children:
-                cg = self.children.pop(pid)
+                cg, log = self.children.pop(pid)
                 removed = cg is not None and _rmdir(cg)
-                self.send(("exit", pid, returncode(info.si_code, info.si_status), removed))
+                code = returncode(info.si_code, info.si_status)
+                self.send(("exit", pid, code, removed, *log_end(log)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def log_end(path: str) -> tuple[int, bytes]:
+    """The log's size and its last :data:`TAIL_BYTES` (``-1``: unreadable here)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return -1, b""
+    try:
+        end = os.fstat(fd).st_size
+        return end, os.pread(fd, TAIL_BYTES, max(0, end - TAIL_BYTES)) if end else b""
+    except OSError:
+        return -1, b""
+    finally:
+        os.close(fd)
 
 
 def release(

@@ -79,6 +79,23 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
     asyncio.run(main())
 
 
+def test_a_loop_turns_starts_go_to_the_helper_in_one_message(tmp_path: Path) -> None:
+    """Issue 17: one send (and one wake-up of the helper) per loop turn, not per start;
+    each start still gets its own answer and exit."""
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        try:
+            runs = [_run(helper, ["sh", "-c", f"echo {i}"], tmp_path / f"{i}") for i in range(5)]
+            got = await asyncio.gather(*runs)
+            assert got == [(0, f"{i}\n") for i in range(5)] and helper.messages == 1
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+
+
 def _cgroups() -> Cgroups:
     found, why = cgroup.detect("auto")
     if found is None:

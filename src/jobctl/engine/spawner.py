@@ -21,8 +21,9 @@ nothing but the standard library loaded (a few MB), so:
   CPU than the start itself);
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
-Protocol (``SOCK_SEQPACKET`` socketpair, one ``marshal``-ed tuple per message; both ends
-are the daemon's own code at the daemon's own uid):
+Protocol (``SOCK_SEQPACKET`` socketpair; each message a ``marshal``-ed list of the tuples
+below: the requests of one turn of the daemon's loop, the answers and exits of one pass of
+the helper's, issue 17; both ends are the daemon's own code at the daemon's own uid):
 
     daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate,
                        cgroup|None, {limit file: value}, nice|None)
@@ -191,13 +192,22 @@ class Helper:
         self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
+        self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
 
     def send(self, message: tuple[Any, ...]) -> None:
+        self.out.append(message)
+
+    def flush(self) -> None:
+        """Send this pass's answers and exits, in order, as few messages as fit."""
+        if not self.out:
+            return
         self.sock.setblocking(True)  # the daemon reads as fast as it can; wait if full
         try:
-            self.sock.send(marshal.dumps(message))
+            for chunk in chunks(self.out):
+                self.sock.send(chunk)
         finally:
             self.sock.setblocking(False)
+            self.out = []
 
     def serve(self) -> None:
         """Until the daemon closes its end."""
@@ -214,7 +224,9 @@ class Helper:
                     _drain(wake_r)
                     self.reap()
                 elif not self.read_requests():
+                    self.flush()
                     return
+            self.flush()
 
     def read_requests(self) -> bool:
         """Serve every request waiting on the socket; False at end-of-file."""
@@ -227,13 +239,14 @@ class Helper:
                 return False
             if not data:
                 return False
-            self.spawn(marshal.loads(data), fds)
+            for fd in fds:  # none is sent: never keep one
+                os.close(fd)
+            for req in marshal.loads(data):
+                self.spawn(req)
             self.reap()  # a quick command may be done already
 
-    def spawn(self, req: tuple[Any, ...], fds: list[int]) -> None:
+    def spawn(self, req: tuple[Any, ...]) -> None:
         _, rid, argv, env, cwd, log, creds, gate, cg, files, nice = req
-        for fd in fds:  # none is sent: never keep one
-            os.close(fd)
         try:
             pid, cg, error = self.start_gated(argv, env, cwd, log, creds, gate, cg, files, nice)
         except OSError as exc:
@@ -431,6 +444,24 @@ def fork_exec(
         num, text, name = marshal.loads(data)
         raise OSError(num, text, name)
     return pid
+
+
+def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
+    """``items`` as marshal-ed lists of at most about ``limit`` bytes each (one item
+    alone may be larger, up to :data:`MAX_MESSAGE`), in order."""
+    out: list[bytes] = []
+    group: list[Any] = []
+    size = 0
+    for item in items:
+        one = len(marshal.dumps(item))
+        if group and size + one > limit:
+            out.append(marshal.dumps(group))
+            group, size = [], 0
+        group.append(item)
+        size += one
+    if group:
+        out.append(marshal.dumps(group))
+    return out
 
 
 def recv(sock: socket.socket) -> tuple[bytes, list[int]]:

@@ -7,6 +7,10 @@ and the result is dropped: that is the fence that keeps a job's effects single e
 when its lease was lost. One heartbeat loop extends all live leases in one write; any
 lease it finds lost has its command stopped at once. Stopping an attempt stops its whole
 process tree, its group and what left the group (engine/proctree.py).
+
+Its parts, each in its own module: the fenced finish and its retries (reporter.py), the
+heartbeat (heartbeats.py), the log trim loop (logtrim.py), what an exit means (results.py)
+and the live http attempts (httpcalls.py).
 """
 
 from __future__ import annotations

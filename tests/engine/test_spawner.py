@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, process, spawner
+from jobctl.engine import cgroup, process, spawner, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
@@ -55,6 +55,16 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
         try:
             code, out = await _run(helper, ["sh", "-c", "pwd; exit 3"], tmp_path / "l" / "1.log")
             assert (code, out) == (3, "/tmp\n")
+            quiet = await helper.spawn(["true"], {"PATH": "/usr/bin:/bin"}, "/tmp",
+                                       str(tmp_path / "q.log"), None, MARKS)  # fmt: skip
+            assert await quiet.exited == 0
+            assert quiet.log_end == (0, b"")  # read at the exit: the daemon reads no log
+            long = await helper.spawn(["seq", "2000"], {"PATH": "/usr/bin:/bin"}, "/tmp",
+                                      str(tmp_path / "s.log"), None, MARKS)  # fmt: skip
+            assert await long.exited == 0
+            text = (tmp_path / "s.log").read_bytes()
+            assert long.log_end == (len(text), text[-spawner.TAIL_BYTES :])
+            assert spawner.TAIL_BYTES == process.TAIL_BYTES  # it imports nothing of jobctl
             mode = stat.S_IMODE(os.stat(tmp_path / "l" / "1.log").st_mode)
             assert mode == 0o600
             code, _ = await _run(helper, ["sh", "-c", "kill -9 $$"], tmp_path / "2.log")
@@ -63,6 +73,23 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
                 await _run(helper, ["no-such-program-x"], tmp_path / "3.log")
             with pytest.raises(ValueError):
                 await _run(helper, ["echo", "a\0b"], tmp_path / "4.log")
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+
+
+def test_a_loop_turns_starts_go_to_the_helper_in_one_message(tmp_path: Path) -> None:
+    """Issue 17: one send (and one wake-up of the helper) per loop turn, not per start;
+    each start still gets its own answer and exit."""
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        try:
+            runs = [_run(helper, ["sh", "-c", f"echo {i}"], tmp_path / f"{i}") for i in range(5)]
+            got = await asyncio.gather(*runs)
+            assert got == [(0, f"{i}\n") for i in range(5)] and helper.messages == 1
         finally:
             helper.close()
 
@@ -154,3 +181,50 @@ def test_both_drops_set_every_id_and_exactly_the_owners_groups(
     uid, gid = str(nb.pw_uid), str(nb.pw_gid)
     assert lines[:3] == [uid, gid, gid]
     assert lines[3].split()[1:] == [uid] * 4 and lines[4].split()[1:] == [gid] * 4
+
+
+def test_a_turns_witness_lines_go_out_in_one_write_before_its_spawn_requests(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the crash witness's lines of one loop turn are one write, not one each;
+    the helper writes them before it sends that turn's requests, so an attempt's
+    ``starting`` line is in the pipe before its command can start."""
+    db, owner = tmp_path / "j.db", "testhost:4244:w3"
+    w = witness.Witness(db, owner)
+    read, write = os.pipe2(os.O_NONBLOCK)
+    real, w._write = w._write, write  # read what the witness would
+    seen: list[bytes] = []
+
+    def before_send() -> None:  # what the executor wires: the witness's flush, then a look
+        w.flush()
+        seen.append(_drain(read))
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        helper.before_send = before_send
+        try:
+            for i in range(3):
+                w.starting(i, 1, tmp_path / f"{i}.log")
+            assert _drain(read) == b""  # nothing yet: the turn is not over
+            code, _ = await _run(helper, ["true"], tmp_path / "0.log")
+            assert code == 0
+        finally:
+            helper.close()
+
+    try:
+        asyncio.run(main())
+        lines = seen[0].decode().splitlines()
+        assert [line.split()[:3] for line in lines] == [[str(i + 1), "i", str(i)] for i in range(3)]
+    finally:
+        w._write = real
+        w.stop()
+        os.close(read)
+        os.close(write)
+
+
+def _drain(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""

@@ -15,7 +15,7 @@ from jobctl.domain.models import Backoff
 from jobctl.domain.retry import TRANSIENT_MIN_DELAY, next_step
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import process
-from jobctl.engine.executor import _not_started
+from jobctl.engine.results import not_started as _not_started
 from tests.unit.test_retry import job
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)

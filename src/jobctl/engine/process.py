@@ -265,14 +265,27 @@ def log_size(run: Running) -> int:
         return 0
 
 
-def output_cut(run: Running) -> bool:
-    """Whether the attempt's log reached its cap (later writes failed: output was cut)."""
+def output_cut(run: Running, size: int | None = None) -> bool:
+    """Whether the attempt's log reached its cap (later writes failed: output was cut);
+    ``size``: the log's, known already."""
     if run.log_cap is None:
         return False
+    if size is not None:
+        return size >= run.log_cap
     try:
         return os.stat(run.log_path).st_size >= run.log_cap
     except OSError:
         return False
+
+
+def log_end(run: Running) -> tuple[str, int]:
+    """The last :data:`TAIL_BYTES` of the attempt's log and its size, once it ended: as
+    the spawn helper read them at the exit (issue 17: nothing read here), unless the
+    daemon cut the log's middle (engine/logcap.py) or the helper could not; else now."""
+    seen: tuple[int, bytes] | None = getattr(run.proc, "log_end", None)
+    if seen is not None and not run.cut_bytes:
+        return seen[1].decode("utf-8", errors="replace"), seen[0]
+    return read_tail(run.log_path), log_size(run)
 
 
 def spawn(

@@ -21,14 +21,15 @@ nothing but the standard library loaded (a few MB), so:
   CPU than the start itself);
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
-Protocol (``SOCK_SEQPACKET`` socketpair, one ``marshal``-ed tuple per message; both ends
-are the daemon's own code at the daemon's own uid):
+Protocol (``SOCK_SEQPACKET`` socketpair; each message a ``marshal``-ed list of the tuples
+below: the requests of one turn of the daemon's loop, the answers and exits of one pass of
+the helper's, issue 17; both ends are the daemon's own code at the daemon's own uid):
 
     daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate,
                        cgroup|None, {limit file: value}, nice|None)
     helper -> daemon  ("started", rid, pid, start_time, cgroup entered|None, error|None)
                       ("failed", rid, kind, errno, strerror, filename)
-                      ("exit", pid, returncode, cgroup removed)
+                      ("exit", pid, returncode, cgroup removed, log size, log tail)
 
 ``gate``: the command (the trampoline, engine/process.py) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
@@ -39,7 +40,9 @@ applied (the daemon's ``StartRefused``). A cgroup that could not be made or ente
 the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
 
 The helper is the commands' parent. An exit is reported *before* the child is reaped
-(``waitid`` with ``WNOWAIT``), so a report is never lost: if the helper dies, its
+(``waitid`` with ``WNOWAIT``), with the log's size and its last :data:`TAIL_BYTES` read
+here at the exit (issue 17: no ``open``/``stat`` of the log in the daemon; ``-1``: it
+could not be read, the daemon reads it), so a report is never lost: if the helper dies, its
 unreaped children (running or exited) are re-parented to the daemon, which is a child
 subreaper (engine/spawnclient.py) and waits for them itself. The helper is a subreaper
 too, so what a command leaves behind (a double fork) is reaped here, not by the daemon.
@@ -67,6 +70,8 @@ from typing import Any
 
 #: Largest message either side sends (a job's payload is at most 64 KiB).
 MAX_MESSAGE = 1 << 20
+#: Bytes of the log's end an exit report carries (engine/process.py ``TAIL_BYTES``).
+TAIL_BYTES = 4096
 PR_SET_CHILD_SUBREAPER = 36
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -183,17 +188,26 @@ class Helper:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        #: Commands whose exit the daemon wants, with their cgroup (None: none).
-        self.children: dict[int, str | None] = {}
+        #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
+        self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
+        self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
 
     def send(self, message: tuple[Any, ...]) -> None:
+        self.out.append(message)
+
+    def flush(self) -> None:
+        """Send this pass's answers and exits, in order, as few messages as fit."""
+        if not self.out:
+            return
         self.sock.setblocking(True)  # the daemon reads as fast as it can; wait if full
         try:
-            self.sock.send(marshal.dumps(message))
+            for chunk in chunks(self.out):
+                self.sock.send(chunk)
         finally:
             self.sock.setblocking(False)
+            self.out = []
 
     def serve(self) -> None:
         """Until the daemon closes its end."""
@@ -210,7 +224,9 @@ class Helper:
                     _drain(wake_r)
                     self.reap()
                 elif not self.read_requests():
+                    self.flush()
                     return
+            self.flush()
 
     def read_requests(self) -> bool:
         """Serve every request waiting on the socket; False at end-of-file."""
@@ -223,13 +239,14 @@ class Helper:
                 return False
             if not data:
                 return False
-            self.spawn(marshal.loads(data), fds)
+            for fd in fds:  # none is sent: never keep one
+                os.close(fd)
+            for req in marshal.loads(data):
+                self.spawn(req)
             self.reap()  # a quick command may be done already
 
-    def spawn(self, req: tuple[Any, ...], fds: list[int]) -> None:
+    def spawn(self, req: tuple[Any, ...]) -> None:
         _, rid, argv, env, cwd, log, creds, gate, cg, files, nice = req
-        for fd in fds:  # none is sent: never keep one
-            os.close(fd)
         try:
             pid, cg, error = self.start_gated(argv, env, cwd, log, creds, gate, cg, files, nice)
         except OSError as exc:
@@ -241,7 +258,7 @@ class Helper:
         except (ValueError, TypeError) as exc:
             self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
             return
-        self.children[pid] = cg
+        self.children[pid] = (cg, log)
         self.send(("started", rid, pid, start_time(pid), cg, error))
 
     def start_gated(
@@ -337,11 +354,27 @@ class Helper:
                 return
             pid = info.si_pid
             if pid in self.children:
-                cg = self.children.pop(pid)
+                cg, log = self.children.pop(pid)
                 removed = cg is not None and _rmdir(cg)
-                self.send(("exit", pid, returncode(info.si_code, info.si_status), removed))
+                code = returncode(info.si_code, info.si_status)
+                self.send(("exit", pid, code, removed, *log_end(log)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def log_end(path: str) -> tuple[int, bytes]:
+    """The log's size and its last :data:`TAIL_BYTES` (``-1``: unreadable here)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return -1, b""
+    try:
+        end = os.fstat(fd).st_size
+        return end, os.pread(fd, TAIL_BYTES, max(0, end - TAIL_BYTES)) if end else b""
+    except OSError:
+        return -1, b""
+    finally:
+        os.close(fd)
 
 
 def release(
@@ -411,6 +444,24 @@ def fork_exec(
         num, text, name = marshal.loads(data)
         raise OSError(num, text, name)
     return pid
+
+
+def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
+    """``items`` as marshal-ed lists of at most about ``limit`` bytes each (one item
+    alone may be larger, up to :data:`MAX_MESSAGE`), in order."""
+    out: list[bytes] = []
+    group: list[Any] = []
+    size = 0
+    for item in items:
+        one = len(marshal.dumps(item))
+        if group and size + one > limit:
+            out.append(marshal.dumps(group))
+            group, size = [], 0
+        group.append(item)
+        size += one
+    if group:
+        out.append(marshal.dumps(group))
+    return out
 
 
 def recv(sock: socket.socket) -> tuple[bytes, list[int]]:

@@ -146,10 +146,10 @@ class Timer(Service):
             )
 
     async def _claim(self) -> None:
-        store, ex = self._store.store, self._executor
+        ex = self._executor
         began = time.perf_counter()  # real time: the fake clock stands still in a call
         asked = ex.free_slots
-        claims = await self._store.run(store.claim_due, ex.owner, asked, ex.config.lease_ttl)
+        claims = await self._store.claim_due(ex.owner, asked, ex.config.lease_ttl)
         self._metrics.claim_duration.observe(time.perf_counter() - began)
         self._metrics.claim_size.observe(len(claims))
         self._backlog = asked > 0 and len(claims) == asked

@@ -14,7 +14,9 @@ environment, as recovery finds survivors) are still alive, writes them to
 of the crash (docs/guarantees.md#crashes-and-poison-jobs).
 
 The same pipe carries the daemon's word about each attempt (:class:`Witness`'s
-``starting``, ``exited`` and ``done``, one numbered line each, never waited on): so the
+``starting``, ``exited`` and ``done``, one numbered line each, never waited on; the lines
+of one turn of the event loop go out in one write, and always before the spawn requests
+of that turn, see :meth:`Witness.flush`): so the
 file also says, of every attempt the daemon had not finished, whether its command can
 have started (the daemon was about to spawn it and its log file, created just before the
 fork, exists) and the exit status the daemon saw. A line lost because the pipe was full
@@ -27,6 +29,7 @@ nothing of jobctl, so it starts in a few tens of milliseconds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -74,6 +77,7 @@ class Witness:
         self._gap: Path | None = _file(folder, owner, ".gap")  # made when a line is dropped
         self._seq = 0
         self._open = True
+        self._lines: list[bytes] = []  # written at the end of this loop turn (flush)
         read, self._write = os.pipe()  # both non-inheritable: commands never hold the pipe
         # a lower pipe-max-size fails this: the default 64 KiB still holds hundreds of lines
         with contextlib.suppress(OSError):
@@ -110,12 +114,41 @@ class Witness:
         line = f"{self._seq} {text}\n".encode()
         if len(line) > PIPE_BUF:  # a log path too long to be atomic: sent without it
             line = f"{self._seq} {' '.join(text.split(' ', 3)[:3])}\n".encode()
+        self._lines.append(line)
+        if len(self._lines) == 1:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no loop (a tool, a test): at once
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the lines of this loop turn: one ``write`` per :data:`PIPE_BUF` of whole
+        lines (each atomic), instead of one per line (issue 17: each write wakes the
+        witness, three per attempt). The spawn helper calls it before it sends the turn's
+        requests (engine/spawnclient.py), and the executor before an inline spawn, so an
+        attempt's ``starting`` line is in the pipe before its command can start."""
+        lines, self._lines = self._lines, []
+        chunk = b""
+        for line in lines:
+            if len(chunk) + len(line) > PIPE_BUF:
+                if not self._write_chunk(chunk):
+                    return
+                chunk = b""
+            chunk += line
+        if chunk:
+            self._write_chunk(chunk)
+
+    def _write_chunk(self, chunk: bytes) -> bool:
+        if not self._open:
+            return False
         try:
-            os.write(self._write, line)
+            os.write(self._write, chunk)
         except BlockingIOError:  # full: a mark tells the witness (the numbering cannot
             self._mark_gap()  # when the lines lost are the last before a crash)
         except OSError:  # the witness is gone (killed): no evidence this time
             self._open = False
+            return False
+        return True
 
     def _mark_gap(self) -> None:
         if self._gap is not None:
@@ -125,6 +158,7 @@ class Witness:
 
     def stop(self) -> None:
         """A clean stop: the witness leaves without writing anything."""
+        self.flush()
         self._open = False
         try:
             os.set_blocking(self._write, True)
@@ -142,6 +176,7 @@ class CrashFeed(Protocol):
     def starting(self, job_id: int, generation: int, log: Path) -> None: ...
     def exited(self, job_id: int, generation: int, code: int) -> None: ...
     def done(self, job_id: int, generation: int) -> None: ...
+    def flush(self) -> None: ...
 
 
 class NoFeed:
@@ -154,6 +189,9 @@ class NoFeed:
         pass
 
     def done(self, job_id: int, generation: int) -> None:
+        pass
+
+    def flush(self) -> None:
         pass
 
 

@@ -10,6 +10,7 @@ without re-validation.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 
 from jobctl.domain.models import Claim
@@ -17,6 +18,17 @@ from jobctl.domain.queue_defaults import with_queue_limits
 from jobctl.domain.resources import Resources
 from jobctl.store.jobrow import RowMemo, job_from_row
 from jobctl.store.rows import RowLike
+
+#: A SQLite claim transaction's answer: the claimed rows and their queues' limits.
+ClaimRows = tuple[list[sqlite3.Row], dict[str, Resources]]
+
+
+def claims_in_order(
+    found: Sequence[RowLike], queue_limits: Mapping[str, Resources] | None = None
+) -> list[Claim]:
+    """Claims of a SQLite claim's rows, in dispatch order across lanes (``queue_limits``
+    as for :func:`claims_from_rows`)."""
+    return claims_from_rows(sorted(found, key=lambda r: (r["sort_key"], r["id"])), queue_limits)
 
 
 def claims_from_rows(
@@ -37,4 +49,4 @@ def claims_from_rows(
     return out
 
 
-__all__ = ["claims_from_rows"]
+__all__ = ["ClaimRows", "claims_from_rows", "claims_in_order"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -28,7 +29,7 @@ from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.domain.workers import Lessee, executor_lanes, lease_lanes, worker_owner
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
-from jobctl.store.claims import claims_from_rows
+from jobctl.store.claims import ClaimRows, claims_in_order
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 from jobctl.store.rows import RowLike
@@ -50,13 +51,18 @@ class QueueOps:
         self.db = db
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
-        found, defaults = self.db.write(
-            lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl)
-        )
         # Rows to Claims in the caller's thread, after the commit: the writer is free to
         # start the next transaction meanwhile.
-        found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
-        return claims_from_rows(found, defaults)
+        found, defaults = self.submit_claim_rows(owner, limit, lease_ttl).result()
+        return claims_in_order(found, defaults)
+
+    def submit_claim_rows(
+        self, owner: str, limit: int, lease_ttl: float
+    ) -> Future[ClaimRows]:
+        """:meth:`claim_due`'s rows and queue limits without waiting (for
+        :func:`claims_in_order`): the daemon's timer awaits this future from its loop, no
+        pool thread parked on it."""
+        return self.db.submit(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
 
     def lease(
         self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float
@@ -70,10 +76,8 @@ class QueueOps:
         found, defaults = self.db.write(
             lambda conn: _claim_tx(self.db, conn, worker_owner(lessee.uid), limit, lease_ttl, keep)
         )
-        # Rows to Claims in the caller's thread, after the commit: the writer is free to
-        # start the next transaction meanwhile.
-        found.sort(key=lambda r: (r["sort_key"], r["id"]))  # dispatch order across lanes
-        return claims_from_rows(found, defaults)
+        # Rows to Claims in the caller's thread, after the commit.
+        return claims_in_order(found, defaults)
 
     def promote_due(self, limit: int) -> int:
         def tx(conn: sqlite3.Connection) -> int:

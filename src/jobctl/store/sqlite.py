@@ -40,6 +40,7 @@ from jobctl.errors import IllegalTransition, JobctlError
 from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH, AuditOps
 from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.claims import ClaimRows
 from jobctl.store.crashes import CrashMark, CrashOps
 from jobctl.store.finishing import FinishItem, FinishOps
 from jobctl.store.health import Health
@@ -199,6 +200,11 @@ class SqliteStore(ScheduleMethods):
 
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         return self._queues.claim_due(owner, limit, lease_ttl)
+
+    def submit_claim_rows(
+        self, owner: str, limit: int, lease_ttl: float
+    ) -> Future[ClaimRows]:
+        return self._queues.submit_claim_rows(owner, limit, lease_ttl)
 
     # -- worker queues (jobctl.store.workerq, docs/workers.md) ---------------------------
 

@@ -62,9 +62,7 @@ class SubmitsClaims(Protocol):
     """A backend whose claims can be awaited without a thread (SQLite's writer future);
     its rows become claims with :func:`~jobctl.store.claims.claims_in_order`."""
 
-    def submit_claim_rows(
-        self, owner: str, limit: int, lease_ttl: float
-    ) -> Future[ClaimRows]: ...
+    def submit_claim_rows(self, owner: str, limit: int, lease_ttl: float) -> Future[ClaimRows]: ...
 
 
 class Batcher(Generic[I, R]):

@@ -56,9 +56,7 @@ class QueueOps:
         found, defaults = self.submit_claim_rows(owner, limit, lease_ttl).result()
         return claims_in_order(found, defaults)
 
-    def submit_claim_rows(
-        self, owner: str, limit: int, lease_ttl: float
-    ) -> Future[ClaimRows]:
+    def submit_claim_rows(self, owner: str, limit: int, lease_ttl: float) -> Future[ClaimRows]:
         """:meth:`claim_due`'s rows and queue limits without waiting (for
         :func:`claims_in_order`): the daemon's timer awaits this future from its loop, no
         pool thread parked on it."""

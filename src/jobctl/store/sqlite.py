@@ -201,9 +201,7 @@ class SqliteStore(ScheduleMethods):
     def claim_due(self, owner: str, limit: int, lease_ttl: float) -> list[Claim]:
         return self._queues.claim_due(owner, limit, lease_ttl)
 
-    def submit_claim_rows(
-        self, owner: str, limit: int, lease_ttl: float
-    ) -> Future[ClaimRows]:
+    def submit_claim_rows(self, owner: str, limit: int, lease_ttl: float) -> Future[ClaimRows]:
         return self._queues.submit_claim_rows(owner, limit, lease_ttl)
 
     # -- worker queues (jobctl.store.workerq, docs/workers.md) ---------------------------

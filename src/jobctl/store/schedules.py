@@ -236,11 +236,12 @@ def create_many_tx(
     """
     out: dict[int, Schedule | JobctlError] = {}
     todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    known = workerq.names(conn)  # once per batch, not once per schedule
     for i, spec in enumerate(specs):
         try:
             spec.template.check(spec.owner_uid)
             # its occurrences bypass the insert's check: a worker queue's kind holds here
-            workerq.admit(conn, spec.template.queue, spec.template.payload is not None)
+            workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
             todo.append((i, spec, _new_params(spec, now)))
         except JobctlError as exc:
             out[i] = exc

@@ -41,7 +41,7 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
     http job for a worker queue, or a payload job for a queue with other jobs. A payload
     job's queue that is not yet a worker queue becomes one here, in the same transaction."""
     if not any(spec.payload is not None for group in groups for spec in group):
-        known = _names(c)
+        known = names(c)
         if not known:
             return {}
         return {
@@ -50,7 +50,7 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
             for spec in group
             if spec.queue in known
         }
-    known = _names(c)
+    known = names(c)
     refused: dict[int, JobctlError] = {}
     for i, group in enumerate(groups):
         for spec in group:
@@ -65,16 +65,17 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
 def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None) -> None:
     """Raise Conflict unless a job of this kind may go to ``queue`` (a payload job's queue
     becomes a worker queue); ``known``: the worker queues, as read (kept up to date)."""
-    names = _names(c) if known is None else known
+    held = names(c) if known is None else known
     if not payload:
-        if queue in names:
+        if queue in held:
             raise _not_workers(queue)
-    elif queue not in names:
+    elif queue not in held:
         mark(c, queue)
-        names.add(queue)
+        held.add(queue)
 
 
-def _names(c: SchedConn) -> set[str]:
+def names(c: SchedConn) -> set[str]:
+    """The worker queues' names (read once per batch: :func:`admit` keeps them up to date)."""
     return {r["name"] for r in c.rows("worker_queues", {})}
 
 
@@ -85,4 +86,4 @@ def _not_workers(queue: str) -> Conflict:
     )
 
 
-__all__ = ["admit", "check_kinds", "mark", "worker_queues"]
+__all__ = ["admit", "check_kinds", "mark", "names", "worker_queues"]

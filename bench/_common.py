@@ -422,6 +422,20 @@ def stop_proc(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     forget(proc)
 
 
+def wait_ready(
+    proc: subprocess.Popen[bytes], log_path: Path, stop: Callable[[], None], timeout: float = 120
+) -> None:
+    """Wait for a daemon's ``event=ready`` in its stderr log; on death or timeout call
+    ``stop`` and raise with the log's tail (every harness starts daemons this way)."""
+    deadline = time.time() + timeout
+    while b"event=ready" not in log_path.read_bytes():
+        if proc.poll() is not None or time.time() > deadline:
+            tail = log_path.read_bytes()[-2000:].decode(errors="replace")
+            stop()
+            raise RuntimeError(f"daemon did not become ready:\n{tail}")
+        time.sleep(0.02)
+
+
 def kill_all() -> None:
     """Kill the processes this script started (and only those)."""
     for proc in list(_PROCS):

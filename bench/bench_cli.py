@@ -34,7 +34,7 @@ ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
-from _common import log, spawn, stop_proc  # noqa: E402
+from _common import log, spawn, stop_proc, wait_ready  # noqa: E402
 
 MARK_START, MARK_END = "<!-- bench_cli:start -->", "<!-- bench_cli:end -->"
 LAUNCHER = "import sys\nfrom jobctl.cli.main import entry\nsys.exit(entry())\n"
@@ -75,11 +75,7 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=self._log,
         )
-        deadline = time.time() + 60
-        while b"event=ready" not in self.log_path.read_bytes():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("daemon did not start:\n" + self.log_path.read_text())
-            time.sleep(0.02)
+        wait_ready(self.proc, self.log_path, self.stop, timeout=60)
 
     def stop(self) -> None:
         stop_proc(self.proc)

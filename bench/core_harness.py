@@ -119,13 +119,7 @@ class Daemon:
             stderr=self._log,
         )
         self.pid = self.proc.pid
-        deadline = time.time() + 120
-        while b"event=ready" not in self.log_path.read_bytes():
-            if self.proc.poll() is not None or time.time() > deadline:
-                tail = self.log_path.read_bytes()[-2000:].decode(errors="replace")
-                self.stop()
-                raise RuntimeError(f"daemon did not become ready:\n{tail}")
-            time.sleep(0.02)
+        C.wait_ready(self.proc, self.log_path, self.stop)
 
     def http(self) -> C.UdsHttp:
         return C.UdsHttp(str(self.sock))

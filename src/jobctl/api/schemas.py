@@ -106,6 +106,17 @@ Timeout = Annotated[StrictFloat, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIME
 #: Every wire model: unknown fields are a 422, and so are NaN and infinities.
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+#: Resource limits and the failure notifier, as a job and a queue (its jobs' defaults)
+#: take them: niceness, memory.max bytes, % of one CPU (domain/resources.py), and a
+#: shell command line run as the owner when a job ends dead (engine/notifier.py).
+Nice = Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER]
+MemoryMax = Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER]
+CpuQuota = Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)]
+OnFailure = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.MAX_ON_FAILURE, pattern=limits.NONEMPTY_TEXT_PATTERN),
+]
+
 
 def _env_schema(schema: dict[str, Any]) -> None:
     """``env`` in the OpenAPI document: names and values as :func:`check_env_name` wants."""
@@ -326,23 +337,11 @@ class JobTemplateIn(BaseModel):
     retry_on: list[ExitCode] | None = None
     no_retry_on: list[ExitCode] = Field(default_factory=list)
     #: Resource limits (domain/resources.py): niceness, memory.max bytes, % of one CPU.
-    nice: Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER] | None = None
-    memory_max: Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER] | None = None
-    cpu_quota: Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)] | None = (
-        None
-    )
+    nice: Nice | None = None
+    memory_max: MemoryMax | None = None
+    cpu_quota: CpuQuota | None = None
     #: A shell command line run (as the owner) when the job ends dead (engine/notifier.py).
-    on_failure: (
-        Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.MAX_ON_FAILURE,
-                pattern=limits.NONEMPTY_TEXT_PATTERN,
-            ),
-        ]
-        | None
-    ) = None
+    on_failure: OnFailure | None = None
 
     @field_validator("command")
     @classmethod
@@ -457,22 +456,10 @@ class QueueIn(BaseModel):
     burst: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_BURST), NUMBER] = 1
     weight: Annotated[int, Field(ge=1, le=limits.MAX_QUEUE_WEIGHT), NUMBER] = 1
     #: Defaults of the queue's jobs (domain/queue_defaults.py): a job's own value wins.
-    nice: Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER] | None = None
-    memory_max: Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER] | None = None
-    cpu_quota: Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)] | None = (
-        None
-    )
-    on_failure: (
-        Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.MAX_ON_FAILURE,
-                pattern=limits.NONEMPTY_TEXT_PATTERN,
-            ),
-        ]
-        | None
-    ) = None
+    nice: Nice | None = None
+    memory_max: MemoryMax | None = None
+    cpu_quota: CpuQuota | None = None
+    on_failure: OnFailure | None = None
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -71,6 +72,10 @@ class SkewedClock(SystemClock):
         return super().now() + self.skew
 
 
+#: The largest skew :func:`skewed_clock` takes (a year): beyond, a date overflows.
+MAX_SKEW = 366 * 86400.0
+
+
 def skewed_clock(text: str | None) -> Clock:
     """The host's clock, moved by ``text`` seconds when given (see :data:`CLOCK_SKEW_ENV`)."""
     if not text:
@@ -78,9 +83,13 @@ def skewed_clock(text: str | None) -> Clock:
     try:
         seconds = float(text)
     except ValueError:
+        seconds = math.nan
+    if not abs(seconds) <= MAX_SKEW:  # NaN and infinities fail this too
         from jobctl.errors import InvalidInput
 
-        raise InvalidInput(f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds") from None
+        raise InvalidInput(
+            f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds within +-{MAX_SKEW:.0f}"
+        )
     return SkewedClock(seconds)
 
 

@@ -49,7 +49,7 @@ class AuditBuffer:
         self.nudge: Callable[[], None] = lambda: None
 
     def add(self, records: Sequence[AuditRecord]) -> None:
-        new = [_params(r) for r in records]
+        new = [audit_params(r) for r in records]
         with self._lock:
             was_empty = not self._rows
             self._rows += new
@@ -92,7 +92,8 @@ class AuditBuffer:
         self.nudge()
 
 
-def _params(r: AuditRecord) -> dict[str, Any]:
+def audit_params(r: AuditRecord) -> dict[str, Any]:
+    """A record as the parameters of ``insert_audit`` (both backends)."""
     return {
         "at": rows.to_ms(r.at),
         "request_id": r.request_id,
@@ -105,6 +106,9 @@ def _params(r: AuditRecord) -> dict[str, Any]:
         "error": r.error,
         "denied": int(r.denied),
     }
+
+
+_params = audit_params  # the name store/pg/queues.py imports
 
 
 def record_from_row(row: RowLike) -> AuditRecord:

@@ -250,6 +250,9 @@ class GroupCommit:
             self._commit(batch)
 
     def _commit(self, batch: list[tuple[Op, Future[Any]]]) -> None:
+        if len(batch) == 1:
+            self._alone(*batch[0])
+            return
         try:
             outcomes = self._db.transaction(
                 lambda conn: [_in_savepoint(conn, fn) for fn, _ in batch]
@@ -266,6 +269,21 @@ class GroupCommit:
             return
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
             _settle(fut, ok, value)
+
+    def _alone(self, fn: Op, fut: Future[Any]) -> None:
+        """One write in its own transaction, without a savepoint: its failure rolls back
+        that transaction, which holds nothing else (a savepoint and its release are two
+        round trips, and under one-at-a-time enqueues most commits carry one write)."""
+        try:
+            value = self._db.transaction(fn)
+        except BaseException as exc:  # nothing of it is committed
+            if isinstance(
+                exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+            ):
+                log.error("event=pg_commit_failed writes=1 error=%s", exc)
+            _settle(fut, False, exc)
+            return
+        _settle(fut, True, value)
 
 
 def _in_savepoint(conn: PgConn, fn: Op) -> tuple[bool, Any]:

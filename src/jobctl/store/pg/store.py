@@ -43,6 +43,7 @@ from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.finishing import FinishItem
+from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
 from jobctl.store.pg.db import PgDb
 from jobctl.store.pg.inserts import insert_groups_tx
@@ -82,8 +83,7 @@ class PostgresStore(ScheduleMethods):
         self.schedule_ops = ScheduleOps(self.db, clock, wrap)
         #: Webhook signing secrets (store/secrets.py, shared with SQLite).
         self.secrets = SecretOps(self.db, self.db.now_ms, wrap)
-        self._audit_lock = threading.Lock()
-        self._audit_pending: list[Future[None]] = []
+        self._audit = PgAuditWriter(self.db)
 
     @property
     def quota(self) -> Callable[[int], Limits] | None:
@@ -306,22 +306,12 @@ class PostgresStore(ScheduleMethods):
     # -- the audit trail -----------------------------------------------------------------
 
     def audit(self, records: Sequence[AuditRecord]) -> None:
-        """Written by the next group commit; :meth:`flush_audit` waits for them."""
-        from jobctl.store.audit import _params
-
-        rows = [_params(r) for r in records]
-        if not rows:
-            return
-        q = self.db.q("insert_audit")
-        fut = self.db.submit(lambda conn: conn.cursor().executemany(q, rows))
-        with self._audit_lock:
-            self._audit_pending = [f for f in self._audit_pending if not f.done()] + [fut]
+        """Written by the next group commit, one statement for all queued (store/pg/audit.py);
+        :meth:`flush_audit` waits for them."""
+        self._audit.add(records)
 
     def flush_audit(self) -> None:
-        with self._audit_lock:
-            pending, self._audit_pending = self._audit_pending, []
-        for fut in pending:
-            fut.exception()  # a failed audit write is logged by the commit, not raised here
+        self._audit.flush()
 
     def list_audit(
         self,

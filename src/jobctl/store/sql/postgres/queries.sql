@@ -301,6 +301,18 @@ INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error,
 VALUES (%(at)s, %(request_id)s, %(uid)s, %(gid)s, %(pid)s, %(action)s, %(target)s,
         %(status)s, %(error)s, %(denied)s);
 
+-- name: insert_audit_rows
+-- Queued records in one statement, in their order (jobctl.store.pg.audit): one array per
+-- column.
+INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
+SELECT at, request_id, uid, gid, pid, action, target, status, error, denied
+FROM unnest(%(at)s::bigint[], %(request_id)s::text[], %(uid)s::bigint[], %(gid)s::bigint[],
+            %(pid)s::integer[], %(action)s::text[], %(target)s::text[], %(status)s::integer[],
+            %(error)s::text[], %(denied)s::smallint[])
+     WITH ORDINALITY AS r (at, request_id, uid, gid, pid, action, target, status, error,
+                           denied, n)
+ORDER BY n;
+
 -- name: list_audit
 SELECT * FROM audit
 WHERE id < %(before)s AND at >= %(since)s

@@ -1,14 +1,17 @@
-"""The audit trail's writes on PostgreSQL: records queued, then written by one statement per
-commit, not one savepoint and one ``INSERT`` per request.
+"""The audit trail's writes on PostgreSQL: records queued, then carried by the next group
+commit in one statement, not one write (savepoint, ``INSERT``, release) per request.
 
-Why: under single-job enqueues every request adds one record. Written one write per
-request, each record cost the group commit a savepoint, a statement and its release (three
-round trips, issue 15's benchmark: about half the daemon waited on the server). Here the
-first record queued submits one write; that write takes every record queued by the time it
-runs (the group commit usually carries it in the same transaction as the enqueues) and
-inserts them with one ``INSERT … SELECT FROM unnest``, in order. Records queued after it
-took its share go to the next write. As on SQLite, a record is durable a moment after its
-request was answered; :meth:`PgAuditWriter.flush` waits for every write begun so far.
+Why: under single-job enqueues every request adds one record. Written as a write of its
+own, each record cost the group commit three round trips, and, when it landed in a
+transaction of its own, a commit (an fsync that the enqueues' commit queued behind; issue
+15's benchmark: about half the daemon waited on the server). As on SQLite
+(:class:`jobctl.store.audit.AuditBuffer`), the records ride along with whatever the group
+commit commits next (:class:`jobctl.store.pg.db.Rider`): one ``INSERT … SELECT FROM
+unnest`` for all of them, in order, in a savepoint sent in one round trip with its release
+(a bad record never sinks the writes it rides with). When the daemon is idle a write of
+their own carries them after at most :data:`RIDE_WAIT`. A record is therefore durable a
+moment after its request was answered, never before the change it describes;
+:meth:`PgAuditWriter.flush` waits for every record queued so far.
 """
 
 from __future__ import annotations
@@ -19,24 +22,45 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import psycopg
+
 from jobctl.domain.audit import AuditRecord
-from jobctl.store.audit import audit_params
+from jobctl.store.audit import MAX_PENDING, audit_params
 from jobctl.store.pg.db import PgConn, PgDb
 
 log = logging.getLogger("jobctl.store")
+#: Seconds queued records wait for another write to carry them before one of their own.
+RIDE_WAIT = 0.1
 #: The columns of ``insert_audit_rows``, in its parameters' order.
-COLUMNS = ("at", "request_id", "uid", "gid", "pid", "action", "target", "status", "error")
+COLUMNS = (
+    "at",
+    "request_id",
+    "uid",
+    "gid",
+    "pid",
+    "action",
+    "target",
+    "status",
+    "error",
+    "denied",
+)
+_SAVEPOINT = "jobctl_audit"
 
 
 class PgAuditWriter:
-    """Records waiting for their write (see the module docstring). Thread-safe."""
+    """Records waiting for a commit to carry them (see the module docstring).
+
+    Thread-safe: the event loop adds, the group commit's threads take. A ride that took
+    records holds a future, settled when its transaction has landed, for :meth:`flush`.
+    """
 
     def __init__(self, db: PgDb) -> None:
         self._db = db
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
-        self._queued = False  # a write is submitted and has not yet taken its records
-        self._writes: list[Future[None]] = []
+        self._timer: threading.Timer | None = None
+        self._landing: dict[int, Future[None]] = {}  # id(taken) -> settled when it lands
+        self.dropped = 0
 
     def add(self, records: Sequence[AuditRecord]) -> None:
         new = [audit_params(r) for r in records]
@@ -44,37 +68,105 @@ class PgAuditWriter:
             return
         with self._lock:
             self._rows += new
-            if self._queued:
-                return
-            self._queued = True
-        taken: list[dict[str, Any]] = []
-        fut = self._db.submit(lambda conn: self._write(conn, taken))
-        fut.add_done_callback(lambda done: _failed(done, taken))
-        with self._lock:
-            self._writes = [f for f in self._writes if not f.done()] + [fut]
+            self._bound()
+        self._arm()
 
     def flush(self) -> None:
-        """Wait for every write submitted so far (a failed one was logged, not raised)."""
+        """Wait until every record queued so far is committed (or its write failed and was
+        logged: it is then kept for a later commit, not raised here)."""
         with self._lock:
-            writes, self._writes = self._writes, []
-        for fut in writes:
+            waiting = bool(self._rows)
+        if waiting:
+            self._db.submit(_nothing).exception()  # its commit carries them
+        with self._lock:
+            landing = list(self._landing.values())
+        for fut in landing:
             fut.exception()
 
-    def _write(self, conn: PgConn, taken: list[dict[str, Any]]) -> None:
+    # -- the Rider of the group commit --------------------------------------------------
+
+    def ride(self, conn: PgConn, taken: list[Any]) -> None:
         if not taken:  # a retried transaction keeps the records its first run took
             with self._lock:
                 taken += self._rows
-                self._rows, self._queued = [], False
+                self._rows = []
+                if taken:
+                    self._landing[id(taken)] = Future()
         if taken:
-            params = {c: [r[c] for r in taken] for c in COLUMNS}
-            params["denied"] = [r["denied"] for r in taken]
-            conn.execute(self._db.q("insert_audit_rows"), params)
+            _insert(self._db, conn, taken)
+
+    def landed(self, taken: list[Any], ok: bool) -> None:
+        with self._lock:
+            fut = self._landing.pop(id(taken), None)
+            if not ok:  # back in front, for the next commit
+                self._rows[:0] = taken
+                self._bound()
+        if fut is not None:
+            fut.set_result(None)
+        if not ok:
+            self._arm()
+        elif self.dropped:
+            log.error("event=audit_dropped records=%d reason=commits_failing", self.dropped)
+            self.dropped = 0
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _bound(self) -> None:
+        excess = len(self._rows) - MAX_PENDING
+        if excess > 0:
+            del self._rows[:excess]
+            self.dropped += excess
+
+    def _arm(self) -> None:
+        """A write of their own within :data:`RIDE_WAIT`, unless one is already due."""
+        with self._lock:
+            if self._timer is not None:
+                return
+            self._timer = timer = threading.Timer(RIDE_WAIT, self._due)
+        timer.daemon = True
+        timer.start()
+
+    def _due(self) -> None:
+        with self._lock:
+            self._timer = None
+            waiting = bool(self._rows)
+        if waiting:
+            self._db.submit(_nothing)
 
 
-def _failed(done: Future[None], taken: list[dict[str, Any]]) -> None:
-    error = done.exception()
-    if error is not None:
-        log.error("event=audit_write_failed records=%d error=%s", len(taken), error)
+def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
+    """All of ``taken`` in one statement, in a savepoint sent with it in one round trip;
+    if that fails (a record the server refuses, such as a NUL in a path), each record alone,
+    so only the refused ones are lost (and logged), as when each was a write of its own."""
+    params = {c: [r[c] for r in taken] for c in COLUMNS}
+    try:
+        with conn.pipeline():
+            conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+            conn.execute(db.q("insert_audit_rows"), params)
+            conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    except psycopg.OperationalError:
+        raise  # the connection, not the records: the whole transaction is retried
+    except psycopg.Error:
+        conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        for row in taken:
+            _insert_one(db, conn, row)
 
 
-__all__ = ["PgAuditWriter"]
+def _insert_one(db: PgDb, conn: PgConn, row: dict[str, Any]) -> None:
+    try:
+        with conn.transaction():
+            conn.execute(db.q("insert_audit"), row)
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error as exc:
+        log.error(
+            "event=audit_write_failed records=1 request_id=%s error=%s", row["request_id"], exc
+        )
+
+
+def _nothing(conn: PgConn) -> None:
+    return None
+
+
+__all__ = ["RIDE_WAIT", "PgAuditWriter"]

@@ -29,7 +29,7 @@ import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -203,6 +203,18 @@ def unavailable(exc: BaseException) -> StoreUnavailable:
     return StoreUnavailable(f"the database is unavailable: {exc}", retry_after=1)
 
 
+class Rider(Protocol):
+    """What rides along with every group commit (the audit trail's queued records).
+
+    ``ride`` runs at the end of each transaction with a list that is empty on the first
+    run and keeps what that run took on a retry; ``landed`` is told once whether the
+    transaction committed (on False the rider keeps its records for a later one)."""
+
+    def ride(self, conn: PgConn, taken: list[Any]) -> None: ...
+
+    def landed(self, taken: list[Any], ok: bool) -> None: ...
+
+
 class GroupCommit:
     """Concurrent writes, a batch per transaction (see the module docstring)."""
 
@@ -214,6 +226,8 @@ class GroupCommit:
             for i in range(threads)
         ]
         self._closed = False
+        #: Carried by every transaction of this group commit (set by the store).
+        self.rider: Rider | None = None
         for t in self._threads:
             t.start()
 
@@ -253,11 +267,15 @@ class GroupCommit:
         if len(batch) == 1:
             self._alone(*batch[0])
             return
+        taken: list[Any] = []
         try:
             outcomes = self._db.transaction(
-                lambda conn: [_in_savepoint(conn, fn) for fn, _ in batch]
+                lambda conn: self._carried(
+                    conn, [_in_savepoint(conn, fn) for fn, _ in batch], taken
+                )
             )
         except BaseException as exc:  # nothing of the batch is committed
+            self._landed(taken, False)
             if len(batch) > 1 and isinstance(exc, psycopg.Error):
                 for op in batch:  # one op's failure must not sink the others: alone
                     self._commit([op])
@@ -267,6 +285,7 @@ class GroupCommit:
             for _, fut in batch:
                 _settle(fut, False, exc)
             return
+        self._landed(taken, True)
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
             _settle(fut, ok, value)
 
@@ -274,16 +293,29 @@ class GroupCommit:
         """One write in its own transaction, without a savepoint: its failure rolls back
         that transaction, which holds nothing else (a savepoint and its release are two
         round trips, and under one-at-a-time enqueues most commits carry one write)."""
+        taken: list[Any] = []
         try:
-            value = self._db.transaction(fn)
+            value = self._db.transaction(lambda conn: self._carried(conn, fn(conn), taken))
         except BaseException as exc:  # nothing of it is committed
+            self._landed(taken, False)
             if isinstance(
                 exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
             ):
                 log.error("event=pg_commit_failed writes=1 error=%s", exc)
             _settle(fut, False, exc)
             return
+        self._landed(taken, True)
         _settle(fut, True, value)
+
+    def _carried(self, conn: PgConn, value: T, taken: list[Any]) -> T:
+        """``value``, once the rider has written its part in the same transaction."""
+        if self.rider is not None:
+            self.rider.ride(conn, taken)
+        return value
+
+    def _landed(self, taken: list[Any], ok: bool) -> None:
+        if self.rider is not None and taken:
+            self.rider.landed(taken, ok)
 
 
 def _in_savepoint(conn: PgConn, fn: Op) -> tuple[bool, Any]:
@@ -307,4 +339,4 @@ def _settle(fut: Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
-__all__ = ["GroupCommit", "PgConn", "PgDb", "unavailable"]
+__all__ = ["GroupCommit", "PgConn", "PgDb", "Rider", "unavailable"]

@@ -84,6 +84,7 @@ class PostgresStore(ScheduleMethods):
         #: Webhook signing secrets (store/secrets.py, shared with SQLite).
         self.secrets = SecretOps(self.db, self.db.now_ms, wrap)
         self._audit = PgAuditWriter(self.db)
+        self.db.commits.rider = self._audit  # every commit carries the queued records
 
     @property
     def quota(self) -> Callable[[int], Limits] | None:

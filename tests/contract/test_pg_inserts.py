@@ -54,11 +54,24 @@ def _job(key: str | None = None) -> JobSpec:
     return JobSpec(("true",), T0, 1000, key=key)
 
 
-def test_keyless_groups_of_one_write_fetch_ids_and_copy_once(store: Any) -> None:
+def test_keyless_groups_of_one_write_fetch_ids_and_insert_once(store: Any) -> None:
     asked = _asked(store)
     out = store.submit_insert_groups([[_job()] for _ in range(8)]).result()
     assert all(o[0].created for o in out)
-    assert asked["next_job_ids"] == 1 and asked["insert_job_row"] == 1
+    assert asked["next_job_ids"] == 1 and asked["insert_job_values"] == 1
+    assert asked["insert_job_row"] == 0  # COPY cannot be pipelined with its savepoint
+    jobs = [store.get(o[0].job.id) for o in out]
+    assert [j.key for j in jobs] == [o[0].job.key for o in out]  # answered as stored
+    assert len({j.id for j in jobs}) == 8
+
+
+def test_a_large_keyless_batch_still_goes_by_copy(store: Any) -> None:
+    from jobctl.store.pg.inserts import PIPELINED_MAX
+
+    asked = _asked(store)
+    (out,) = store.submit_insert_groups([[_job() for _ in range(PIPELINED_MAX + 1)]]).result()
+    assert len(out) == PIPELINED_MAX + 1 and all(i.created for i in out)
+    assert asked["insert_job_row"] == 1
 
 
 def test_a_refused_group_sends_the_write_group_by_group(store: Any) -> None:

@@ -8,6 +8,12 @@
 -- the status. The statement-level count trigger runs once for the batch.
 COPY jobs ({job_insert_columns}, status) FROM STDIN;
 
+-- name: insert_job_values
+-- One row of jobctl.store.jobrow.INSERT_COLUMNS and the status; a small batch repeats the
+-- row after VALUES (jobctl.store.pg.inserts.keyless_tx): one statement that, unlike COPY,
+-- can be pipelined with its savepoint and release.
+INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'scheduled');
+
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
 

@@ -88,3 +88,21 @@ def test_groups_with_keys_go_group_by_group(store: Any) -> None:
     out = store.submit_insert_groups([[_job("a")], [_job()], [_job("a")]]).result()
     assert out[0][0].job.id == out[2][0].job.id and not out[2][0].created
     assert asked["next_job_ids"] == 3
+
+
+def test_keyless_groups_over_the_queued_quota_are_refused_in_the_same_two_trips(
+    store: Any,
+) -> None:
+    from jobctl.domain.quota import Limits
+    from jobctl.errors import QuotaExceeded
+
+    store.quota = lambda uid: Limits(queued=3)
+    store.insert([_job()])
+    asked = _asked(store)
+    out = store.submit_insert_groups([[_job()], [_job(), _job()], [_job()], [_job()]]).result()
+    assert out[0][0].created and out[2][0].created  # 1 stored + 1 + 1 = 3, the quota
+    assert isinstance(out[1], QuotaExceeded) and isinstance(out[3], QuotaExceeded)
+    assert asked["next_job_ids"] == 1 and asked["insert_job_values"] == 1
+    assert asked["owner_counts"] == 1
+    (again,) = store.submit_insert_groups([[_job()]]).result()
+    assert isinstance(again, QuotaExceeded) and again.details["used"] == 3  # none leaked in

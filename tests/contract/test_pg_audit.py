@@ -91,3 +91,23 @@ def test_records_of_an_idle_daemon_are_written_without_a_flush(store: Any) -> No
             break
         written.wait(0.01)
     assert written.is_set()
+
+
+def test_a_failing_write_leaves_nothing_alone_or_in_a_batch(store: Any) -> None:
+    """A commit of one write has no savepoint: its failure must still undo its statements;
+    in a batch, the others' writes are kept."""
+    from jobctl.store.audit import audit_params
+
+    def bad(conn: Any) -> None:
+        conn.execute(store.db.q("insert_audit"), audit_params(_rec(0)))
+        raise ValueError("refused")
+
+    def good(conn: Any) -> None:
+        conn.execute(store.db.q("insert_audit"), audit_params(_rec(1)))
+
+    with pytest.raises(ValueError):
+        store.db.write(bad)  # alone
+    assert store.list_audit() == []
+    futures = [store.db.submit(f) for f in (good, bad, good)]  # likely one batch
+    assert [f.exception() is None for f in futures] == [True, False, True]
+    assert [r.request_id for r in store.list_audit()] == ["r-1", "r-1"]

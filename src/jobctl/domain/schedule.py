@@ -121,12 +121,9 @@ def _next_cron(cron: str, tz: str, after: datetime, seed: str | None = None) -> 
     the instant itself, a list of 1,000 schedules over a few hundred expressions missed
     for each of them (~11% of the batch's Python, issue 18). A result not after ``after``
     (a zone whose offset has seconds) is computed for ``after`` itself: always exact."""
-    start = after.replace(second=0, microsecond=0)
-    if start <= after:  # always, but for a zone whose offset has seconds
-        found = _next_cron_at(cron, tz, start, seed)
-        if found > after:
-            return found
-    return _next_cron_at(cron, tz, after, seed)
+    start = after.astimezone(UTC).replace(second=0, microsecond=0)  # not after ``after``
+    found = _next_cron_at(cron, tz, start, seed)
+    return found if found > after else _next_cron_at(cron, tz, after, seed)
 
 
 @functools.lru_cache(maxsize=FIRE_CACHE_SIZE)

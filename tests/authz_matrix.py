@@ -218,7 +218,7 @@ async def _leased(call: Call, role: str, queue: str) -> list[dict[str, Any]]:
 async def _workers(call: Call) -> None:
     """Pull workers: a worker leases its own payload jobs only, unless the queue's list
     (set by admins) names it; another user's lease is 404; a repeat of the recorded
-    complete or fail answers 200 again."""
+    complete, fail or release answers 200 again."""
     q = "wq-matrix"
     job = await _created(call, OWNER, "/v1/jobs", {"payload": {"n": 1}, "queue": q})
     COVERED.add(("POST", "/v1/leases"))
@@ -236,6 +236,10 @@ async def _workers(call: Call) -> None:
     [lease2] = await _leased(call, OWNER, q)
     fail = {"generation": lease2["generation"], "error": "Traceback: boom"}
     await expect(call, "POST", f"/v1/leases/{second['id']}/fail", fail, others_first(200, 200))
+    fourth = await _created(call, OWNER, "/v1/jobs", {"payload": 4, "queue": q})
+    [lease4] = await _leased(call, OWNER, q)
+    back = {"generation": lease4["generation"], "delay": 3600.0}  # not leased again below
+    await expect(call, "POST", f"/v1/leases/{fourth['id']}/release", back, others_first(200, 200))
     _, theirs = await call(OTHER, "POST", "/v1/jobs", {"command": ["true"]})
     allow = {"allow": [f"uid:{theirs['owner_uid']}"]}
     await expect(call, "PUT", f"/v1/queues/{q}/workers", allow, each(403, 403, 200))

@@ -245,3 +245,15 @@ async def _workers(call: Call) -> None:
     await expect(call, "PUT", f"/v1/queues/{q}/workers", allow, each(403, 403, 200))
     third = await _created(call, OWNER, "/v1/jobs", {"payload": 3, "queue": q})
     assert [x["id"] for x in await _leased(call, OTHER, q)] == [third["id"]]
+    await _live_workers(call, q)
+
+
+async def _live_workers(call: Call, q: str) -> None:
+    """A queue's workers: everyone may look; the live list names the caller's own worker
+    only (an admin's: every worker), the count of leases is everyone's."""
+    path = f"/v1/queues/{q}/workers"
+    await expect(call, "GET", path, None, each(200, 200, 200))
+    seen = {role: (await call(role, "GET", path, None))[1] for role in (OWNER, OTHER, ADMIN)}
+    assert all(s["leases"] == 1 and s["workers"] for s in seen.values()), seen
+    assert seen[OWNER]["live"] == [] and len(seen[OTHER]["live"]) == 1, seen
+    assert seen[ADMIN]["live"] == seen[OTHER]["live"], seen

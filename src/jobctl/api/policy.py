@@ -144,6 +144,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/leases/{job_id}/fail"): Action.WORK,
     ("POST", "/v1/leases/{job_id}/release"): Action.WORK,
     ("PUT", "/v1/queues/{name}/workers"): Action.QUEUE_ADMIN,
+    ("GET", "/v1/queues/{name}/workers"): Action.READ_OWN,
 }
 
 

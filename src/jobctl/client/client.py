@@ -362,6 +362,12 @@ class Client:
         out: dict[str, Any] = self.request("POST", f"/v1/leases/{job_id}/release", json_body=body)
         return out
 
+    def queue_workers(self, name: str) -> dict[str, Any]:
+        """A queue's workers list (null: the executor's queue) and the live workers."""
+        path = f"/v1/queues/{_quote(name, 'queue name')}/workers"
+        out: dict[str, Any] = self.request("GET", path)
+        return out
+
     def set_worker_queue(self, name: str, allow: list[str]) -> dict[str, Any]:
         """Make ``name`` a worker queue and say who else may lease it (admins)."""
         path = f"/v1/queues/{_quote(name, 'queue name')}/workers"

@@ -234,6 +234,8 @@ def _admit(conn: SchedConn, spec: ScheduleSpec, known: set[str] | None = None) -
     here, when the template is created or edited: a command or http template is refused
     on a worker queue, a payload template on a queue with command jobs (Conflict); a
     payload template's queue becomes a worker queue (docs/workers.md)."""
+    if known is None:  # alone (a batch locks its queues once, before reading them)
+        workerq.lock(conn, [(spec.template.queue, spec.template.payload is not None)])
     workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
 
 
@@ -246,6 +248,7 @@ def create_many_tx(
     """
     out: dict[int, Schedule | JobctlError] = {}
     todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    workerq.lock(conn, ((s.template.queue, s.template.payload is not None) for s in specs))
     known = workerq.names(conn)  # once per batch, not once per schedule
     for i, spec in enumerate(specs):
         try:

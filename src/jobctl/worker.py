@@ -219,9 +219,11 @@ class Worker:
         """Send a finished task's outcome (on a pool thread, once per task); a task
         cancelled before it started (the drain) is released instead."""
         if held.future.cancelled():
-            with self.client() as c:
-                self._release(c, held.job_id, held.generation)
-            self._freed(held)
+            try:
+                with self.client() as c:
+                    self._release(c, held.job_id, held.generation)
+            finally:
+                self._freed(held)
             return
         try:
             ok, value, retryable = held.future.result()

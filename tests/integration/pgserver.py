@@ -53,16 +53,24 @@ def _free_port() -> int:
 class PrivateServer:
     """One postmaster on ``port`` over the data directory under ``root``."""
 
-    def __init__(self, bins: Path, root: Path, run_as: str | None) -> None:
+    def __init__(
+        self, bins: Path, root: Path, run_as: str | None, netns: tuple[str, str] | None = None
+    ) -> None:
+        """``netns``: the network namespace to listen in and its address there (see
+        tests/integration/netns.py); the host's 127.0.0.1 otherwise."""
         self.bins = bins
         self.root = root
         self.data = root / "data"
         self.logfile = root / "server.log"
         self.port = _free_port()
         self._run_as = run_as
+        self._netns: str | None = netns[0] if netns else None
+        self.host = netns[1] if netns else "127.0.0.1"
 
-    def _run(self, *args: str) -> None:
+    def _run(self, *args: str, in_netns: bool = False) -> None:
         prefix = ["runuser", "-u", self._run_as, "--"] if self._run_as else []
+        if in_netns and self._netns is not None:
+            prefix = ["ip", "netns", "exec", self._netns, *prefix]
         done = subprocess.run(
             [*prefix, *args], capture_output=True, text=True, timeout=PG_CTL_WAIT + 30
         )
@@ -80,16 +88,19 @@ class PrivateServer:
             str(self.bins / "initdb"), "-D", str(self.data), "-U", "postgres",
             "--auth=trust", "-E", "UTF8", "--no-instructions", "--no-sync",
         )  # fmt: skip
+        if self._netns is not None:  # the host reaches it from its end of the veth pair
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.host.rsplit('.', 1)[0]}.0/24 trust\n")
 
     def start(self) -> None:
         """Start the postmaster; returns once it accepts connections."""
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1"
+            f"-p {self.port} -c listen_addresses={self.host}"
             f" -c unix_socket_directories={self.root} -c max_connections=60"
         )
         self._run(
             str(self.bins / "pg_ctl"), "start", "-D", str(self.data), "-l", str(self.logfile),
-            "-w", "-t", str(PG_CTL_WAIT), "-o", options,
+            "-w", "-t", str(PG_CTL_WAIT), "-o", options, in_netns=True,
         )  # fmt: skip
 
     def stop(self, mode: StopMode = "fast") -> None:
@@ -104,7 +115,7 @@ class PrivateServer:
         return (self.data / "postmaster.pid").exists()
 
     def url(self, dbname: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+        return f"postgresql://postgres@{self.host}:{self.port}/{dbname}"
 
     def sql(self, dbname: str, text: str) -> list[tuple[Any, ...]]:
         """One statement (autocommit) on ``dbname``; its rows."""
@@ -131,7 +142,7 @@ class PrivateServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def private_server() -> Iterator[PrivateServer]:
+def private_server(netns: tuple[str, str] | None = None) -> Iterator[PrivateServer]:
     """A started private server for a module's tests; stopped and removed afterwards."""
     try:
         import psycopg  # noqa: F401
@@ -150,7 +161,7 @@ def private_server() -> Iterator[PrivateServer]:
     if owner is not None:
         os.chown(root, owner.pw_uid, owner.pw_gid)
     run_as = None if owner is None else owner.pw_name
-    server = PrivateServer(bins, root, run_as)
+    server = PrivateServer(bins, root, run_as, netns)
     try:
         server.initdb()
         server.start()

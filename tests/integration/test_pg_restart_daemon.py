@@ -154,6 +154,9 @@ def test_a_clean_restart_keeps_the_daemons_up_and_the_running_command_alive(
     for d in (a, b):
         assert d.client().status()["state"] == "ok"
         assert not any("event=leases_given_up" in x for x in d.log)
+        # the database away is no full disk: the daemon's disk reserve was kept
+        assert not any("event=disk_reserve_released" in x for x in d.log)
+        assert d.db.with_name(d.db.name + ".reserve").exists()
 
 
 def _owner_of(job_id: int, *daemons: DaemonProc) -> DaemonProc:

@@ -66,6 +66,7 @@ import signal
 import socket
 import stat
 import sys
+import time
 from typing import Any
 
 #: Largest message either side sends (a job's payload is at most 64 KiB).
@@ -103,6 +104,16 @@ def set_subreaper() -> bool:
 def returncode(si_code: int, si_status: int) -> int:
     """A ``waitid`` result as ``Popen.returncode`` spells it (negative: the signal)."""
     return si_status if si_code == os.CLD_EXITED else -si_status
+
+
+#: Nanoseconds per clock tick of ``/proc/PID/stat``'s start time (``USER_HZ``).
+_TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+def boot_ticks() -> int:
+    """Clock ticks since boot now, as ``/proc/PID/stat`` counts a start time (the kernel
+    stamps a new process with this clock, ``CLOCK_BOOTTIME``, and divides the same way)."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) // _TICK_NS
 
 
 def start_time(pid: int) -> int | None:
@@ -159,11 +170,33 @@ def make_cgroup(path: str | None, files: dict[str, str]) -> tuple[str | None, st
 
 
 def write_file(path: str, text: str) -> None:
+    write_bytes(path, text.encode())
+
+
+def write_bytes(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, text.encode())
+        os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def own_cgroup_procs() -> str | None:
+    """``cgroup.procs`` of this process's cgroup v2 (the mount from
+    ``/proc/self/mountinfo``, the path from ``/proc/self/cgroup``), or None."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = f.read().splitlines()
+        with open("/proc/self/cgroup") as f:
+            own = next((x[3:] for x in f.read().splitlines() if x.startswith("0::")), None)
+    except OSError:
+        return None
+    for line in mounts:
+        head, sep, tail = line.partition(" - ")
+        if own is not None and sep and tail.split(" ", 1)[0] == "cgroup2":
+            path = os.path.join(head.split()[4], own.lstrip("/"), "cgroup.procs")
+            return path if os.path.exists(path) else None
+    return None
 
 
 def open_gate(fd: int) -> None:
@@ -193,6 +226,13 @@ class Helper:
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
         self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
+        #: The helper's own cgroup (``cgroup.procs`` of it), where it steps back to after
+        #: starting a command inside an attempt's cgroup; None: not found.
+        self.home = own_cgroup_procs()
+        self.me = str(os.getpid()).encode()
+        #: Clock ticks since boot at the last start, when the start fell within one tick
+        #: (its start time, known without reading ``/proc``); None: read it.
+        self.born: int | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         self.out.append(message)
@@ -259,7 +299,8 @@ class Helper:
             self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
             return
         self.children[pid] = (cg, log)
-        self.send(("started", rid, pid, start_time(pid), cg, error))
+        born = self.born if self.born is not None else start_time(pid)
+        self.send(("started", rid, pid, born, cg, error))
 
     def start_gated(
         self,
@@ -274,31 +315,86 @@ class Helper:
         nice: int | None,
     ) -> tuple[int, str | None, str | None]:
         """Start the command held at its gate (when it has one), set its niceness, move
-        it into its cgroup, let it go. Returns (pid, cgroup it is in, why none)."""
+        it into its cgroup, let it go; without a gate, start it in its cgroup from birth
+        (:meth:`start_inside`). Returns (pid, cgroup it is in, why none)."""
         cg, error = make_cgroup(cg, files)
-        held = os.pipe2(os.O_CLOEXEC) if gate else None
+        if not gate:
+            return self.start_inside(argv, env, cwd, log, creds, cg, error)
+        held = os.pipe2(os.O_CLOEXEC)
         try:
             out = self.open_log(log)
             try:
-                pid = self.start(argv, env, cwd, out, held[0] if held else self.devnull, creds)
+                pid = self.start(argv, env, cwd, out, held[0], creds)
             finally:
                 os.close(out)
         except BaseException:
             if cg is not None:
                 _rmdir(cg)
-            if held is not None:
-                os.close(held[1])
+            os.close(held[1])
             raise
         finally:
-            if held is not None:
-                os.close(held[0])
-        if held is None:
-            return pid, cg, error
+            os.close(held[0])
         try:
             cg, error = release(pid, cg, error, nice)
         finally:
             open_gate(held[1])  # after a refusal the command is killed already
         return pid, cg, error
+
+    def start_inside(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        log: str,
+        creds: tuple[int, int, list[int]] | None,
+        cg: str | None,
+        error: str | None,
+    ) -> tuple[int, str | None, str | None]:
+        """Start the command in its cgroup (no limits, no niceness: no gate). A process
+        starts in its parent's cgroup, so the helper steps into the attempt's for the
+        ``posix_spawn`` and back out: the command is in it before it runs, with no gate,
+        no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
+        gate: the helper is never inside a cgroup whose limits could stop or kill it."""
+        inside = False
+        try:
+            out = self.open_log(log)
+            try:
+                if cg is not None:
+                    inside, error = self.step_in(cg)
+                try:
+                    pid = self.start(argv, env, cwd, out, self.devnull, creds)
+                finally:
+                    if inside:
+                        self.step_out(str(cg))
+            finally:
+                os.close(out)
+        except BaseException:
+            if cg is not None:
+                _rmdir(cg)
+            raise
+        return pid, (cg if inside else None), error
+
+    def step_in(self, cg: str) -> tuple[bool, str | None]:
+        """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
+        (the command then starts outside it; its tree is found in ``/proc``)."""
+        if self.home is None:
+            _rmdir(cg)
+            return False, "the spawn helper's own cgroup is unknown"
+        try:
+            write_bytes(os.path.join(cg, "cgroup.procs"), self.me)
+        except OSError as exc:
+            _rmdir(cg)
+            return False, f"cannot enter {cg}: {exc}"
+        return True, None
+
+    def step_out(self, cg: str) -> None:
+        """Back to the helper's own cgroup. Failing that, the helper ends (the daemon
+        starts a new one): it must never start a command in another attempt's cgroup."""
+        assert self.home is not None
+        try:
+            write_bytes(self.home, self.me)
+        except OSError as exc:
+            raise SystemExit(f"jobctl spawn helper: cannot leave {cg}: {exc}") from exc
 
     def open_log(self, path: str) -> int:
         """Create (0600, never through a symlink) and open the attempt's log."""
@@ -323,12 +419,15 @@ class Helper:
     ) -> int:
         if creds is not None:
             if SETPRIV is None:
+                self.born = None
                 return fork_exec(argv, env, out, stdin, creds)
             argv = [*drop_argv(SETPRIV, creds), *argv]
         if cwd is not None:
             os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
-        return os.posix_spawn(
-            resolve(argv[0], env),
+        program = resolve(argv[0], env)
+        before = boot_ticks()
+        pid = os.posix_spawn(
+            program,
             argv,
             env,
             file_actions=[
@@ -340,6 +439,11 @@ class Helper:
             setsigmask=(),
             setsigdef=_DEFAULT_SIGNALS,
         )
+        # The kernel stamped the child between the two readings: within one tick, that
+        # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
+        after = boot_ticks()
+        self.born = before if before == after else None
+        return pid
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
@@ -363,7 +467,16 @@ class Helper:
 
 
 def log_end(path: str) -> tuple[int, bytes]:
-    """The log's size and its last :data:`TAIL_BYTES` (``-1``: unreadable here)."""
+    """The log's size and its last :data:`TAIL_BYTES` (``-1``: unreadable here). An
+    empty log (most are) costs one ``lstat``, not an open, a stat and a close."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return -1, b""
+    if not stat.S_ISREG(st.st_mode):
+        return -1, b""
+    if st.st_size == 0:
+        return 0, b""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:

@@ -9,16 +9,21 @@ nothing but the standard library loaded (a few MB), so:
 * commands of the daemon's own user start with ``os.posix_spawn`` (``vfork``: the cost
   does not grow with any process's size), one exec, the helper entering the working
   directory first (it is the same user, so it enters it as the owner would);
-* commands that change user start the same way through util-linux ``setpriv``, which
-  sets the owner's groups, group and user, then runs the trampoline (engine/process.py)
-  that enters the directory as the owner; without ``setpriv``, with a ``fork`` of this
-  small process whose child drops the same way before it runs the trampoline;
+* commands that change user start the same way through the start-up launcher the daemon
+  puts in front of them (engine/launch.c: the owner's groups, group and user, then the
+  directory entered as the owner, one small ``exec``); without one, through util-linux
+  ``setpriv`` and the trampoline (engine/process.py) that enters the directory as the
+  owner; without ``setpriv``, with a ``fork`` of this small process whose child drops
+  the same way before it runs the trampoline;
 * the attempt's log is created and opened here, off the daemon;
-* the attempt's cgroup is made here (its limits written), the command held at its gate
-  (its stdin, a pipe) until its niceness is set and it is in the cgroup, and the cgroup
-  removed here when the command's exit leaves it empty: the daemon reads no file and
-  hands nothing to a thread for any of it (issue 17: those hops cost the daemon more
-  CPU than the start itself);
+* the attempt's cgroup is made here (its limits written) and removed here when the
+  command's exit leaves it empty: the daemon reads no file and hands nothing to a thread
+  for any of it (issue 17: those hops cost the daemon more CPU than the start itself). A
+  command without limits or niceness is *born* in it (the helper steps into the cgroup
+  for the spawn and back out); one with them is held at its gate (its stdin, a pipe)
+  until its niceness is set and it is in the cgroup;
+* the start time is the boot clock's tick around the spawn (``/proc`` read only when the
+  spawn straddled a tick);
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
 Protocol (``SOCK_SEQPACKET`` socketpair; each message a ``marshal``-ed list of the tuples
@@ -31,13 +36,16 @@ the helper's, issue 17; both ends are the daemon's own code at the daemon's own 
                       ("failed", rid, kind, errno, strerror, filename)
                       ("exit", pid, returncode, cgroup removed, log size, log tail)
 
-``gate``: the command (the trampoline, engine/process.py) waits reading its stdin, a pipe
+``gate``: the command (the launcher or trampoline) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
 move into ``cgroup`` (made here, ``limit files`` written first). A gate closed without
 that line (the helper died in between) makes the trampoline end with :data:`GATE_SHUT`,
 never run the command without its limits. ``kind`` ``refused``: a limit could not be
 applied (the daemon's ``StartRefused``). A cgroup that could not be made or entered when
 the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
+No ``gate`` with a ``cgroup``: the command is born in it (the helper is inside it only for
+the ``posix_spawn``; if it cannot step back out it ends, never to start another attempt's
+command there).
 
 The helper is the commands' parent. An exit is reported *before* the child is reaped
 (``waitid`` with ``WNOWAIT``), with the log's size and its last :data:`TAIL_BYTES` read

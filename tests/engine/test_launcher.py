@@ -8,11 +8,14 @@ import os
 import pwd
 import signal
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from jobctl.domain.models import Claim
 from jobctl.engine import launcher, process
+from tests.unit.test_retry import job
 
 ENV = {"PATH": "/usr/bin:/bin", "OLDPWD": "/given"}
 
@@ -99,7 +102,23 @@ def test_a_launcher_others_may_write_is_never_used(tmp_path: Path) -> None:
     assert launcher.find_or_build(source) is None  # nor replaced behind another's back
 
 
+def test_a_launcher_that_cannot_run_here_is_not_used(tmp_path: Path) -> None:
+    fake = tmp_path / "launch"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    assert not launcher.works(str(fake)) and not launcher.works(str(tmp_path / "gone"))
+
+
 def test_the_helpers_command_line_goes_through_the_launcher_without_setpriv() -> None:
     prefix = launcher.argv("/x/launch", (1000, 100, [100, 27]), "/srv", None, 8, True)
     assert prefix == ["/x/launch", "1000", "100", "100,27", "/srv", "", "8", "gate", "--"]
     assert launcher.argv("/x/launch", None, "/", None, None, False)[1:4] == ["-", "-", "-"]
+    spec = replace(job().spec, owner_uid=65534, cwd="/srv")
+    claim = Claim(replace(job(), spec=spec), 1, 1, job().run_at)
+    argv, _, cwd, creds = process.command_line(claim, "o", None, 8, False, "/x/launch")
+    if os.geteuid() == 0:  # the launcher drops: no credentials left for setpriv
+        assert argv[:9] == ["/x/launch", "65534", *argv[2:4], "/srv", "", "8", "", "--"]
+        assert argv[9:] == ["true"] and cwd is None and creds is None
+    argv, _, cwd, _ = process.command_line(claim, "o", None, None, False, "/x/launch")
+    if os.geteuid() != 0:  # nothing to drop, cap or hold: no launcher, no trampoline
+        assert argv == ["true"] and cwd == "/srv"

@@ -60,8 +60,22 @@ def default() -> str | None:
         return None
     if os.geteuid() != 0:
         path = binary_path()
-        return str(path) if trusted(path) else None
-    return find_or_build()
+        found = str(path) if trusted(path) else None
+    else:
+        found = find_or_build()
+    return found if found is not None and works(found) else None
+
+
+def works(path: str) -> bool:
+    """Whether the launcher runs here (a ``noexec`` mount, a foreign binary): one start
+    of ``/bin/true`` through it, once per daemon."""
+    try:
+        done = subprocess.run([*argv(path, None, "/", None, None, False), "/bin/true"],
+                              capture_output=True, timeout=BUILD_LIMIT, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        _log.info("event=launcher_unusable error=%s", exc)
+        return False
+    return done.returncode == 0
 
 
 def find_or_build(source: Path = SOURCE) -> str | None:

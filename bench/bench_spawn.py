@@ -73,14 +73,14 @@ def popen_one_at_a_time(n: int, dn: int) -> float:
 
 
 def popen_start(dn: int, **kw: object) -> Callable[[], int]:
-    kept: list[subprocess.Popen[bytes]] = []  # keep them: a collected Popen reaps itself
+    # Keep every one: a Popen collected while its child runs is reaped by the next
+    # Popen's cleanup, and os.wait below then finds no child (seen under load).
+    kept: list[subprocess.Popen[bytes]] = []
 
     def start() -> int:
         p = subprocess.Popen([TRUE], stdin=dn, stdout=dn, stderr=dn, env=ENV, close_fds=True,
                              start_new_session=True, **kw)  # type: ignore[call-overload]  # fmt: skip
         kept.append(p)
-        if len(kept) > 64:
-            del kept[:32]  # long since reaped by os.wait
         pid: int = p.pid
         return pid
 

@@ -421,9 +421,11 @@ async def spawn(
 ) -> proc_mod.Running:
     """process.spawn through the helper: the same guarantees, the work done elsewhere.
 
-    The helper makes the attempt's cgroup, sets the niceness and moves the command in
-    while it waits at its gate, and removes the cgroup when its exit leaves it empty:
-    no file of /proc or cgroupfs is touched here, and no thread is used."""
+    The helper makes the attempt's cgroup and starts the command in it (with limits or
+    a niceness: sets them and moves the command in while it waits at its gate), and
+    removes the cgroup when its exit leaves it empty: no file of /proc or cgroupfs is
+    touched here, and no thread is used. Commands that drop to their owner, wait at a
+    gate or carry the output cap go through the helper's launcher when there is one."""
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     res = claim.job.spec.resources
     limits.check(res, cgroups)

@@ -17,6 +17,7 @@ usage: python bench/bench_spawn.py [STARTS [ROUNDS]] [--jobctl-rows]
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pwd
 import shutil
@@ -72,14 +73,14 @@ def popen_one_at_a_time(n: int, dn: int) -> float:
 
 
 def popen_start(dn: int, **kw: object) -> Callable[[], int]:
-    kept: list[subprocess.Popen[bytes]] = []  # keep them: a collected Popen reaps itself
+    # Keep every one: a Popen collected while its child runs is reaped by the next
+    # Popen's cleanup, and os.wait below then finds no child (seen under load).
+    kept: list[subprocess.Popen[bytes]] = []
 
     def start() -> int:
         p = subprocess.Popen([TRUE], stdin=dn, stdout=dn, stderr=dn, env=ENV, close_fds=True,
                              start_new_session=True, **kw)  # type: ignore[call-overload]  # fmt: skip
         kept.append(p)
-        if len(kept) > 64:
-            del kept[:32]  # long since reaped by os.wait
         pid: int = p.pid
         return pid
 
@@ -111,16 +112,30 @@ def asyncio_rate(n: int) -> float:
     return asyncio.run(run())
 
 
-def helper_start(creds: tuple[int, int, list[int]] | None, dn: int) -> Callable[[], int]:
-    """The spawn helper's own start path, called in this process (no socket)."""
+def helper_start(
+    creds: tuple[int, int, list[int]] | None, dn: int, via: str = "launcher"
+) -> Callable[[], int]:
+    """The spawn helper's own start path, called in this process (no socket); for
+    another uid ``via`` the launcher (engine/launch.c), ``setpriv`` + the trampoline (no
+    launcher), or a fork of the helper (no setpriv either)."""
     sys.path.insert(0, str(SRC))
     from jobctl.engine import spawner
 
+    shim = cast("spawner.Helper", _HelperShim())
     if creds is None:
-        shim = cast("spawner.Helper", _HelperShim())
         return lambda: spawner.Helper.start(shim, [TRUE], ENV, "/", dn, dn, None)
     argv = ["/bin/sh", "-c", 'cd -P -- "$1" || exit 125; shift; exec "$@"', "jobctl", "/", TRUE]
-    return lambda: spawner.fork_exec(argv, ENV, dn, dn, creds)
+    if via == "fork":
+        return lambda: spawner.fork_exec(argv, ENV, dn, dn, creds)
+    if via == "setpriv":  # the helper prepends setpriv to the trampoline
+        return lambda: spawner.Helper.start(shim, argv, ENV, None, dn, dn, creds)
+    from jobctl.engine import launcher
+
+    found = launcher.find_or_build()
+    if found is None:
+        raise LookupError("no launcher")
+    prefix = launcher.argv(found, creds, "/", None, None, False)
+    return lambda: spawner.Helper.start(shim, [*prefix, TRUE], ENV, None, dn, dn, None)
 
 
 class _HelperShim:
@@ -150,9 +165,11 @@ def raw_rates(n: int) -> dict[str, float]:
             rates["other uid: posix_spawn of setpriv, 16 in flight"] = inflight(
                 spawn_start(dn, argv), n
             )
-        rates["other uid: spawn helper path (fork), 16 in flight"] = inflight(
-            helper_start(creds, dn), n
-        )
+        for via in ("launcher", "setpriv", "fork"):
+            with contextlib.suppress(LookupError):  # no launcher could be built here
+                rates[f"other uid: spawn helper path ({via}), 16 in flight"] = inflight(
+                    helper_start(creds, dn, via), n
+                )
     os.close(dn)
     return rates
 

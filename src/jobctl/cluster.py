@@ -48,7 +48,7 @@ def open_store(cfg: DaemonConfig) -> tuple[PostgresStore, DaemonConfig]:
     files.ensure_dir(cfg.db.parent)
     files.ensure_dir(cfg.db.parent / "logs")
     clock = ServerClock(cfg.clock)
-    store = PostgresStore(cfg.database_url, clock)
+    store = PostgresStore(cfg.database_url, clock, lease_ttl=cfg.lease_ttl)
     try:
         clock.remeasure(store.db)
     except BaseException:

@@ -14,9 +14,10 @@ the lease's generation:
   was stopped past its lease and the job went to another): the result is discarded and
   logged; the job ran at most twice and one success is recorded.
 
-SIGTERM or SIGINT: stop leasing, give the running tasks ``grace`` seconds to finish and
-answer, then stop the pool and let the other leases lapse (the daemon's reaper reclaims
-them at their ``lease_until``, like an executor's).
+SIGTERM or SIGINT: stop leasing, release the leases whose task has not started (``POST
+/v1/leases/{id}/release``: due again at once, no attempt used), give the running tasks
+``grace`` seconds to finish and answer, then stop the pool and let the other leases lapse
+(the daemon's reaper reclaims them at their ``lease_until``, like an executor's).
 """
 
 from __future__ import annotations
@@ -181,10 +182,13 @@ class Worker:
                 finally:
                     self.leasing = False
                 for lease in leases:
-                    self._start(pool, lease)
+                    if self.stopping.is_set():  # SIGTERM while the answer came: not started
+                        self._release(c, lease["id"], lease["generation"])
+                    else:
+                        self._start(pool, lease)
         log.info("event=stopping running=%s", len(self.held))
 
-    def _start(self, pool: cf.ProcessPoolExecutor, lease: dict[str, Any]) -> None:
+    def _start(self, pool: cf.Executor, lease: dict[str, Any]) -> None:
         payload = lease.get("payload") or {}
         name = payload.get("task", "") if isinstance(payload, dict) else ""
         kwargs = payload.get("kwargs", {}) if isinstance(payload, dict) else {}
@@ -203,8 +207,24 @@ class Worker:
         # which a request to the daemon must not hold up
         fut.add_done_callback(lambda f: self.answers.submit(self._answer, held))
 
+    def _release(self, c: Client, job_id: int, generation: int) -> None:
+        """Give back a lease whose task never started (no attempt of its budget used)."""
+        try:
+            c.release(job_id, generation)
+            log.info("event=released job=%s gen=%s", job_id, generation)
+        except JobctlError as exc:  # lost meanwhile, or the daemon gone: it lapses
+            log.warning("event=release_failed job=%s gen=%s error=%s", job_id, generation, exc)
+
     def _answer(self, held: Held) -> None:
-        """Send a finished task's outcome (on a pool thread, once per task)."""
+        """Send a finished task's outcome (on a pool thread, once per task); a task
+        cancelled before it started (the drain) is released instead."""
+        if held.future.cancelled():
+            try:
+                with self.client() as c:
+                    self._release(c, held.job_id, held.generation)
+            finally:
+                self._freed(held)
+            return
         try:
             ok, value, retryable = held.future.result()
         except BaseException as exc:  # the pool broke (a process killed, a shutdown)
@@ -228,10 +248,13 @@ class Worker:
         except JobctlError as exc:
             log.error("event=answer_failed job=%s error=%s", held.job_id, exc)
         finally:
-            with self.slot_freed:
-                self.held.pop(held.job_id, None)
-                self.done += 1
-                self.slot_freed.notify()
+            self._freed(held)
+
+    def _freed(self, held: Held) -> None:
+        with self.slot_freed:
+            self.held.pop(held.job_id, None)
+            self.done += 1
+            self.slot_freed.notify()
 
     def _heartbeats(self) -> None:
         every = self.config.lease_ttl / 3
@@ -249,10 +272,12 @@ class Worker:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)
             self._beat_pause.wait(every)
 
-    def _drain(self, pool: cf.ProcessPoolExecutor) -> None:
+    def _drain(self, pool: cf.Executor) -> None:
         """Give running tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
         with self.lock:
             futures = [h.future for h in self.held.values()]
+        for f in futures:
+            f.cancel()  # not started yet: its done callback releases the lease
         if futures:
             log.info("event=draining running=%s grace=%s", len(futures), self.config.grace)
             _, late = cf.wait(futures, timeout=self.config.grace)
@@ -269,7 +294,7 @@ class Worker:
         self.answers.shutdown(wait=True)
 
 
-def _kill_pool(pool: cf.ProcessPoolExecutor) -> None:
+def _kill_pool(pool: cf.Executor) -> None:
     procs = list(getattr(pool, "_processes", {}).values())
     for p in procs:
         p.kill()

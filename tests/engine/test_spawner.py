@@ -79,6 +79,28 @@ def test_the_helper_starts_commands_and_reports_their_exits(tmp_path: Path) -> N
     asyncio.run(main())
 
 
+def test_the_start_time_the_helper_reports_is_the_one_proc_shows(tmp_path: Path) -> None:
+    """Issue 17: the helper takes a start time from the boot clock around the spawn (no
+    read of /proc/PID/stat) when it falls within one tick; recovery compares it with
+    /proc's, so it must be the same number, every time."""
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        env = {"PATH": "/usr/bin:/bin"}
+        try:
+            runs = [helper.spawn(["sleep", "0.5"], env, "/", str(tmp_path / f"{i}.log"), None,
+                                 MARKS) for i in range(40)]  # fmt: skip
+            started = await asyncio.gather(*runs)
+            seen = [(s.start_time, process.process_start_time(s.pid)) for s in started]
+            await asyncio.gather(*(s.exited for s in started))
+        finally:
+            helper.close()
+        assert all(mine == proc for mine, proc in seen), seen
+
+    asyncio.run(main())
+
+
 def test_a_loop_turns_starts_go_to_the_helper_in_one_message(tmp_path: Path) -> None:
     """Issue 17: one send (and one wake-up of the helper) per loop turn, not per start;
     each start still gets its own answer and exit."""
@@ -125,10 +147,14 @@ def test_the_helper_runs_the_command_in_its_cgroup_and_removes_it_once_empty(
             assert done.cgroup_removed and not (base / f"{tag}.1").exists()
             out = (tmp_path / "1.log").read_text().split()
             assert out[0].endswith(f"/jobctl/{tag}.1") and out[1] == "3"
-            lim = Limits(str(base / f"{tag}.2"))
-            cmd = [*argv, "sh", "-c", f"setsid sleep 30 & echo $! > {left}"]
-            kept = await helper.spawn(cmd, env, None, str(tmp_path / "2.log"), None, MARKS, lim)
+            lim = Limits(str(base / f"{tag}.2"))  # a cgroup alone: born in it, no gate
+            assert not lim.gate
+            cmd = ["sh", "-c", f"grep ^0:: /proc/self/cgroup; setsid sleep 30 & echo $! > {left}"]
+            kept = await helper.spawn(cmd, env, "/tmp", str(tmp_path / "2.log"), None, MARKS, lim)
             assert await kept.exited == 0 and not kept.cgroup_removed
+            assert (tmp_path / "2.log").read_text().strip().endswith(f"/jobctl/{tag}.2")
+            home = Path(f"/proc/{helper.pid}/cgroup").read_text()
+            assert home == Path("/proc/self/cgroup").read_text()  # it stepped back out
             cg = Cgroup(base / f"{tag}.2")
             assert cg.populated()
             cg.kill()

@@ -77,8 +77,33 @@ def test_memoized_fire_times_equal_the_evaluator(expr: str, zone: str, after: da
     assert timing.next_after(after.astimezone(ZoneInfo("Asia/Tokyo"))) == expected[0]
 
 
+@pytest.mark.parametrize(
+    ("expr", "zone", "minute"),
+    [
+        ("*/5 * * * *", "UTC", datetime(2027, 3, 13, 12, 5, tzinfo=UTC)),
+        ("* * * * *", "Asia/Tokyo", datetime(2027, 3, 13, 12, 0, tzinfo=UTC)),
+        ("30 2 * * *", "America/New_York", datetime(2027, 3, 14, 6, 59, tzinfo=UTC)),
+        # Monrovia was UTC-0:44:30 until 1972: its whole minutes are at :30 in UTC, so the
+        # first fire after the start of a UTC minute can lie inside that minute
+        ("* * * * *", "Africa/Monrovia", datetime(1970, 6, 1, 12, 0, tzinfo=UTC)),
+        ("16 11 * * *", "Africa/Monrovia", datetime(1970, 6, 1, 12, 0, tzinfo=UTC)),
+    ],
+)
+def test_the_fire_memo_by_minute_answers_every_instant_of_it(
+    expr: str, zone: str, minute: datetime
+) -> None:
+    """The memo is keyed by the start of ``after``'s minute (a batch asks after its own
+    ``now``): for every instant of the minute the answer is the evaluator's."""
+    from zoneinfo import ZoneInfo
+
+    timing = Timing(zone, cron=expr)
+    for offset in (0, 0.000001, 1, 29.999, 30, 30.5, 45, 59.999999):
+        after = minute + timedelta(seconds=offset)
+        assert timing.next_after(after) == next_fire(parse_cron(expr), ZoneInfo(zone), after)
+
+
 def test_the_fire_memo_is_bounded() -> None:
-    info = sched._next_cron.cache_info()
+    info = sched._next_cron_at.cache_info()
     assert info.maxsize == sched.FIRE_CACHE_SIZE
 
 

@@ -7,6 +7,7 @@ import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any
 
+import orjson
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 
 from jobctl.api.schemas import (
@@ -34,6 +35,7 @@ from jobctl.domain.schedule import (
     Timing,
 )
 from jobctl.errors import InvalidSchedule
+from jobctl.store.schedule_edit import template_text
 
 
 def _loads(zone: str) -> bool:
@@ -175,7 +177,18 @@ def _cron_words(cron: str, seed: str | None) -> str:
         return f"invalid: {exc.message}"
 
 
-def schedule_out(s: Schedule) -> dict[str, Any]:
+def created_out(s: Schedule) -> dict[str, Any]:
+    """A batch's answer for a schedule it created: :func:`schedule_out` with
+    ``created: true``, its job the template text the store has just rendered (memoized)
+    as an ``orjson.Fragment``, for the orjson page renderer only. Rendering each template
+    again was about a tenth of a 1,000-schedule list (issue 18)."""
+    out = schedule_out(s, orjson.Fragment(template_text(s.spec.template)))
+    out["created"] = True  # a new dict: set in place, no copy
+    return out
+
+
+def schedule_out(s: Schedule, job: Any = None) -> dict[str, Any]:
+    """The wire form of a schedule; ``job``: its template's, when the caller has it."""
     t, p = s.spec.timing, s.spec.policy
     last_skip = None
     if s.last_skip_reason is not None:
@@ -205,7 +218,7 @@ def schedule_out(s: Schedule) -> dict[str, Any]:
         "waiting": iso(s.waiting),
         "created_at": iso(s.created_at),
         "owner_uid": s.spec.owner_uid,
-        "job": s.spec.template.to_json(),
+        "job": s.spec.template.to_json() if job is None else job,
         "last_job_id": s.last_job_id,
         "misfire_skips": s.misfire_skips,
         "overlap_skips": s.overlap_skips,
@@ -256,4 +269,4 @@ def detail_out(
     }
 
 
-__all__ = ["ScheduleIn", "detail_out", "job_out", "schedule_out", "skip_out"]
+__all__ = ["ScheduleIn", "created_out", "detail_out", "job_out", "schedule_out", "skip_out"]

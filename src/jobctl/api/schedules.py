@@ -14,7 +14,13 @@ from jobctl.api import pages
 from jobctl.api.app import AllUsers, Context, Ctx, ListLimit, Who, owner_uid
 from jobctl.api.policy import Caller
 from jobctl.api.schedule_edit import SchedulePatch, edit_out
-from jobctl.api.schedule_schemas import ScheduleBody, ScheduleIn, detail_out, schedule_out
+from jobctl.api.schedule_schemas import (
+    ScheduleBody,
+    ScheduleIn,
+    created_out,
+    detail_out,
+    schedule_out,
+)
 from jobctl.api.schemas import job_out
 from jobctl.domain.schedule import Schedule, ScheduleSpec
 from jobctl.errors import InvalidInput, InvalidSchedule, JobctlError, NotFound, NotVisible
@@ -90,9 +96,7 @@ def _check_limits(spec: ScheduleSpec, ctx: Context) -> None:
 
 def _item_out(answer: Schedule | JobctlError) -> dict[str, Any]:
     if isinstance(answer, Schedule):
-        out = schedule_out(answer)  # a new dict: set the flag in place, no copy
-        out["created"] = True
-        return out
+        return created_out(answer)  # orjson only: its job is a Fragment
     return {"created": False} | api_errors.error_body(answer.code, answer.message, **answer.details)
 
 

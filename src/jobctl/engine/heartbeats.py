@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from jobctl.domain.clock import Clock
 from jobctl.engine.leasewatch import LeaseWatch
-from jobctl.errors import StoreCorrupt, Unavailable
+from jobctl.errors import StoreCorrupt, StoreUnavailable, Unavailable
 from jobctl.logfmt import logval
 from jobctl.lograte import RateLimitedLog
 from jobctl.store.aio import AsyncStore
@@ -84,8 +84,8 @@ class Heartbeats:
         except Exception as exc:
             text = logval(exc)
             self._errors.error(text, "event=heartbeat_failed error=%s", text)
-            if isinstance(exc, Unavailable):
-                self._on_store_full()
+            if isinstance(exc, Unavailable) and not isinstance(exc, StoreUnavailable):
+                self._on_store_full()  # a full disk; the database server away is not one
             return False
         self._errors.recovered("event=heartbeat_recovered")
         gens = dict(leases)

@@ -41,6 +41,7 @@ from jobctl.domain.schedule import nominal_text
 from jobctl.domain.states import StopReason
 from jobctl.engine import cgroup, limits
 from jobctl.engine.cgroup import Cgroup, Cgroups
+from jobctl.engine.launcher import argv as launcher_argv
 from jobctl.engine.procfs import find_by_env, has_markers, process_start_time
 
 #: Re-exported: callers (recovery, proctree, spawnclient) know these as process.*.
@@ -393,9 +394,16 @@ CommandLine = tuple[list[str], dict[str, str], str | None, tuple[int, int, list[
 
 
 def command_line(
-    claim: Claim, lease_owner: str, nofile: int | None, blocks: int | None, gate: bool
+    claim: Claim,
+    lease_owner: str,
+    nofile: int | None,
+    blocks: int | None,
+    gate: bool,
+    launcher: str | None = None,
 ) -> CommandLine:
-    """What starting the claim's command takes, the same for Popen and the spawn helper."""
+    """What starting the claim's command takes, the same for Popen and the spawn helper;
+    ``launcher`` (the spawn helper's, engine/launcher.py): it drops to the owner and does
+    the trampoline's work in one ``exec`` (no credentials left for the starter to drop)."""
     spec = claim.job.spec
     creds = None
     if os.geteuid() == 0 and spec.owner_uid != 0:
@@ -406,11 +414,17 @@ def command_line(
     env = command_env(claim, lease_owner)
     argv = list(spec.command)
     cwd: str | None = spec.cwd
-    if creds or nofile is not None or blocks is not None or gate:
-        # Enter the directory after the drop (Popen's cwd= would enter it as root).
-        argv = [*trampoline(spec.cwd, env, nofile, blocks, gate), *argv]
-        cwd = None
-    return argv, env, cwd, creds
+    if not (creds or nofile is not None or blocks is not None or gate):
+        return argv, env, cwd, creds
+    # Enter the directory after the drop (Popen's cwd= would enter it as root).
+    if launcher is not None:
+        return (
+            [*launcher_argv(launcher, creds, spec.cwd, nofile, blocks, gate), *argv],
+            env,
+            None,
+            None,
+        )
+    return [*trampoline(spec.cwd, env, nofile, blocks, gate), *argv], env, None, creds
 
 
 def _popen(

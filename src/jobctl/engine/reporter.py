@@ -20,7 +20,14 @@ from jobctl.domain.models import AttemptResult, Claim, Job, ProcessRecord
 from jobctl.domain.states import JobStatus
 from jobctl.engine import results
 from jobctl.engine.leasewatch import LeaseWatch
-from jobctl.errors import JobctlError, LeaseLost, NotFound, StoreCorrupt, Unavailable
+from jobctl.errors import (
+    JobctlError,
+    LeaseLost,
+    NotFound,
+    StoreCorrupt,
+    StoreUnavailable,
+    Unavailable,
+)
 from jobctl.logfmt import logval
 from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
@@ -76,7 +83,9 @@ class Reporter:
             except StoreCorrupt:  # logged once by the store; the job runs again after repair
                 return None
             except Unavailable as exc:  # the disk: keep the result, try again
-                if not released and self._on_store_full():
+                # (the database server away is no full disk: the reserve stays)
+                disk = not isinstance(exc, StoreUnavailable)
+                if disk and not released and self._on_store_full():
                     released = True
                     continue  # the reserve was given up for this: try again at once
                 if not await self._retry_finish(job_id, attempt, exc):

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.domain.models import Claim
-from jobctl.engine import cgroup, limits, spawner
+from jobctl.engine import cgroup, launcher, limits, spawner
 from jobctl.engine import process as proc_mod
 from jobctl.engine.cgroup import Cgroup, Cgroups
 
@@ -81,8 +81,8 @@ class _Request:
 
 @dataclass(frozen=True)
 class Limits:
-    """Where the helper puts the command before it lets it go from its gate: the
-    attempt's cgroup (made there, with these limit files) and its niceness."""
+    """Where the helper puts the command: the attempt's cgroup (made there, with these
+    limit files) and its niceness."""
 
     cgroup: str | None = None
     files: dict[str, str] = field(default_factory=dict)
@@ -90,7 +90,10 @@ class Limits:
 
     @property
     def gate(self) -> bool:
-        return self.cgroup is not None or self.nice is not None
+        """Whether the command waits at its gate (the trampoline) until the helper set
+        its niceness and moved it into its cgroup: only for a niceness or limits. A
+        cgroup alone needs none: the command is born in it (issue 17, engine/spawner.py)."""
+        return self.nice is not None or bool(self.files)
 
 
 class SpawnHelper:
@@ -98,6 +101,9 @@ class SpawnHelper:
 
     def __init__(self, umask: int, nofile: int | None, tag: str = "") -> None:
         self._umask, self._nofile, self._tag = umask, nofile, tag
+        #: The start-up launcher (engine/launcher.py) commands that drop privileges or
+        #: wait at a gate go through, or None: the trampoline (and the helper's setpriv).
+        self.launcher = launcher.default()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -415,9 +421,11 @@ async def spawn(
 ) -> proc_mod.Running:
     """process.spawn through the helper: the same guarantees, the work done elsewhere.
 
-    The helper makes the attempt's cgroup, sets the niceness and moves the command in
-    while it waits at its gate, and removes the cgroup when its exit leaves it empty:
-    no file of /proc or cgroupfs is touched here, and no thread is used."""
+    The helper makes the attempt's cgroup and starts the command in it (with limits or
+    a niceness: sets them and moves the command in while it waits at its gate), and
+    removes the cgroup when its exit leaves it empty: no file of /proc or cgroupfs is
+    touched here, and no thread is used. Commands that drop to their owner, wait at a
+    gate or carry the output cap go through the helper's launcher when there is one."""
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     res = claim.job.spec.resources
     limits.check(res, cgroups)
@@ -429,7 +437,9 @@ async def spawn(
     )  # fmt: skip
     markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
     # The helper has the daemon's original open-file limit already (no ulimit -n).
-    argv, env, cwd, creds = proc_mod.command_line(claim, lease_owner, None, blocks, lim.gate)
+    argv, env, cwd, creds = proc_mod.command_line(
+        claim, lease_owner, None, blocks, lim.gate, helper.launcher
+    )
     child = await helper.spawn(argv, env, cwd, str(log_path), creds, markers, lim)
     if child.cgroup_error is not None:  # its tree is found by its markers
         log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, child.cgroup_error)

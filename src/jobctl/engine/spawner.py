@@ -9,16 +9,21 @@ nothing but the standard library loaded (a few MB), so:
 * commands of the daemon's own user start with ``os.posix_spawn`` (``vfork``: the cost
   does not grow with any process's size), one exec, the helper entering the working
   directory first (it is the same user, so it enters it as the owner would);
-* commands that change user start the same way through util-linux ``setpriv``, which
-  sets the owner's groups, group and user, then runs the trampoline (engine/process.py)
-  that enters the directory as the owner; without ``setpriv``, with a ``fork`` of this
-  small process whose child drops the same way before it runs the trampoline;
+* commands that change user start the same way through the start-up launcher the daemon
+  puts in front of them (engine/launch.c: the owner's groups, group and user, then the
+  directory entered as the owner, one small ``exec``); without one, through util-linux
+  ``setpriv`` and the trampoline (engine/process.py) that enters the directory as the
+  owner; without ``setpriv``, with a ``fork`` of this small process whose child drops
+  the same way before it runs the trampoline;
 * the attempt's log is created and opened here, off the daemon;
-* the attempt's cgroup is made here (its limits written), the command held at its gate
-  (its stdin, a pipe) until its niceness is set and it is in the cgroup, and the cgroup
-  removed here when the command's exit leaves it empty: the daemon reads no file and
-  hands nothing to a thread for any of it (issue 17: those hops cost the daemon more
-  CPU than the start itself);
+* the attempt's cgroup is made here (its limits written) and removed here when the
+  command's exit leaves it empty: the daemon reads no file and hands nothing to a thread
+  for any of it (issue 17: those hops cost the daemon more CPU than the start itself). A
+  command without limits or niceness is *born* in it (the helper steps into the cgroup
+  for the spawn and back out); one with them is held at its gate (its stdin, a pipe)
+  until its niceness is set and it is in the cgroup;
+* the start time is the boot clock's tick around the spawn (``/proc`` read only when the
+  spawn straddled a tick);
 * the daemon only sends a request and reads answers: the exec waits happen here.
 
 Protocol (``SOCK_SEQPACKET`` socketpair; each message a ``marshal``-ed list of the tuples
@@ -31,13 +36,16 @@ the helper's, issue 17; both ends are the daemon's own code at the daemon's own 
                       ("failed", rid, kind, errno, strerror, filename)
                       ("exit", pid, returncode, cgroup removed, log size, log tail)
 
-``gate``: the command (the trampoline, engine/process.py) waits reading its stdin, a pipe
+``gate``: the command (the launcher or trampoline) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
 move into ``cgroup`` (made here, ``limit files`` written first). A gate closed without
 that line (the helper died in between) makes the trampoline end with :data:`GATE_SHUT`,
 never run the command without its limits. ``kind`` ``refused``: a limit could not be
 applied (the daemon's ``StartRefused``). A cgroup that could not be made or entered when
 the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
+No ``gate`` with a ``cgroup``: the command is born in it (the helper is inside it only for
+the ``posix_spawn``; if it cannot step back out it ends, never to start another attempt's
+command there).
 
 The helper is the commands' parent. An exit is reported *before* the child is reaped
 (``waitid`` with ``WNOWAIT``), with the log's size and its last :data:`TAIL_BYTES` read
@@ -56,131 +64,53 @@ open-file soft limit); it imports nothing of jobctl.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import marshal
 import os
 import resource
 import selectors
 import signal
 import socket
-import stat
 import sys
 from typing import Any
 
+from jobctl.engine.spawnsys import (
+    DEFAULT_SIGNALS,
+    SETPRIV,
+    TAIL_BYTES,
+    Refused,
+    boot_ticks,
+    drop_argv,
+    filename_text,
+    fork_exec,
+    log_end,
+    make_cgroup,
+    open_gate,
+    own_cgroup_procs,
+    release,
+    resolve,
+    returncode,
+    rmdir_empty,
+    set_subreaper,
+    start_time,
+    write_bytes,
+)
+
+#: Re-exported: tests, benchmarks and spawnclient know these as spawner.*.
+__all__ = [
+    "MAX_MESSAGE",
+    "SETPRIV",
+    "TAIL_BYTES",
+    "Helper",
+    "drop_argv",
+    "fork_exec",
+    "main",
+    "resolve",
+    "set_subreaper",
+]
+
 #: Largest message either side sends (a job's payload is at most 64 KiB).
 MAX_MESSAGE = 1 << 20
-#: Bytes of the log's end an exit report carries (engine/process.py ``TAIL_BYTES``).
-TAIL_BYTES = 4096
-PR_SET_CHILD_SUBREAPER = 36
-_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-#: util-linux ``setpriv`` at a fixed path (never searched for): with it, a command of
-#: another user starts with ``posix_spawn`` too (vfork, then one more exec); without it,
-#: with a fork of this process (several times slower, see docs/benchmarks.md).
-SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
-
-
-def drop_argv(setpriv: str, creds: tuple[int, int, list[int]]) -> list[str]:
-    """``setpriv`` words that set exactly the owner's groups, then its group and user
-    (real, effective and saved ids alike), before the trampoline runs."""
-    uid, gid, groups = creds
-    return [setpriv, f"--groups={','.join(map(str, groups))}", f"--regid={gid}",
-            f"--reuid={uid}", "--"]  # fmt: skip
-
-
-def set_subreaper() -> bool:
-    """Make orphaned descendants this process's children (``prctl``); False if refused."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
-def returncode(si_code: int, si_status: int) -> int:
-    """A ``waitid`` result as ``Popen.returncode`` spells it (negative: the signal)."""
-    return si_status if si_code == os.CLD_EXITED else -si_status
-
-
-def start_time(pid: int) -> int | None:
-    """Field 22 of ``/proc/PID/stat`` (clock ticks since boot): with the pid, names the
-    process for good (the same reading as process.process_start_time)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def resolve(program: str, env: dict[str, str]) -> str:
-    """The file ``program`` names, searched on the job's ``PATH`` like ``execvpe``."""
-    if "/" in program:
-        return program
-    denied: str | None = None
-    for folder in env.get("PATH", os.defpath).split(os.pathsep):
-        path = os.path.join(folder or ".", program)
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
-            return path
-        denied = denied or path
-    if denied is not None:
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
-    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
-
-
-class Refused(Exception):
-    """A limit that cannot be applied: the command must not run (``StartRefused``)."""
-
-
-def make_cgroup(path: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
-    """Make the attempt's cgroup and write its limit files: (path, None), or (None, why)
-    when none could be made and the job needs none; raises :class:`Refused`."""
-    if path is None:
-        return None, None
-    try:
-        os.mkdir(path, 0o755)
-    except OSError as exc:
-        if files:
-            raise Refused("cannot make the attempt's cgroup for its limits") from exc
-        return None, str(exc)
-    for name, value in files.items():
-        try:
-            write_file(os.path.join(path, name), value)
-        except OSError as exc:
-            _rmdir(path)
-            raise Refused(f"cannot set the attempt's limits in {path}: {exc}") from exc
-    return path, None
-
-
-def write_file(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def open_gate(fd: int) -> None:
-    """Let the command held at its gate go (one line, then the pipe is closed)."""
-    with contextlib.suppress(OSError):  # it is gone already: nothing to let go
-        os.write(fd, b"\n")
-    os.close(fd)
-
-
-def _rmdir(path: str) -> bool:
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return True
-    except OSError:  # a process is left in it (EBUSY)
-        return False
-    return True
 
 
 class Helper:
@@ -193,6 +123,13 @@ class Helper:
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.made_dirs: set[str] = set()
         self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
+        #: The helper's own cgroup (``cgroup.procs`` of it), where it steps back to after
+        #: starting a command inside an attempt's cgroup; None: not found.
+        self.home = own_cgroup_procs()
+        self.me = str(os.getpid()).encode()
+        #: Clock ticks since boot at the last start, when the start fell within one tick
+        #: (its start time, known without reading ``/proc``); None: read it.
+        self.born: int | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         self.out.append(message)
@@ -250,7 +187,7 @@ class Helper:
         try:
             pid, cg, error = self.start_gated(argv, env, cwd, log, creds, gate, cg, files, nice)
         except OSError as exc:
-            self.send(("failed", rid, "os", exc.errno, exc.strerror, _name(exc.filename)))
+            self.send(("failed", rid, "os", exc.errno, exc.strerror, filename_text(exc.filename)))
             return
         except Refused as exc:
             self.send(("failed", rid, "refused", 0, str(exc), None))
@@ -259,7 +196,8 @@ class Helper:
             self.send(("failed", rid, type(exc).__name__, 0, str(exc), None))
             return
         self.children[pid] = (cg, log)
-        self.send(("started", rid, pid, start_time(pid), cg, error))
+        born = self.born if self.born is not None else start_time(pid)
+        self.send(("started", rid, pid, born, cg, error))
 
     def start_gated(
         self,
@@ -274,31 +212,86 @@ class Helper:
         nice: int | None,
     ) -> tuple[int, str | None, str | None]:
         """Start the command held at its gate (when it has one), set its niceness, move
-        it into its cgroup, let it go. Returns (pid, cgroup it is in, why none)."""
+        it into its cgroup, let it go; without a gate, start it in its cgroup from birth
+        (:meth:`start_inside`). Returns (pid, cgroup it is in, why none)."""
         cg, error = make_cgroup(cg, files)
-        held = os.pipe2(os.O_CLOEXEC) if gate else None
+        if not gate:
+            return self.start_inside(argv, env, cwd, log, creds, cg, error)
+        held = os.pipe2(os.O_CLOEXEC)
         try:
             out = self.open_log(log)
             try:
-                pid = self.start(argv, env, cwd, out, held[0] if held else self.devnull, creds)
+                pid = self.start(argv, env, cwd, out, held[0], creds)
             finally:
                 os.close(out)
         except BaseException:
             if cg is not None:
-                _rmdir(cg)
-            if held is not None:
-                os.close(held[1])
+                rmdir_empty(cg)
+            os.close(held[1])
             raise
         finally:
-            if held is not None:
-                os.close(held[0])
-        if held is None:
-            return pid, cg, error
+            os.close(held[0])
         try:
             cg, error = release(pid, cg, error, nice)
         finally:
             open_gate(held[1])  # after a refusal the command is killed already
         return pid, cg, error
+
+    def start_inside(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        log: str,
+        creds: tuple[int, int, list[int]] | None,
+        cg: str | None,
+        error: str | None,
+    ) -> tuple[int, str | None, str | None]:
+        """Start the command in its cgroup (no limits, no niceness: no gate). A process
+        starts in its parent's cgroup, so the helper steps into the attempt's for the
+        ``posix_spawn`` and back out: the command is in it before it runs, with no gate,
+        no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
+        gate: the helper is never inside a cgroup whose limits could stop or kill it."""
+        inside = False
+        try:
+            out = self.open_log(log)
+            try:
+                if cg is not None:
+                    inside, error = self.step_in(cg)
+                try:
+                    pid = self.start(argv, env, cwd, out, self.devnull, creds)
+                finally:
+                    if inside:
+                        self.step_out(str(cg))
+            finally:
+                os.close(out)
+        except BaseException:
+            if cg is not None:
+                rmdir_empty(cg)
+            raise
+        return pid, (cg if inside else None), error
+
+    def step_in(self, cg: str) -> tuple[bool, str | None]:
+        """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
+        (the command then starts outside it; its tree is found in ``/proc``)."""
+        if self.home is None:
+            rmdir_empty(cg)
+            return False, "the spawn helper's own cgroup is unknown"
+        try:
+            write_bytes(os.path.join(cg, "cgroup.procs"), self.me)
+        except OSError as exc:
+            rmdir_empty(cg)
+            return False, f"cannot enter {cg}: {exc}"
+        return True, None
+
+    def step_out(self, cg: str) -> None:
+        """Back to the helper's own cgroup. Failing that, the helper ends (the daemon
+        starts a new one): it must never start a command in another attempt's cgroup."""
+        assert self.home is not None
+        try:
+            write_bytes(self.home, self.me)
+        except OSError as exc:
+            raise SystemExit(f"jobctl spawn helper: cannot leave {cg}: {exc}") from exc
 
     def open_log(self, path: str) -> int:
         """Create (0600, never through a symlink) and open the attempt's log."""
@@ -323,12 +316,15 @@ class Helper:
     ) -> int:
         if creds is not None:
             if SETPRIV is None:
+                self.born = None
                 return fork_exec(argv, env, out, stdin, creds)
             argv = [*drop_argv(SETPRIV, creds), *argv]
         if cwd is not None:
             os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
-        return os.posix_spawn(
-            resolve(argv[0], env),
+        program = resolve(argv[0], env)
+        before = boot_ticks()
+        pid = os.posix_spawn(
+            program,
             argv,
             env,
             file_actions=[
@@ -338,8 +334,13 @@ class Helper:
             ],
             setsid=True,
             setsigmask=(),
-            setsigdef=_DEFAULT_SIGNALS,
+            setsigdef=DEFAULT_SIGNALS,
         )
+        # The kernel stamped the child between the two readings: within one tick, that
+        # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
+        after = boot_ticks()
+        self.born = before if before == after else None
+        return pid
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
@@ -355,95 +356,11 @@ class Helper:
             pid = info.si_pid
             if pid in self.children:
                 cg, log = self.children.pop(pid)
-                removed = cg is not None and _rmdir(cg)
+                removed = cg is not None and rmdir_empty(cg)
                 code = returncode(info.si_code, info.si_status)
                 self.send(("exit", pid, code, removed, *log_end(log)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-
-
-def log_end(path: str) -> tuple[int, bytes]:
-    """The log's size and its last :data:`TAIL_BYTES` (``-1``: unreadable here)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return -1, b""
-    try:
-        end = os.fstat(fd).st_size
-        return end, os.pread(fd, TAIL_BYTES, max(0, end - TAIL_BYTES)) if end else b""
-    except OSError:
-        return -1, b""
-    finally:
-        os.close(fd)
-
-
-def release(
-    pid: int, cg: str | None, error: str | None, nice: int | None
-) -> tuple[str | None, str | None]:
-    """Set the niceness of the command held at its gate (else kill it: raises Refused),
-    then move it into ``cg``; returns the cgroup it is in and why none."""
-    if nice is not None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, pid, nice)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            if cg is not None:
-                _rmdir(cg)  # it never entered it
-            raise Refused(f"cannot set nice {nice}: {exc}") from exc
-    if cg is None:
-        return None, error
-    try:
-        write_file(os.path.join(cg, "cgroup.procs"), str(pid))
-    except OSError as exc:
-        _rmdir(cg)
-        return None, f"pid {pid}: {exc}"
-    return cg, None
-
-
-def fork_exec(
-    argv: list[str],
-    env: dict[str, str],
-    out: int,
-    stdin: int,
-    creds: tuple[int, int, list[int]],
-) -> int:
-    """Fork this small process; the child drops to ``creds`` and execs ``argv`` (the
-    trampoline, which enters the directory as the owner). Returns after the exec (or
-    raises the child's error, like Popen)."""
-    uid, gid, groups = creds
-    program = resolve(argv[0], env)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child execs or exits
-        code = 127
-        try:
-            os.close(err_r)
-            os.setsid()
-            for sig in (*_DEFAULT_SIGNALS, signal.SIGCHLD):
-                signal.signal(sig, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            os.setgroups(groups)
-            os.setgid(gid)
-            os.setuid(uid)
-            os.dup2(stdin, 0)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-            os.execve(program, argv, env)
-        except OSError as exc:
-            os.write(err_w, marshal.dumps((exc.errno, exc.strerror, _name(exc.filename))))
-        finally:
-            os._exit(code)
-    os.close(err_w)
-    try:
-        data = _read_all(err_r)
-    finally:
-        os.close(err_r)
-    if data:
-        os.waitpid(pid, 0)
-        num, text, name = marshal.loads(data)
-        raise OSError(num, text, name)
-    return pid
 
 
 def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
@@ -476,25 +393,12 @@ def recv(sock: socket.socket) -> tuple[bytes, list[int]]:
     return data, fds
 
 
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
 def _drain(fd: int) -> None:
     try:
         while os.read(fd, 4096):
             pass
     except BlockingIOError:
         pass
-
-
-def _name(filename: object) -> str | None:
-    return None if filename is None else os.fsdecode(filename)  # type: ignore[arg-type]
 
 
 def main(argv: list[str]) -> int:

@@ -72,6 +72,7 @@ class ScheduleOps:
 
         def tx(conn: SchedConn) -> Schedule:
             now = self.clock.now()
+            _admit(conn, spec)
             params = _new_params(spec, now)
             _insert_one(conn, spec, params, now)
             return schedule_from_row(_find(conn, params["id"]))
@@ -152,6 +153,7 @@ class ScheduleOps:
 
         def tx(conn: SchedConn) -> tuple[Schedule, ScheduleEdit]:
             row = _find(conn, ref)
+            _admit(conn, spec)  # a template moved to a queue of the other kind: Conflict
             edit = edit_tx(conn, self.clock.now(), row, spec, base, editor_uid)
             return schedule_from_row(_find(conn, row["id"])), edit
 
@@ -227,6 +229,16 @@ class ScheduleOps:
         return self._write(lambda conn: materialize_tx(conn, self.clock.now(), limit))
 
 
+def _admit(conn: SchedConn, spec: ScheduleSpec, known: set[str] | None = None) -> None:
+    """A schedule's occurrences bypass the insert's check of a queue's kind, so it holds
+    here, when the template is created or edited: a command or http template is refused
+    on a worker queue, a payload template on a queue with command jobs (Conflict); a
+    payload template's queue becomes a worker queue (docs/workers.md)."""
+    if known is None:  # alone (a batch locks its queues once, before reading them)
+        workerq.lock(conn, [(spec.template.queue, spec.template.payload is not None)])
+    workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
+
+
 def create_many_tx(
     conn: SchedConn, specs: Sequence[ScheduleSpec], now: datetime
 ) -> list[Schedule | JobctlError]:
@@ -236,13 +248,14 @@ def create_many_tx(
     """
     out: dict[int, Schedule | JobctlError] = {}
     todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    workerq.lock(conn, ((s.template.queue, s.template.payload is not None) for s in specs))
     known = workerq.names(conn)  # once per batch, not once per schedule
+    shared = _Shared(now)
     for i, spec in enumerate(specs):
         try:
             spec.template.check(spec.owner_uid)
-            # its occurrences bypass the insert's check: a worker queue's kind holds here
-            workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
-            todo.append((i, spec, _new_params(spec, now)))
+            _admit(conn, spec, known)
+            todo.append((i, spec, shared.params(spec)))
         except JobctlError as exc:
             out[i] = exc
     try:
@@ -253,8 +266,35 @@ def create_many_tx(
             out[i] = _insert_in_savepoint(conn, spec, params, now)
     else:
         for i, spec, params in todo:
-            out[i] = _created(spec, params)
+            out[i] = _created(spec, params, shared.time)
     return [out[i] for i in range(len(specs))]
+
+
+class _Shared:
+    """What the new schedules of one batch share (one transaction, one ``now``), worked
+    out once: ``now`` in ms, each distinct timing's first fire (a big list repeats a few
+    expressions and zones; a timing with ``H`` is its own) and the times as read back."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now, self.now_ms = now, rows.to_ms(now)
+        self._first: dict[Timing, int] = {}
+        self._times: dict[int, datetime] = {}
+
+    def params(self, spec: ScheduleSpec) -> dict[str, Any]:
+        """:func:`_new_params` of ``spec``."""
+        sid = new_schedule_id(self.now)
+        timing = spec.timing.seeded(sid)
+        first = self._first.get(timing)
+        if first is None:
+            first = self._first[timing] = rows.to_ms(timing.next_after(self.now))
+        return _schedule_params(spec, self.now_ms, first, sid)
+
+    def time(self, ms: int) -> datetime:
+        """``rows.ms_to_dt(ms)``, one object per instant of the batch."""
+        found = self._times.get(ms)
+        if found is None:
+            found = self._times[ms] = rows.ms_to_dt(ms)
+        return found
 
 
 #: The columns of a row of ``insert_schedule_defs``, in its order.
@@ -290,7 +330,8 @@ def _insert_in_savepoint(
 def _new_params(spec: ScheduleSpec, now: datetime) -> dict[str, Any]:
     """A new schedule's row: a fresh id, then its first fire (``H`` is hashed from the id)."""
     sid = new_schedule_id(now)
-    return _schedule_params(spec, now, spec.timing.seeded(sid).next_after(now), sid)
+    first = spec.timing.seeded(sid).next_after(now)
+    return _schedule_params(spec, rows.to_ms(now), rows.to_ms(first), sid)
 
 
 def _insert_one(conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now: datetime) -> None:
@@ -317,7 +358,11 @@ def _insert_one(conn: SchedConn, spec: ScheduleSpec, params: dict[str, Any], now
                 raise  # not a race with another daemon: the row itself is refused
 
 
-def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
+def _created(
+    spec: ScheduleSpec,
+    params: dict[str, Any],
+    to_dt: Callable[[int], datetime] = rows.ms_to_dt,
+) -> Schedule:
     """The schedule just inserted, as reading it back would give it (times in ms)."""
     t = spec.timing.seeded(params["id"])  # as read back: H hashed from the id
     if t.anchor is not None and t.anchor != rows.from_ms(params["anchor"]):
@@ -329,8 +374,8 @@ def _created(spec: ScheduleSpec, params: dict[str, Any]) -> Schedule:
         spec=spec,
         paused=False,
         deleted_at=None,
-        created_at=rows.ms_to_dt(params["now"]),
-        next_run_at=rows.ms_to_dt(params["next_run_at"]),
+        created_at=to_dt(params["now"]),
+        next_run_at=to_dt(params["next_run_at"]),
         waiting=None,
         last_job_id=None,
         misfire_skips=0,
@@ -403,9 +448,7 @@ def new_schedule_id(now: datetime) -> str:
     return MINT.next(now)
 
 
-def _schedule_params(
-    spec: ScheduleSpec, now: datetime, first: datetime, sid: str
-) -> dict[str, Any]:
+def _schedule_params(spec: ScheduleSpec, now_ms: int, first_ms: int, sid: str) -> dict[str, Any]:
     t, p = spec.timing, spec.policy
     return {
         "id": sid,
@@ -420,8 +463,8 @@ def _schedule_params(
         "catch_up_limit": p.catch_up_limit,
         "overlap": p.overlap.value,
         "jitter_ms": int(round(p.jitter * 1000)),
-        "now": rows.to_ms(now),
-        "next_run_at": rows.to_ms(first),
+        "now": now_ms,
+        "next_run_at": first_ms,
     }
 
 

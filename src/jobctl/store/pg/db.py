@@ -19,6 +19,9 @@ told 503, and nothing it sent was acknowledged.
 Each session sets ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (a
 hung statement or a forgotten transaction cannot hold a lease-critical path) and
 ``synchronous_commit = on`` (an answer means the change is durable on the server).
+Every connection has TCP keepalives and ``tcp_user_timeout`` sized from the lease TTL
+(:mod:`jobctl.store.pg.keepalive`): a network that drops packets silently is noticed
+before a lease is lost to it.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ from psycopg_pool import ConnectionPool
 from jobctl.domain.clock import Clock
 from jobctl.domain.dispatch import Fairness
 from jobctl.domain.quota import Limits
+from jobctl.domain.workers import DEFAULT_LEASE_TTL
 from jobctl.errors import StoreError, StoreUnavailable
 from jobctl.store import rows
+from jobctl.store.pg.keepalive import connect_params
 from jobctl.store.pg.migrate import migrate
 from jobctl.store.queries import load
 
@@ -85,8 +90,12 @@ class PgDb:
         schema: str | None = None,
         pool_size: int = 8,
         committers: int = 2,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         self.dsn = dsn
+        #: libpq parameters of every connection beside the DSN (keepalives): the pools'
+        #: and the listener's.
+        self.connect_params = connect_params(dsn, lease_ttl)
         self.clock = clock
         self.rng = rng or random.Random()
         self.schema = schema
@@ -120,6 +129,7 @@ class PgDb:
                 "row_factory": dict_row,
                 "autocommit": False,
                 "connect_timeout": CONNECT_TIMEOUT,
+                **self.connect_params,
             },
             configure=self._configure,
             timeout=POOL_TIMEOUT,

@@ -107,6 +107,7 @@ class Listener:
 
     def __init__(self, db: PgDb, on_wake: Callable[[], None], *, poll_only: bool = False) -> None:
         self._dsn = db.dsn
+        self._params = db.connect_params  # keepalives: a dead LISTEN session is noticed
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.channel))
         self._on_wake = on_wake
         self._stop = threading.Event()
@@ -120,7 +121,9 @@ class Listener:
         delay = 0.1
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._dsn, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(
+                    self._dsn, autocommit=True, connect_timeout=5, **self._params
+                ) as conn:
                     conn.execute(self._listen)
                     self.listening.set()
                     delay = 0.1

@@ -37,7 +37,7 @@ from jobctl.domain.schedule import (
     Materialized,
 )
 from jobctl.domain.states import JobStatus, Op
-from jobctl.domain.workers import Lessee
+from jobctl.domain.workers import DEFAULT_LEASE_TTL, Lessee
 from jobctl.errors import JobctlError, LeaseLost
 from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
@@ -71,8 +71,10 @@ class PostgresStore(ScheduleMethods):
         *,
         schema: str | None = None,
         pool_size: int = 8,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
-        self.db = PgDb(dsn, clock, rng, schema=schema, pool_size=pool_size)
+        """``lease_ttl``: the daemon's, which sizes the connections' keepalives."""
+        self.db = PgDb(dsn, clock, rng, schema=schema, pool_size=pool_size, lease_ttl=lease_ttl)
         self.clock = clock
         self._jobs = PgJobs(self.db)
         self._queues = PgQueues(self.db)

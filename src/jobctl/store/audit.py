@@ -108,9 +108,6 @@ def audit_params(r: AuditRecord) -> dict[str, Any]:
     }
 
 
-_params = audit_params  # the name store/pg/queues.py imports
-
-
 def record_from_row(row: RowLike) -> AuditRecord:
     return AuditRecord(
         at=rows.ms_to_dt(row["at"]),

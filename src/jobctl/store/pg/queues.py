@@ -246,13 +246,6 @@ class PgQueues:
 
         return self.db.write(tx)
 
-    def write_audit(self, records: Sequence[AuditRecord]) -> None:
-        from jobctl.store.audit import _params
-
-        rows = [_params(r) for r in records]
-        if rows:
-            self.db.write(lambda conn: conn.cursor().executemany(self.db.q("insert_audit"), rows))
-
     def list_audit(self, params: dict[str, object]) -> list[AuditRecord]:
         return self.db.read(
             lambda conn: [record_from_row(r) for r in conn.execute(self.db.q("list_audit"), params)]

@@ -188,8 +188,13 @@ SELECT min(run_at) AS t FROM jobs
 WHERE status = 'scheduled' AND due = 0 AND queue = %(queue)s AND run_at <= %(now)s;
 
 -- name: count_future_due
-SELECT queue, count(*) AS n FROM jobs
-WHERE status = 'scheduled' AND due = 0 AND run_at <= %(now)s GROUP BY queue;
+-- Due jobs not promoted yet, per queue: at most :cap of them (the oldest), so that status
+-- stays bounded whatever the store holds (as on SQLite); the timer promotes them a batch
+-- per tick.
+SELECT queue, count(*) AS n FROM (
+    SELECT queue FROM jobs
+    WHERE status = 'scheduled' AND due = 0 AND run_at <= %(now)s ORDER BY run_at LIMIT %(cap)s
+) late GROUP BY queue;
 
 -- name: list_jobs
 SELECT * FROM jobs

@@ -116,3 +116,17 @@ def test_the_page_settings_end_with_their_transaction(store: Any) -> None:
     store.list_schedules(False, 10, None, OWNER)
     shown = store.db.read(lambda conn: conn.execute("SHOW enable_sort").fetchone())
     assert next(iter(shown.values())) == "on"
+
+
+def test_reads_together_share_one_transaction(store: Any) -> None:
+    """``status``'s reads run in one transaction (``Store.together``): one BEGIN and
+    COMMIT for the dozen of them; reads outside it keep a transaction each."""
+
+    def xid() -> int:
+        row = store.db.read(lambda conn: conn.execute("SELECT pg_current_xact_id()").fetchone())
+        return int(str(next(iter(row.values()))))
+
+    inside = store.together(lambda: (xid(), store.stats(), store.schedule_totals(), xid()))
+    assert inside[0] == inside[3]
+    assert xid() != xid()
+    assert store.together(lambda: store.together(xid)) > 0  # nested: the outer one

@@ -371,12 +371,13 @@ def _status_reads(
     """Every read ``status`` makes, in one trip to the store's thread pool and (on
     PostgreSQL) one transaction."""
 
-    def reads() -> tuple[list[QueueStats], dict[str, int], dict[str, Any], dict[str, int]]:
+    def reads() -> tuple[
+        list[QueueStats], dict[str, int], dict[str, Any], dict[str, int], list[DaemonBeat]
+    ]:
         logs = {"bytes": st.log_bytes(None), "owner_bytes": st.log_bytes(uid)}
-        return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs
+        return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs, st.daemons()
 
-    stats, usage, totals, logs = st.together(reads)
-    return stats, usage, totals, logs, st.daemons()
+    return st.together(reads)
 
 
 def daemon_out(d: DaemonBeat, now: datetime) -> dict[str, Any]:

@@ -99,15 +99,17 @@ class Backend:
         return float(row[0]) / 1e6 if row else float("nan")
 
     def server(self) -> str | None:
-        """The PostgreSQL server's version and the settings that move these figures."""
+        """The PostgreSQL server's version and the settings that move these figures
+        (autovacuum: whether the planner has statistics right after an import)."""
         if self.admin_url is None:
             return None
         import psycopg
 
+        shown = ("server_version", "shared_buffers", "synchronous_commit", "fsync", "autovacuum")
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             got = [
                 f"{k} {conn.execute(f'SHOW {k}').fetchone()[0]}"  # type: ignore[index]
-                for k in ("server_version", "shared_buffers", "synchronous_commit", "fsync")
+                for k in shown
             ]
         return ", ".join(got)
 

@@ -485,13 +485,16 @@ class Daemon:
         self,
         workdir: Path,
         concurrency: int = 16,
-        db: Path | None = None,
+        db: Path | str | None = None,
         ready_timeout: float = 300.0,
         env: dict[str, str] | None = None,
     ) -> None:
+        """``db`` is a SQLite file (default: one in ``workdir``) or a ``postgresql://``
+        URL; on PostgreSQL the daemon's state (logs) goes to ``workdir/state``."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.dir = workdir
         self.db = db or workdir / "jobctl.db"
+        pg = isinstance(self.db, str)
         self.sock = workdir / "jobctl.sock"
         self.log_path = workdir / "daemon.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -506,6 +509,7 @@ class Daemon:
                 str(self.sock),
                 "--concurrency",
                 str(concurrency),
+                *(["--state-dir", str(workdir / "state")] if pg else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
@@ -719,6 +723,7 @@ def machine_line(info: dict[str, str]) -> str:
         f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}, "
         f"{info['libs']}; jobctl: {info['jobctl']}. Temp files on the root disk (real "
         f"fsync)."
+        + (f" PostgreSQL on this machine: {info['postgres']}." if "postgres" in info else "")
     )
 
 

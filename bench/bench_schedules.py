@@ -8,7 +8,7 @@ and the CLI are the venv's ``jobctl`` console script. Workloads:
 
 a. materializing the next occurrence of N schedules that are all due at one instant:
    N schedules (a mix of cron expressions and zones) are created through
-   ``SqliteStore.create_schedules`` (lists of 1,000) with a ``FakeClock``; the clock is
+   ``create_schedules`` of the store (lists of 1,000) with a ``FakeClock``; the clock is
    then moved to the instant they are all due and ``store.materialize(1000)`` is called
    until nothing is left: schedules/s (target >= 20,000/s). The same schedules (a copy of
    the file, their occurrence already due in real time) are then given to a real
@@ -29,16 +29,22 @@ d. batch creation through the API: N schedules sent to a real daemon as lists of
    (``POST /v1/schedules``) through the shipped client from two connections: schedules/s
    (target >= 20,000/s) and the daemon's CPU time per schedule.
 
+``--db postgresql://USER@HOST/DB`` runs the same workloads on PostgreSQL (the in-process
+store is a ``PostgresStore``, the daemons get ``--db`` URLs) in databases of the bench's
+own on that server (``jobctl_bench_sched*``, dropped at the end; see
+``schedules_backend.py``); the default is SQLite files in a temp directory.
+
 Results are printed and written to docs/benchmarks.md between the bench_schedules
-markers. The daemon, quiet-wait and report helpers live in ``_common.py``.
+markers (``bench_schedules_pg`` for PostgreSQL). The daemon, quiet-wait and report
+helpers live in ``_common.py``; workload r in ``schedules_reads.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
-import random
 import shutil
 import signal
 import subprocess
@@ -47,7 +53,6 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -66,26 +71,26 @@ from _common import (  # noqa: E402
     on_signal,
     wait_quiet,
 )
+from schedules_backend import Backend, is_url  # noqa: E402
+from schedules_reads import wr_reads  # noqa: E402
 from schedules_report import (  # noqa: E402
     FULL,
-    MARKS,
     QUICK,
     ApiCreate,
     InDaemon,
     InProcess,
     ListWalk,
     NextResult,
-    Reads,
     Results,
     RssResult,
     RssSample,
     Sizes,
+    marks_for,
     report,
 )
 from schedules_specs import (  # noqa: E402
     QUEUE,
     api_body,
-    copy_db,
     create_all,
     floor_minute,
     make_specs,
@@ -96,10 +101,9 @@ UTC = dt.UTC
 # == workload a: materialize =============================================================
 
 
-def wa_inprocess(tmp: Path, sz: Sizes) -> InProcess:
+def wa_inprocess(be: Backend, sz: Sizes) -> InProcess:
     from jobctl.domain.clock import FakeClock
     from jobctl.domain.dispatch import QueuePolicy
-    from jobctl.store.sqlite import SqliteStore
 
     n = sz.schedules
     # Occurrences in the 5 minutes up to the last whole minute of real time, so that the
@@ -108,9 +112,9 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> InProcess:
     t0 = t1 - dt.timedelta(minutes=5)
     specs = make_specs(n, t0, 5)
     distinct = len({(s.timing.tz, s.timing.cron) for s in specs})
-    path = tmp / "sched.db"
     clock = FakeClock(t0)
-    store = SqliteStore(path, clock)
+    be.fresh("sched")
+    store = be.store("sched", clock)
     wait_quiet("creating schedules")
     log(f"a: creating {n:,} schedules ({distinct} distinct zone+cron pairs)")
     create_rate = create_all(store, specs)
@@ -118,10 +122,10 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> InProcess:
     nexts = [s.next_run_at for s in walk_schedules(store)]
     assert len(nexts) == n and all(t0 < t <= t1 for t in nexts), "schedules not in window"
     store.close()
-    copy_db(path, tmp / "daemon.db")
+    be.copy("sched", "daemon")
     log(f"a: created at {create_rate:,.0f}/s; materializing in-process")
 
-    store = SqliteStore(path, clock)
+    store = be.store("sched", clock)
     clock.set(t1)
     wait_quiet("in-process materialize")
     calls: list[float] = []
@@ -158,13 +162,13 @@ def wa_inprocess(tmp: Path, sz: Sizes) -> InProcess:
     return out
 
 
-def wa_daemon(tmp: Path, sz: Sizes) -> InDaemon:
+def wa_daemon(be: Backend, sz: Sizes) -> InDaemon:
     """A daemon started on the copy: every schedule's occurrence is due at start-up. While
     it materializes, ``status`` and a first page of 50 schedules are timed in turn; then
     workload r reads the daemon that holds N schedules and N due jobs."""
     n = sz.schedules
     wait_quiet("daemon materialize")
-    d = Daemon(tmp / "wa-daemon", db=tmp / "daemon.db")
+    d = Daemon(be.tmp / "wa-daemon", db=be.daemon_db("daemon"))
     try:
         c = d.client()
         polls: list[float] = []
@@ -232,80 +236,10 @@ def wa_daemon(tmp: Path, sz: Sizes) -> InDaemon:
     return out
 
 
-def _timed(fn: Any, times: int) -> list[float]:
-    out = []
-    for _ in range(times):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
-
-
-def _cli_ms(d: Daemon, *argv: str, runs: int = 5) -> float:
-    """Median wall time of ``jobctl ARGV --socket S`` (interpreter start-up included)."""
-    cmd = [JOBCTL_BIN, *argv, "--socket", str(d.sock)]
-    env = clean_env(d.dir)
-    return C.median(
-        _timed(lambda: subprocess.run(cmd, capture_output=True, check=True, env=env), runs)
-    )
-
-
-def wr_reads(d: Daemon, c: Any, n: int) -> Reads:
-    """Workload r: the reads of a daemon holding ``n`` schedules and ``n`` due jobs."""
-    wait_quiet("reads")
-    first = c.page("/v1/schedules", {"limit": 50})
-    some = [s["id"] for s in first["items"]]
-    status = _timed(c.status, 30)
-    list50 = _timed(lambda: c.page("/v1/schedules", {"limit": 50}), 30)
-    show = _timed(lambda: c.schedule(random.choice(some)), 30)
-    cli = (
-        _cli_ms(d, "status"),
-        _cli_ms(d, "schedules", "list", "--limit", "50"),
-        _cli_ms(d, "schedules", "show", some[0]),
-    )
-    rss_before = d.rss()["rss_mb"]
-    t = time.perf_counter()
-    walked = pages = 0
-    peak = 0.0
-    for got in c.pages("/v1/schedules", {"limit": 1000}):
-        walked += len(got["items"])
-        pages += 1
-        if pages % 50 == 0:
-            peak = max(peak, d.rss()["rss_mb"])
-    walk_s = time.perf_counter() - t
-    after = d.rss()
-    out: Reads = {
-        "status_ms": C.median(status),
-        "status_max_ms": max(status),
-        "list50_ms": C.median(list50),
-        "list50_max_ms": max(list50),
-        "show_ms": C.median(show),
-        "show_max_ms": max(show),
-        "cli_status_ms": cli[0],
-        "cli_list50_ms": cli[1],
-        "cli_show_ms": cli[2],
-        "rss_before_walk_mb": rss_before,
-        "walk_s": walk_s,
-        "walked": walked,
-        "pages": pages,
-        "rss_walk_max_mb": max(peak, after["rss_mb"]),
-        "rss_after_walk_mb": after["rss_mb"],
-        "hwm_mb": after["hwm_mb"],
-        "verified": walked == n,
-    }
-    log(
-        f"r: status {out['status_ms']:.1f} ms, list --limit 50 {out['list50_ms']:.1f} ms, "
-        f"show {out['show_ms']:.1f} ms (API medians); CLI {cli[0]:.0f} / {cli[1]:.0f} / "
-        f"{cli[2]:.0f} ms; walk of {walked:,} in {pages} pages {walk_s:.1f} s, RSS "
-        f"{rss_before:.0f} → {after['rss_mb']:.0f} MB (peak {after['hwm_mb']:.0f})"
-    )
-    return out
-
-
 # == workload d: batch creation through the API ===========================================
 
 
-def wd_api_create(tmp: Path, sz: Sizes) -> ApiCreate:
+def wd_api_create(be: Backend, sz: Sizes) -> ApiCreate:
     """N schedules (each its own command, as an import's would be) sent to an empty daemon
     as lists of 1,000 through the shipped client's ``create_schedules``, from two
     threads with a client each: schedules/s, and the daemon's CPU time per schedule
@@ -318,7 +252,8 @@ def wd_api_create(tmp: Path, sz: Sizes) -> ApiCreate:
     lists = [bodies[i : i + 1000] for i in range(0, n, 1000)]
     wait_quiet("API batch creation")
     # over the default quota of 100,000 live schedules a user: none for this daemon
-    d = Daemon(tmp / "wd", env={"JOBCTL_QUOTA_SCHEDULES": "0"})
+    be.fresh("api")
+    d = Daemon(be.tmp / "wd", db=be.daemon_db("api"), env={"JOBCTL_QUOTA_SCHEDULES": "0"})
     try:
         clients = [d.client() for _ in range(2)]
         created = [0, 0]
@@ -359,21 +294,21 @@ def wd_api_create(tmp: Path, sz: Sizes) -> ApiCreate:
 # == workload b: RSS =====================================================================
 
 
-def wb_rss(tmp: Path, sz: Sizes) -> RssResult:
+def wb_rss(be: Backend, sz: Sizes) -> RssResult:
     from jobctl.domain.clock import FakeClock
-    from jobctl.store.sqlite import SqliteStore
 
     n = sz.schedules
     # First occurrences tomorrow: nothing falls due while the daemon is measured.
     t0 = floor_minute(dt.datetime.now(UTC)) + dt.timedelta(days=1)
-    path = tmp / "rss.db"
-    store = SqliteStore(path, FakeClock(t0))
+    be.fresh("rss")
+    store = be.store("rss", FakeClock(t0))
     log(f"b: creating {n:,} schedules due tomorrow")
     rate = create_all(store, make_specs(n, t0, 5, seed=11))
     store.close()
-    db_mb = path.stat().st_size / 1e6
-    empty, _ = _rss_of(tmp, "empty", None)
-    full, walk = _rss_of(tmp, "full", path)
+    db_mb = be.size_mb("rss")
+    be.fresh("empty")
+    empty, _ = _rss_of(be.tmp, "empty", be.daemon_db("empty"))
+    full, walk = _rss_of(be.tmp, "full", be.daemon_db("rss"), walk=True)
     if walk is None:
         raise RuntimeError("the full daemon's schedule walk did not run")
     return {
@@ -386,12 +321,14 @@ def wb_rss(tmp: Path, sz: Sizes) -> RssResult:
     }
 
 
-def _rss_of(tmp: Path, label: str, db: Path | None) -> tuple[RssSample, ListWalk | None]:
+def _rss_of(
+    tmp: Path, label: str, db: Path | str, walk: bool = False
+) -> tuple[RssSample, ListWalk | None]:
     """A daemon's RSS after ready and one status call; on the full database, also what
     walking every schedule page costs it (workload r again)."""
     wait_quiet(f"daemon RSS ({label})")
     d = Daemon(tmp / f"wb-{label}", db=db)
-    walk: ListWalk | None = None
+    walked: ListWalk | None = None
     try:
         c = d.client()
         t = time.perf_counter()
@@ -404,21 +341,21 @@ def _rss_of(tmp: Path, label: str, db: Path | None) -> tuple[RssSample, ListWalk
             "ready_s": d.t_ready - d.t_spawn,
             "schedules": st["schedules"]["total"],
         }
-        if db is not None:
+        if walk:
             t = time.perf_counter()
             listed = sum(len(p["items"]) for p in c.pages("/v1/schedules", {"limit": 1000}))
-            walk = {**d.rss(), "seconds": time.perf_counter() - t, "listed": listed}
+            walked = {**d.rss(), "seconds": time.perf_counter() - t, "listed": listed}
         c.close()
     finally:
         d.stop()
     log(f"b: daemon ({label}): {sample}")
-    return sample, walk
+    return sample, walked
 
 
 # == workload c: jobctl next =============================================================
 
 
-def wc_next(tmp: Path, sz: Sizes) -> NextResult:
+def wc_next(be: Backend, sz: Sizes) -> NextResult:
     import jobctl
 
     cmd = [JOBCTL_BIN, "next", "0 6 * * *", "--tz", "Asia/Tokyo"]
@@ -428,7 +365,7 @@ def wc_next(tmp: Path, sz: Sizes) -> NextResult:
     package = Path(jobctl.__file__).resolve().parent
     # (not check=True: a module that does not compile is reported and not timed here)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=False)
-    env = clean_env(tmp)
+    env = clean_env(be.tmp)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run(cmd, capture_output=True, check=True, env=env)  # warm the page cache
     wait_quiet("jobctl next")
@@ -471,6 +408,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     ap.add_argument("--tmpdir", default=None, help="where temp dirs go (default: system temp)")
     ap.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="postgresql://… server to run on, in databases of the bench's own "
+        "(jobctl_bench_sched*, dropped at the end); default: SQLite files in the temp dir",
+    )
+    ap.add_argument(
         "--quiet-wait",
         type=float,
         default=300.0,
@@ -485,43 +429,53 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def run_workloads(args: argparse.Namespace, tmp: Path, sz: Sizes) -> Results:
+def run_workloads(args: argparse.Namespace, be: Backend, sz: Sizes) -> Results:
     """Each workload asked for; one that fails is recorded and the others still run."""
     only = set(args.only.split(","))
     R: Results = {}
     if "a" in only:
-        R["a"] = C.attempt("a", wa_inprocess, tmp, sz)
+        R["a"] = C.attempt("a", wa_inprocess, be, sz)
         if not args.no_daemon and "error" not in R["a"]:
-            R["a_daemon"] = C.attempt("a_daemon", wa_daemon, tmp, sz)
+            R["a_daemon"] = C.attempt("a_daemon", wa_daemon, be, sz)
     if "b" in only:
-        R["b"] = C.attempt("b", wb_rss, tmp, sz)
+        R["b"] = C.attempt("b", wb_rss, be, sz)
     if "c" in only:
-        R["c"] = C.attempt("c", wc_next, tmp, sz)
+        R["c"] = C.attempt("c", wc_next, be, sz)
     if "d" in only:
-        R["d"] = C.attempt("d", wd_api_create, tmp, sz)
+        R["d"] = C.attempt("d", wd_api_create, be, sz)
     return R
 
 
 def main() -> int:
     args = parse_args()
     if args.from_json:
-        C.render_saved(args.from_json, report, Sizes, MARKS, write=not args.no_write)
+        saved = Sizes(**json.loads(Path(args.from_json).read_text())["sizes"])
+        C.render_saved(args.from_json, report, Sizes, marks_for(saved), write=not args.no_write)
         return 0
-    sz = QUICK if args.quick else FULL
+    if args.db is not None and not is_url(args.db):
+        raise SystemExit("bench_schedules: --db takes a postgresql:// URL (SQLite is the default)")
+    sz = dataclasses.replace(
+        QUICK if args.quick else FULL, backend="postgresql" if args.db else "sqlite"
+    )
     QUIET_BUDGET[0] = args.quiet_wait
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     tmp = Path(tempfile.mkdtemp(prefix="jobctl-bench-sched-", dir=args.tmpdir))
     started = time.time()
+    be = Backend(tmp, args.db)
     info = machine()
-    log(f"bench_schedules {'quick' if args.quick else 'full'} in {tmp}: {info}")
+    if (server := be.server()) is not None:
+        info["postgres"] = server
+    log(f"bench_schedules {'quick' if args.quick else 'full'} on {be.name} in {tmp}: {info}")
     try:
-        R = run_workloads(args, tmp, sz)
+        R = run_workloads(args, be, sz)
     finally:
         kill_all()
+        be.close()
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.time() - started
-    C.conclude("bench_schedules", R, sz, info, elapsed, report, MARKS, write=not args.no_write)
+    marks = marks_for(sz)
+    C.conclude("bench_schedules", R, sz, info, elapsed, report, marks, write=not args.no_write)
     log(f"done in {elapsed / 60:.1f} min")
     return 0
 

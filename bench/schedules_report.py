@@ -15,6 +15,8 @@ import _common as C
 from _common import JOBCTL_BIN, Failed, Rss, done, error_of, fmt
 
 MARKS = ("<!-- bench_schedules:start -->", "<!-- bench_schedules:end -->")
+#: The PostgreSQL run's table (``--db postgresql://…``), right after the SQLite one.
+MARKS_PG = ("<!-- bench_schedules_pg:start -->", "<!-- bench_schedules_pg:end -->")
 
 TARGETS = {
     "materialize": 20_000.0,
@@ -30,6 +32,12 @@ class Sizes:
     schedules: int
     next_runs: int
     batch: int = 1000  # materialize(limit)
+    backend: str = "sqlite"  # or "postgresql" (saved runs from before it: SQLite)
+
+
+def marks_for(sz: Sizes) -> tuple[str, str]:
+    """The markers of a run's section: one per backend, so each run rewrites only its own."""
+    return MARKS if sz.backend == "sqlite" else MARKS_PG
 
 
 FULL = Sizes(schedules=1_000_000, next_runs=10)
@@ -209,9 +217,13 @@ def report(
             "≥ 20,000/s",
             d["rate"] >= TARGETS["create"],
         )
-    text = C.section(
-        MARKS, "Schedules (`bench/bench_schedules.py`)", info, elapsed, cmd, rows, _notes(R, sz)
-    )
+    if sz.backend == "sqlite":
+        title = "Schedules (`bench/bench_schedules.py`)"
+    else:
+        title = "Schedules on PostgreSQL (`bench/bench_schedules.py --db postgresql://…`)"
+    text = C.section(marks_for(sz), title, info, elapsed, cmd, rows, _notes(R, sz))
+    if sz.backend != "sqlite":  # a second table of the same section: a sub-heading
+        text = text.replace("\n## ", "\n### ", 1)
     return text, rows.checks
 
 
@@ -303,7 +315,7 @@ def _notes(R: Results, sz: Sizes) -> list[str]:
     if a is not None:
         notes.append(_note_a(a, sz))
     if ad is not None:
-        notes.append(_note_a_daemon(ad, n))
+        notes.append(_note_a_daemon(ad, n, sz.backend))
     if b is not None:
         notes.append(_note_b(b, n))
     if c is not None:
@@ -364,13 +376,14 @@ def _note_d(d: ApiCreate, n: int) -> str:
 
 def _note_a(a: InProcess, sz: Sizes) -> str:
     n = sz.schedules
+    store = "SqliteStore" if sz.backend == "sqlite" else "PostgresStore"
     return (
         f"* **a, in-process**: {n:,} schedules ({a['distinct']} distinct zone + cron "
         f"pairs over {len(ZONES)} zones: hourly, daily, weekday, weekly, monthly, "
         f"twice-daily, yearly, `*/5`, `*/15` …; default policy: misfire `once`, overlap "
         f"`skip`), each with exactly one occurrence in a 5-minute window, created through "
-        f"`SqliteStore.create_schedules`, lists of 1,000 ({fmt(a['create_rate'])} "
-        f"schedules/s). The `FakeClock` is then set to the window's end and "
+        f"`{store}.create_schedules`, lists of 1,000 ({fmt(a['create_rate'])} schedules/s)."
+        f" The `FakeClock` is then set to the window's end and "
         f"`materialize({sz.batch})` is called until it reports 0 schedules: "
         f"{a['calls']} calls, {a['seconds']:.2f} s, p50 {a['call_p50_ms']:.0f} ms and max "
         f"{a['call_max_ms']:.0f} ms per call (each one fsync'd transaction). Checked: "
@@ -379,9 +392,10 @@ def _note_a(a: InProcess, sz: Sizes) -> str:
     )
 
 
-def _note_a_daemon(ad: InDaemon, n: int) -> str:
+def _note_a_daemon(ad: InDaemon, n: int, backend: str) -> str:
+    how = "" if backend == "sqlite" else ", `CREATE DATABASE … TEMPLATE`"
     return (
-        f"* **a, daemon**: a copy of the same database (taken before the in-process run; "
+        f"* **a, daemon**: a copy of the same database (taken before the in-process run{how}; "
         f"their queue paused so the daemon only materializes) given to `jobctl daemon`; "
         f"every occurrence is due at start-up. Ready {ad['spawn_to_ready']:.1f} s after "
         f"spawn; `GET /v1/status` (polled every 50 ms) counted {n:,} jobs "

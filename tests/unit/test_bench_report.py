@@ -226,3 +226,22 @@ def test_each_scripts_markers_hold_its_own_section_only() -> None:
     for name, body in sections:
         headings = [line for line in body.splitlines() if line.startswith("## ")]
         assert len(headings) <= 1, (name, headings)
+
+
+def test_a_postgresql_schedules_run_renders_its_own_table() -> None:
+    """``bench_schedules --db postgresql://…`` writes a second table of the schedules
+    section (its own markers, a sub-heading), so the SQLite table stays; a saved run from
+    before the backend was recorded is SQLite's."""
+    saved = json.loads((SAVED / "bench_schedules-20261130T182242.json").read_text())
+    old = schedules_report.Sizes(**saved["sizes"])
+    assert schedules_report.marks_for(old) == schedules_report.MARKS
+    pg = schedules_report.Sizes(**saved["sizes"], backend="postgresql")
+    assert schedules_report.marks_for(pg) == schedules_report.MARKS_PG
+    machine = _MACHINE | {"libs": "?", "postgres": "server_version 15"}
+    section, _ = schedules_report.report(saved["results"], pg, "cmd", machine, 1.0)
+    assert section.startswith(schedules_report.MARKS_PG[0])
+    assert section.rstrip().endswith(schedules_report.MARKS_PG[1])
+    assert "\n### Schedules on PostgreSQL" in section
+    assert "`PostgresStore.create_schedules`" in section
+    assert "PostgreSQL on this machine: server_version 15." in section
+    assert "| a | materialize 100,000 due schedules in-process" in section

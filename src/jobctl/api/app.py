@@ -368,9 +368,16 @@ async def status(ctx: Ctx, request: Request) -> dict[str, Any]:
 def _status_reads(
     st: Store, uid: int
 ) -> tuple[list[QueueStats], dict[str, int], dict[str, Any], dict[str, int], list[DaemonBeat]]:
-    """Every read ``status`` makes, in one trip to the store's thread pool."""
-    logs = {"bytes": st.log_bytes(None), "owner_bytes": st.log_bytes(uid)}
-    return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs, st.daemons()
+    """Every read ``status`` makes, in one trip to the store's thread pool and (on
+    PostgreSQL) one transaction."""
+
+    def reads() -> tuple[
+        list[QueueStats], dict[str, int], dict[str, Any], dict[str, int], list[DaemonBeat]
+    ]:
+        logs = {"bytes": st.log_bytes(None), "owner_bytes": st.log_bytes(uid)}
+        return st.stats(), st.owner_usage(uid), st.schedule_totals(), logs, st.daemons()
+
+    return st.together(reads)
 
 
 def daemon_out(d: DaemonBeat, now: datetime) -> dict[str, Any]:

@@ -14,10 +14,10 @@ the job part only, not schedules; see ``BACKENDS`` in ``tests/contract/conftest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import Clock
@@ -47,6 +47,8 @@ from jobctl.domain.states import JobStatus
 from jobctl.domain.workers import Lessee
 from jobctl.errors import JobctlError, Unavailable
 from jobctl.store.retention import Pruned
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +257,12 @@ class Store(Protocol):
     def daemons(self) -> list[DaemonBeat]:
         """The daemons sharing this store with their last heartbeat (PostgreSQL's
         ``daemons`` table); empty where one daemon owns the store (SQLite)."""
+        ...
+
+    def together(self, fn: Callable[[], T]) -> T:
+        """``fn()``, whose reads of this store share one transaction where that saves
+        trips to the database (PostgreSQL: one connection, one BEGIN and COMMIT for
+        ``status``'s dozen reads); SQLite, whose reads are in-process, runs ``fn`` as is."""
         ...
 
     # -- queues and the dead-letter queue --------------------------------------------

@@ -39,7 +39,7 @@ from jobctl.domain.workers import Lessee
 from jobctl.errors import IllegalTransition, JobctlError
 from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH, AuditOps
-from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.base import Cancelled, Inserted, T, Wakeups
 from jobctl.store.claims import ClaimRows
 from jobctl.store.crashes import CrashMark, CrashOps
 from jobctl.store.finishing import FinishItem, FinishOps
@@ -173,6 +173,9 @@ class SqliteStore(ScheduleMethods):
 
     def daemons(self) -> list[DaemonBeat]:
         return []  # one daemon owns the file (its flock): no cluster to list
+
+    def together(self, fn: Callable[[], T]) -> T:
+        return fn()  # in-process reads: nothing to share
 
     # -- executor batches (jobctl.store.finishing) and crash evidence --------------------
 

@@ -22,7 +22,9 @@ class PgCluster:
         self.db = db
 
     def beat(self, beat: DaemonBeat) -> None:
-        """Write the daemon's row (at start, then with every heartbeat)."""
+        """Write the daemon's row (at start, then with every heartbeat), and forget the
+        rows of daemons gone for :data:`FORGET_AFTER` (here, not in :meth:`daemons`: a
+        status call stays a read)."""
         params = {
             "owner": beat.owner,
             "host": beat.host,
@@ -34,7 +36,13 @@ class PgCluster:
             "slots": beat.slots,
             "lease_ttl_ms": int(beat.lease_ttl * 1000),
         }
-        self.db.lease_write(lambda conn: conn.execute(self.db.q("daemon_beat"), params))
+        before = {"before": to_ms(self.db.clock.now() - FORGET_AFTER)}
+
+        def tx(conn: PgConn) -> None:
+            conn.execute(self.db.q("daemon_beat"), params)
+            conn.execute(self.db.q("prune_daemons"), before)
+
+        self.db.lease_write(tx)
 
     def stopped(self, owner: str) -> None:
         """A clean stop: shown as stopped, not gone (its jobs were all handed back)."""
@@ -42,14 +50,12 @@ class PgCluster:
         self.db.lease_write(lambda conn: conn.execute(self.db.q("daemon_stopped"), params))
 
     def daemons(self) -> list[DaemonBeat]:
-        """Every daemon seen in the last day, by host; older rows are forgotten here."""
-        since = to_ms(self.db.clock.now() - FORGET_AFTER)
-
-        def tx(conn: PgConn) -> list[DaemonBeat]:
-            conn.execute(self.db.q("prune_daemons"), {"before": since})
-            return [_beat(r) for r in conn.execute(self.db.q("daemons"), {"since": since})]
-
-        return self.db.lease_write(tx)
+        """Every daemon seen in the last day, by host: a read (``status``'s reads share
+        one transaction, :meth:`PgDb.together`)."""
+        since = {"since": to_ms(self.db.clock.now() - FORGET_AFTER)}
+        return self.db.read(
+            lambda conn: [_beat(r) for r in conn.execute(self.db.q("daemons"), since)]
+        )
 
 
 def _beat(row: RowLike) -> DaemonBeat:

@@ -119,6 +119,8 @@ class PgDb:
             self.lease_pool.close()
             raise
         self.commits = GroupCommit(self, committers)
+        #: The connection of this thread's :meth:`together`, if it is inside one.
+        self._held = threading.local()
 
     def _pool(self, dsn: str, size: int, name: str) -> ConnectionPool[PgConn]:
         return ConnectionPool(
@@ -165,8 +167,27 @@ class PgDb:
         return self.commits.submit(fn)
 
     def read(self, fn: Callable[[PgConn], T]) -> T:
-        """Run ``fn`` in a transaction of its own (see :meth:`transaction`)."""
-        return self.transaction(fn)
+        """Run ``fn`` in a transaction of its own (see :meth:`transaction`), or in the
+        transaction of :meth:`together` when this thread is inside one."""
+        held: PgConn | None = getattr(self._held, "conn", None)
+        return fn(held) if held is not None else self.transaction(fn)
+
+    def together(self, fn: Callable[[], T]) -> T:
+        """``fn()``, whose :meth:`read` calls on this thread all run in one transaction
+        on one connection: a BEGIN, a COMMIT and a pool checkout for all of them, not
+        each (``status`` makes a dozen reads; on a loaded host every trip to the server
+        waits for it to be scheduled). Retried whole as :meth:`transaction` is."""
+
+        def run(conn: PgConn) -> T:
+            self._held.conn = conn
+            try:
+                return fn()
+            finally:
+                self._held.conn = None
+
+        if getattr(self._held, "conn", None) is not None:
+            return fn()  # already inside one
+        return self.transaction(run)
 
     def lease_write(self, fn: Callable[[PgConn], T]) -> T:
         """``fn`` in its own transaction on the leases' pool, outside the group commit."""

@@ -27,6 +27,7 @@ from jobctl.errors import JobctlError, LeaseLost, NotFound
 from jobctl.store.base import Cancelled, Wakeups
 from jobctl.store.finishing import FinishItem, http_items, stale
 from jobctl.store.jobrow import RowMemo, job_from_row
+from jobctl.store.jobs import LATE_COUNT_CAP
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.queues import claimable
 from jobctl.store.rows import RowLike, attempt_from_row, from_ms, ms_to_dt, to_ms
@@ -346,8 +347,9 @@ class PgJobs:
         counts: dict[str, dict[str, int]] = {}
         for r in conn.execute(self.db.q("counts")):
             counts.setdefault(r["queue"], {})[r["bucket"]] = r["n"]
+        late_params = {"now": now_ms, "cap": LATE_COUNT_CAP}
         late = {
-            r["queue"]: r["n"] for r in conn.execute(self.db.q("count_future_due"), {"now": now_ms})
+            r["queue"]: r["n"] for r in conn.execute(self.db.q("count_future_due"), late_params)
         }
         out = []
         for queue in sorted(counts):

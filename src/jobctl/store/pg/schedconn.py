@@ -24,6 +24,21 @@ from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.inserts import ITEM_ERRORS, insert_prepared, insert_tx
 from jobctl.store.rows import RowLike
 
+#: The keyset pages of schedules (``GET /v1/schedules``): each must walk an index in its
+#: order and stop after ``limit`` rows, whatever the table holds.
+KEYSET_PAGES = frozenset(
+    ("list_schedules", "list_schedules_after", "list_schedules_of", "list_schedules_of_after")
+)
+#: Planner settings for those reads, for their transaction only. Without statistics (a
+#: table never analyzed: autovacuum off, or a bulk import it has not caught up with) the
+#: planner guesses a few hundred rows and sorts every schedule of the owner instead of
+#: reading the index in order: 0.3-1.1 s a page at 100,000 schedules, 3 ms with these. A
+#: parallel plan is refused too: starting workers costs more than a page takes.
+_PAGE_PLAN = (
+    b"SELECT set_config('enable_sort', 'off', true),"
+    b" set_config('max_parallel_workers_per_gather', '0', true)"
+)
+
 
 class PgSchedConn:
     """:class:`jobctl.store.schedconn.SchedConn` on PostgreSQL."""
@@ -36,7 +51,13 @@ class PgSchedConn:
         self.conn = conn
 
     def rows(self, name: str, params: Mapping[str, Any]) -> list[RowLike]:
+        self.plan_for(name)
         return list(self.conn.execute(self.db.q(name), params))
+
+    def plan_for(self, name: str) -> None:
+        """The planner settings query ``name`` runs under, in this transaction."""
+        if name in KEYSET_PAGES:
+            self.conn.execute(_PAGE_PLAN)
 
     def one(self, name: str, params: Mapping[str, Any] | None = None) -> RowLike | None:
         row: RowLike | None = self.conn.execute(self.db.q(name), params or {}).fetchone()

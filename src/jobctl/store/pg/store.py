@@ -41,7 +41,7 @@ from jobctl.domain.workers import DEFAULT_LEASE_TTL, Lessee
 from jobctl.errors import JobctlError, LeaseLost
 from jobctl.store import workerq
 from jobctl.store.audit import PRUNE_AUDIT_BATCH
-from jobctl.store.base import Cancelled, Inserted, Wakeups
+from jobctl.store.base import Cancelled, Inserted, T, Wakeups
 from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
@@ -230,6 +230,9 @@ class PostgresStore(ScheduleMethods):
 
     def wakeups(self, spare_owner: str | None = None) -> Wakeups:
         return self._jobs.wakeups(spare_owner)
+
+    def together(self, fn: Callable[[], T]) -> T:
+        return self.db.together(fn)
 
     def daemons(self) -> list[DaemonBeat]:
         return self.cluster.daemons()

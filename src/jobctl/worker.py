@@ -43,6 +43,8 @@ from jobctl.tasks import app as default_app
 log = logging.getLogger("jobctl.worker")
 #: Seconds between lease attempts after the daemon could not be reached.
 RETRY_PAUSE = 1.0
+#: The text of a failure sent (the daemon keeps its last 4 KiB).
+MAX_ERROR = 16 * 1024
 
 
 def load_app(ref: str) -> App:
@@ -80,7 +82,7 @@ def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any
     except BaseException:  # the task's failure is the job's: reported, never raised here
         return False, traceback.format_exc(), True
     try:
-        json.dumps(result)
+        json.dumps(result, allow_nan=False)  # what the daemon takes as a result
     except (TypeError, ValueError):
         result = repr(result)
     return True, result, True
@@ -88,7 +90,7 @@ def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any
 
 @dataclass
 class Held:
-    """A lease this worker holds and the task running for it."""
+    """A lease this worker holds and the task running (or queued in the pool) for it."""
 
     job_id: int
     generation: int
@@ -105,26 +107,45 @@ class WorkerConfig:
     lease_ttl: float = 30.0
     wait: float = 10.0
     grace: float = 30.0
+    #: Leases held beyond ``concurrency``, queued in the pool: a process that ends a task
+    #: starts the next at once instead of waiting for a round trip to the daemon.
+    prefetch: int | None = None
+
+    @property
+    def capacity(self) -> int:
+        """Leases held at most (running and queued)."""
+        extra = self.concurrency if self.prefetch is None else self.prefetch
+        return self.concurrency + extra
 
 
 @dataclass
 class Worker:
+    """Two threads talk to the daemon: the main one long-polls for work while slots are
+    free, and the sender sends every outcome ready in one request that also leases as
+    many jobs as it frees ("complete these, lease N more"), so a busy worker makes about
+    one request per batch of tasks, not two per task."""
+
     config: WorkerConfig
     stopping: threading.Event = field(default_factory=threading.Event)
     held: dict[int, Held] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Notified (under ``lock``) when an answer frees a slot.
-    slot_freed: threading.Condition = field(init=False)
+    #: Reentrant: a task already done when queued calls back at once, under the lock.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    #: Notified (under ``lock``) when an outcome is ready or the leases held change.
+    changed: threading.Condition = field(init=False)
+    #: Finished tasks whose outcome is not sent yet: (held, ok, result or text, retryable).
+    outbox: list[tuple[Held, bool, Any, bool]] = field(default_factory=list)
+    #: Slots a lease request in flight may fill (never more than ``capacity`` in all).
+    reserved: int = 0
     done: int = 0
     #: The main thread waits in a long-poll (a stop signal interrupts it).
     leasing: bool = False
+    #: Past the grace period: outcomes still to come are dropped (their leases lapse).
+    abandoned: bool = False
     _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
-    answers: cf.ThreadPoolExecutor = field(
-        default_factory=lambda: cf.ThreadPoolExecutor(4, thread_name_prefix="answer")
-    )
+    _pool: cf.ProcessPoolExecutor | None = None
 
     def __post_init__(self) -> None:
-        self.slot_freed = threading.Condition(self.lock)
+        self.changed = threading.Condition(self.lock)
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client(self.config.socket, timeout=timeout)
@@ -140,98 +161,148 @@ class Worker:
         if app.schedules:
             log.info("event=registered schedules=%s", ",".join(app.register()))
         ctx = multiprocessing.get_context("forkserver")
-        pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
+        self._pool = pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
         beat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beat.start()
+        sender = threading.Thread(target=self._send_loop, name="sender", daemon=True)
+        sender.start()
         log.info("event=worker_started queues=%s concurrency=%s", cfg.queues, cfg.concurrency)
         try:
-            self._lease_loop(pool)
+            self._lease_loop()
         finally:
-            self._drain(pool)
+            self._drain(pool, sender)
         log.info("event=worker_stopped done=%s", self.done)
         return 0
 
     def _free(self) -> int:
-        with self.lock:
-            return self.config.concurrency - len(self.held)
+        """Slots no lease holds or may soon fill (under ``lock``)."""
+        return self.config.capacity - len(self.held) - self.reserved
 
-    def _wait_for_slot(self) -> int:
-        """Free slots, once there is one (an answer sent frees its slot and says so)."""
-        with self.slot_freed:
-            if len(self.held) >= self.config.concurrency:
-                self.slot_freed.wait(0.5)  # woken at once by an answer; 0.5: see a stop
-            return self.config.concurrency - len(self.held)
-
-    def _lease_loop(self, pool: cf.ProcessPoolExecutor) -> None:
+    def _lease_loop(self) -> None:
+        """Long-poll for work while slots are free (the sender leases while busy)."""
         cfg = self.config
         with self.client(timeout=cfg.wait + 30) as c:
             while not self.stopping.is_set():
-                free = self._wait_for_slot()
-                if free <= 0:
-                    continue
+                with self.changed:
+                    if self._free() <= 0:
+                        self.changed.wait(0.5)  # woken by the sender; 0.5: see a stop
+                        continue
+                    want = self._free()
+                    self.reserved += want
                 try:
-                    self.leasing = True
-                    leases = c.lease(cfg.queues, free, cfg.wait, cfg.lease_ttl)
+                    leases = self._poll(c, want)
                 except Interrupted:
+                    self._took(want, [])
                     break
-                except DaemonUnavailable as exc:
-                    log.warning("event=lease_failed error=%s", exc)
-                    self.stopping.wait(RETRY_PAUSE)
-                    continue
-                finally:
-                    self.leasing = False
-                for lease in leases:
-                    self._start(pool, lease)
+                self._took(want, leases)
         log.info("event=stopping running=%s", len(self.held))
 
-    def _start(self, pool: cf.ProcessPoolExecutor, lease: dict[str, Any]) -> None:
+    def _poll(self, c: Client, want: int) -> list[dict[str, Any]]:
+        """One long-poll for up to ``want`` leases (Interrupted: a stop signal)."""
+        cfg = self.config
+        try:
+            self.leasing = True
+            return c.lease(cfg.queues, want, cfg.wait, cfg.lease_ttl)
+        except DaemonUnavailable as exc:
+            log.warning("event=lease_failed error=%s", exc)
+            self.stopping.wait(RETRY_PAUSE)
+            return []
+        finally:
+            self.leasing = False
+
+    def _took(self, reserved: int, leases: list[dict[str, Any]]) -> None:
+        """Give back a request's reservation and start the jobs it leased."""
+        with self.changed:
+            self.reserved -= reserved
+            for lease in leases:
+                self._start(lease)
+            self.changed.notify_all()
+
+    def _start(self, lease: dict[str, Any]) -> None:
+        """Queue a leased job's task in the pool (under ``lock``)."""
+        assert self._pool is not None
         payload = lease.get("payload") or {}
         name = payload.get("task", "") if isinstance(payload, dict) else ""
         kwargs = payload.get("kwargs", {}) if isinstance(payload, dict) else {}
-        fut = pool.submit(run_task, self.config.app, str(name), dict(kwargs))
+        fut = self._pool.submit(run_task, self.config.app, str(name), dict(kwargs))
         held = Held(lease["id"], lease["generation"], fut)
-        with self.lock:
-            self.held[held.job_id] = held
-        log.info(
+        self.held[held.job_id] = held
+        log.debug(
             "event=started job=%s attempt=%s gen=%s task=%s",
             held.job_id,
             lease["attempt"],
             held.generation,
             name,
         )
-        # answered on a thread of its own: a pool's callbacks run on its result thread,
-        # which a request to the daemon must not hold up
-        fut.add_done_callback(lambda f: self.answers.submit(self._answer, held))
+        fut.add_done_callback(lambda f: self._finished(held))
 
-    def _answer(self, held: Held) -> None:
-        """Send a finished task's outcome (on a pool thread, once per task)."""
+    def _finished(self, held: Held) -> None:
+        """A task ended (on the pool's result thread): its outcome waits for the sender."""
         try:
             ok, value, retryable = held.future.result()
         except BaseException as exc:  # the pool broke (a process killed, a shutdown)
             ok, value, retryable = False, f"worker pool: {exc!r}", True
+        with self.changed:
+            if self.abandoned:
+                return
+            self.outbox.append((held, ok, value, retryable))
+            self.changed.notify_all()
+
+    def _send_loop(self) -> None:
+        """Send the outcomes ready, all in one request that leases as many jobs as they
+        free (none once stopping); while it is in flight the next outcomes gather."""
+        cfg = self.config
+        with self.client() as c:
+            while True:
+                with self.changed:
+                    while not self.outbox:
+                        self.changed.wait()
+                    batch, self.outbox = self.outbox, []
+                    want = 0 if self.stopping.is_set() else max(0, self._free() + len(batch))
+                    self.reserved += want
+                items = [_outcome(h, ok, value, retryable) for h, ok, value, retryable in batch]
+                leases: list[dict[str, Any]] = []
+                try:
+                    leases, answers = c.finish_and_lease(cfg.queues, items, want, 0, cfg.lease_ttl)
+                    for (held, *_), item, answer in zip(batch, items, answers, strict=True):
+                        _log_answer(held, item, answer)
+                except DaemonUnavailable as exc:  # the daemon is back soon: send them again
+                    log.warning("event=answer_failed error=%s (retrying)", exc)
+                    if self.stopping.is_set():  # not after a stop: their leases lapse
+                        self._answered(batch, want, [])
+                        continue
+                    with self.changed:
+                        self.reserved -= want
+                        self.outbox[:0] = batch
+                    self.stopping.wait(RETRY_PAUSE)
+                    continue
+                except JobctlError as exc:  # the request refused as a whole: one by one
+                    log.warning("event=batch_refused error=%s (answering one by one)", exc)
+                    for (held, *_), item in zip(batch, items, strict=True):
+                        self._answer_one(c, held, item)
+                self._answered(batch, want, leases)
+
+    def _answered(
+        self, batch: list[tuple[Held, bool, Any, bool]], reserved: int, leases: list[Any]
+    ) -> None:
+        with self.changed:
+            for held, *_ in batch:
+                self.held.pop(held.job_id, None)
+            self.done += len(batch)
+            self._took(reserved, leases)
+
+    def _answer_one(self, c: Client, held: Held, item: dict[str, Any]) -> None:
+        """The single-job route, for an outcome a batch could not carry."""
         try:
-            with self.client() as c:
-                if ok:
-                    c.complete(held.job_id, held.generation, value)
-                else:
-                    c.fail(held.job_id, held.generation, str(value), retryable)
-            log.info(
-                "event=%s job=%s gen=%s",
-                "completed" if ok else "failed",
-                held.job_id,
-                held.generation,
-            )
+            if item["outcome"] == "complete":
+                c.complete(held.job_id, held.generation, item["result"])
+            else:
+                c.fail(held.job_id, held.generation, item["error"], item["retryable"])
+            _log_answer(held, item, {})
         except LeaseLost:
-            log.warning(
-                "event=lease_lost job=%s gen=%s result=discarded", held.job_id, held.generation
-            )
+            _log_answer(held, item, {"error": {"code": "lease_lost"}})
         except JobctlError as exc:
             log.error("event=answer_failed job=%s error=%s", held.job_id, exc)
-        finally:
-            with self.slot_freed:
-                self.held.pop(held.job_id, None)
-                self.done += 1
-                self.slot_freed.notify()
 
     def _heartbeats(self) -> None:
         every = self.config.lease_ttl / 3
@@ -249,8 +320,8 @@ class Worker:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)
             self._beat_pause.wait(every)
 
-    def _drain(self, pool: cf.ProcessPoolExecutor) -> None:
-        """Give running tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
+    def _drain(self, pool: cf.ProcessPoolExecutor, sender: threading.Thread) -> None:
+        """Give the leased tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
         with self.lock:
             futures = [h.future for h in self.held.values()]
         if futures:
@@ -259,14 +330,35 @@ class Worker:
             if late:
                 log.warning("event=grace_over abandoned=%s (their leases lapse)", len(late))
                 with self.lock:
+                    self.abandoned = True
                     self.held.clear()
                 _kill_pool(pool)
                 return
-            # the answers run in done callbacks: wait until each is sent
-            while self._free() < self.config.concurrency:
-                self.stopping.wait(0.01)
+            with self.changed:  # every outcome is in the outbox: wait until each is sent
+                while self.held and sender.is_alive():
+                    self.changed.wait(0.5)
         pool.shutdown(wait=True, cancel_futures=True)
-        self.answers.shutdown(wait=True)
+
+
+def _outcome(held: Held, ok: bool, value: Any, retryable: bool) -> dict[str, Any]:
+    """A finished task as an item of a lease request's ``finish`` list."""
+    if ok:
+        return {"id": held.job_id, "generation": held.generation, "outcome": "complete",
+                "result": value}  # fmt: skip
+    return {"id": held.job_id, "generation": held.generation, "outcome": "fail",
+            "error": str(value)[-MAX_ERROR:], "retryable": retryable}  # fmt: skip
+
+
+def _log_answer(held: Held, item: dict[str, Any], answer: dict[str, Any]) -> None:
+    """One line per outcome sent: what the daemon did with it."""
+    code = (answer.get("error") or {}).get("code")
+    if code == "lease_lost":
+        log.warning("event=lease_lost job=%s gen=%s result=discarded", held.job_id, held.generation)
+    elif code is not None:
+        log.error("event=answer_failed job=%s error=%s", held.job_id, code)
+    else:
+        event = "completed" if item["outcome"] == "complete" else "failed"
+        log.info("event=%s job=%s gen=%s", event, held.job_id, held.generation)
 
 
 def _kill_pool(pool: cf.ProcessPoolExecutor) -> None:

@@ -100,19 +100,19 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'audit --action' 'audit --since' 'audit --before' 'audit --limit' \
             'audit --cursor' 'audit --socket' 'worker --app' 'worker --queue' 'worker -q' \
             'worker --concurrency' 'worker -c' 'worker --lease-ttl' 'worker --wait' \
-            'worker --grace' 'worker --socket' 'dlq list --queue' 'dlq list --reason' \
-            'dlq list --since' 'dlq list --limit' 'dlq list --cursor' 'dlq list --socket' \
-            'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
-            'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
-            'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
-            'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
-            'queues set --burst' 'queues set --weight' 'queues set --nice' \
-            'queues set --memory-max' 'queues set --cpu-quota' 'queues set --on-failure' \
-            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
-            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
-            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
-            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
-            'schedules edit --name' 'schedules edit --misfire' \
+            'worker --grace' 'worker --prefetch' 'worker --socket' 'dlq list --queue' \
+            'dlq list --reason' 'dlq list --since' 'dlq list --limit' 'dlq list --cursor' \
+            'dlq list --socket' 'dlq show --socket' 'dlq replay --limit' \
+            'dlq replay --queue' 'dlq replay --reason' 'dlq replay --id' \
+            'dlq replay --rate' 'dlq replay --socket' 'dlq purge --older-than' \
+            'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
+            'queues set --rate' 'queues set --burst' 'queues set --weight' \
+            'queues set --nice' 'queues set --memory-max' 'queues set --cpu-quota' \
+            'queues set --on-failure' 'queues set --socket' 'queues pause --socket' \
+            'queues resume --socket' 'schedules list --limit' 'schedules list --cursor' \
+            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
+            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
+            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
             'schedules edit --catch-up-limit' 'schedules edit --overlap' \
             'schedules edit --queue' 'schedules edit --priority' \
             'schedules edit --timeout' 'schedules edit --max-attempts' \
@@ -340,6 +340,7 @@ complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'concurrency' -s 'c' -
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'lease-ttl' -x -d 'Seconds a lease lasts without a heartbeat (heartbeats: a third of it)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'wait' -x -d 'Seconds a lease request waits'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'grace' -x -d 'On SIGTERM, seconds running tasks may finish in'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'prefetch' -x -d 'Leases held beyond --concurrency, queued for the next free process (default: as many as --concurrency)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 

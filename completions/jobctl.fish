@@ -340,7 +340,7 @@ complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'concurrency' -s 'c' -
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'lease-ttl' -x -d 'Seconds a lease lasts without a heartbeat (heartbeats: a third of it)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'wait' -x -d 'Seconds a lease request waits'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'grace' -x -d 'On SIGTERM, seconds running tasks may finish in'
-complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'prefetch' -x -d 'Leases held beyond --concurrency, queued for the next free process (default: as many as --concurrency)'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'prefetch' -x -d 'Leases held beyond --concurrency, queued for the next free process (default: 3 x --concurrency)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.client import Client
+from jobctl.domain.workers import MAX_LEASES
 from jobctl.errors import DaemonUnavailable, InvalidInput, JobctlError, LeaseLost
 from jobctl.tasks import App, is_async
 from jobctl.tasks import app as default_app
@@ -108,14 +109,16 @@ class WorkerConfig:
     wait: float = 10.0
     grace: float = 30.0
     #: Leases held beyond ``concurrency``, queued in the pool: a process that ends a task
-    #: starts the next at once instead of waiting for a round trip to the daemon.
+    #: starts the next at once instead of waiting for a round trip to the daemon, and
+    #: the outcomes go back in batches. Default (None): 3 x ``concurrency``, so 4 x in
+    #: all, like Celery's default prefetch multiplier of 4.
     prefetch: int | None = None
 
     @property
     def capacity(self) -> int:
         """Leases held at most (running and queued)."""
-        extra = self.concurrency if self.prefetch is None else self.prefetch
-        return self.concurrency + extra
+        extra = 3 * self.concurrency if self.prefetch is None else self.prefetch
+        return min(self.concurrency + extra, MAX_LEASES)
 
 
 @dataclass

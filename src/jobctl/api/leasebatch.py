@@ -74,10 +74,11 @@ def attempt_result(item: FinishItemIn) -> AttemptResult:
 
 
 async def finish_batch(
-    ctx: Context, who: Caller, items: Sequence[FinishItemIn]
+    ctx: Context, who: Caller, items: Sequence[FinishItemIn], results: Sequence[AttemptResult]
 ) -> tuple[list[dict[str, Any]], str]:
-    """Per-item answers, in order, and the audit target (``jobs:7..12 n=6``)."""
-    results = [attempt_result(i) for i in items]  # a bad result refuses the request first
+    """Per-item answers, in order, and the audit target (``jobs:7..12 n=6``).
+    ``results``: the items' :func:`attempt_result` (made first: a bad one is a 422 of the
+    whole request before anything is done)."""
     ids = [i.id for i in items]
     jobs = await ctx.store.run(_read, ctx.st, ids)
     mine = wk.worker_owner(who.uid)

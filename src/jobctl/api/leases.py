@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, JsonValue, StrictBool, StrictFloat
 
 from jobctl.access import user_name
 from jobctl.api.app import Context, Ctx, JobIdPath, Who
-from jobctl.api.leasebatch import FinishList, finish_batch
+from jobctl.api.leasebatch import FinishList, attempt_result, finish_batch
 from jobctl.api.policy import Caller
 from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
 from jobctl.domain import limits
@@ -111,9 +111,13 @@ def _json(text: str) -> Any:
 async def lease(body: LeaseIn, ctx: Ctx, who: Who, request: Request) -> dict[str, Any]:
     if not body.finish:
         return {"leases": await _lease(body, ctx, who)}
-    finished, target = await finish_batch(ctx, who, body.finish)
+    results = [attempt_result(i) for i in body.finish]  # a bad result: 422, nothing done
+    # at once: both writes share the store's group commit (one commit, not two, per
+    # round trip); the worker asks only for the slots it has free either way
+    (finished, target), leases = await asyncio.gather(
+        finish_batch(ctx, who, body.finish, results), _lease(body, ctx, who)
+    )
     request.state.audit_target = target
-    leases = await _lease(body, ctx, who) if body.max else []
     return {"leases": leases, "finished": finished}
 
 

@@ -53,7 +53,7 @@ def worker(
             min=0,
             max=wk.MAX_LEASES,
             help="Leases held beyond --concurrency, queued for the next free process "
-            "(default: as many as --concurrency)",
+            "(default: 3 x --concurrency)",
         ),
     ] = None,
     socket: SocketOpt = None,

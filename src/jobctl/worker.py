@@ -321,6 +321,7 @@ class Worker:
                         c.heartbeat(h.job_id, h.generation, self.config.lease_ttl)
                 except LeaseLost:
                     h.lost = True
+                    h.future.cancel()  # still queued: it need not run (another may run it)
                     log.warning("event=lease_lost job=%s gen=%s", h.job_id, h.generation)
                 except JobctlError as exc:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)

@@ -52,6 +52,9 @@ async def test_each_outcome_is_fenced_and_answered_on_its_own(api: Api) -> None:
     assert jobs[b["id"]]["dead_reason"] == "non_retryable"
     assert "boom" in jobs[b["id"]]["last_error"]
     assert jobs[c["id"]]["status"] == "running"  # the stale item changed nothing
+    metrics = (await client.get("/v1/metrics")).text
+    assert 'jobctl_attempts_finished_total{outcome="succeeded",queue="wq"} 1.0' in metrics
+    assert 'jobctl_dead_jobs_total{queue="wq",reason="non_retryable"} 1.0' in metrics
 
 
 async def test_a_repeat_is_repeated_and_another_outcome_is_lease_lost(api: Api) -> None:

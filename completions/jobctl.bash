@@ -46,7 +46,7 @@ _jobctl_subcommands() {
     case $1 in
         '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
-        queues) _jobctl_r=(list set pause resume) ;;
+        queues) _jobctl_r=(list set pause resume workers) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show get) ;;
         secrets) _jobctl_r=(create list show rotate delete) ;;
@@ -60,7 +60,7 @@ _jobctl_subcommands() {
 _jobctl_options() {
     case $1 in
         '') _jobctl_r=(--version --help) ;;
-        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --on-failure --http --header --data --secret --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
+        add) _jobctl_r=(--at --in --key --queue --priority --max-attempts --timeout --backoff --cwd --env --env-from-shell --shell --no-shell --retry-on --no-retry-on --nice --memory-max --cpu-quota --on-failure --http --header --data --secret --payload --cron --every --tz --name --misfire --catch-up-limit --overlap --jitter --batch --json --socket --help) ;;
         list) _jobctl_r=(--status --queue --limit --cursor --all --all-users --json --socket --help) ;;
         show) _jobctl_r=(--json --socket --help) ;;
         attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
@@ -87,6 +87,7 @@ _jobctl_options() {
         'queues set') _jobctl_r=(--concurrency --rate --burst --weight --unlimited --no-unlimited --nice --memory-max --cpu-quota --on-failure --clear-nice --clear-memory-max --clear-cpu-quota --clear-on-failure --json --socket --help) ;;
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
+        'queues workers') _jobctl_r=(--allow --clear-allow --json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
@@ -119,21 +120,22 @@ _jobctl_nvalues() {
         'add --max-attempts'|'add --timeout'|'add --backoff'|'add --cwd'|'add --env'|\
         'add --retry-on'|'add --no-retry-on'|'add --nice'|'add --memory-max'|\
         'add --cpu-quota'|'add --on-failure'|'add --header'|'add --data'|'add --secret'|\
-        'add --cron'|'add --every'|'add --tz'|'add --name'|'add --misfire'|\
-        'add --catch-up-limit'|'add --overlap'|'add --jitter'|'add --batch'|\
-        'add --socket'|'list --status'|'list --queue'|'list --limit'|'list --cursor'|\
-        'list --socket'|'show --socket'|'attempts --limit'|'attempts --cursor'|\
-        'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|'logs --socket'|\
-        'cancel --socket'|'status --socket'|'daemon --db'|'daemon --state-dir'|\
-        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
-        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
-        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
-        'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
-        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
-        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
-        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
-        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
-        'audit --cursor'|'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
+        'add --payload'|'add --cron'|'add --every'|'add --tz'|'add --name'|\
+        'add --misfire'|'add --catch-up-limit'|'add --overlap'|'add --jitter'|\
+        'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
+        'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
+        'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
+        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
+        'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
+        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
+        'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
+        'next --after'|'next --count'|'next --seed'|'import-crontab --tz'|\
+        'import-crontab --misfire'|'import-crontab --max-attempts'|\
+        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
+        'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\
+        'export --db'|'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
+        'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
+        'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
         'worker --concurrency'|'worker -c'|'worker --lease-ttl'|'worker --wait'|\
         'worker --grace'|'worker --prefetch'|'worker --socket'|'dlq list --queue'|\
         'dlq list --reason'|'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|\
@@ -143,15 +145,15 @@ _jobctl_nvalues() {
         'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\
         'queues set --weight'|'queues set --nice'|'queues set --memory-max'|\
         'queues set --cpu-quota'|'queues set --on-failure'|'queues set --socket'|\
-        'queues pause --socket'|'queues resume --socket'|'schedules list --limit'|\
-        'schedules list --cursor'|'schedules list --socket'|'schedules show --socket'|\
-        'schedules edit --cron'|'schedules edit --every'|'schedules edit --at'|\
-        'schedules edit --tz'|'schedules edit --jitter'|'schedules edit --name'|\
-        'schedules edit --misfire'|'schedules edit --catch-up-limit'|\
-        'schedules edit --overlap'|'schedules edit --queue'|'schedules edit --priority'|\
-        'schedules edit --timeout'|'schedules edit --max-attempts'|\
-        'schedules edit --backoff'|'schedules edit --env'|'schedules edit --cwd'|\
-        'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
+        'queues pause --socket'|'queues resume --socket'|'queues workers --allow'|\
+        'queues workers --socket'|'schedules list --limit'|'schedules list --cursor'|\
+        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
+        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
+        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
+        'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
+        'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
+        'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
+        'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
         'schedules edit --on-failure'|'schedules edit --nice'|\
         'schedules edit --memory-max'|'schedules edit --cpu-quota'|\
         'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
@@ -173,9 +175,9 @@ _jobctl_positionals() {
     case $1 in
         add) _jobctl_r=(0 1) ;;
         show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
-        'queues set'|'queues pause'|'queues resume'|'schedules show'|'schedules pause'|\
-        'schedules resume'|'schedules trigger'|'schedules delete'|'config get'|\
-        'secrets create'|'secrets show'|'secrets rotate'|'secrets delete') _jobctl_r=(1 0) ;;
+        'queues set'|'queues pause'|'queues resume'|'queues workers'|'schedules show'|\
+        'schedules pause'|'schedules resume'|'schedules trigger'|'schedules delete'|\
+        'config get'|'secrets create'|'secrets show'|'secrets rotate'|'secrets delete') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -204,16 +206,17 @@ _jobctl_value() {
         'dlq show --socket'|'dlq replay --socket'|'dlq purge --socket'|\
         'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
-        'queues resume #1'|'schedules list --socket'|'schedules show --socket'|\
-        'schedules show #1'|'schedules edit --socket'|'schedules edit #1'|\
-        'schedules edit #*'|'schedules pause --socket'|'schedules pause #1'|\
-        'schedules resume --socket'|'schedules resume #1'|'schedules trigger --socket'|\
-        'schedules trigger #1'|'schedules delete --socket'|'schedules delete #1'|\
-        'config show --config'|'config show --socket'|'config get --config'|\
-        'config get --socket'|'config get #1'|'secrets create --socket'|\
-        'secrets create #1'|'secrets list --socket'|'secrets show --socket'|\
-        'secrets show #1'|'secrets rotate --socket'|'secrets rotate #1'|\
-        'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
+        'queues resume #1'|'queues workers --socket'|'queues workers #1'|\
+        'schedules list --socket'|'schedules show --socket'|'schedules show #1'|\
+        'schedules edit --socket'|'schedules edit #1'|'schedules edit #*'|\
+        'schedules pause --socket'|'schedules pause #1'|'schedules resume --socket'|\
+        'schedules resume #1'|'schedules trigger --socket'|'schedules trigger #1'|\
+        'schedules delete --socket'|'schedules delete #1'|'config show --config'|\
+        'config show --socket'|'config get --config'|'config get --socket'|\
+        'config get #1'|'secrets create --socket'|'secrets create #1'|\
+        'secrets list --socket'|'secrets show --socket'|'secrets show #1'|\
+        'secrets rotate --socket'|'secrets rotate #1'|'secrets delete --socket'|\
+        'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

@@ -63,7 +63,7 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
-            printf '%s\n' 'list' 'set' 'pause' 'resume'
+            printf '%s\n' 'list' 'set' 'pause' 'resume' 'workers'
         case 'schedules'
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
@@ -83,13 +83,13 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --max-attempts' 'add --timeout' 'add --backoff' 'add --cwd' 'add --env' \
             'add --retry-on' 'add --no-retry-on' 'add --nice' 'add --memory-max' \
             'add --cpu-quota' 'add --on-failure' 'add --header' 'add --data' \
-            'add --secret' 'add --cron' 'add --every' 'add --tz' 'add --name' \
-            'add --misfire' 'add --catch-up-limit' 'add --overlap' 'add --jitter' \
-            'add --batch' 'add --socket' 'list --status' 'list --queue' 'list --limit' \
-            'list --cursor' 'list --socket' 'show --socket' 'attempts --limit' \
-            'attempts --cursor' 'attempts --socket' 'logs --attempt' 'logs --tail' \
-            'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' 'daemon --db' \
-            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'add --secret' 'add --payload' 'add --cron' 'add --every' 'add --tz' \
+            'add --name' 'add --misfire' 'add --catch-up-limit' 'add --overlap' \
+            'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
+            'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
+            'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
+            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
+            'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
             'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
@@ -109,10 +109,11 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'queues set --rate' 'queues set --burst' 'queues set --weight' \
             'queues set --nice' 'queues set --memory-max' 'queues set --cpu-quota' \
             'queues set --on-failure' 'queues set --socket' 'queues pause --socket' \
-            'queues resume --socket' 'schedules list --limit' 'schedules list --cursor' \
-            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
-            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
-            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
+            'queues resume --socket' 'queues workers --allow' 'queues workers --socket' \
+            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
+            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
+            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
+            'schedules edit --name' 'schedules edit --misfire' \
             'schedules edit --catch-up-limit' 'schedules edit --overlap' \
             'schedules edit --queue' 'schedules edit --priority' \
             'schedules edit --timeout' 'schedules edit --max-attempts' \
@@ -168,7 +169,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'metrics' -d 'Print the daem
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'audit' -d 'Show who did what: every change and every refused request, newest first...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'worker' -d 'Run the tasks of an app in a process pool, leased from worker queues.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'dlq' -d 'Dead jobs: list, show, replay (gated), purge.'
-complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume.'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'queues' -d 'Named queues: health, limits, pause and resume, and their workers.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'schedules' -d 'Cron and interval schedules: list, show, edit, pause, resume, trigger, delete.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'config' -d 'The daemon\'s configuration.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'secrets' -d 'Signing secrets of http (webhook) jobs: yours, or (admins) anyone\'s.'
@@ -200,6 +201,7 @@ complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'http' -x -d 'Send this r
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'header' -x -d '--http: NAME:VALUE, repeatable'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'data' -x -d '--http: the body: @FILE, - (stdin) or the text'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'secret' -x -d '--http: sign with this secret of yours'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'payload' -x -d 'A worker\'s job: this JSON (@FILE, - for stdin; at most 64 KiB) instead of a command, leased by workers of --queue (docs/workers.md)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'cron' -x -d 'Repeat on this cron expression (5 fields)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'every' -x -d 'Repeat at this interval, e.g. 15m (from --at)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
@@ -394,6 +396,7 @@ complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'list' -d 'Depth, due 
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\'s limits and its jobs\' defaults; options left out keep their value.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'pause' -d 'Stop starting this queue\'s jobs; it keeps accepting and keeping them.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'resume' -d 'Start this queue\'s jobs again.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'workers' -d 'Show a worker queue\'s workers: who may lease its jobs and who holds leases now.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl queues list
@@ -431,6 +434,14 @@ complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'json' -d 'Prin
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'queues resume\' \'#1\'' -F -d 'Queue name'
+
+# jobctl queues workers
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'allow' -x -d 'Who else may lease every owner\'s jobs: uid:N, gid:N, user:NAME, group:NAME (repeatable; replaces the list; admins only)'
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'clear-allow' -d 'Empty the list: owners and admins only (admins only)'
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues workers\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts, a page at a time.'

@@ -219,7 +219,7 @@ async def _leased(call: Call, role: str, queue: str) -> list[dict[str, Any]]:
 async def _workers(call: Call) -> None:
     """Pull workers: a worker leases its own payload jobs only, unless the queue's list
     (set by admins) names it; another user's lease is 404; a repeat of the recorded
-    complete or fail answers 200 again."""
+    complete, fail or release answers 200 again."""
     q = "wq-matrix"
     job = await _created(call, OWNER, "/v1/jobs", {"payload": {"n": 1}, "queue": q})
     COVERED.add(("POST", "/v1/leases"))
@@ -237,11 +237,27 @@ async def _workers(call: Call) -> None:
     [lease2] = await _leased(call, OWNER, q)
     fail = {"generation": lease2["generation"], "error": "Traceback: boom"}
     await expect(call, "POST", f"/v1/leases/{second['id']}/fail", fail, others_first(200, 200))
+    fourth = await _created(call, OWNER, "/v1/jobs", {"payload": 4, "queue": q})
+    [lease4] = await _leased(call, OWNER, q)
+    back = {"generation": lease4["generation"], "delay": 3600.0}  # not leased again below
+    await expect(call, "POST", f"/v1/leases/{fourth['id']}/release", back, others_first(200, 200))
     _, theirs = await call(OTHER, "POST", "/v1/jobs", {"command": ["true"]})
     allow = {"allow": [f"uid:{theirs['owner_uid']}"]}
     await expect(call, "PUT", f"/v1/queues/{q}/workers", allow, each(403, 403, 200))
     third = await _created(call, OWNER, "/v1/jobs", {"payload": 3, "queue": q})
     assert [x["id"] for x in await _leased(call, OTHER, q)] == [third["id"]]
+    await _live_workers(call, q)
+
+
+async def _live_workers(call: Call, q: str) -> None:
+    """A queue's workers: everyone may look; the live list names the caller's own worker
+    only (an admin's: every worker), the count of leases is everyone's."""
+    path = f"/v1/queues/{q}/workers"
+    await expect(call, "GET", path, None, each(200, 200, 200))
+    seen = {role: (await call(role, "GET", path, None))[1] for role in (OWNER, OTHER, ADMIN)}
+    assert all(s["leases"] == 1 and s["workers"] for s in seen.values()), seen
+    assert seen[OWNER]["live"] == [] and len(seen[OTHER]["live"]) == 1, seen
+    assert seen[ADMIN]["live"] == seen[OTHER]["live"], seen
 
 
 async def _worker_batch(call: Call) -> None:

@@ -14,9 +14,11 @@ the lease's generation:
   was stopped past its lease and the job went to another): the result is discarded and
   logged; the job ran at most twice and one success is recorded.
 
-SIGTERM or SIGINT: stop leasing, give the running tasks ``grace`` seconds to finish and
-answer, then stop the pool and let the other leases lapse (the daemon's reaper reclaims
-them at their ``lease_until``, like an executor's).
+SIGTERM or SIGINT: stop leasing, release the leases whose task has not started (``POST
+/v1/leases/{id}/release``: due again at once, no attempt used; the prefetched ones
+included), give the running tasks ``grace`` seconds to finish and answer, then stop the
+pool and let the other leases lapse (the daemon's reaper reclaims them at their
+``lease_until``, like an executor's).
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ class Worker:
     changed: threading.Condition = field(init=False)
     #: Finished tasks whose outcome is not sent yet: (held, ok, result or text, retryable).
     outbox: list[tuple[Held, bool, Any, bool]] = field(default_factory=list)
+    #: Leases to give back unrun (a task cancelled before it started, a lease that came
+    #: after the stop signal): the sender releases them.
+    releases: list[Held] = field(default_factory=list)
     #: Slots a lease request in flight may fill (never more than ``capacity`` in all).
     reserved: int = 0
     done: int = 0
@@ -145,7 +150,7 @@ class Worker:
     #: Past the grace period: outcomes still to come are dropped (their leases lapse).
     abandoned: bool = False
     _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
-    _pool: cf.ProcessPoolExecutor | None = None
+    _pool: cf.Executor | None = None
 
     def __post_init__(self) -> None:
         self.changed = threading.Condition(self.lock)
@@ -221,7 +226,13 @@ class Worker:
         with self.changed:
             self.reserved -= reserved
             for lease in leases:
-                self._start(lease)
+                if self.stopping.is_set():  # SIGTERM while the answer came: not started
+                    gone: cf.Future[tuple[bool, Any, bool]] = cf.Future()
+                    gone.cancel()
+                    held = self.held[lease["id"]] = Held(lease["id"], lease["generation"], gone)
+                    self.releases.append(held)
+                else:
+                    self._start(lease)
             self.changed.notify_all()
 
     def _start(self, lease: dict[str, Any]) -> None:
@@ -243,7 +254,13 @@ class Worker:
         fut.add_done_callback(lambda f: self._finished(held))
 
     def _finished(self, held: Held) -> None:
-        """A task ended (on the pool's result thread): its outcome waits for the sender."""
+        """A task ended (on the pool's result thread): its outcome waits for the sender;
+        one cancelled before it started (the drain) is released instead."""
+        if held.future.cancelled():
+            with self.changed:
+                self.releases.append(held)
+                self.changed.notify_all()
+            return
         try:
             ok, value, retryable = held.future.result()
         except BaseException as exc:  # the pool broke (a process killed, a shutdown)
@@ -257,36 +274,46 @@ class Worker:
     def _send_loop(self) -> None:
         """Send the outcomes ready, all in one request that leases as many jobs as they
         free (none once stopping); while it is in flight the next outcomes gather."""
-        cfg = self.config
         with self.client() as c:
             while True:
                 with self.changed:
-                    while not self.outbox:
+                    while not self.outbox and not self.releases:
                         self.changed.wait()
+                    back, self.releases = self.releases, []
                     batch, self.outbox = self.outbox, []
                     want = 0 if self.stopping.is_set() else max(0, self._free() + len(batch))
                     self.reserved += want
-                items = [_outcome(h, ok, value, retryable) for h, ok, value, retryable in batch]
-                leases: list[dict[str, Any]] = []
-                try:
-                    leases, answers = c.finish_and_lease(cfg.queues, items, want, 0, cfg.lease_ttl)
-                    for (held, *_), item, answer in zip(batch, items, answers, strict=True):
-                        _log_answer(held, item, answer)
-                except DaemonUnavailable as exc:  # the daemon is back soon: send them again
-                    log.warning("event=answer_failed error=%s (retrying)", exc)
-                    if self.stopping.is_set():  # not after a stop: their leases lapse
-                        self._answered(batch, want, [])
-                        continue
-                    with self.changed:
-                        self.reserved -= want
-                        self.outbox[:0] = batch
-                    self.stopping.wait(RETRY_PAUSE)
-                    continue
-                except JobctlError as exc:  # the request refused as a whole: one by one
-                    log.warning("event=batch_refused error=%s (answering one by one)", exc)
-                    for (held, *_), item in zip(batch, items, strict=True):
-                        self._answer_one(c, held, item)
-                self._answered(batch, want, leases)
+                for held in back:
+                    self._release(c, held)
+                if batch or want:
+                    self._send(c, batch, want)
+                else:
+                    self._answered([], 0, [])
+
+    def _send(self, c: Client, batch: list[tuple[Held, bool, Any, bool]], want: int) -> None:
+        """One request: these outcomes, and up to ``want`` leases more."""
+        cfg = self.config
+        items = [_outcome(h, ok, value, retryable) for h, ok, value, retryable in batch]
+        leases: list[dict[str, Any]] = []
+        try:
+            leases, answers = c.finish_and_lease(cfg.queues, items, want, 0, cfg.lease_ttl)
+            for (held, *_), item, answer in zip(batch, items, answers, strict=True):
+                _log_answer(held, item, answer)
+        except DaemonUnavailable as exc:  # the daemon is back soon: send them again
+            log.warning("event=answer_failed error=%s (retrying)", exc)
+            if self.stopping.is_set():  # not after a stop: their leases lapse
+                self._answered(batch, want, [])
+                return
+            with self.changed:
+                self.reserved -= want
+                self.outbox[:0] = batch
+            self.stopping.wait(RETRY_PAUSE)
+            return
+        except JobctlError as exc:  # the request refused as a whole: one by one
+            log.warning("event=batch_refused error=%s (answering one by one)", exc)
+            for (held, *_), item in zip(batch, items, strict=True):
+                self._answer_one(c, held, item)
+        self._answered(batch, want, leases)
 
     def _answered(
         self, batch: list[tuple[Held, bool, Any, bool]], reserved: int, leases: list[Any]
@@ -296,6 +323,23 @@ class Worker:
                 self.held.pop(held.job_id, None)
             self.done += len(batch)
             self._took(reserved, leases)
+
+    def _release(self, c: Client, held: Held) -> None:
+        """Give back a lease whose task never ran (no attempt of its budget used)."""
+        try:
+            if held.lost:
+                log.warning("event=lease_lost job=%s gen=%s", held.job_id, held.generation)
+            else:
+                c.release(held.job_id, held.generation)
+                log.info("event=released job=%s gen=%s", held.job_id, held.generation)
+        except JobctlError as exc:  # lost meanwhile, or the daemon gone: it lapses
+            log.warning(
+                "event=release_failed job=%s gen=%s error=%s", held.job_id, held.generation, exc
+            )
+        finally:
+            with self.changed:
+                self.held.pop(held.job_id, None)
+                self.changed.notify_all()
 
     def _answer_one(self, c: Client, held: Held, item: dict[str, Any]) -> None:
         """The single-job route, for an outcome a batch could not carry."""
@@ -327,10 +371,13 @@ class Worker:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)
             self._beat_pause.wait(every)
 
-    def _drain(self, pool: cf.ProcessPoolExecutor, sender: threading.Thread) -> None:
-        """Give the leased tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
+    def _drain(self, pool: cf.Executor, sender: threading.Thread) -> None:
+        """Release the tasks not started, give the running ones ``grace`` seconds, then
+        stop the pool (the leases of those still running lapse)."""
         with self.lock:
             futures = [h.future for h in self.held.values()]
+        for f in futures:
+            f.cancel()  # not started yet: the sender releases its lease
         if futures:
             log.info("event=draining running=%s grace=%s", len(futures), self.config.grace)
             _, late = cf.wait(futures, timeout=self.config.grace)
@@ -368,7 +415,7 @@ def _log_answer(held: Held, item: dict[str, Any], answer: dict[str, Any]) -> Non
         log.info("event=%s job=%s gen=%s", event, held.job_id, held.generation)
 
 
-def _kill_pool(pool: cf.ProcessPoolExecutor) -> None:
+def _kill_pool(pool: cf.Executor) -> None:
     procs = list(getattr(pool, "_processes", {}).values())
     for p in procs:
         p.kill()

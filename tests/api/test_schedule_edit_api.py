@@ -118,3 +118,24 @@ async def test_null_keeps_and_anchor_on_a_cron_schedule_is_409(api: Any) -> None
     assert set(r.json()["edit"]["changes"]) == {"job"}
     r = await client.patch(f"/v1/schedules/{s['id']}", json={"at": "2027-03-01T11:50:00Z"})
     assert r.status_code == 409 and "anchor of an every schedule" in r.text
+
+
+async def test_moving_a_template_to_a_queue_of_the_other_kind_is_409(api: Any) -> None:
+    """A command template moved onto a worker queue (or a payload template onto a queue
+    with command jobs) is refused; the schedule keeps its queue."""
+    client, _ = api
+    assert (await client.post("/v1/jobs", json={"payload": 1, "queue": "wq"})).status_code == 201
+    assert (await client.post("/v1/jobs", json={"command": ["true"], "queue": "cq"})).is_success
+    made = await client.post(
+        "/v1/schedules", json={"cron": "0 6 * * *", "job": {"command": ["true"]}}
+    )
+    sid = made.json()["id"]
+    r = await client.patch(f"/v1/schedules/{sid}", json={"job": {"queue": "wq"}})
+    assert r.status_code == 409 and "served by workers" in r.json()["error"]["message"], r.text
+    pay = await client.post(
+        "/v1/schedules", json={"cron": "0 6 * * *", "job": {"payload": {"t": 1}, "queue": "wq"}}
+    )
+    assert pay.status_code == 201, pay.text
+    r = await client.patch(f"/v1/schedules/{pay.json()['id']}", json={"job": {"queue": "cq"}})
+    assert r.status_code == 409 and "queue of their own" in r.json()["error"]["message"], r.text
+    assert (await client.get(f"/v1/schedules/{sid}")).json()["job"]["queue"] == "default"

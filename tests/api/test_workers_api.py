@@ -137,3 +137,56 @@ async def test_a_path_with_a_final_newline_is_not_its_parent(api: Api) -> None:
     client, _ = api
     r = await client.delete("/v1/schedules/%0A")
     assert r.status_code == 404, r.text
+
+
+async def _lease_one(client: httpx.AsyncClient) -> dict[str, Any]:
+    r = await client.post("/v1/leases", json={"queues": ["wq"]})
+    [lease] = r.json()["leases"]
+    return dict(lease)
+
+
+async def test_a_release_gives_the_job_back_without_using_an_attempt(
+    api: Api, clock: FakeClock
+) -> None:
+    client, _ = api
+    await client.post("/v1/jobs", json={"payload": 1, "queue": "wq", "max_attempts": 1})
+    lease = await _lease_one(client)
+    url = f"/v1/leases/{lease['id']}/release"
+    r = await client.post(url, json={"generation": lease["generation"]})
+    assert r.status_code == 200, r.text
+    job = r.json()
+    assert job["status"] == "scheduled" and job["failures"] == 0 and job["repeated"] is False
+    attempts = (await client.get(f"/v1/jobs/{lease['id']}")).json()["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted"]
+    again = await client.post(url, json={"generation": lease["generation"]})
+    assert again.status_code == 200 and again.json()["repeated"] is True
+    second = await _lease_one(client)  # due again at once; max_attempts 1 is not spent
+    assert second["id"] == lease["id"] and second["generation"] == lease["generation"] + 1
+    gen2 = {"generation": second["generation"]}
+    done = await client.post(f"/v1/leases/{lease['id']}/complete", json=gen2)
+    assert done.json()["status"] == "succeeded"
+    stale = await client.post(url, json=gen2)  # that attempt ended otherwise: not a repeat
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "lease_lost"
+
+
+async def test_a_release_with_a_delay_is_due_after_it(api: Api, clock: FakeClock) -> None:
+    client, _ = api
+    await client.post("/v1/jobs", json={"payload": 1, "queue": "wq"})
+    lease = await _lease_one(client)
+    body = {"generation": lease["generation"], "delay": 60.0}
+    r = await client.post(f"/v1/leases/{lease['id']}/release", json=body)
+    assert r.status_code == 200, r.text
+    leased = await client.post("/v1/leases", json={"queues": ["wq"]})
+    assert leased.json()["leases"] == []
+    clock.advance(60)
+    assert (await _lease_one(client))["id"] == lease["id"]
+
+
+@pytest.mark.parametrize("delay", [-1.0, 86401.0, "5"])
+async def test_a_bad_release_delay_is_refused(api: Api, delay: Any) -> None:
+    client, _ = api
+    await client.post("/v1/jobs", json={"payload": 1, "queue": "wq"})
+    lease = await _lease_one(client)
+    body = {"generation": lease["generation"], "delay": delay}
+    r = await client.post(f"/v1/leases/{lease['id']}/release", json=body)
+    assert r.status_code == 422, r.text

@@ -163,3 +163,21 @@ def test_config_get_prints_one_value(
     code, out, err = run_cli(capsys, "config", "get", "nope", "--local")
     assert (code, out) == (2, "") and "no setting 'nope'" in err
     assert run_cli(capsys, "config", "get", "socket_group", "--local") == (1, "", "")
+
+
+def test_a_payload_body_carries_the_json_and_the_job_settings_only() -> None:
+    body = job_body([], payload='{"b": 1, "a": [2]}', queue="wq", key="k", max_attempts=2)
+    assert body == {"payload": {"b": 1, "a": [2]}, "queue": "wq", "priority": 0, "key": "k",
+                    "max_attempts": 2}  # fmt: skip
+    with pytest.raises(InvalidInput, match="either a command, --http or --payload"):
+        job_body(["true"], payload="1")
+
+
+def test_allow_entries_are_ids_or_looked_up_names() -> None:
+    from jobctl.cli.queue_workers import allow_entry
+
+    assert allow_entry("uid:0042") == "uid:42" and allow_entry("gid:7") == "gid:7"
+    assert allow_entry("user:root") == "uid:0" and allow_entry("group:root") == "gid:0"
+    for bad in ("uid:", "uid:-1", "uid:٣", "root", "user:", "host:1"):
+        with pytest.raises(InvalidInput):
+            allow_entry(bad)

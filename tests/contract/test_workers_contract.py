@@ -4,14 +4,19 @@ queue, which then refuses command jobs (and a queue with command jobs refuses pa
 jobs); the executor's claim never takes a worker queue's job and the timer's wake-ups do
 not count them; a lease takes them, only the lessee's own unless the queue's list (or
 being an admin) allows every owner's; a worker lease that expires is reclaimed like any;
-a stale generation's finish changes nothing."""
+a stale generation's finish changes nothing; a released lease uses no attempt; a
+schedule's template is held to its queue's kind when created and when edited."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
 from jobctl.domain.clock import FakeClock
-from jobctl.domain.models import AttemptResult, JobSpec
+from jobctl.domain.models import AttemptResult, JobSpec, JobTemplate
+from jobctl.domain.schedule import Policy, ScheduleSpec, Timing
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.domain.workers import Lessee, payload_text
 from jobctl.errors import Conflict, LeaseLost
@@ -120,3 +125,64 @@ def test_an_expired_worker_lease_is_reclaimed_and_the_stale_finish_fenced(
     assert done.status is JobStatus.SUCCEEDED
     attempts = store.get(done.id).attempts
     assert [a.outcome for a in attempts] == [Outcome.LEASE_EXPIRED, Outcome.SUCCEEDED]
+
+
+def test_a_released_lease_uses_no_attempt_and_waits_its_delay(
+    store: Store, clock: FakeClock
+) -> None:
+    """What ``POST /v1/leases/{id}/release`` records: an interrupted attempt (free), the
+    job due again after the delay (at once without one)."""
+    store.insert([_job(clock, max_attempts=1)])
+    [first] = store.lease(["work"], Lessee(ALICE), 1, 30)
+    back = AttemptResult(Outcome.INTERRUPTED, error="released", retry_after=60.0)
+    job = store.finish(first.job.id, first.generation, back)
+    assert job.status is JobStatus.SCHEDULED and job.failures == 0
+    assert job.run_at == clock.now() + timedelta(seconds=60)
+    assert store.lease(["work"], Lessee(ALICE), 1, 30) == []
+    clock.advance(60)
+    [second] = store.lease(["work"], Lessee(ALICE), 1, 30)
+    job = store.finish(second.job.id, second.generation, AttemptResult(Outcome.INTERRUPTED))
+    assert job.run_at == clock.now() and job.failures == 0
+    [third] = store.lease(["work"], Lessee(ALICE), 1, 30)
+    assert third.generation == first.generation + 2
+
+
+def _schedule(template: JobTemplate) -> ScheduleSpec:
+    return ScheduleSpec(Timing("UTC", cron="0 6 * * *"), Policy(), template, ALICE)
+
+
+PAYLOAD_T = JobTemplate(command=(), payload='{"task":"m:f"}', queue="work")
+COMMAND_T = JobTemplate(command=("true",), queue="shell")
+
+
+@pytest.mark.store_parts("schedules")
+def test_a_schedule_keeps_its_queue_to_its_kind(store: Store, clock: FakeClock) -> None:
+    """Created one by one (not only in a batch): a payload template makes its queue a
+    worker queue, a command template is refused on one."""
+    store.create_schedule(_schedule(PAYLOAD_T))
+    assert store.worker_queues() == {"work": ()}
+    with pytest.raises(Conflict, match="served by workers"):
+        store.create_schedule(_schedule(replace(COMMAND_T, queue="work")))
+    store.insert([_cmd(clock, "shell")])
+    with pytest.raises(Conflict, match="queue of their own"):
+        store.create_schedule(_schedule(replace(PAYLOAD_T, queue="shell")))
+
+
+@pytest.mark.store_parts("schedules")
+def test_an_edit_moving_a_template_to_a_queue_of_the_other_kind_is_refused(
+    store: Store, clock: FakeClock
+) -> None:
+    pay = store.create_schedule(_schedule(PAYLOAD_T))
+    cmd = store.create_schedule(_schedule(COMMAND_T))
+    store.insert([_cmd(clock, "shell")])
+    moved = replace(cmd.spec, template=replace(COMMAND_T, queue="work"))
+    with pytest.raises(Conflict, match="served by workers"):
+        store.edit_schedule(cmd.id, moved, cmd.spec, ALICE)
+    moved = replace(pay.spec, template=replace(PAYLOAD_T, queue="shell"))
+    with pytest.raises(Conflict, match="queue of their own"):
+        store.edit_schedule(pay.id, moved, pay.spec, ALICE)
+    assert store.get_schedule(cmd.id).spec == cmd.spec  # nothing changed
+    assert store.get_schedule(pay.id).spec == pay.spec
+    fresh = replace(pay.spec, template=replace(PAYLOAD_T, queue="fresh"))
+    store.edit_schedule(pay.id, fresh, pay.spec, ALICE)  # a new queue: now a worker queue
+    assert "fresh" in store.worker_queues()

@@ -3,10 +3,12 @@ docs/workers.md): a task runs once and completes; an exception is retried, then 
 with the traceback; a worker stopped (SIGSTOP) past its lease loses the job to another
 worker, and its late complete is refused (409) and discarded: the job ran twice at most
 and one success is recorded; a worker killed with SIGKILL loses its lease to the reaper;
-SIGTERM lets the running task finish and answer. Leases last 2 s here."""
+SIGTERM lets the running task finish and answer, and releases a leased task not yet
+started. Leases last 2 s here."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import os
 import queue
@@ -24,6 +26,7 @@ import pytest
 
 from jobctl.client import Client
 from jobctl.tasks import App, Deferred
+from jobctl.worker import Worker, WorkerConfig
 from tests.integration.conftest import DaemonProc, daemon_env, wait_until
 from tests.workers import app_tasks
 
@@ -231,3 +234,35 @@ def test_a_long_poll_is_woken_by_an_enqueue_not_its_timeout(
         took = time.monotonic() - began
     assert [x["id"] for x in got[0]] == [job["id"]]
     assert took < 45, took  # woken by the enqueue's tick, well before its 50 s wait
+
+
+def test_sigterm_releases_a_leased_task_not_yet_started(
+    make_daemon: Callable[..., DaemonProc],
+) -> None:
+    """The drain (what SIGTERM runs) cancels a task still waiting for a pool slot and
+    gives its lease back: due again at once, no attempt of its budget used (before the
+    release route it was failed as a broken pool, an attempt used)."""
+    d = make_daemon()
+    job = d.client().enqueue({"payload": {"task": "x:y"}, "queue": "wq", "max_attempts": 1})
+    cfg = WorkerConfig(app="tests.workers.app_tasks", queues=["wq"], socket=d.socket)
+    worker = Worker(cfg)
+    pool = cf.ThreadPoolExecutor(1)  # its one thread busy: the task below waits, unstarted
+    gate = threading.Event()
+    busy = pool.submit(gate.wait, 30)
+    worker._pool = pool
+    sender = threading.Thread(target=worker._send_loop, daemon=True)  # sends the release
+    sender.start()
+    with Client(d.socket) as c:
+        [lease] = c.lease(["wq"], 1, 0, 30)
+    with worker.lock:
+        worker._start(lease)
+    worker.held[lease["id"]].future.add_done_callback(lambda f: gate.set())
+    worker.stopping.set()
+    worker._drain(pool, sender)
+    assert busy.result() is True
+    shown = _job(d, job["id"])
+    assert shown["status"] == "scheduled" and shown["failures"] == 0, shown
+    assert [a["outcome"] for a in shown["attempts"]] == ["interrupted"]
+    with Client(d.socket) as c:
+        [again] = c.lease(["wq"], 1, 0, 30)  # due at once, budget intact
+    assert again["generation"] == lease["generation"] + 1

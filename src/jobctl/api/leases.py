@@ -1,5 +1,5 @@
 """Pull workers over the API (``/v1/leases``, docs/workers.md): lease, heartbeat,
-complete, fail.
+complete, fail, release.
 
 A worker acts as its uid (the socket's peer credentials). It leases the due jobs of
 worker queues it may work: its own jobs, and every owner's where it is an admin or the
@@ -75,6 +75,18 @@ class FailIn(BaseModel):
     error: Annotated[str, Field(max_length=MAX_ERROR)]
     #: False: dead at once (``non_retryable``), whatever attempts are left.
     retryable: StrictBool = True
+
+
+#: The longest a release may hold its job back (a day: a later time is a new job's run_at).
+MAX_RELEASE_DELAY = 86400.0
+
+
+class ReleaseIn(BaseModel):
+    """Give a leased job back unrun: due again after ``delay`` seconds (default at once)."""
+
+    model_config = STRICT
+    generation: Generation
+    delay: Annotated[StrictFloat, Field(ge=0, le=MAX_RELEASE_DELAY), NUMBER] = 0
 
 
 def lessee_of(who: Caller) -> wk.Lessee:
@@ -181,6 +193,19 @@ async def fail(job_id: JobIdPath, body: FailIn, ctx: Ctx, who: Who) -> dict[str,
         error=text[-4096:],
         output_tail=text[-4096:],
         dead_reason=None if body.retryable else DeadReason.NON_RETRYABLE,
+    )
+    return await _finish(ctx, who, job_id, body.generation, result)
+
+
+@router.post("/{job_id}/release", summary="Give a leased job back unrun (no attempt used)")
+async def release(job_id: JobIdPath, body: ReleaseIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Why: a worker stopping (SIGTERM) with leases it has not started should hand them
+    back at once, not let them lapse at ``lease_until`` as a ``lease_expired`` attempt
+    that uses the budget. The attempt ends ``interrupted`` (free, as a daemon's shutdown)
+    and the job is due again after ``delay``; a stale generation is 409 ``lease_lost``."""
+    delay = float(body.delay)
+    result = AttemptResult(
+        Outcome.INTERRUPTED, error="released by the worker", retry_after=delay or None
     )
     return await _finish(ctx, who, job_id, body.generation, result)
 

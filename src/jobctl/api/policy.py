@@ -98,8 +98,8 @@ MEANING: dict[Action, str] = {
     Action.READ_SECRET: "read one's own webhook signing secret's value (admins: anyone's)",
     Action.WRITE_SECRET: "create, rotate, delete one's own webhook secrets (admins: anyone's)",
     Action.WORK: (
-        "lease, heartbeat, complete and fail payload jobs of worker queues: one's own, "
-        "every owner's where the queue's workers list names one (admins: anyone's)"
+        "lease, heartbeat, complete, fail and release payload jobs of worker queues: "
+        "one's own, every owner's where the queue's workers list names one (admins: anyone's)"
     ),
 }
 
@@ -142,7 +142,9 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("POST", "/v1/leases/{job_id}/heartbeat"): Action.WORK,
     ("POST", "/v1/leases/{job_id}/complete"): Action.WORK,
     ("POST", "/v1/leases/{job_id}/fail"): Action.WORK,
+    ("POST", "/v1/leases/{job_id}/release"): Action.WORK,
     ("PUT", "/v1/queues/{name}/workers"): Action.QUEUE_ADMIN,
+    ("GET", "/v1/queues/{name}/workers"): Action.READ_OWN,
 }
 
 

@@ -1,4 +1,5 @@
-"""Queue routes (``/v1/queues``): list with health and limits, set limits, pause, resume.
+"""Queue routes (``/v1/queues``): list with health and limits, set limits, pause, resume,
+and a worker queue's workers (who may lease, who holds leases now).
 
 A queue's settings are its dispatch limits (concurrency, rate, burst, weight, paused)
 and the defaults of its jobs (``nice``, ``memory_max``, ``cpu_quota``, ``on_failure``:
@@ -8,17 +9,21 @@ domain/queue_defaults.py). Only admins change them (``queue_admin``, api/policy.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
-from jobctl.api.app import Context, Ctx
+from jobctl.api.app import Context, Ctx, Who
 from jobctl.api.schemas import STRICT, QueueIn, queue_out
 from jobctl.domain import limits
+from jobctl.domain.clock import iso
 from jobctl.domain.dispatch import QueuePolicy
+from jobctl.domain.models import Job
 from jobctl.domain.resources import Resources
-from jobctl.domain.workers import MAX_ALLOW, parse_allow
+from jobctl.domain.states import JobStatus
+from jobctl.domain.workers import MAX_ALLOW, WORKER_OWNER_PREFIX, parse_allow
 from jobctl.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/queues")
@@ -144,3 +149,45 @@ async def set_workers(name: QueuePath, body: WorkersIn, ctx: Ctx) -> dict[str, A
     saved = await ctx.store.run(ctx.st.set_worker_queue, name, allow)
     ctx.hooks.work.notify()  # a waiting worker may now take other owners' jobs
     return {"queue": name, "workers": list(saved)}
+
+
+#: Running jobs one ``GET /v1/queues/{name}/workers`` reads at most (a queue's leases are
+#: bounded by its workers' concurrency; past this the answer says ``truncated``).
+MAX_LIVE_SCAN = 10_000
+
+
+@router.get("/{name}/workers", summary="A worker queue's allow list and the workers holding leases")
+async def get_workers(name: QueuePath, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Why: an admin setting who may lease wants to see who does. ``workers`` is null
+    for a queue the executor serves. ``live`` is per worker uid (an admin sees every
+    uid, anyone else their own only; ``leases`` counts everyone's): how many leases it
+    holds and the latest ``lease_until`` (each heartbeat moves it on: one in the past is
+    a worker gone quiet, whose leases the reaper takes back)."""
+    allow = (await ctx.store.run(ctx.st.worker_queues)).get(name)
+    running: list[Job] = []
+    if allow is not None:
+        running = await ctx.store.run(
+            ctx.st.list_jobs, JobStatus.RUNNING, name, MAX_LIVE_SCAN, None
+        )
+    live = live_workers(running)
+    return {
+        "queue": name,
+        "workers": None if allow is None else list(allow),
+        "leases": sum(w["leases"] for w in live),
+        "live": [w for w in live if who.sees(w["uid"])],
+        "truncated": len(running) >= MAX_LIVE_SCAN,
+    }
+
+
+def live_workers(running: list[Job]) -> list[dict[str, Any]]:
+    """Per worker uid (from ``lease_owner`` ``@worker:UID``): leases held, latest end."""
+    held: dict[int, list[datetime]] = {}
+    for job in running:
+        owner = job.lease_owner or ""
+        if owner.startswith(WORKER_OWNER_PREFIX) and job.lease_until is not None:
+            uid = int(owner.removeprefix(WORKER_OWNER_PREFIX))
+            held.setdefault(uid, []).append(job.lease_until)
+    return [
+        {"uid": uid, "leases": len(ends), "lease_until": iso(max(ends))}
+        for uid, ends in sorted(held.items())
+    ]

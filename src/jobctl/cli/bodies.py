@@ -38,6 +38,7 @@ def job_body(
     env_from_shell: bool = False,
     on_failure: str | None = None,
     http: dict[str, Any] | None = None,
+    payload: str | None = None,
 ) -> dict[str, Any]:
     """Turn ``jobctl add`` options into the API's job object (also used by schedules).
 
@@ -45,10 +46,17 @@ def job_body(
     ``env_from_shell``: the job gets this process's environment (as ``at`` does), then the
     ``env`` entries; otherwise only the ``env`` entries (the daemon's clean default).
     ``http``: a webhook job's request (:func:`jobctl.cli.webhook_cmd.http_request`)
-    instead of a command; ``--retry-on`` then lists 4xx statuses.
+    instead of a command; ``--retry-on`` then lists 4xx statuses. ``payload``: a worker's
+    job (docs/workers.md), this JSON text instead of a command.
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
+    if payload is not None:
+        if command or http is not None:
+            raise InvalidInput("give either a command, --http or --payload: one")
+        return _payload_job(payload, at=at, in_=in_, tz=tz, key=key, queue=queue,
+                            priority=priority, max_attempts=max_attempts, timeout=timeout,
+                            backoff=backoff)  # fmt: skip
     if http is not None:
         return _http_job(command, http, at=at, in_=in_, tz=tz, key=key, queue=queue,
                          priority=priority, max_attempts=max_attempts, timeout=timeout,
@@ -96,6 +104,38 @@ def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, A
         "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
     }
     body = {"http": http, "queue": o["queue"], "priority": o["priority"]}
+    return body | {k: v for k, v in optional.items() if v is not None}
+
+
+def payload_value(text: str) -> Any:
+    """``--payload``'s JSON, checked as the API checks it (at most 64 KiB as compact
+    JSON, numbers within +-2^53, not null), so a bad one is refused before any request."""
+    import json
+
+    from jobctl.domain.workers import payload_text
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"--payload: not JSON: {exc}") from None
+    if value is None:
+        raise InvalidInput("--payload: null is no payload (give any other JSON value)")
+    try:
+        payload_text(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--{exc}") from None
+    return value
+
+
+def _payload_job(text: str, **o: Any) -> dict[str, Any]:
+    optional = {
+        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "key": o["key"] or None,
+        "max_attempts": o["max_attempts"],
+        "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
+        "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
+    }
+    body = {"payload": payload_value(text), "queue": o["queue"], "priority": o["priority"]}
     return body | {k: v for k, v in optional.items() if v is not None}
 
 

@@ -104,6 +104,14 @@ def add(
     secret: Annotated[
         str | None, _web("--http: sign with this secret of yours", show_default="default")
     ] = None,
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JSON|@FILE|-",
+            help="A worker's job: this JSON (@FILE, - for stdin; at most 64 KiB) instead of a "
+            "command, leased by workers of --queue (docs/workers.md)",
+        ),
+    ] = None,
     cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
     every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
     tz: Annotated[
@@ -131,6 +139,8 @@ def add(
         The command runs in the current directory (or --cwd) with a small clean environment plus --env entries. Prints the job or schedule id; for --at, also when the job runs, in the zone and in UTC (on standard error). Options of the other kind of job (--overlap for a one-off job, --key for a schedule) are refused, not ignored. Examples: jobctl add --in 5m -- ./report.sh --full; jobctl add --at "2027-03-14 06:00" --tz Asia/Tokyo -- ./report.sh; jobctl add --cron "0 6 * * *" --tz Asia/Tokyo -- ./report.sh
 
     --http METHOD URL sends a signed HTTP request instead of running a command (a webhook job, docs/webhooks.md): jobctl add --cron "0 6 * * *" --tz Asia/Tokyo --http POST https://hooks.example/run --data @payload.json
+
+    --payload JSON enqueues a worker's job instead (docs/workers.md); a schedule may carry one too: jobctl add --queue emails --payload '{"task": "myapp.tasks:send_email", "kwargs": {"to": "ana@example.com"}}'
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     if batch is not None:
         params = ctx.command.params
@@ -146,6 +156,8 @@ def add(
         return
     repeat = cron is not None or every is not None
     _refuse_misplaced(ctx, repeat, at is not None)
+    if payload is not None:
+        _refuse_beside_payload(ctx)
     body = job_body(
         command or [],
         at=None if repeat else at,
@@ -168,6 +180,7 @@ def add(
         env_from_shell=env_from_shell,
         on_failure=on_failure,
         http=_http(http, header, data, secret),
+        payload=None if payload is None else _read(payload),
     )
     if not repeat:
         job = job_actions.add_job(body, json_, socket)
@@ -205,6 +218,26 @@ def _refuse_misplaced(ctx: typer.Context, repeat: bool, at: bool) -> None:
         raise InvalidInput("--tz applies only to --at, --cron and --every")
 
 
+#: Options of a command job a payload job (a worker's) has no use for: refused beside it
+#: (not --env-from-shell: JOBCTL_ENV_FROM_SHELL is a standing preference, not a request).
+_COMMAND_ONLY = ("cwd", "env", "shell", "retry_on", "no_retry_on", "nice", "memory_max")
+_COMMAND_ONLY_TOO = ("cpu_quota", "on_failure")
+
+
+def _refuse_beside_payload(ctx: typer.Context) -> None:
+    """What the API refuses beside ``payload`` (and what only a command uses), named by
+    its option before any request."""
+    for p in ctx.command.params:
+        if p.name in _COMMAND_ONLY + _COMMAND_ONLY_TOO and _typed(ctx, p.name):
+            raise InvalidInput(f"{p.opts[0]} applies to command jobs, not to --payload")
+
+
+def _read(payload: str) -> str:
+    from jobctl.cli.webhook_cmd import read_data
+
+    return read_data(payload, "--payload")
+
+
 def _typed(ctx: typer.Context, name: str) -> bool:
     source = ctx.get_parameter_source(name)  # typer's vendored click: compare by name
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
@@ -232,6 +265,7 @@ _BATCH_ALONE = frozenset(
     {"at", "in_", "key", "queue", "priority", "max_attempts", "timeout", "backoff", "cwd"}
     | {"env", "shell", "retry_on", "no_retry_on", "cron", "every", "tz", "name", "misfire"}
     | {"catch_up_limit", "overlap", "jitter", "on_failure", "http", "header", "data", "secret"}
+    | {"payload"}
 )
 
 

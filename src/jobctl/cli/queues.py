@@ -1,4 +1,4 @@
-"""Queue commands: ``jobctl queues list|set|pause|resume``."""
+"""Queue commands: ``jobctl queues list|set|pause|resume|workers``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import typer
 
 from jobctl.cli.dlq import parse_rate
 from jobctl.cli.options import JsonOpt, SocketOpt, client, command_group, print_json
+from jobctl.cli.queue_workers import workers
 from jobctl.errors import InvalidInput
 
-app = command_group("Named queues: health, limits, pause and resume.")
+app = command_group("Named queues: health, limits, pause and resume, and their workers.")
 Name = Annotated[str, typer.Argument(metavar="QUEUE", help="Queue name")]
 
 
@@ -144,3 +145,6 @@ def resume(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None
     """Start this queue's jobs again."""
     with client(socket) as c:
         _print(c.queue_action(name, "resume"), json_)
+
+
+app.command("workers")(workers)

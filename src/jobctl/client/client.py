@@ -378,6 +378,18 @@ class Client:
         out: dict[str, Any] = self.request("POST", f"/v1/leases/{job_id}/fail", json_body=body)
         return out
 
+    def release(self, job_id: int, generation: int, delay: float = 0) -> dict[str, Any]:
+        """Give a leased job back unrun (no attempt used): due again after ``delay`` s."""
+        body = {"generation": generation, "delay": float(delay)}
+        out: dict[str, Any] = self.request("POST", f"/v1/leases/{job_id}/release", json_body=body)
+        return out
+
+    def queue_workers(self, name: str) -> dict[str, Any]:
+        """A queue's workers list (null: the executor's queue) and the live workers."""
+        path = f"/v1/queues/{_quote(name, 'queue name')}/workers"
+        out: dict[str, Any] = self.request("GET", path)
+        return out
+
     def set_worker_queue(self, name: str, allow: list[str]) -> dict[str, Any]:
         """Make ``name`` a worker queue and say who else may lease it (admins)."""
         path = f"/v1/queues/{_quote(name, 'queue name')}/workers"

@@ -71,7 +71,8 @@ def next_step(
     ``poison``: the evidence of :func:`crash_poison` points at the job (a lost lease only).
     ``dead_reason``: a failure that must not be retried (:class:`AttemptResult`'s).
     ``transient``: a failure to start for want of a resource (see :func:`transient_step`).
-    ``retry_after``: a receiver's ``Retry-After`` (seconds): a retry waits at least this.
+    ``retry_after``: a receiver's ``Retry-After`` (seconds): a retry waits at least this;
+    for an interruption (a worker's release), the delay before the job is due again.
     """
     if outcome is Outcome.FAILED and transient:
         return transient_step(job, now, rng)
@@ -82,8 +83,8 @@ def next_step(
         return Step(JobStatus.DEAD, failures, dead_reason=dead_reason)
     if outcome is Outcome.CANCELLED:
         return Step(JobStatus.CANCELLED, failures)
-    if outcome is Outcome.INTERRUPTED:
-        return Step(JobStatus.SCHEDULED, failures, run_at=now)
+    if outcome is Outcome.INTERRUPTED:  # a shutdown or a worker's release: due again
+        return Step(JobStatus.SCHEDULED, failures, run_at=now + _delay(retry_after))
     if outcome is Outcome.FAILED and not retryable(job, exit_code):
         return Step(JobStatus.DEAD, failures, dead_reason=DeadReason.NON_RETRYABLE)
     if outcome is Outcome.LEASE_EXPIRED and poison:
@@ -95,6 +96,10 @@ def next_step(
     if retry_after is not None:
         delay = max(delay, retry_after)
     return Step(JobStatus.SCHEDULED, failures, run_at=now + timedelta(seconds=delay))
+
+
+def _delay(seconds: float | None) -> timedelta:
+    return timedelta(seconds=seconds or 0.0)
 
 
 def crash_poison(job_id: int, crashes: Sequence[set[int]]) -> bool:

@@ -11,7 +11,7 @@ PostgreSQL's is :class:`jobctl.store.pg.schedconn.PgSchedConn`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
@@ -66,6 +66,12 @@ class SchedConn(Protocol):
         """Insert jobs as ``Store.insert`` does (a manual occurrence)."""
         ...
 
+    def lock_queues(self, kinds: Iterable[tuple[str, bool]]) -> None:
+        """Hold the queues of these jobs (queue, is a payload job) until the transaction
+        ends: what keeps a queue to one kind of job when several writers check and write
+        it at once (:func:`jobctl.store.workerq.lock`). One writer needs none."""
+        ...
+
 
 class ScheduleDb(Protocol):
     """What the schedule part needs of a backend's database object."""
@@ -115,6 +121,10 @@ class SqliteSchedConn:
 
     def insert_specs(self, specs: Sequence[JobSpec]) -> list[Inserted]:
         return self._insert_specs(self.conn, specs)
+
+    def lock_queues(self, kinds: Iterable[tuple[str, bool]]) -> None:
+        """Nothing to do: SQLite's writes are one at a time (``BEGIN IMMEDIATE``), so a
+        check and the write after it see no other writer in between."""
 
 
 __all__ = ["SchedConn", "ScheduleDb", "SqliteSchedConn"]

@@ -72,6 +72,7 @@ class ScheduleOps:
 
         def tx(conn: SchedConn) -> Schedule:
             now = self.clock.now()
+            _admit(conn, spec)
             params = _new_params(spec, now)
             _insert_one(conn, spec, params, now)
             return schedule_from_row(_find(conn, params["id"]))
@@ -152,6 +153,7 @@ class ScheduleOps:
 
         def tx(conn: SchedConn) -> tuple[Schedule, ScheduleEdit]:
             row = _find(conn, ref)
+            _admit(conn, spec)  # a template moved to a queue of the other kind: Conflict
             edit = edit_tx(conn, self.clock.now(), row, spec, base, editor_uid)
             return schedule_from_row(_find(conn, row["id"])), edit
 
@@ -227,6 +229,16 @@ class ScheduleOps:
         return self._write(lambda conn: materialize_tx(conn, self.clock.now(), limit))
 
 
+def _admit(conn: SchedConn, spec: ScheduleSpec, known: set[str] | None = None) -> None:
+    """A schedule's occurrences bypass the insert's check of a queue's kind, so it holds
+    here, when the template is created or edited: a command or http template is refused
+    on a worker queue, a payload template on a queue with command jobs (Conflict); a
+    payload template's queue becomes a worker queue (docs/workers.md)."""
+    if known is None:  # alone (a batch locks its queues once, before reading them)
+        workerq.lock(conn, [(spec.template.queue, spec.template.payload is not None)])
+    workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
+
+
 def create_many_tx(
     conn: SchedConn, specs: Sequence[ScheduleSpec], now: datetime
 ) -> list[Schedule | JobctlError]:
@@ -236,12 +248,12 @@ def create_many_tx(
     """
     out: dict[int, Schedule | JobctlError] = {}
     todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
+    workerq.lock(conn, ((s.template.queue, s.template.payload is not None) for s in specs))
     known = workerq.names(conn)  # once per batch, not once per schedule
     for i, spec in enumerate(specs):
         try:
             spec.template.check(spec.owner_uid)
-            # its occurrences bypass the insert's check: a worker queue's kind holds here
-            workerq.admit(conn, spec.template.queue, spec.template.payload is not None, known)
+            _admit(conn, spec, known)
             todo.append((i, spec, _new_params(spec, now)))
         except JobctlError as exc:
             out[i] = exc

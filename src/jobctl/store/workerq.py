@@ -4,12 +4,21 @@ Written against :class:`jobctl.store.schedconn.SchedConn` (named statements of e
 backend's query file), like the schedule logic: which queues are served by workers, the
 rule that keeps a queue to one kind of job (checked in the inserting transaction), and
 the lanes each kind of claim may take (:mod:`jobctl.domain.workers`).
+
+Several writers at once (PostgreSQL, several daemons): the check and the write after it
+must not interleave with another writer's, or a queue marked as a worker queue while a
+command job is inserted into it would hold both kinds. So each writer first locks the
+queue names it checks (:func:`lock`, in name order: no cycle of waits): exclusive where
+the queue may become a worker queue (:func:`mark`, a payload job), shared where a job
+only needs its kind checked (concurrent inserts of command jobs do not wait for each
+other). The reads come after the lock, in a statement of their own, so they see every
+conflicting writer's commit. SQLite has one writer: there the lock is nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from jobctl.domain.models import JobSpec
 from jobctl.errors import Conflict, JobctlError
@@ -24,6 +33,7 @@ def worker_queues(c: SchedConn) -> dict[str, tuple[str, ...]]:
 def mark(c: SchedConn, name: str, allow: Sequence[str] | None = None) -> tuple[str, ...]:
     """Make ``name`` a worker queue (``allow``: set its list; None: keep it). A queue
     with command or http jobs waiting or running cannot become one (a Conflict)."""
+    c.lock_queues([(name, True)])  # held already when an insert marks it: no wait then
     known = worker_queues(c)
     if name not in known and c.one("queue_live", {"name": name}) is not None:
         raise Conflict(
@@ -40,6 +50,7 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
     """Insert groups (by index) refused because they mix a queue's kinds: a command or
     http job for a worker queue, or a payload job for a queue with other jobs. A payload
     job's queue that is not yet a worker queue becomes one here, in the same transaction."""
+    lock(c, ((spec.queue, spec.payload is not None) for group in groups for spec in group))
     if not any(spec.payload is not None for group in groups for spec in group):
         known = names(c)
         if not known:
@@ -74,6 +85,22 @@ def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None
         held.add(queue)
 
 
+def lock(c: SchedConn, kinds: Iterable[tuple[str, bool]]) -> None:
+    """Lock the queues of these jobs (queue, is a payload job) until the transaction ends,
+    before their kinds are read (see the module docstring). ``kinds`` is read only by a
+    backend with several writers (SQLite's hot insert path does not walk it)."""
+    c.lock_queues(kinds)
+
+
+def lock_modes(kinds: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Each queue once, in name order, exclusive when a payload job goes to it (it may
+    become a worker queue), else shared."""
+    modes: dict[str, bool] = {}
+    for queue, payload in kinds:
+        modes[queue] = modes.get(queue, False) or payload
+    return sorted(modes.items())
+
+
 def names(c: SchedConn) -> set[str]:
     """The worker queues' names (read once per batch: :func:`admit` keeps them up to date)."""
     return {r["name"] for r in c.rows("worker_queues", {})}
@@ -86,4 +113,4 @@ def _not_workers(queue: str) -> Conflict:
     )
 
 
-__all__ = ["admit", "check_kinds", "mark", "names", "worker_queues"]
+__all__ = ["admit", "check_kinds", "lock", "lock_modes", "mark", "names", "worker_queues"]

@@ -10,7 +10,7 @@ the lock. A savepoint is ``conn.transaction()`` nested, this backend's one helpe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -75,6 +75,17 @@ class PgSchedConn:
 
     def insert_specs(self, specs: Sequence[JobSpec]) -> list[Inserted]:
         return insert_tx(self.db, self.conn, specs)
+
+    def lock_queues(self, kinds: Iterable[tuple[str, bool]]) -> None:
+        """Advisory locks (``lock_queues``), one round trip; READ COMMITTED reads a new
+        snapshot at the next statement, so what the caller reads after this sees every
+        transaction that held a conflicting lock before it as committed."""
+        from jobctl.store.workerq import lock_modes  # it imports the protocol module
+
+        modes = lock_modes(kinds)
+        if modes:
+            params = {"names": [n for n, _ in modes], "exclusive": [x for _, x in modes]}
+            self.conn.execute(self.db.q("lock_queues"), params)
 
 
 @contextmanager

@@ -616,6 +616,17 @@ SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
 -- name: worker_queues
 SELECT name, workers FROM queues WHERE workers IS NOT NULL;
 
+-- name: lock_queues
+-- Transaction-scoped advisory locks on queue names, taken in the order given (the caller
+-- sorts them: no two transactions wait on each other in a cycle): exclusive where a queue
+-- may become a worker queue, shared where a job only needs its kind checked. Keyed by
+-- the schema too (several jobctl stores may share a database); 1785684593 is "jobq".
+SELECT count(CASE WHEN ex THEN pg_advisory_xact_lock(1785684593, k)::text END)
+     + count(CASE WHEN NOT ex THEN pg_advisory_xact_lock_shared(1785684593, k)::text END)
+       AS locked
+FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
+      FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS l;
+
 -- name: queue_live
 SELECT 1 AS live FROM job_counts
 WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') AND n > 0 LIMIT 1;

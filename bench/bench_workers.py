@@ -1,11 +1,20 @@
 #!/usr/bin/env python
 """Pull workers' throughput (issue 16): N no-op tasks drained by ``jobctl worker
---concurrency 4`` (4 pool processes) from a real daemon, against huey's consumer with 4
-process workers on SqliteHuey, in the same run. Prints tasks/s from the first task's
-start to the last one's end (the queue filled before the workers start), with the load
-average.
+--concurrency 4`` (4 pool processes) from a real daemon on SQLite and on PostgreSQL,
+against huey's consumer (4 process workers, SqliteHuey) and procrastinate's workers (4
+worker processes, one job at a time each, on the same PostgreSQL server), in the same run.
+Prints tasks/s from the workers' start to the last task ended (the queue filled before
+the workers start), with the load average.
 
-    python bench/bench_workers.py [--tasks 2000]
+    python bench/bench_workers.py [--tasks 2000] [--db sqlite|postgres|both]
+                                  [--base OLD_SRC]
+
+``--base DIR`` also runs jobctl with the ``src`` directory DIR first on ``PYTHONPATH``
+(e.g. ``git archive main src | tar -x -C /tmp/base``): old and new side by side in one
+run. PostgreSQL is the server at ``JOBCTL_BENCH_PG`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), in a fresh database per run (named
+``JOBCTL_BENCH_PG_PREFIX`` + random, default ``pgbench_workers_``), dropped afterwards;
+without a server the PostgreSQL runs are skipped.
 
 Figures in docs/benchmarks.md ("Pull workers"); this module is also the task app the
 workers import (``--app bench_workers``), so its top level stays light.
@@ -15,17 +24,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from jobctl.tasks import App
 
 app = App()
 HERE = Path(__file__).resolve().parent
+PG = os.environ.get("JOBCTL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_PREFIX = os.environ.get("JOBCTL_BENCH_PG_PREFIX", "pgbench_workers_")
+WORKERS = 4
 
 
 @app.task(queue="bench", name="bench_workers:noop")  # not __main__'s: the workers import it
@@ -33,7 +49,7 @@ def noop(n: int) -> int:
     return n
 
 
-def _wait(what: str, done: Any, timeout: float = 600.0) -> None:
+def _wait(what: str, done: Callable[[], bool], timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
@@ -41,21 +57,50 @@ def _wait(what: str, done: Any, timeout: float = 600.0) -> None:
         time.sleep(0.02)
 
 
-def _env(socket: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(socket: Path, src: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBCTL_")}
     env["JOBCTL_SOCKET"] = str(socket)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, str(HERE)) if p)
     return env
 
 
-def run_jobctl(tasks: int, tmp: Path) -> float:
-    """Tasks/s of ``jobctl worker -c 4`` draining ``tasks`` queued no-op tasks."""
+@contextmanager
+def pg_database() -> Iterator[str]:
+    """A fresh database on the bench server, dropped afterwards."""
+    import psycopg
+
+    name = PG_PREFIX + secrets.token_hex(4)
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(PG)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def run_jobctl(tasks: int, tmp: Path, db: str, src: str | None = None) -> float:
+    """Tasks/s of ``jobctl worker -c 4`` draining ``tasks`` queued no-op tasks from a
+    daemon on ``db`` (a SQLite file or a PostgreSQL URL); ``src``: the jobctl to run."""
     from jobctl.client import Client
 
+    tmp.mkdir(parents=True, exist_ok=True)
     sock = tmp / "j.sock"
+    env = _env(sock, src)
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "jobctl", "daemon", "--db", str(tmp / "j.db"), "--socket",
-         str(sock)], env=_env(sock), stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "jobctl", "daemon", "--db", db, "--socket", str(sock),
+         "--state-dir", str(tmp / "state")], env=env, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     worker = None
     try:
@@ -68,13 +113,14 @@ def run_jobctl(tasks: int, tmp: Path) -> float:
             began = time.monotonic()
             worker = subprocess.Popen(
                 [sys.executable, "-m", "jobctl", "worker", "--app", "bench_workers", "--queue",
-                 "bench", "--concurrency", "4", "--wait", "1"],
-                env=_env(sock), stderr=subprocess.DEVNULL,
+                 "bench", "--concurrency", str(WORKERS), "--wait", "1"],
+                env=env, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             _wait("the drain", lambda: _ended(c) >= tasks)
+            elapsed = time.monotonic() - began
             if (ok := c.status()["counts"]["succeeded"]) != tasks:
                 raise SystemExit(f"only {ok} of {tasks} tasks succeeded")
-            return tasks / (time.monotonic() - began)
+            return tasks / elapsed
     finally:
         for p in (worker, daemon):
             if p is not None:
@@ -109,7 +155,7 @@ def run_huey(tasks: int, tmp: Path) -> float:
         [sys.executable, "-c",
          "import sys; from huey import SqliteHuey; h = SqliteHuey(name='bench', "
          f"filename={db!r}, results=False); h.task(name='bench_noop')(lambda n: n); "
-         "h.create_consumer(workers=4, worker_type='process', periodic=False, "
+         f"h.create_consumer(workers={WORKERS}, worker_type='process', periodic=False, "
          "initial_delay=0.01, max_delay=0.1, backoff=1.0).run()"],
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -121,17 +167,52 @@ def run_huey(tasks: int, tmp: Path) -> float:
         consumer.wait(30)
 
 
+def run_procrastinate(tasks: int) -> float:
+    """Tasks/s of 4 procrastinate worker processes (one job at a time each, ``wait=False``:
+    each stops when the queue is empty) draining ``tasks`` queued no-op tasks, from the
+    first ``started`` event to the last ``succeeded`` one as the database recorded them."""
+    sys.path.insert(0, str(HERE))
+    import peer_procrastinate as PP
+
+    with pg_database() as dsn:
+        PP.apply_schema(dsn)
+        PP.fill(dsn, tasks)
+        procs = [PP.start_worker(dsn, 1) for _ in range(WORKERS)]
+        for p in procs:
+            p.wait(600)
+        done, first, last = PP.drained(dsn)
+    if done != tasks:
+        raise SystemExit(f"procrastinate: only {done} of {tasks} tasks succeeded")
+    return done / (last - first)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--quick", action="store_true", help="500 tasks")
+    ap.add_argument("--db", choices=("sqlite", "postgres", "both"), default="both")
+    ap.add_argument("--base", help="an older jobctl's src directory, run beside this one")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
-        load = os.getloadavg()[0]
-        j = run_jobctl(args.tasks, Path(tmp))
-        h = run_huey(args.tasks, Path(tmp))
-        after = os.getloadavg()[0]
-    print(f"tasks={args.tasks} jobctl_worker_c4={j:.0f}/s huey_4_processes={h:.0f}/s "
-          f"load={load:.1f}->{after:.1f}")  # fmt: skip
+    tasks = 500 if args.quick else args.tasks
+    pg = args.db != "sqlite" and pg_available()
+    out: list[str] = []
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        for label, src in [("base", args.base), ("", None)] if args.base else [("", None)]:
+            tag = f"_{label}" if label else ""
+            if args.db != "postgres":
+                rate = run_jobctl(tasks, tmp / f"s{tag}", str(tmp / f"j{tag}.db"), src)
+                out.append(f"jobctl{tag}_sqlite={rate:.0f}/s")
+            if pg:
+                with pg_database() as dsn:
+                    rate = run_jobctl(tasks, tmp / f"p{tag}", dsn, src)
+                out.append(f"jobctl{tag}_postgres={rate:.0f}/s")
+        out.append(f"huey_4_processes={run_huey(tasks, tmp):.0f}/s")
+        if pg:
+            out.append(f"procrastinate_4_processes={run_procrastinate(tasks):.0f}/s")
+    after = os.getloadavg()[0]
+    print(f"tasks={tasks} {' '.join(out)} load={load:.1f}->{after:.1f}")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ _jobctl_options() {
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
         metrics) _jobctl_r=(--socket --help) ;;
         audit) _jobctl_r=(--uid --action --since --before --limit --cursor --all --json --socket --help) ;;
-        worker) _jobctl_r=(--app --queue -q --concurrency -c --lease-ttl --wait --grace --socket --help) ;;
+        worker) _jobctl_r=(--app --queue -q --concurrency -c --lease-ttl --wait --grace --prefetch --socket --help) ;;
         dlq) _jobctl_r=(--help) ;;
         'dlq list') _jobctl_r=(--queue --reason --since --limit --cursor --all --all-users --json --socket --help) ;;
         'dlq show') _jobctl_r=(--json --socket --help) ;;
@@ -137,9 +137,9 @@ _jobctl_nvalues() {
         'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
         'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
         'worker --concurrency'|'worker -c'|'worker --lease-ttl'|'worker --wait'|\
-        'worker --grace'|'worker --socket'|'dlq list --queue'|'dlq list --reason'|\
-        'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|'dlq list --socket'|\
-        'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
+        'worker --grace'|'worker --prefetch'|'worker --socket'|'dlq list --queue'|\
+        'dlq list --reason'|'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|\
+        'dlq list --socket'|'dlq show --socket'|'dlq replay --limit'|'dlq replay --queue'|\
         'dlq replay --reason'|'dlq replay --id'|'dlq replay --rate'|'dlq replay --socket'|\
         'dlq purge --older-than'|'dlq purge --socket'|'queues list --socket'|\
         'queues set --concurrency'|'queues set --rate'|'queues set --burst'|\

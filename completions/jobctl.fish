@@ -100,36 +100,37 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'audit --action' 'audit --since' 'audit --before' 'audit --limit' \
             'audit --cursor' 'audit --socket' 'worker --app' 'worker --queue' 'worker -q' \
             'worker --concurrency' 'worker -c' 'worker --lease-ttl' 'worker --wait' \
-            'worker --grace' 'worker --socket' 'dlq list --queue' 'dlq list --reason' \
-            'dlq list --since' 'dlq list --limit' 'dlq list --cursor' 'dlq list --socket' \
-            'dlq show --socket' 'dlq replay --limit' 'dlq replay --queue' \
-            'dlq replay --reason' 'dlq replay --id' 'dlq replay --rate' \
-            'dlq replay --socket' 'dlq purge --older-than' 'dlq purge --socket' \
-            'queues list --socket' 'queues set --concurrency' 'queues set --rate' \
-            'queues set --burst' 'queues set --weight' 'queues set --nice' \
-            'queues set --memory-max' 'queues set --cpu-quota' 'queues set --on-failure' \
-            'queues set --socket' 'queues pause --socket' 'queues resume --socket' \
-            'queues workers --allow' 'queues workers --socket' 'schedules list --limit' \
-            'schedules list --cursor' 'schedules list --socket' 'schedules show --socket' \
-            'schedules edit --cron' 'schedules edit --every' 'schedules edit --at' \
-            'schedules edit --tz' 'schedules edit --jitter' 'schedules edit --name' \
-            'schedules edit --misfire' 'schedules edit --catch-up-limit' \
-            'schedules edit --overlap' 'schedules edit --queue' \
-            'schedules edit --priority' 'schedules edit --timeout' \
-            'schedules edit --max-attempts' 'schedules edit --backoff' \
-            'schedules edit --env' 'schedules edit --cwd' 'schedules edit --retry-on' \
-            'schedules edit --no-retry-on' 'schedules edit --on-failure' \
-            'schedules edit --nice' 'schedules edit --memory-max' \
-            'schedules edit --cpu-quota' 'schedules edit --socket' \
-            'schedules pause --socket' 'schedules resume --socket' \
-            'schedules trigger --socket' 'schedules delete --socket' \
-            'config show --config' 'config show --socket' 'config get --config' \
-            'config get --socket' 'secrets create --uid' 'secrets create --socket' \
-            'secrets list --socket' 'secrets show --uid' 'secrets show --socket' \
-            'secrets rotate --grace' 'secrets rotate --uid' 'secrets rotate --socket' \
-            'secrets delete --uid' 'secrets delete --socket' 'webhook verify --secret' \
-            'webhook verify --request' 'webhook verify --header' 'webhook verify --body' \
-            'store migrate --to' 'store migrate --from'
+            'worker --grace' 'worker --prefetch' 'worker --socket' 'dlq list --queue' \
+            'dlq list --reason' 'dlq list --since' 'dlq list --limit' 'dlq list --cursor' \
+            'dlq list --socket' 'dlq show --socket' 'dlq replay --limit' \
+            'dlq replay --queue' 'dlq replay --reason' 'dlq replay --id' \
+            'dlq replay --rate' 'dlq replay --socket' 'dlq purge --older-than' \
+            'dlq purge --socket' 'queues list --socket' 'queues set --concurrency' \
+            'queues set --rate' 'queues set --burst' 'queues set --weight' \
+            'queues set --nice' 'queues set --memory-max' 'queues set --cpu-quota' \
+            'queues set --on-failure' 'queues set --socket' 'queues pause --socket' \
+            'queues resume --socket' 'queues workers --allow' 'queues workers --socket' \
+            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
+            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
+            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
+            'schedules edit --name' 'schedules edit --misfire' \
+            'schedules edit --catch-up-limit' 'schedules edit --overlap' \
+            'schedules edit --queue' 'schedules edit --priority' \
+            'schedules edit --timeout' 'schedules edit --max-attempts' \
+            'schedules edit --backoff' 'schedules edit --env' 'schedules edit --cwd' \
+            'schedules edit --retry-on' 'schedules edit --no-retry-on' \
+            'schedules edit --on-failure' 'schedules edit --nice' \
+            'schedules edit --memory-max' 'schedules edit --cpu-quota' \
+            'schedules edit --socket' 'schedules pause --socket' \
+            'schedules resume --socket' 'schedules trigger --socket' \
+            'schedules delete --socket' 'config show --config' 'config show --socket' \
+            'config get --config' 'config get --socket' 'secrets create --uid' \
+            'secrets create --socket' 'secrets list --socket' 'secrets show --uid' \
+            'secrets show --socket' 'secrets rotate --grace' 'secrets rotate --uid' \
+            'secrets rotate --socket' 'secrets delete --uid' 'secrets delete --socket' \
+            'webhook verify --secret' 'webhook verify --request' \
+            'webhook verify --header' 'webhook verify --body' 'store migrate --to' \
+            'store migrate --from'
             echo 1
         case 'add --http'
             echo 2
@@ -341,6 +342,7 @@ complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'concurrency' -s 'c' -
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'lease-ttl' -x -d 'Seconds a lease lasts without a heartbeat (heartbeats: a third of it)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'wait' -x -d 'Seconds a lease request waits'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'grace' -x -d 'On SIGTERM, seconds running tasks may finish in'
+complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'prefetch' -x -d 'Leases held beyond --concurrency, queued for the next free process (default: 3 x --concurrency)'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'worker\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 

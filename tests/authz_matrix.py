@@ -66,6 +66,7 @@ async def run_matrix(call: Call, dead_job: Callable[[], Awaitable[int]]) -> None
     await _keys(call, sched["id"])
     await _secrets(call)
     await _workers(call)
+    await _worker_batch(call)
     missing = set(ROUTES) - COVERED
     assert not missing, f"routes the matrix never tried: {sorted(missing)}"
 
@@ -257,3 +258,27 @@ async def _live_workers(call: Call, q: str) -> None:
     assert all(s["leases"] == 1 and s["workers"] for s in seen.values()), seen
     assert seen[OWNER]["live"] == [] and len(seen[OTHER]["live"]) == 1, seen
     assert seen[ADMIN]["live"] == seen[OTHER]["live"], seen
+
+
+async def _worker_batch(call: Call) -> None:
+    """Outcomes in a lease request's ``finish`` list: per item, a job the caller may not
+    finish (another user's, leased by its owner) is ``not_found`` and stays running; its
+    owner and admins finish theirs; the request itself is 200 for everyone."""
+    q = "wq-matrix-batch"
+    a = await _created(call, OWNER, "/v1/jobs", {"payload": "a", "queue": q})
+    b = await _created(call, OWNER, "/v1/jobs", {"payload": "b", "queue": q})
+    status, data = await call(OWNER, "POST", "/v1/leases", {"queues": [q], "max": 2})
+    assert status == 200 and len(data["leases"]) == 2, data
+    gen = {x["id"]: x["generation"] for x in data["leases"]}
+
+    def finish(job: dict[str, Any]) -> dict[str, Any]:
+        item = {"id": job["id"], "generation": gen[job["id"]], "outcome": "complete"}
+        return {"queues": [q], "max": 0, "finish": [item]}
+
+    status, data = await call(OTHER, "POST", "/v1/leases", finish(a))
+    assert status == 200 and data["finished"][0]["error"]["code"] == "not_found", data
+    _, seen = await call(OWNER, "GET", f"/v1/jobs/{a['id']}", None)
+    assert seen["status"] == "running", seen
+    for role, job in ((ADMIN, a), (OWNER, b)):
+        status, data = await call(role, "POST", "/v1/leases", finish(job))
+        assert status == 200 and data["finished"][0]["status"] == "succeeded", data

@@ -219,12 +219,20 @@ class Metrics:
 
     def job_finished(self, queue: str, result: AttemptResult, job: Job | None) -> None:
         """:meth:`attempt_finished` by queue (a worker's completion has no Claim here)."""
-        self.attempts_finished.labels(queue, result.outcome.value).inc()
         if job is None:
+            self.attempts_finished.labels(queue, result.outcome.value).inc()
             return
-        if job.status is JobStatus.DEAD:
-            self.dead_jobs.labels(queue, job.dead_reason or "unknown").inc()
-        elif job.status is JobStatus.SCHEDULED and result.outcome.uses_budget:
+        self.finished_as(queue, result, job.status, job.dead_reason)
+
+    def finished_as(
+        self, queue: str, result: AttemptResult, status: JobStatus, dead_reason: str | None
+    ) -> None:
+        """:meth:`job_finished` from a finish's few fields (a batch of worker outcomes
+        reads no full job)."""
+        self.attempts_finished.labels(queue, result.outcome.value).inc()
+        if status is JobStatus.DEAD:
+            self.dead_jobs.labels(queue, dead_reason or "unknown").inc()
+        elif status is JobStatus.SCHEDULED and result.outcome.uses_budget:
             self.retries.labels(queue).inc()
 
     def reclaimed(self, job: Job, source: str) -> None:

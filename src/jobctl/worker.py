@@ -15,9 +15,10 @@ the lease's generation:
   logged; the job ran at most twice and one success is recorded.
 
 SIGTERM or SIGINT: stop leasing, release the leases whose task has not started (``POST
-/v1/leases/{id}/release``: due again at once, no attempt used), give the running tasks
-``grace`` seconds to finish and answer, then stop the pool and let the other leases lapse
-(the daemon's reaper reclaims them at their ``lease_until``, like an executor's).
+/v1/leases/{id}/release``: due again at once, no attempt used; the prefetched ones
+included), give the running tasks ``grace`` seconds to finish and answer, then stop the
+pool and let the other leases lapse (the daemon's reaper reclaims them at their
+``lease_until``, like an executor's).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.client import Client
+from jobctl.domain.workers import MAX_LEASES
 from jobctl.errors import DaemonUnavailable, InvalidInput, JobctlError, LeaseLost
 from jobctl.tasks import App, is_async
 from jobctl.tasks import app as default_app
@@ -44,6 +46,8 @@ from jobctl.tasks import app as default_app
 log = logging.getLogger("jobctl.worker")
 #: Seconds between lease attempts after the daemon could not be reached.
 RETRY_PAUSE = 1.0
+#: The text of a failure sent (the daemon keeps its last 4 KiB).
+MAX_ERROR = 16 * 1024
 
 
 def load_app(ref: str) -> App:
@@ -81,7 +85,7 @@ def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any
     except BaseException:  # the task's failure is the job's: reported, never raised here
         return False, traceback.format_exc(), True
     try:
-        json.dumps(result)
+        json.dumps(result, allow_nan=False)  # what the daemon takes as a result
     except (TypeError, ValueError):
         result = repr(result)
     return True, result, True
@@ -89,7 +93,7 @@ def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any
 
 @dataclass
 class Held:
-    """A lease this worker holds and the task running for it."""
+    """A lease this worker holds and the task running (or queued in the pool) for it."""
 
     job_id: int
     generation: int
@@ -106,26 +110,50 @@ class WorkerConfig:
     lease_ttl: float = 30.0
     wait: float = 10.0
     grace: float = 30.0
+    #: Leases held beyond ``concurrency``, queued in the pool: a process that ends a task
+    #: starts the next at once instead of waiting for a round trip to the daemon, and
+    #: the outcomes go back in batches. Default (None): 3 x ``concurrency``, so 4 x in
+    #: all, like Celery's default prefetch multiplier of 4.
+    prefetch: int | None = None
+
+    @property
+    def capacity(self) -> int:
+        """Leases held at most (running and queued)."""
+        extra = 3 * self.concurrency if self.prefetch is None else self.prefetch
+        return min(self.concurrency + extra, MAX_LEASES)
 
 
 @dataclass
 class Worker:
+    """Two threads talk to the daemon: the main one long-polls for work while slots are
+    free, and the sender sends every outcome ready in one request that also leases as
+    many jobs as it frees ("complete these, lease N more"), so a busy worker makes about
+    one request per batch of tasks, not two per task."""
+
     config: WorkerConfig
     stopping: threading.Event = field(default_factory=threading.Event)
     held: dict[int, Held] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Notified (under ``lock``) when an answer frees a slot.
-    slot_freed: threading.Condition = field(init=False)
+    #: Reentrant: a task already done when queued calls back at once, under the lock.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    #: Notified (under ``lock``) when an outcome is ready or the leases held change.
+    changed: threading.Condition = field(init=False)
+    #: Finished tasks whose outcome is not sent yet: (held, ok, result or text, retryable).
+    outbox: list[tuple[Held, bool, Any, bool]] = field(default_factory=list)
+    #: Leases to give back unrun (a task cancelled before it started, a lease that came
+    #: after the stop signal): the sender releases them.
+    releases: list[Held] = field(default_factory=list)
+    #: Slots a lease request in flight may fill (never more than ``capacity`` in all).
+    reserved: int = 0
     done: int = 0
     #: The main thread waits in a long-poll (a stop signal interrupts it).
     leasing: bool = False
+    #: Past the grace period: outcomes still to come are dropped (their leases lapse).
+    abandoned: bool = False
     _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
-    answers: cf.ThreadPoolExecutor = field(
-        default_factory=lambda: cf.ThreadPoolExecutor(4, thread_name_prefix="answer")
-    )
+    _pool: cf.Executor | None = None
 
     def __post_init__(self) -> None:
-        self.slot_freed = threading.Condition(self.lock)
+        self.changed = threading.Condition(self.lock)
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client(self.config.socket, timeout=timeout)
@@ -141,120 +169,190 @@ class Worker:
         if app.schedules:
             log.info("event=registered schedules=%s", ",".join(app.register()))
         ctx = multiprocessing.get_context("forkserver")
-        pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
+        # imported once in the fork server, not once per pool process (each took ~0.5 s
+        # of CPU on 2 busy cores before it ran its first task)
+        ctx.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
+        self._pool = pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
         beat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beat.start()
+        sender = threading.Thread(target=self._send_loop, name="sender", daemon=True)
+        sender.start()
         log.info("event=worker_started queues=%s concurrency=%s", cfg.queues, cfg.concurrency)
         try:
-            self._lease_loop(pool)
+            self._lease_loop()
         finally:
-            self._drain(pool)
+            self._drain(pool, sender)
         log.info("event=worker_stopped done=%s", self.done)
         return 0
 
     def _free(self) -> int:
-        with self.lock:
-            return self.config.concurrency - len(self.held)
+        """Slots no lease holds or may soon fill (under ``lock``)."""
+        return self.config.capacity - len(self.held) - self.reserved
 
-    def _wait_for_slot(self) -> int:
-        """Free slots, once there is one (an answer sent frees its slot and says so)."""
-        with self.slot_freed:
-            if len(self.held) >= self.config.concurrency:
-                self.slot_freed.wait(0.5)  # woken at once by an answer; 0.5: see a stop
-            return self.config.concurrency - len(self.held)
-
-    def _lease_loop(self, pool: cf.ProcessPoolExecutor) -> None:
+    def _lease_loop(self) -> None:
+        """Long-poll for work while slots are free (the sender leases while busy)."""
         cfg = self.config
         with self.client(timeout=cfg.wait + 30) as c:
             while not self.stopping.is_set():
-                free = self._wait_for_slot()
-                if free <= 0:
-                    continue
+                with self.changed:
+                    if self._free() <= 0:
+                        self.changed.wait(0.5)  # woken by the sender; 0.5: see a stop
+                        continue
+                    want = self._free()
+                    self.reserved += want
                 try:
-                    self.leasing = True
-                    leases = c.lease(cfg.queues, free, cfg.wait, cfg.lease_ttl)
+                    leases = self._poll(c, want)
                 except Interrupted:
+                    self._took(want, [])
                     break
-                except DaemonUnavailable as exc:
-                    log.warning("event=lease_failed error=%s", exc)
-                    self.stopping.wait(RETRY_PAUSE)
-                    continue
-                finally:
-                    self.leasing = False
-                for lease in leases:
-                    if self.stopping.is_set():  # SIGTERM while the answer came: not started
-                        self._release(c, lease["id"], lease["generation"])
-                    else:
-                        self._start(pool, lease)
+                self._took(want, leases)
         log.info("event=stopping running=%s", len(self.held))
 
-    def _start(self, pool: cf.Executor, lease: dict[str, Any]) -> None:
+    def _poll(self, c: Client, want: int) -> list[dict[str, Any]]:
+        """One long-poll for up to ``want`` leases (Interrupted: a stop signal)."""
+        cfg = self.config
+        try:
+            self.leasing = True
+            return c.lease(cfg.queues, want, cfg.wait, cfg.lease_ttl)
+        except DaemonUnavailable as exc:
+            log.warning("event=lease_failed error=%s", exc)
+            self.stopping.wait(RETRY_PAUSE)
+            return []
+        finally:
+            self.leasing = False
+
+    def _took(self, reserved: int, leases: list[dict[str, Any]]) -> None:
+        """Give back a request's reservation and start the jobs it leased."""
+        with self.changed:
+            self.reserved -= reserved
+            for lease in leases:
+                if self.stopping.is_set():  # SIGTERM while the answer came: not started
+                    gone: cf.Future[tuple[bool, Any, bool]] = cf.Future()
+                    gone.cancel()
+                    held = self.held[lease["id"]] = Held(lease["id"], lease["generation"], gone)
+                    self.releases.append(held)
+                else:
+                    self._start(lease)
+            self.changed.notify_all()
+
+    def _start(self, lease: dict[str, Any]) -> None:
+        """Queue a leased job's task in the pool (under ``lock``)."""
+        assert self._pool is not None
         payload = lease.get("payload") or {}
         name = payload.get("task", "") if isinstance(payload, dict) else ""
         kwargs = payload.get("kwargs", {}) if isinstance(payload, dict) else {}
-        fut = pool.submit(run_task, self.config.app, str(name), dict(kwargs))
+        fut = self._pool.submit(run_task, self.config.app, str(name), dict(kwargs))
         held = Held(lease["id"], lease["generation"], fut)
-        with self.lock:
-            self.held[held.job_id] = held
-        log.info(
+        self.held[held.job_id] = held
+        log.debug(
             "event=started job=%s attempt=%s gen=%s task=%s",
             held.job_id,
             lease["attempt"],
             held.generation,
             name,
         )
-        # answered on a thread of its own: a pool's callbacks run on its result thread,
-        # which a request to the daemon must not hold up
-        fut.add_done_callback(lambda f: self.answers.submit(self._answer, held))
+        fut.add_done_callback(lambda f: self._finished(held))
 
-    def _release(self, c: Client, job_id: int, generation: int) -> None:
-        """Give back a lease whose task never started (no attempt of its budget used)."""
-        try:
-            c.release(job_id, generation)
-            log.info("event=released job=%s gen=%s", job_id, generation)
-        except JobctlError as exc:  # lost meanwhile, or the daemon gone: it lapses
-            log.warning("event=release_failed job=%s gen=%s error=%s", job_id, generation, exc)
-
-    def _answer(self, held: Held) -> None:
-        """Send a finished task's outcome (on a pool thread, once per task); a task
-        cancelled before it started (the drain) is released instead."""
+    def _finished(self, held: Held) -> None:
+        """A task ended (on the pool's result thread): its outcome waits for the sender;
+        one cancelled before it started (the drain) is released instead."""
         if held.future.cancelled():
-            try:
-                with self.client() as c:
-                    self._release(c, held.job_id, held.generation)
-            finally:
-                self._freed(held)
+            with self.changed:
+                self.releases.append(held)
+                self.changed.notify_all()
             return
         try:
             ok, value, retryable = held.future.result()
         except BaseException as exc:  # the pool broke (a process killed, a shutdown)
             ok, value, retryable = False, f"worker pool: {exc!r}", True
-        try:
-            with self.client() as c:
-                if ok:
-                    c.complete(held.job_id, held.generation, value)
+        with self.changed:
+            if self.abandoned:
+                return
+            self.outbox.append((held, ok, value, retryable))
+            self.changed.notify_all()
+
+    def _send_loop(self) -> None:
+        """Send the outcomes ready, all in one request that leases as many jobs as they
+        free (none once stopping); while it is in flight the next outcomes gather."""
+        with self.client() as c:
+            while True:
+                with self.changed:
+                    while not self.outbox and not self.releases:
+                        self.changed.wait()
+                    back, self.releases = self.releases, []
+                    batch, self.outbox = self.outbox, []
+                    want = 0 if self.stopping.is_set() else max(0, self._free() + len(batch))
+                    self.reserved += want
+                for held in back:
+                    self._release(c, held)
+                if batch or want:
+                    self._send(c, batch, want)
                 else:
-                    c.fail(held.job_id, held.generation, str(value), retryable)
-            log.info(
-                "event=%s job=%s gen=%s",
-                "completed" if ok else "failed",
-                held.job_id,
-                held.generation,
-            )
-        except LeaseLost:
+                    self._answered([], 0, [])
+
+    def _send(self, c: Client, batch: list[tuple[Held, bool, Any, bool]], want: int) -> None:
+        """One request: these outcomes, and up to ``want`` leases more."""
+        cfg = self.config
+        items = [_outcome(h, ok, value, retryable) for h, ok, value, retryable in batch]
+        leases: list[dict[str, Any]] = []
+        try:
+            leases, answers = c.finish_and_lease(cfg.queues, items, want, 0, cfg.lease_ttl)
+            for (held, *_), item, answer in zip(batch, items, answers, strict=True):
+                _log_answer(held, item, answer)
+        except DaemonUnavailable as exc:  # the daemon is back soon: send them again
+            log.warning("event=answer_failed error=%s (retrying)", exc)
+            if self.stopping.is_set():  # not after a stop: their leases lapse
+                self._answered(batch, want, [])
+                return
+            with self.changed:
+                self.reserved -= want
+                self.outbox[:0] = batch
+            self.stopping.wait(RETRY_PAUSE)
+            return
+        except JobctlError as exc:  # the request refused as a whole: one by one
+            log.warning("event=batch_refused error=%s (answering one by one)", exc)
+            for (held, *_), item in zip(batch, items, strict=True):
+                self._answer_one(c, held, item)
+        self._answered(batch, want, leases)
+
+    def _answered(
+        self, batch: list[tuple[Held, bool, Any, bool]], reserved: int, leases: list[Any]
+    ) -> None:
+        with self.changed:
+            for held, *_ in batch:
+                self.held.pop(held.job_id, None)
+            self.done += len(batch)
+            self._took(reserved, leases)
+
+    def _release(self, c: Client, held: Held) -> None:
+        """Give back a lease whose task never ran (no attempt of its budget used)."""
+        try:
+            if held.lost:
+                log.warning("event=lease_lost job=%s gen=%s", held.job_id, held.generation)
+            else:
+                c.release(held.job_id, held.generation)
+                log.info("event=released job=%s gen=%s", held.job_id, held.generation)
+        except JobctlError as exc:  # lost meanwhile, or the daemon gone: it lapses
             log.warning(
-                "event=lease_lost job=%s gen=%s result=discarded", held.job_id, held.generation
+                "event=release_failed job=%s gen=%s error=%s", held.job_id, held.generation, exc
             )
+        finally:
+            with self.changed:
+                self.held.pop(held.job_id, None)
+                self.changed.notify_all()
+
+    def _answer_one(self, c: Client, held: Held, item: dict[str, Any]) -> None:
+        """The single-job route, for an outcome a batch could not carry."""
+        try:
+            if item["outcome"] == "complete":
+                c.complete(held.job_id, held.generation, item["result"])
+            else:
+                c.fail(held.job_id, held.generation, item["error"], item["retryable"])
+            _log_answer(held, item, {})
+        except LeaseLost:
+            _log_answer(held, item, {"error": {"code": "lease_lost"}})
         except JobctlError as exc:
             log.error("event=answer_failed job=%s error=%s", held.job_id, exc)
-        finally:
-            self._freed(held)
-
-    def _freed(self, held: Held) -> None:
-        with self.slot_freed:
-            self.held.pop(held.job_id, None)
-            self.done += 1
-            self.slot_freed.notify()
 
     def _heartbeats(self) -> None:
         every = self.config.lease_ttl / 3
@@ -267,31 +365,54 @@ class Worker:
                         c.heartbeat(h.job_id, h.generation, self.config.lease_ttl)
                 except LeaseLost:
                     h.lost = True
+                    h.future.cancel()  # still queued: it need not run (another may run it)
                     log.warning("event=lease_lost job=%s gen=%s", h.job_id, h.generation)
                 except JobctlError as exc:
                     log.warning("event=heartbeat_failed job=%s error=%s", h.job_id, exc)
             self._beat_pause.wait(every)
 
-    def _drain(self, pool: cf.Executor) -> None:
-        """Give running tasks ``grace`` seconds, then stop the pool (their leases lapse)."""
+    def _drain(self, pool: cf.Executor, sender: threading.Thread) -> None:
+        """Release the tasks not started, give the running ones ``grace`` seconds, then
+        stop the pool (the leases of those still running lapse)."""
         with self.lock:
             futures = [h.future for h in self.held.values()]
         for f in futures:
-            f.cancel()  # not started yet: its done callback releases the lease
+            f.cancel()  # not started yet: the sender releases its lease
         if futures:
             log.info("event=draining running=%s grace=%s", len(futures), self.config.grace)
             _, late = cf.wait(futures, timeout=self.config.grace)
             if late:
                 log.warning("event=grace_over abandoned=%s (their leases lapse)", len(late))
                 with self.lock:
+                    self.abandoned = True
                     self.held.clear()
                 _kill_pool(pool)
                 return
-            # the answers run in done callbacks: wait until each is sent
-            while self._free() < self.config.concurrency:
-                self.stopping.wait(0.01)
+            with self.changed:  # every outcome is in the outbox: wait until each is sent
+                while self.held and sender.is_alive():
+                    self.changed.wait(0.5)
         pool.shutdown(wait=True, cancel_futures=True)
-        self.answers.shutdown(wait=True)
+
+
+def _outcome(held: Held, ok: bool, value: Any, retryable: bool) -> dict[str, Any]:
+    """A finished task as an item of a lease request's ``finish`` list."""
+    if ok:
+        return {"id": held.job_id, "generation": held.generation, "outcome": "complete",
+                "result": value}  # fmt: skip
+    return {"id": held.job_id, "generation": held.generation, "outcome": "fail",
+            "error": str(value)[-MAX_ERROR:], "retryable": retryable}  # fmt: skip
+
+
+def _log_answer(held: Held, item: dict[str, Any], answer: dict[str, Any]) -> None:
+    """One line per outcome sent: what the daemon did with it."""
+    code = (answer.get("error") or {}).get("code")
+    if code == "lease_lost":
+        log.warning("event=lease_lost job=%s gen=%s result=discarded", held.job_id, held.generation)
+    elif code is not None:
+        log.error("event=answer_failed job=%s error=%s", held.job_id, code)
+    else:
+        event = "completed" if item["outcome"] == "complete" else "failed"
+        log.info("event=%s job=%s gen=%s", event, held.job_id, held.generation)
 
 
 def _kill_pool(pool: cf.Executor) -> None:

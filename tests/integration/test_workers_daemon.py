@@ -249,12 +249,16 @@ def test_sigterm_releases_a_leased_task_not_yet_started(
     pool = cf.ThreadPoolExecutor(1)  # its one thread busy: the task below waits, unstarted
     gate = threading.Event()
     busy = pool.submit(gate.wait, 30)
+    worker._pool = pool
+    sender = threading.Thread(target=worker._send_loop, daemon=True)  # sends the release
+    sender.start()
     with Client(d.socket) as c:
         [lease] = c.lease(["wq"], 1, 0, 30)
-    worker._start(pool, lease)
+    with worker.lock:
+        worker._start(lease)
     worker.held[lease["id"]].future.add_done_callback(lambda f: gate.set())
     worker.stopping.set()
-    worker._drain(pool)
+    worker._drain(pool, sender)
     assert busy.result() is True
     shown = _job(d, job["id"])
     assert shown["status"] == "scheduled" and shown["failures"] == 0, shown

@@ -19,11 +19,12 @@ import json
 import os
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field, JsonValue, StrictBool, StrictFloat
 
 from jobctl.access import user_name
 from jobctl.api.app import Context, Ctx, JobIdPath, Who
+from jobctl.api.leasebatch import FinishList, attempt_result, finish_batch
 from jobctl.api.policy import Caller
 from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
 from jobctl.domain import limits
@@ -43,13 +44,16 @@ Generation = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
 
 
 class LeaseIn(BaseModel):
-    """Ask for up to ``max`` jobs of these worker queues, waiting up to ``wait`` seconds."""
+    """Ask for up to ``max`` jobs of these worker queues, waiting up to ``wait`` seconds;
+    first record the outcomes in ``finish`` (``max`` 0: only those, no lease)."""
 
     model_config = STRICT
     queues: Annotated[list[QueueName], Field(min_length=1, max_length=32)]
-    max: Annotated[int, Field(ge=1, le=wk.MAX_LEASES), NUMBER] = 1
+    max: Annotated[int, Field(ge=0, le=wk.MAX_LEASES), NUMBER] = 1
     wait: Annotated[StrictFloat, Field(ge=0, le=wk.MAX_WAIT), NUMBER] = 0
     lease_ttl: Ttl = wk.DEFAULT_LEASE_TTL
+    #: Outcomes of jobs leased before, each fenced by its generation (api/leasebatch.py).
+    finish: FinishList = []
 
 
 class HeartbeatIn(BaseModel):
@@ -115,8 +119,24 @@ def _json(text: str) -> Any:
     return json.loads(text)
 
 
-@router.post("", summary="Lease due jobs of worker queues (long-poll with wait)")
-async def lease(body: LeaseIn, ctx: Ctx, who: Who) -> dict[str, Any]:
+@router.post("", summary="Lease due jobs of worker queues (long-poll); finish others first")
+async def lease(body: LeaseIn, ctx: Ctx, who: Who, request: Request) -> dict[str, Any]:
+    if not body.finish:
+        return {"leases": await _lease(body, ctx, who)}
+    results = [attempt_result(i) for i in body.finish]  # a bad result: 422, nothing done
+    # at once: both writes share the store's group commit (one commit, not two, per
+    # round trip); the worker asks only for the slots it has free either way
+    (finished, target), leases = await asyncio.gather(
+        finish_batch(ctx, who, body.finish, results), _lease(body, ctx, who)
+    )
+    request.state.audit_target = target
+    return {"leases": leases, "finished": finished}
+
+
+async def _lease(body: LeaseIn, ctx: Context, who: Caller) -> list[dict[str, Any]]:
+    """Up to ``body.max`` leases, once there are some or ``body.wait`` has passed."""
+    if not body.max:
+        return []
     lessee = lessee_of(who)
     loop_time = asyncio.get_running_loop().time  # how long to wait: not a stored time
     deadline = loop_time() + float(body.wait)
@@ -131,7 +151,7 @@ async def lease(body: LeaseIn, ctx: Ctx, who: Who) -> dict[str, Any]:
             # the timer must look at these leases when they run out (the reaper's turn)
             ctx.hooks.due(min(c.lease_until for c in claims))
         if claims or left <= 0:
-            return {"leases": [lease_out(c, float(body.lease_ttl)) for c in claims]}
+            return [lease_out(c, float(body.lease_ttl)) for c in claims]
         await signal.wait(seen, left)
 
 

@@ -46,6 +46,16 @@ def worker(
         float,
         typer.Option("--grace", min=0, help="On SIGTERM, seconds running tasks may finish in"),
     ] = 30.0,
+    prefetch: Annotated[
+        int | None,
+        typer.Option(
+            "--prefetch",
+            min=0,
+            max=wk.MAX_LEASES,
+            help="Leases held beyond --concurrency, queued for the next free process "
+            "(default: 3 x --concurrency)",
+        ),
+    ] = None,
     socket: SocketOpt = None,
 ) -> None:
     """Run the tasks of an app in a process pool, leased from worker queues."""
@@ -56,7 +66,7 @@ def worker(
         sys.path.insert(0, os.getcwd())  # --app myapp.tasks from the project's directory
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = WorkerConfig(
-        app, list(queue), socket or default_socket(), concurrency, lease_ttl, wait, grace
+        app, list(queue), socket or default_socket(), concurrency, lease_ttl, wait, grace, prefetch
     )
     w = Worker(cfg)
     undo = install_signals(w)

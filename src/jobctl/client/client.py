@@ -339,6 +339,28 @@ class Client:
         leases: list[dict[str, Any]] = result["leases"]
         return leases
 
+    def finish_and_lease(
+        self,
+        queues: list[str],
+        finish: list[dict[str, Any]],
+        max_jobs: int = 0,
+        wait: float = 0,
+        lease_ttl: float = 30.0,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Record these outcomes (``{"id", "generation", "outcome": "complete"|"fail",
+        "result"|"error", "retryable"}``), then lease up to ``max_jobs`` more, in one
+        request: (leases, one answer per outcome, in order: ``status`` and ``repeated``,
+        or ``error`` with code ``lease_lost`` or ``not_found``)."""
+        body = {
+            "queues": queues,
+            "max": max_jobs,
+            "wait": wait,
+            "lease_ttl": lease_ttl,
+            "finish": finish,
+        }
+        result: dict[str, Any] = self.request("POST", "/v1/leases", json_body=body)
+        return result["leases"], result.get("finished", [])
+
     def heartbeat(self, job_id: int, generation: int, lease_ttl: float = 30.0) -> None:
         """Extend a lease; :class:`~jobctl.errors.LeaseLost` if it was lost."""
         body = {"generation": generation, "lease_ttl": lease_ttl}

@@ -10,47 +10,22 @@ daemon still writes its records.
 from __future__ import annotations
 
 import logging
-import random
 import threading
-from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from jobctl.domain.audit import AuditRecord
-from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
-from tests.contract.conftest import PG_DSN, pg_schema
+from tests.contract.pgcount import T0, count_queries, pg_store
 
 pytestmark = pytest.mark.postgres
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
 def store() -> Iterator[Any]:
-    from jobctl.store.pg.store import PostgresStore
-
-    for schema in pg_schema():
-        s = PostgresStore(PG_DSN, FakeClock(T0), random.Random(3), schema=schema, pool_size=2)
-        try:
-            yield s
-        finally:
-            s.close()
-
-
-def _asked(store: Any) -> Counter[str]:
-    """Counts of the named queries ``store`` asks for from now on."""
-    asked: Counter[str] = Counter()
-    real = store.db.q
-
-    def q(name: str) -> str:
-        asked[name] += 1
-        return str(real(name))
-
-    store.db.q = q
-    return asked
+    yield from pg_store()
 
 
 def _rec(n: int, target: str = "queue:a") -> AuditRecord:
@@ -58,7 +33,7 @@ def _rec(n: int, target: str = "queue:a") -> AuditRecord:
 
 
 def test_records_of_many_requests_are_written_by_one_statement(store: Any) -> None:
-    asked = _asked(store)
+    asked = count_queries(store)
     for n in range(20):  # one request each
         store.audit([_rec(n)])
     store.insert([JobSpec(("true",), T0, 1000)])  # its commit carries them

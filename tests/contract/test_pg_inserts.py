@@ -8,46 +8,21 @@ is the store contract's (tests/contract/test_insert_contract.py); this checks th
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
 from jobctl.errors import InvalidInput
-from tests.contract.conftest import PG_DSN, pg_schema
+from tests.contract.pgcount import T0, count_queries, pg_store
 
 pytestmark = pytest.mark.postgres
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
 def store() -> Iterator[Any]:
-    from jobctl.store.pg.store import PostgresStore
-
-    for schema in pg_schema():
-        s = PostgresStore(PG_DSN, FakeClock(T0), random.Random(3), schema=schema, pool_size=2)
-        try:
-            yield s
-        finally:
-            s.close()
-
-
-def _asked(store: Any) -> Counter[str]:
-    """Counts of the named queries ``store`` asks for from now on."""
-    asked: Counter[str] = Counter()
-    real = store.db.q
-
-    def q(name: str) -> str:
-        asked[name] += 1
-        return str(real(name))
-
-    store.db.q = q
-    return asked
+    yield from pg_store()
 
 
 def _job(key: str | None = None) -> JobSpec:
@@ -55,7 +30,7 @@ def _job(key: str | None = None) -> JobSpec:
 
 
 def test_keyless_groups_of_one_write_fetch_ids_and_insert_once(store: Any) -> None:
-    asked = _asked(store)
+    asked = count_queries(store)
     out = store.submit_insert_groups([[_job()] for _ in range(8)]).result()
     assert all(o[0].created for o in out)
     assert asked["next_job_ids"] == 1 and asked["insert_job_values"] == 1
@@ -68,7 +43,7 @@ def test_keyless_groups_of_one_write_fetch_ids_and_insert_once(store: Any) -> No
 def test_a_large_keyless_batch_still_goes_by_copy(store: Any) -> None:
     from jobctl.store.pg.inserts import PIPELINED_MAX
 
-    asked = _asked(store)
+    asked = count_queries(store)
     (out,) = store.submit_insert_groups([[_job() for _ in range(PIPELINED_MAX + 1)]]).result()
     assert len(out) == PIPELINED_MAX + 1 and all(i.created for i in out)
     assert asked["insert_job_row"] == 1
@@ -77,14 +52,14 @@ def test_a_large_keyless_batch_still_goes_by_copy(store: Any) -> None:
 def test_a_refused_group_sends_the_write_group_by_group(store: Any) -> None:
     bad = _job()
     object.__setattr__(bad, "max_attempts", 2**70)
-    asked = _asked(store)
+    asked = count_queries(store)
     out = store.submit_insert_groups([[_job()], [bad], [_job()]]).result()
     assert isinstance(out[1], InvalidInput) and out[0][0].created and out[2][0].created
     assert asked["next_job_ids"] == 1 + 3  # together (refused), then each group alone
 
 
 def test_groups_with_keys_go_group_by_group(store: Any) -> None:
-    asked = _asked(store)
+    asked = count_queries(store)
     out = store.submit_insert_groups([[_job("a")], [_job()], [_job("a")]]).result()
     assert out[0][0].job.id == out[2][0].job.id and not out[2][0].created
     assert asked["next_job_ids"] == 3
@@ -98,7 +73,7 @@ def test_keyless_groups_over_the_queued_quota_are_refused_in_the_same_two_trips(
 
     store.quota = lambda uid: Limits(queued=3)
     store.insert([_job()])
-    asked = _asked(store)
+    asked = count_queries(store)
     out = store.submit_insert_groups([[_job()], [_job(), _job()], [_job()], [_job()]]).result()
     assert out[0][0].created and out[2][0].created  # 1 stored + 1 + 1 = 3, the quota
     assert isinstance(out[1], QuotaExceeded) and isinstance(out[3], QuotaExceeded)

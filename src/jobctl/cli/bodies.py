@@ -96,6 +96,12 @@ def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, A
         raise InvalidInput("--http sends a request instead of a command: drop the command")
     if o["retry_on"]:
         http["retry_on"] = parse_codes(o["retry_on"], "--retry-on", 400, 499)
+    body = {"http": http, "queue": o["queue"], "priority": o["priority"]}
+    return body | _when_and_retries(o)
+
+
+def _when_and_retries(o: dict[str, Any]) -> dict[str, Any]:
+    """The options an HTTP job and a payload job share with a command (given ones only)."""
     optional = {
         "run_at": _run_at(o["at"], o["in_"], o["tz"]),
         "key": o["key"] or None,
@@ -103,8 +109,7 @@ def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, A
         "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
         "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
     }
-    body = {"http": http, "queue": o["queue"], "priority": o["priority"]}
-    return body | {k: v for k, v in optional.items() if v is not None}
+    return {k: v for k, v in optional.items() if v is not None}
 
 
 def payload_value(text: str) -> Any:
@@ -128,15 +133,8 @@ def payload_value(text: str) -> Any:
 
 
 def _payload_job(text: str, **o: Any) -> dict[str, Any]:
-    optional = {
-        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
-        "key": o["key"] or None,
-        "max_attempts": o["max_attempts"],
-        "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
-        "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
-    }
     body = {"payload": payload_value(text), "queue": o["queue"], "priority": o["priority"]}
-    return body | {k: v for k, v in optional.items() if v is not None}
+    return body | _when_and_retries(o)
 
 
 def _memory(text: str) -> int:

@@ -186,3 +186,25 @@ def test_an_edit_moving_a_template_to_a_queue_of_the_other_kind_is_refused(
     fresh = replace(pay.spec, template=replace(PAYLOAD_T, queue="fresh"))
     store.edit_schedule(pay.id, fresh, pay.spec, ALICE)  # a new queue: now a worker queue
     assert "fresh" in store.worker_queues()
+
+
+@pytest.mark.store_parts("schedules")
+def test_a_command_schedule_whose_queue_became_a_worker_queue_breaks_instead_of_firing(
+    store: Store, clock: FakeClock
+) -> None:
+    """Marked after the schedule was made (no command job waited there to refuse it):
+    its occurrence would wait for a worker that cannot run it, so the schedule is broken
+    with the reason, and fires again once moved to another queue and resumed."""
+    cmd = store.create_schedule(_schedule(COMMAND_T))
+    store.set_worker_queue("shell", None)
+    clock.advance(days=1)
+    done = store.materialize(100)
+    assert not done.created
+    assert [sid for sid, _ in done.broken] == [cmd.id]
+    assert "became a worker queue" in done.broken[0][1]
+    assert store.materialize(100).schedules == 0  # broken: not read again
+    moved = replace(cmd.spec, template=replace(COMMAND_T, queue="other"))
+    store.edit_schedule(cmd.id, moved, cmd.spec, ALICE)
+    store.resume_schedule(cmd.id)
+    again = store.materialize(100)
+    assert [sid for sid, _, _ in again.created] == [cmd.id] and not again.broken

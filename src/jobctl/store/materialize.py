@@ -43,6 +43,7 @@ from jobctl.store.inserts import NewJob, Prepared
 from jobctl.store.jobrow import TextMemo, per_job_values, template_values
 from jobctl.store.rows import from_ms, ms_to_dt, opt_ms, to_ms
 from jobctl.store.schedconn import SchedConn
+from jobctl.store.workerq import names as worker_queue_names
 
 _ACTIVE = frozenset(("scheduled", "running"))
 #: One row of ``materialize_due`` / ``materialize_released``: id, cron, every_ms, anchor,
@@ -65,7 +66,7 @@ REASON_CHARS = 500
 def materialize_tx(conn: SchedConn, now: datetime, limit: int) -> Materialized:
     """Handle up to ``limit`` schedules with due or released occurrences (in ``conn``'s
     open transaction)."""
-    batch = _Batch(now)
+    batch = _Batch(now, worker_queue_names(conn))
     for row in due_rows(conn, batch.now_ms, limit):
         batch.add(row)
     return batch.apply(conn)
@@ -74,7 +75,7 @@ def materialize_tx(conn: SchedConn, now: datetime, limit: int) -> Materialized:
 def materialize_one_tx(conn: SchedConn, now: datetime, schedule_id: str) -> Materialized:
     """Handle schedule ``schedule_id`` if it is due (not paused, broken or deleted), in
     ``conn``'s open transaction: an edit settles what was due under the old definition."""
-    batch = _Batch(now)
+    batch = _Batch(now, worker_queue_names(conn))
     for row in conn.tuples("materialize_one", {"id": schedule_id, "now": batch.now_ms}):
         batch.add(row)
     return batch.apply(conn)
@@ -92,8 +93,10 @@ def due_rows(conn: SchedConn, now_ms: int, limit: int) -> list[Row]:
 class _Batch:
     """The work of one call: planned first, then written with a few set-based statements."""
 
-    def __init__(self, now: datetime) -> None:
+    def __init__(self, now: datetime, workers: set[str]) -> None:
         self.now = now
+        #: The worker queues (read once per batch): a command template on one is broken.
+        self.workers = workers
         self.now_ms = to_ms(now)
         self.plans: dict[tuple[object, ...], Plan] = {}
         self.occurrences: list[_Occurrence] = []
@@ -123,6 +126,8 @@ class _Batch:
         p = self._plan(row)
         out: list[_Occurrence] = []
         if p.create:
+            if self.workers:
+                _check_kind(template_of(template), self.workers)
             maker = row_maker(template, owner)
             offset = jitter_offset(sid, jitter_ms / 1000) if jitter_ms else None
             fingerprint = maker.fingerprint(sid)
@@ -215,6 +220,18 @@ class _Batch:
             raise Conflict(f"{n - changed} of {n} schedules were advanced concurrently")
         if counts:
             conn.many("materialize_skip_counts", counts)
+
+
+def _check_kind(template: JobTemplate, workers: set[str]) -> None:
+    """A command or http template whose queue became a worker queue after the schedule was
+    made (a payload job or ``queues workers --allow`` marked it): its jobs would wait
+    there for a worker that cannot run them, so the schedule is broken instead, with
+    the reason, until its queue is edited and it is resumed (docs/workers.md)."""
+    if template.payload is None and template.queue in workers:
+        raise Conflict(
+            f"queue {template.queue!r} became a worker queue (payload jobs only): "
+            "move the schedule with `jobctl schedules edit --queue`, then resume it"
+        )
 
 
 def broken_reason(exc: BaseException) -> str:

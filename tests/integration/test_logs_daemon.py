@@ -111,6 +111,9 @@ def _follow(d: DaemonProc, *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        # a suite started in the background (an asynchronous list of a shell without job
+        # control) inherits SIGINT ignored, and Python then installs no Ctrl-C handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
 
 
@@ -149,10 +152,13 @@ def test_ctrl_c_ends_follow_without_a_traceback(daemon: DaemonProc, tmp_path: Pa
     os.mkfifo(fifo)
     job = add(daemon, f"echo ready; cat {fifo}")
     daemon.wait_for_line(f"event=started job={job} ")
-    proc = _follow(daemon, str(job), "--tail", "5")
-    _read_until(proc, b"ready\n", bytearray())
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=20)
+    with _follow(daemon, str(job), "--tail", "5") as proc:
+        try:
+            _read_until(proc, b"ready\n", bytearray())
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()  # a no-op once it ended; else no process or pipe outlives the test
     assert proc.returncode == 130 and b"Traceback" not in err, err
     with open(fifo, "w"):
         pass

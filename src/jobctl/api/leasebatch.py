@@ -60,17 +60,33 @@ class FinishItemIn(BaseModel):
 FinishList = Annotated[list[FinishItemIn], Field(max_length=MAX_FINISH)]
 
 
-def attempt_result(item: FinishItemIn) -> AttemptResult:
-    """The attempt's end as the single ``complete``/``fail`` routes record it."""
-    if item.outcome == "complete":
-        return AttemptResult(Outcome.SUCCEEDED, output_tail=wk.result_text(item.result))
-    text = (item.error or "failed")[-4096:]
+def completed(result: object) -> AttemptResult:
+    """A worker's ``complete``: the result (as JSON, its first 4 KiB) is the output tail."""
+    return AttemptResult(Outcome.SUCCEEDED, output_tail=wk.result_text(result))
+
+
+def failed(error: str, retryable: bool) -> AttemptResult:
+    """A worker's ``fail``: its text's last 4 KiB; not retryable makes the job dead."""
+    text = (error or "failed")[-4096:]
     return AttemptResult(
         Outcome.FAILED,
         error=text,
         output_tail=text,
-        dead_reason=None if item.retryable else DeadReason.NON_RETRYABLE,
+        dead_reason=None if retryable else DeadReason.NON_RETRYABLE,
     )
+
+
+def recorded(job: Job, generation: int, outcome: Outcome) -> bool:
+    """Whether the attempt of ``generation`` already ended with ``outcome`` (a repeat of
+    the call that ended it)."""
+    return any(a.generation == generation and a.outcome is outcome for a in job.attempts)
+
+
+def attempt_result(item: FinishItemIn) -> AttemptResult:
+    """The attempt's end, as the single ``complete``/``fail`` routes record it."""
+    if item.outcome == "complete":
+        return completed(item.result)
+    return failed(item.error, item.retryable)
 
 
 async def finish_batch(
@@ -151,10 +167,19 @@ async def _refused(ctx: Context, who: Caller, item: FinishItemIn) -> dict[str, A
     ):
         return head | error_body("not_found", f"no job {item.id}")
     outcome = Outcome.SUCCEEDED if item.outcome == "complete" else Outcome.FAILED
-    if any(a.generation == item.generation and a.outcome is outcome for a in job.attempts):
+    if recorded(job, item.generation, outcome):
         return head | {"status": job.status.value, "repeated": True}
     lost = LeaseLost(f"job {item.id}: lease lost (generation {item.generation} is stale)")
     return head | error_body(lost.code, lost.message)
 
 
-__all__ = ["MAX_FINISH", "FinishItemIn", "FinishList", "finish_batch"]
+__all__ = [
+    "MAX_FINISH",
+    "FinishItemIn",
+    "FinishList",
+    "attempt_result",
+    "completed",
+    "failed",
+    "finish_batch",
+    "recorded",
+]

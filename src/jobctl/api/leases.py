@@ -24,14 +24,21 @@ from pydantic import BaseModel, Field, JsonValue, StrictBool, StrictFloat
 
 from jobctl.access import user_name
 from jobctl.api.app import Context, Ctx, JobIdPath, Who
-from jobctl.api.leasebatch import FinishList, attempt_result, finish_batch
+from jobctl.api.leasebatch import (
+    FinishList,
+    attempt_result,
+    completed,
+    failed,
+    finish_batch,
+    recorded,
+)
 from jobctl.api.policy import Caller
 from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
 from jobctl.domain import limits
 from jobctl.domain import workers as wk
 from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Job
-from jobctl.domain.states import DeadReason, JobStatus, Outcome
+from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import LeaseLost, NotVisible
 
 router = APIRouter(prefix="/v1/leases")
@@ -181,19 +188,12 @@ async def heartbeat(job_id: JobIdPath, body: HeartbeatIn, ctx: Ctx, who: Who) ->
 
 @router.post("/{job_id}/complete", summary="Complete a leased job (stale generation: 409)")
 async def complete(job_id: JobIdPath, body: CompleteIn, ctx: Ctx, who: Who) -> dict[str, Any]:
-    result = AttemptResult(Outcome.SUCCEEDED, output_tail=wk.result_text(body.result))
-    return await _finish(ctx, who, job_id, body.generation, result)
+    return await _finish(ctx, who, job_id, body.generation, completed(body.result))
 
 
 @router.post("/{job_id}/fail", summary="Fail a leased job: retried or dead (stale: 409)")
 async def fail(job_id: JobIdPath, body: FailIn, ctx: Ctx, who: Who) -> dict[str, Any]:
-    text = body.error or "failed"
-    result = AttemptResult(
-        Outcome.FAILED,
-        error=text[-4096:],
-        output_tail=text[-4096:],
-        dead_reason=None if body.retryable else DeadReason.NON_RETRYABLE,
-    )
+    result = failed(body.error, body.retryable)
     return await _finish(ctx, who, job_id, body.generation, result)
 
 
@@ -218,19 +218,13 @@ async def _finish(
         job = await ctx.store.run(ctx.st.finish, job_id, generation, result)
     except LeaseLost:
         job = await ctx.store.run(ctx.st.get, job_id, True)
-        if not _recorded(job, generation, result.outcome):
+        if not recorded(job, generation, result.outcome):
             raise _lost(job_id, generation) from None
         return job_out(job) | {"repeated": True}
     if job.status is JobStatus.SCHEDULED:
         ctx.hooks.due(job.run_at)  # the retry's time: the timer wakes the waiting workers
     ctx.metrics.job_finished(job.spec.queue, result, job)
     return job_out(job) | {"repeated": False}
-
-
-def _recorded(job: Job, generation: int, outcome: Outcome) -> bool:
-    """Whether the attempt of ``generation`` already ended with ``outcome`` (a repeat of
-    the call that ended it)."""
-    return any(a.generation == generation and a.outcome is outcome for a in job.attempts)
 
 
 def _lost(job_id: int, generation: int) -> LeaseLost:

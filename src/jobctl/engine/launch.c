@@ -11,9 +11,15 @@
  * NOFILE: the open-file soft limit to give back (empty: leave it). CWD: entered *after*
  * the drop, as the owner (the trampoline's CWD_FAILED line and status when it cannot be).
  * FSIZE: the output cap in 512-byte blocks (RLIMIT_FSIZE, SIGXFSZ ignored), or empty.
- * Then the command is run with execvp on the job's own PATH; the environment is never
- * touched. Built by engine/launcher.py with the machine's C compiler; without it the
- * trampoline is used. */
+ * Then the command is run like execvp, searched on the job's own PATH; the environment is
+ * never touched. Built by engine/launcher.py with the machine's C compiler; without it the
+ * trampoline is used.
+ *
+ * Built with -DJOBCTL_LIBRARY -shared (engine/launcher.py, issue 17, branch spawnc) the same
+ * code is the spawn helper's start path: jobctl_spawn() takes the launcher's whole argv and
+ * runs it in a vfork child, so a command that would have gone through the launcher costs
+ * no exec of it. The child touches no heap and no lock (it shares the helper's memory until
+ * its exec): arguments are parsed in place, the groups go into a static array. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -23,9 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_GROUPS 65536
+#define DEFAULT_PATH "/bin:/usr/bin"
+
+extern char **environ;
 
 static void say(const char *text) {
     ssize_t left = (ssize_t)strlen(text);
@@ -42,26 +52,31 @@ static int fail(const char *text, int code) {
     _exit(code);
 }
 
-static unsigned long number(const char *text) {
+static unsigned long number_to(const char *text, char stop) {
     char *end;
     errno = 0;
     unsigned long value = strtoul(text, &end, 10);
-    if (errno || end == text || *end) fail("jobctl: bad launcher argument\n", 126);
+    if (errno || end == text || *end != stop) fail("jobctl: bad launcher argument\n", 126);
     return value;
 }
 
+static unsigned long number(const char *text) { return number_to(text, '\0'); }
+
+/* Raw system calls: glibc's setgroups/setresuid/setresgid signal every thread of the
+ * process to change them too, which a vfork child sharing the helper's memory must not. */
 static void drop(const char *uid_s, const char *gid_s, const char *groups_s) {
     static gid_t groups[MAX_GROUPS];
     size_t n = 0;
-    char *list = strdup(groups_s), *save = NULL;
-    if (!list) fail("jobctl: out of memory\n", 126);
-    for (char *g = strtok_r(list, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+    for (const char *g = groups_s; *g;) {
         if (n == MAX_GROUPS) fail("jobctl: too many groups\n", 126);
-        groups[n++] = (gid_t)number(g);
+        const char *comma = strchr(g, ',');
+        groups[n++] = (gid_t)number_to(g, comma ? ',' : '\0');
+        g = comma ? comma + 1 : g + strlen(g);
     }
     uid_t uid = (uid_t)number(uid_s);
     gid_t gid = (gid_t)number(gid_s);
-    if (setgroups(n, groups) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
+    if (syscall(SYS_setgroups, n, groups) || syscall(SYS_setresgid, gid, gid, gid)
+        || syscall(SYS_setresuid, uid, uid, uid))
         fail("jobctl: cannot drop privileges\n", 126);
     uid_t r, e, s;
     gid_t rg, eg, sg;
@@ -91,8 +106,61 @@ static void set_limit(int which, rlim_t value, int both) {
     setrlimit(which, &lim); /* as the trampoline's ulimit: best effort */
 }
 
-int main(int argc, char **argv) {
-    if (argc < 10 || strcmp(argv[8], "--") != 0) fail("jobctl: bad launcher arguments\n", 126);
+static const char *job_path(char **envp) {
+    for (char **e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0) return *e + 5;
+    return DEFAULT_PATH;
+}
+
+/* A file without a "#!" line runs with /bin/sh, as execvp does. */
+static void exec_file(const char *path, char **argv, char **envp) {
+    execve(path, argv, envp);
+    if (errno != ENOEXEC) return;
+    size_t n = 0;
+    while (argv[n]) n++;
+    char *sh[n + 2];
+    sh[0] = "/bin/sh";
+    sh[1] = (char *)path;
+    for (size_t i = 1; i <= n; i++) sh[i + 1] = argv[i];
+    execve("/bin/sh", sh, envp);
+    errno = ENOEXEC;
+}
+
+/* execvp searching the job's PATH (from its environment, not this process's), with a
+ * stack buffer only. */
+static void exec_search(char **argv, char **envp) {
+    const char *file = argv[0];
+    if (strchr(file, '/')) {
+        exec_file(file, argv, envp);
+        return;
+    }
+    size_t flen = strlen(file);
+    int denied = 0;
+    for (const char *p = job_path(envp);; p++) {
+        const char *colon = strchr(p, ':');
+        size_t dlen = colon ? (size_t)(colon - p) : strlen(p);
+        char path[dlen + flen + 3];
+        if (dlen == 0) {
+            path[0] = '.';
+            dlen = 1;
+        } else {
+            memcpy(path, p, dlen);
+        }
+        path[dlen] = '/';
+        memcpy(path + dlen + 1, file, flen + 1);
+        exec_file(path, argv, envp);
+        if (errno == EACCES) denied = 1;
+        else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV
+                 && errno != ETIMEDOUT)
+            return;
+        if (!colon) break;
+        p = colon;
+    }
+    if (denied) errno = EACCES;
+}
+
+/* Everything after the argument check, for main() and for the library's child alike. */
+static void launch(char **argv, char **envp) {
     if (strcmp(argv[1], "-") != 0) drop(argv[1], argv[2], argv[3]);
     if (strcmp(argv[7], "gate") == 0) wait_at_gate();
     if (*argv[5]) set_limit(RLIMIT_NOFILE, (rlim_t)number(argv[5]), 0);
@@ -101,7 +169,7 @@ int main(int argc, char **argv) {
         set_limit(RLIMIT_FSIZE, (rlim_t)number(argv[6]) * 512, 1);
         signal(SIGXFSZ, SIG_IGN);
     }
-    execvp(argv[9], argv + 9);
+    exec_search(argv + 9, envp);
     int code = errno == ENOENT ? 127 : 126;
     say("jobctl: cannot run ");
     say(argv[9]);
@@ -110,3 +178,57 @@ int main(int argc, char **argv) {
     say("\n");
     _exit(code);
 }
+
+static int valid(int argc, char **argv) { return argc >= 10 && strcmp(argv[8], "--") == 0; }
+
+#ifndef JOBCTL_LIBRARY
+int main(int argc, char **argv) {
+    if (!valid(argc, argv)) fail("jobctl: bad launcher arguments\n", 126);
+    launch(argv, environ);
+    return 126;
+}
+#else
+/* The child between vfork and exec: no handler of the helper may run in it (they would
+ * touch the helper's memory), so caught signals go back to their default while all are
+ * blocked, as glibc's posix_spawn does; then the helper's posix_spawn attributes (a new
+ * session, stdin/stdout/stderr, SIGPIPE and SIGXFSZ at their default, an empty mask). */
+static void child(char **argv, char **envp, int in, int out) {
+    struct sigaction sa;
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigaction(sig, NULL, &sa) != 0) continue;
+        int ours = sig == SIGPIPE || sig == SIGXFSZ;
+        if (ours || (sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)) {
+            sa.sa_handler = SIG_DFL;
+            sa.sa_flags = 0;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    if (setsid() < 0) _exit(126);
+    int fds[3] = {in, out, out};
+    for (int i = 0; i < 3; i++) {
+        int done = fds[i] == i ? fcntl(i, F_SETFD, 0) : dup2(fds[i], i);
+        if (done < 0) _exit(126);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    launch(argv, envp);
+}
+
+/* Start ARGV (the launcher's words, then the command) in a new process: stdin IN,
+ * stdout and stderr OUT. Returns its pid, or -errno when no process could be made; what
+ * fails after that (the drop, the directory, the exec) ends the child with the
+ * launcher's own line and status, exactly as an exec of the launcher would. */
+int jobctl_spawn(int argc, char **argv, char **envp, int in, int out) {
+    if (!valid(argc, argv)) return -EINVAL;
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0) child(argv, envp, in, out);
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return pid < 0 ? -err : pid;
+}
+#endif

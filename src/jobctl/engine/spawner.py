@@ -57,8 +57,10 @@ too, so what a command leaves behind (a double fork) is reaped here, not by the 
 End-of-file on the socket (the daemon is gone) ends the helper; its running commands go
 on, as they did without a helper, and the next daemon's recovery finds them.
 
-Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE`` (``NOFILE`` empty: keep the
-open-file soft limit); it imports nothing of jobctl.
+Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE TAG LIBRARY`` (``NOFILE`` empty:
+keep the open-file soft limit; ``TAG`` names the daemon's helpers in ``/proc``;
+``LIBRARY`` empty: none, every launcher request execs the launcher, see
+spawnsys.Native); it imports nothing of jobctl.
 """
 
 from __future__ import annotations
@@ -77,11 +79,13 @@ from jobctl.engine.spawnsys import (
     DEFAULT_SIGNALS,
     SETPRIV,
     TAIL_BYTES,
+    Native,
     Refused,
     boot_ticks,
     drop_argv,
     filename_text,
     fork_exec,
+    load_native,
     log_end,
     make_cgroup,
     open_gate,
@@ -116,8 +120,10 @@ _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEX
 class Helper:
     """The helper's side: read requests, start commands, report starts and exits."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, native: Native | None = None) -> None:
         self.sock = sock
+        #: Starts the launcher's requests without its exec (spawnsys.Native), or None.
+        self.native = native
         #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
         self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -319,6 +325,22 @@ class Helper:
                 self.born = None
                 return fork_exec(argv, env, out, stdin, creds)
             argv = [*drop_argv(SETPRIV, creds), *argv]
+        if self.native is not None and self.native.takes(argv):
+            before = boot_ticks()
+            pid = self.native.spawn(argv, env, stdin, out)
+        else:
+            before, pid = self.posix_spawn(argv, env, cwd, out, stdin)
+        # The kernel stamped the child between the two readings: within one tick, that
+        # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
+        after = boot_ticks()
+        self.born = before if before == after else None
+        return pid
+
+    @staticmethod
+    def posix_spawn(
+        argv: list[str], env: dict[str, str], cwd: str | None, out: int, stdin: int
+    ) -> tuple[int, int]:
+        """``os.posix_spawn`` in ``cwd``: (boot ticks just before, pid)."""
         if cwd is not None:
             os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
         program = resolve(argv[0], env)
@@ -336,11 +358,7 @@ class Helper:
             setsigmask=(),
             setsigdef=DEFAULT_SIGNALS,
         )
-        # The kernel stamped the child between the two readings: within one tick, that
-        # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
-        after = boot_ticks()
-        self.born = before if before == after else None
-        return pid
+        return before, pid
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
@@ -411,7 +429,7 @@ def main(argv: list[str]) -> int:
     set_subreaper()
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
-    Helper(sock).serve()
+    Helper(sock, load_native(argv[4] if len(argv) > 4 else "")).serve()
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 import signal
 import stat
 import time
+from typing import Any
 
 #: Bytes of the log's end an exit report carries (engine/process.py ``TAIL_BYTES``).
 TAIL_BYTES = 4096
@@ -265,3 +266,67 @@ def _read_all(fd: int) -> bytes:
 
 def filename_text(filename: object) -> str | None:
     return None if filename is None else os.fsdecode(filename)  # type: ignore[arg-type]
+
+
+class Native:
+    """The launcher's work done in a ``vfork`` child of the helper (engine/launch.c built
+    as a library, ``jobctl_spawn``): a command the daemon sends through the launcher starts
+    with no ``exec`` of the launcher (issue 17: that exec cost more CPU than ``true``
+    itself). Same argv, same lines and statuses on failure, same attributes as the
+    helper's ``posix_spawn`` (new session, stdin, output to the log, SIGPIPE and SIGXFSZ
+    at their default, an empty signal mask); only commands held at a gate still exec the
+    launcher (a ``vfork`` child cannot wait there: the helper waits for its exec)."""
+
+    def __init__(self, library: str) -> None:
+        #: The launcher of the same source: requests naming it are taken here.
+        self.launcher = library.removesuffix(".so")
+        self._spawn = ctypes.CDLL(library).jobctl_spawn
+        ptrs = ctypes.POINTER(ctypes.c_char_p)
+        self._spawn.argtypes = [ctypes.c_int, ptrs, ptrs, ctypes.c_int, ctypes.c_int]
+        self._spawn.restype = ctypes.c_int
+
+    def takes(self, argv: list[str]) -> bool:
+        """Whether ``argv`` is the launcher's (and not held at a gate)."""
+        return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"
+
+    def spawn(self, argv: list[str], env: dict[str, str], stdin: int, out: int) -> int:
+        """Start ``argv`` (the launcher's words, then the command): its pid. Raises
+        ValueError as ``posix_spawn`` does, OSError when no process could be made."""
+        args = _c_strings([os.fsencode(a) for a in argv])
+        words = []
+        for key, value in env.items():
+            name = os.fsencode(key)
+            if not name or b"=" in name:
+                raise ValueError("illegal environment variable name")
+            words.append(name + b"=" + os.fsencode(value))
+        pid = self._spawn(len(argv), args, _c_strings(words), stdin, out)
+        if pid < 0:
+            raise OSError(-pid, os.strerror(-pid))
+        return int(pid)
+
+
+def _c_strings(items: list[bytes]) -> Any:
+    """A NULL-terminated ``char *[]`` (a NUL inside one would cut it short: refused)."""
+    for item in items:
+        if b"\0" in item:
+            raise ValueError("embedded null byte")
+    return (ctypes.c_char_p * (len(items) + 1))(*items)
+
+
+def load_native(library: str) -> Native | None:
+    """The helper's library when it loads and one start of ``/bin/true`` through it
+    exits 0 (as the daemon tests its launcher once); None: exec the launcher."""
+    if not library:
+        return None
+    try:
+        native = Native(library)
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
+            pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null)
+        finally:
+            os.close(null)
+        _, status = os.waitpid(pid, 0)
+    except (OSError, AttributeError, ValueError):
+        return None
+    return native if os.waitstatus_to_exitcode(status) == 0 else None

@@ -1,0 +1,163 @@
+"""The spawn helper's start path without the launcher's exec (engine/launch.c built as a
+library, spawnsys.Native): every guarantee of an attempt, checked on the command itself,
+and equal to what an exec of the launcher gives (issue 17, branch spawnc)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from jobctl.engine import cgroup, launcher, process, spawnsys
+from jobctl.engine.spawnclient import Limits, SpawnHelper
+
+MARKS = {"JOBCTL_JOB_ID": "1", "JOBCTL_LEASE_OWNER": "test:1:native"}
+ENV = {"PATH": "/usr/bin:/bin", **MARKS}
+#: What the command sees of itself: ids, groups, signals, session, limits, directory,
+#: stdin and cgroup (one line each, in this order).
+PROBE = (
+    "grep -E '^(Uid|Gid|Groups|SigBlk|SigIgn):' /proc/self/status | cut -f2- | tr '\\t' ' '; "
+    "set -- $(cat /proc/$$/stat); [ $6 = $$ ] && [ $5 = $$ ] && echo session-leader; "
+    "ulimit -Sf; ulimit -Hf; pwd; readlink /proc/self/fd/0; grep ^0:: /proc/self/cgroup"
+)
+
+
+def _library() -> str:
+    found = launcher.library(launcher.default())
+    if found is None:
+        pytest.skip("no launcher library here (no C compiler, not root, or a read-only install)")
+    return found
+
+
+def _owner(tmp_path: Path) -> tuple[int, int, list[int]]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    nb = pwd.getpwnam("nobody")
+    os.chmod(tmp_path, 0o755)
+    return nb.pw_uid, nb.pw_gid, [nb.pw_gid, 4]
+
+
+async def _probe(
+    native: bool, creds: tuple[int, int, list[int]], cwd: str, log: Path, lim: Limits | None = None
+) -> tuple[int, list[str]]:
+    helper = SpawnHelper(0o077, None, "unit")
+    if not native:
+        helper.library = None
+    helper.start(asyncio.get_running_loop())
+    try:
+        assert helper.launcher is not None
+        argv = [*launcher.argv(helper.launcher, creds, cwd, None, 4, False), "sh", "-c", PROBE]
+        done = await helper.spawn(argv, ENV, None, str(log), None, MARKS, lim)
+        return await done.exited, log.read_text().splitlines()
+    finally:
+        helper.close()
+
+
+def test_native_start_gives_the_owner_ids_signals_session_cap_directory_and_stdin(
+    tmp_path: Path,
+) -> None:
+    _library()
+    creds = _owner(tmp_path)
+    work = Path(tempfile.mkdtemp(prefix="spawnc-native-"))  # under /tmp: the owner reaches it
+    os.chown(work, creds[0], creds[1])
+
+    async def main() -> tuple[tuple[int, list[str]], tuple[int, list[str]]]:
+        fast = await _probe(True, creds, str(work), tmp_path / "native.log")
+        slow = await _probe(False, creds, str(work), tmp_path / "exec.log")
+        return fast, slow
+
+    try:
+        (code, lines), exec_path = asyncio.run(main())
+    finally:
+        work.rmdir()
+    uid, gid = str(creds[0]), str(creds[1])
+    assert code == 0, lines
+    assert lines[0].split() == [uid] * 4 and lines[1].split() == [gid] * 4
+    assert sorted(lines[2].split()) == sorted({gid, "4"})
+    assert int(lines[3], 16) == 0  # an empty signal mask
+    ignored = int(lines[4], 16)
+    assert ignored & 1 << (signal.SIGXFSZ - 1)  # past the cap: EFBIG, not a kill
+    assert not ignored & 1 << (signal.SIGPIPE - 1)
+    assert lines[5] == "session-leader"
+    assert lines[6:8] == ["4", "4"]  # the cap, soft and hard (512-byte blocks)
+    assert lines[8] == str(work) and lines[9] == "/dev/null"
+    # The exec of the launcher gives the very same, but for glibc's own real-time signals
+    # (32, 33), which its posix_spawn leaves ignored in the launcher and so in the command.
+    exec_path[1][4] = f"{int(exec_path[1][4], 16) & (1 << 31) - 1:016x}"
+    assert (code, lines) == exec_path
+
+
+def test_a_directory_the_owner_cannot_enter_ends_with_the_trampolines_line(
+    tmp_path: Path,
+) -> None:
+    """Entered after the drop: root could, the owner cannot (results.py reads the line)."""
+    _library()
+    creds = _owner(tmp_path)
+    shut = tmp_path / "shut"
+    shut.mkdir(mode=0o700)
+
+    async def main() -> tuple[int, list[str]]:
+        return await _probe(True, creds, str(shut), tmp_path / "cwd.log")
+
+    code, lines = asyncio.run(main())
+    assert (code, "".join(f"{line}\n" for line in lines).encode()) == process.CWD_FAILED
+
+
+def test_a_command_born_in_its_cgroup_through_the_library(tmp_path: Path) -> None:
+    _library()
+    creds = _owner(tmp_path)
+    found, why = cgroup.detect("auto")
+    if found is None:
+        pytest.skip(f"no writable cgroup v2 here: {why}")
+    name = f"native-{secrets.token_hex(3)}"
+
+    async def main() -> tuple[int, list[str]]:
+        lim = Limits(str(found.base / name))
+        return await _probe(True, creds, "/", tmp_path / "cg.log", lim)
+
+    code, lines = asyncio.run(main())
+    assert code == 0 and lines[-1].endswith(f"/jobctl/{name}")
+    assert not (found.base / name).exists()  # removed at the exit that left it empty
+
+
+def test_the_launcher_is_not_executed_and_a_missing_program_fails_as_its_exec(
+    tmp_path: Path,
+) -> None:
+    """The library's own copy of the launcher's code runs: a launcher file that is gone
+    changes nothing (an exec of it would fail); a missing command ends like a shell's."""
+    library = _library()
+    copy = tmp_path / "_launch-copy.so"
+    shutil.copy(library, copy)
+    native = spawnsys.load_native(str(copy))
+    assert native is not None and not Path(native.launcher).exists()
+    log = tmp_path / "out"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        words = [native.launcher, *launcher.argv("x", None, "/", None, None, False)[1:]]
+        assert native.takes([*words, "true"]) and not native.takes(["true"])
+        pid = native.spawn([*words, "sh", "-c", "echo ran"], ENV, null, fd)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        pid = native.spawn([*words, "no-such-tool-x"], ENV, null, fd)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 127
+        with pytest.raises(ValueError):
+            native.spawn([*words, "echo", "a\0b"], ENV, null, fd)
+    finally:
+        os.close(fd)
+        os.close(null)
+    text = log.read_text()
+    assert text.startswith("ran\njobctl: cannot run no-such-tool-x: ")
+
+
+def test_a_library_that_fails_its_start_test_is_not_used(tmp_path: Path) -> None:
+    bogus = tmp_path / "_launch-x.so"
+    bogus.write_bytes(b"not a library")
+    assert spawnsys.load_native(str(bogus)) is None
+    assert spawnsys.load_native("") is None

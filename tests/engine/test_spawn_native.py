@@ -161,3 +161,34 @@ def test_a_library_that_fails_its_start_test_is_not_used(tmp_path: Path) -> None
     bogus.write_bytes(b"not a library")
     assert spawnsys.load_native(str(bogus)) is None
     assert spawnsys.load_native("") is None
+
+
+def test_born_into_a_cgroup_by_clone3_when_its_start_test_passes(tmp_path: Path) -> None:
+    """The helper's start path into a cgroup (``clone3`` with ``CLONE_INTO_CGROUP``) is
+    kept only after a start into the helper's own cgroup worked; without one, none."""
+    library = _library()
+    found, why = cgroup.detect("auto")
+    if found is None:
+        pytest.skip(f"no writable cgroup v2 here: {why}")
+    home = spawnsys.own_cgroup_procs()
+    assert home is not None
+    native = spawnsys.load_native(library, os.path.dirname(home))
+    if native is None or native.into is None:
+        pytest.skip("no clone3 into a cgroup here (not x86-64, or an old kernel)")
+    no_home = spawnsys.load_native(library, None)
+    assert no_home is not None and no_home.into is None
+    cg = found.base / f"native-{secrets.token_hex(3)}"
+    cg.mkdir()
+    log = tmp_path / "out"
+    out = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+    fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        words = launcher.argv(native.launcher, None, "/", None, None, False)
+        pid = native.spawn([*words, "grep", "^0::", "/proc/self/cgroup"], ENV, out, out, fd)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    finally:
+        os.close(fd)
+        os.close(out)
+        cg.rmdir()
+    assert log.read_text().strip().endswith(f"/jobctl/{cg.name}")
+    assert Path("/proc/self/cgroup").read_text().find(cg.name) < 0  # never entered here

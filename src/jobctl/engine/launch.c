@@ -216,19 +216,88 @@ static void child(char **argv, char **envp, int in, int out) {
     launch(argv, envp);
 }
 
+static void block_all(sigset_t *old) {
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, old);
+}
+
 /* Start ARGV (the launcher's words, then the command) in a new process: stdin IN,
  * stdout and stderr OUT. Returns its pid, or -errno when no process could be made; what
  * fails after that (the drop, the directory, the exec) ends the child with the
  * launcher's own line and status, exactly as an exec of the launcher would. */
 int jobctl_spawn(int argc, char **argv, char **envp, int in, int out) {
     if (!valid(argc, argv)) return -EINVAL;
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
+    sigset_t old;
+    block_all(&old);
     pid_t pid = vfork();
     if (pid == 0) child(argv, envp, in, out);
     int err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     return pid < 0 ? -err : pid;
 }
+
+#if defined(__x86_64__)
+/* clone3 (Linux 5.7) with CLONE_INTO_CGROUP: the command is born in its attempt's cgroup,
+ * so the helper need not step into it and back out around the start (two writes of
+ * cgroup.procs, each a migration). CLONE_VM | CLONE_VFORK as vfork, but clone3 wants a
+ * stack of the child's own: a static one (the helper waits until the child's exec, so
+ * one at a time). The child starts on it with no frame to return to: a few instructions
+ * call child() there; the parent returns the syscall's result. */
+struct clone3_args {
+    unsigned long long flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+        tls, set_tid, set_tid_size, cgroup;
+};
+#define CLONE_VM_ 0x00000100ULL
+#define CLONE_VFORK_ 0x00004000ULL
+#define CLONE_INTO_CGROUP_ 0x200000000ULL
+#define SYS_CLONE3 435
+
+struct job {
+    char **argv, **envp;
+    int in, out;
+};
+
+static char child_stack[256 * 1024] __attribute__((aligned(64)));
+
+static void run_job(struct job *job) { child(job->argv, job->envp, job->in, job->out); }
+
+static long clone3_call(struct clone3_args *args, struct job *job) {
+    long ret;
+    register void (*fn)(struct job *) asm("r12") = run_job;
+    register struct job *arg asm("r13") = job;
+    asm volatile(
+        "syscall\n\t"
+        "test %%rax, %%rax\n\t"
+        "jnz 1f\n\t"
+        "mov %%r13, %%rdi\n\t"
+        "call *%%r12\n\t"
+        "mov $127, %%edi\n\t"
+        "mov $60, %%eax\n\t"
+        "syscall\n\t"
+        "1:\n\t"
+        : "=a"(ret)
+        : "0"((long)SYS_CLONE3), "D"(args), "S"(sizeof *args), "r"(fn), "r"(arg)
+        : "rcx", "r11", "memory");
+    return ret;
+}
+
+/* jobctl_spawn, the command born in the cgroup whose directory CGROUP is open on.
+ * -errno when the kernel refused (the helper then starts it the other way). */
+int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int cgroup) {
+    if (!valid(argc, argv)) return -EINVAL;
+    struct job job = {argv, envp, in, out};
+    struct clone3_args args = {0};
+    args.flags = CLONE_VM_ | CLONE_VFORK_ | CLONE_INTO_CGROUP_;
+    args.exit_signal = SIGCHLD;
+    args.stack = (unsigned long long)(unsigned long)child_stack;
+    args.stack_size = sizeof child_stack;
+    args.cgroup = (unsigned long long)cgroup;
+    sigset_t old;
+    block_all(&old);
+    long pid = clone3_call(&args, &job);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return (int)pid;
+}
+#endif
 #endif

@@ -19,9 +19,12 @@ nothing but the standard library loaded (a few MB), so:
 * the attempt's cgroup is made here (its limits written) and removed here when the
   command's exit leaves it empty: the daemon reads no file and hands nothing to a thread
   for any of it (issue 17: those hops cost the daemon more CPU than the start itself). A
-  command without limits or niceness is *born* in it (the helper steps into the cgroup
-  for the spawn and back out); one with them is held at its gate (its stdin, a pipe)
-  until its niceness is set and it is in the cgroup;
+  command without limits or niceness is *born* in it (``clone3`` into it with the
+  launcher's library, else the helper steps into the cgroup for the spawn and back out);
+  one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
+  is in the cgroup;
+* a request that names the launcher runs the launcher's code in a ``vfork`` child of the
+  helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
 * the start time is the boot clock's tick around the spawn (``/proc`` read only when the
   spawn straddled a tick);
 * the daemon only sends a request and reads answers: the exec waits happen here.
@@ -258,6 +261,9 @@ class Helper:
         ``posix_spawn`` and back out: the command is in it before it runs, with no gate,
         no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
         gate: the helper is never inside a cgroup whose limits could stop or kill it."""
+        native = self.native
+        if cg is not None and native is not None and native.into and native.takes(argv):
+            return self.start_into(argv, env, log, cg)
         inside = False
         try:
             out = self.open_log(log)
@@ -276,6 +282,35 @@ class Helper:
                 rmdir_empty(cg)
             raise
         return pid, (cg if inside else None), error
+
+    def start_into(
+        self, argv: list[str], env: dict[str, str], log: str, cg: str
+    ) -> tuple[int, str | None, str | None]:
+        """:meth:`start_inside` with ``clone3`` into the cgroup (spawnsys.Native): the
+        command is born in it and the helper never enters it (no ``cgroup.procs`` write
+        in, none out). A cgroup the kernel will not start it in is removed and the
+        command starts outside it, its error reported (as :meth:`step_in`'s)."""
+        try:
+            out = self.open_log(log)
+        except BaseException:
+            rmdir_empty(cg)
+            raise
+        try:
+            try:
+                fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    return self.start(argv, env, None, out, self.devnull, None, fd), cg, None
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # no process was made: it is empty
+                rmdir_empty(cg)
+                error = f"cannot enter {cg}: {exc}"
+            return self.start(argv, env, None, out, self.devnull, None), None, error
+        except BaseException:
+            rmdir_empty(cg)
+            raise
+        finally:
+            os.close(out)
 
     def step_in(self, cg: str) -> tuple[bool, str | None]:
         """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
@@ -319,7 +354,10 @@ class Helper:
         out: int,
         stdin: int,
         creds: tuple[int, int, list[int]] | None,
+        cgroup: int = -1,
     ) -> int:
+        """Start the command; ``cgroup`` (a launcher request through spawnsys.Native
+        only): born in the cgroup whose directory it is open on."""
         if creds is not None:
             if SETPRIV is None:
                 self.born = None
@@ -327,7 +365,7 @@ class Helper:
             argv = [*drop_argv(SETPRIV, creds), *argv]
         if self.native is not None and self.native.takes(argv):
             before = boot_ticks()
-            pid = self.native.spawn(argv, env, stdin, out)
+            pid = self.native.spawn(argv, env, stdin, out, cgroup)
         else:
             before, pid = self.posix_spawn(argv, env, cwd, out, stdin)
         # The kernel stamped the child between the two readings: within one tick, that
@@ -429,7 +467,9 @@ def main(argv: list[str]) -> int:
     set_subreaper()
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
-    Helper(sock, load_native(argv[4] if len(argv) > 4 else "")).serve()
+    home = own_cgroup_procs()
+    native = load_native(argv[4] if len(argv) > 4 else "", home and os.path.dirname(home))
+    Helper(sock, native).serve()
     return 0
 
 

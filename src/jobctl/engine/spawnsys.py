@@ -280,17 +280,27 @@ class Native:
     def __init__(self, library: str) -> None:
         #: The launcher of the same source: requests naming it are taken here.
         self.launcher = library.removesuffix(".so")
-        self._spawn = ctypes.CDLL(library).jobctl_spawn
+        lib = ctypes.CDLL(library)
         ptrs = ctypes.POINTER(ctypes.c_char_p)
+        self._spawn = lib.jobctl_spawn
         self._spawn.argtypes = [ctypes.c_int, ptrs, ptrs, ctypes.c_int, ctypes.c_int]
         self._spawn.restype = ctypes.c_int
+        #: ``clone3`` with ``CLONE_INTO_CGROUP`` (x86-64 builds; None: not built, or it
+        #: failed its start test): a command born in its cgroup, the helper never in it.
+        self.into: Any = getattr(lib, "jobctl_spawn_into", None)
+        if self.into is not None:
+            self.into.argtypes = [*self._spawn.argtypes, ctypes.c_int]
+            self.into.restype = ctypes.c_int
 
     def takes(self, argv: list[str]) -> bool:
         """Whether ``argv`` is the launcher's (and not held at a gate)."""
         return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"
 
-    def spawn(self, argv: list[str], env: dict[str, str], stdin: int, out: int) -> int:
-        """Start ``argv`` (the launcher's words, then the command): its pid. Raises
+    def spawn(
+        self, argv: list[str], env: dict[str, str], stdin: int, out: int, cgroup: int = -1
+    ) -> int:
+        """Start ``argv`` (the launcher's words, then the command): its pid; ``cgroup``
+        (a descriptor of its directory): born in it (:attr:`into` first). Raises
         ValueError as ``posix_spawn`` does, OSError when no process could be made."""
         args = _c_strings([os.fsencode(a) for a in argv])
         words = []
@@ -299,7 +309,11 @@ class Native:
             if not name or b"=" in name:
                 raise ValueError("illegal environment variable name")
             words.append(name + b"=" + os.fsencode(value))
-        pid = self._spawn(len(argv), args, _c_strings(words), stdin, out)
+        envp = _c_strings(words)
+        if cgroup < 0:
+            pid = self._spawn(len(argv), args, envp, stdin, out)
+        else:
+            pid = self.into(len(argv), args, envp, stdin, out, cgroup)
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid))
         return int(pid)
@@ -313,20 +327,35 @@ def _c_strings(items: list[bytes]) -> Any:
     return (ctypes.c_char_p * (len(items) + 1))(*items)
 
 
-def load_native(library: str) -> Native | None:
+def load_native(library: str, home: str | None = None) -> Native | None:
     """The helper's library when it loads and one start of ``/bin/true`` through it
-    exits 0 (as the daemon tests its launcher once); None: exec the launcher."""
+    exits 0 (as the daemon tests its launcher once); None: exec the launcher. Its
+    ``into`` is kept when a start into ``home`` (the helper's own cgroup directory)
+    works too."""
     if not library:
         return None
     try:
         native = Native(library)
-        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
-            pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null)
-        finally:
-            os.close(null)
-        _, status = os.waitpid(pid, 0)
+        if not _true_starts(native, None):
+            return None
     except (OSError, AttributeError, ValueError):
         return None
-    return native if os.waitstatus_to_exitcode(status) == 0 else None
+    if native.into is not None and not (home and _true_starts(native, home)):
+        native.into = None
+    return native
+
+
+def _true_starts(native: Native, cgroup: str | None) -> bool:
+    """Whether ``/bin/true`` started through ``native`` (in ``cgroup``) exits 0."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    fd = -1 if cgroup is None else os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
+        pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null, fd)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    except OSError:
+        return False
+    finally:
+        os.close(null)
+        if fd >= 0:
+            os.close(fd)

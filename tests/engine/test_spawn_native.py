@@ -145,6 +145,11 @@ def test_the_launcher_is_not_executed_and_a_missing_program_fails_as_its_exec(
         assert native.takes([*words, "true"]) and not native.takes(["true"])
         pid = native.spawn([*words, "sh", "-c", "echo ran"], ENV, null, fd)
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        script = tmp_path / "bare"  # no "#!" line: run by /bin/sh, as execvp does
+        script.write_text("echo bare $1\n")
+        script.chmod(0o755)
+        pid = native.spawn([*words, str(script), "x"], ENV, null, fd)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         pid = native.spawn([*words, "no-such-tool-x"], ENV, null, fd)
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 127
         with pytest.raises(ValueError):
@@ -153,7 +158,7 @@ def test_the_launcher_is_not_executed_and_a_missing_program_fails_as_its_exec(
         os.close(fd)
         os.close(null)
     text = log.read_text()
-    assert text.startswith("ran\njobctl: cannot run no-such-tool-x: ")
+    assert text.startswith("ran\nbare x\njobctl: cannot run no-such-tool-x: ")
 
 
 def test_a_library_that_fails_its_start_test_is_not_used(tmp_path: Path) -> None:

@@ -33,6 +33,10 @@
 #include <unistd.h>
 
 #define MAX_GROUPS 65536
+/* Most arguments the /bin/sh fallback of a file without "#!" takes (its argv is on the
+ * stack: the library's clone3 child has a stack of its own of CHILD_STACK bytes). */
+#define MAX_SH_ARGS 65536
+#define CHILD_STACK (1024 * 1024)
 #define DEFAULT_PATH "/bin:/usr/bin"
 
 extern char **environ;
@@ -118,6 +122,10 @@ static void exec_file(const char *path, char **argv, char **envp) {
     if (errno != ENOEXEC) return;
     size_t n = 0;
     while (argv[n]) n++;
+    if (n > MAX_SH_ARGS) {
+        errno = E2BIG;
+        return;
+    }
     char *sh[n + 2];
     sh[0] = "/bin/sh";
     sh[1] = (char *)path;
@@ -258,7 +266,7 @@ struct job {
     int in, out;
 };
 
-static char child_stack[256 * 1024] __attribute__((aligned(64)));
+static char child_stack[CHILD_STACK] __attribute__((aligned(64)));
 
 static void run_job(struct job *job) { child(job->argv, job->envp, job->in, job->out); }
 

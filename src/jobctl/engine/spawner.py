@@ -367,36 +367,12 @@ class Helper:
             before = boot_ticks()
             pid = self.native.spawn(argv, env, stdin, out, cgroup)
         else:
-            before, pid = self.posix_spawn(argv, env, cwd, out, stdin)
+            before, pid = posix_spawn(argv, env, cwd, out, stdin)
         # The kernel stamped the child between the two readings: within one tick, that
         # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
         after = boot_ticks()
         self.born = before if before == after else None
         return pid
-
-    @staticmethod
-    def posix_spawn(
-        argv: list[str], env: dict[str, str], cwd: str | None, out: int, stdin: int
-    ) -> tuple[int, int]:
-        """``os.posix_spawn`` in ``cwd``: (boot ticks just before, pid)."""
-        if cwd is not None:
-            os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
-        program = resolve(argv[0], env)
-        before = boot_ticks()
-        pid = os.posix_spawn(
-            program,
-            argv,
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, stdin, 0),
-                (os.POSIX_SPAWN_DUP2, out, 1),
-                (os.POSIX_SPAWN_DUP2, out, 2),
-            ],
-            setsid=True,
-            setsigmask=(),
-            setsigdef=DEFAULT_SIGNALS,
-        )
-        return before, pid
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
@@ -417,6 +393,30 @@ class Helper:
                 self.send(("exit", pid, code, removed, *log_end(log)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def posix_spawn(
+    argv: list[str], env: dict[str, str], cwd: str | None, out: int, stdin: int
+) -> tuple[int, int]:
+    """``os.posix_spawn`` in ``cwd``: (boot ticks just before, pid)."""
+    if cwd is not None:
+        os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
+    program = resolve(argv[0], env)
+    before = boot_ticks()
+    pid = os.posix_spawn(
+        program,
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_DUP2, out, 2),
+        ],
+        setsid=True,
+        setsigmask=(),
+        setsigdef=DEFAULT_SIGNALS,
+    )
+    return before, pid
 
 
 def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:

@@ -10,12 +10,13 @@ import pwd
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, launcher, process, spawnsys
+from jobctl.engine import cgroup, launcher, process, spawner, spawnsys
 from jobctl.engine.spawnclient import Limits, SpawnHelper
 
 MARKS = {"JOBCTL_JOB_ID": "1", "JOBCTL_LEASE_OWNER": "test:1:native"}
@@ -25,7 +26,7 @@ ENV = {"PATH": "/usr/bin:/bin", **MARKS}
 PROBE = (
     "grep -E '^(Uid|Gid|Groups|SigBlk|SigIgn):' /proc/self/status | cut -f2- | tr '\\t' ' '; "
     "set -- $(cat /proc/$$/stat); [ $6 = $$ ] && [ $5 = $$ ] && echo session-leader; "
-    "ulimit -Sf; ulimit -Hf; pwd; readlink /proc/self/fd/0; grep ^0:: /proc/self/cgroup"
+    "ulimit -Sf; ulimit -Hf; pwd; readlink /proc/self/fd/0; grep ^0:: /proc/self/cgroup; nice"
 )
 
 
@@ -47,13 +48,16 @@ def _owner(tmp_path: Path) -> tuple[int, int, list[int]]:
 async def _probe(
     native: bool, creds: tuple[int, int, list[int]], cwd: str, log: Path, lim: Limits | None = None
 ) -> tuple[int, list[str]]:
+    """Run :data:`PROBE` as the daemon would (through the launcher's words, held at its
+    gate when ``lim`` wants one) with the library (``native``) or with the launcher."""
     helper = SpawnHelper(0o077, None, "unit")
     if not native:
         helper.library = None
     helper.start(asyncio.get_running_loop())
     try:
         assert helper.launcher is not None
-        argv = [*launcher.argv(helper.launcher, creds, cwd, None, 4, False), "sh", "-c", PROBE]
+        gate = lim is not None and lim.gate
+        argv = [*launcher.argv(helper.launcher, creds, cwd, None, 4, gate), "sh", "-c", PROBE]
         done = await helper.spawn(argv, ENV, None, str(log), None, MARKS, lim)
         return await done.exited, log.read_text().splitlines()
     finally:
@@ -123,7 +127,7 @@ def test_a_command_born_in_its_cgroup_through_the_library(tmp_path: Path) -> Non
         return await _probe(True, creds, "/", tmp_path / "cg.log", lim)
 
     code, lines = asyncio.run(main())
-    assert code == 0 and lines[-1].endswith(f"/jobctl/{name}")
+    assert code == 0 and lines[-2].endswith(f"/jobctl/{name}")
     assert not (found.base / name).exists()  # removed at the exit that left it empty
 
 
@@ -197,3 +201,71 @@ def test_born_into_a_cgroup_by_clone3_when_its_start_test_passes(tmp_path: Path)
         cg.rmdir()
     assert log.read_text().strip().endswith(f"/jobctl/{cg.name}")
     assert Path("/proc/self/cgroup").read_text().find(cg.name) < 0  # never entered here
+
+
+def test_a_command_with_a_niceness_is_born_in_its_cgroup_without_its_gate(
+    tmp_path: Path,
+) -> None:
+    """Limits or a niceness held the command at its gate until the helper had set them;
+    with clone3 into its cgroup and the niceness set in the child before the drop, it
+    needs none (no launcher exec, no move): the same ids, niceness, cgroup and stdin as
+    the gate's way."""
+    _library()
+    creds = _owner(tmp_path)
+    found, why = cgroup.detect("auto")
+    if found is None:
+        pytest.skip(f"no writable cgroup v2 here: {why}")
+    tag = secrets.token_hex(3)
+
+    async def main() -> tuple[tuple[int, list[str]], tuple[int, list[str]]]:
+        fast = Limits(str(found.base / f"n{tag}.1"), {}, 3)
+        slow = Limits(str(found.base / f"n{tag}.2"), {}, 3)
+        assert fast.gate
+        return (
+            await _probe(True, creds, "/", tmp_path / "fast.log", fast),
+            await _probe(False, creds, "/", tmp_path / "slow.log", slow),
+        )
+
+    (code, lines), (slow_code, slow_lines) = asyncio.run(main())
+    assert code == 0 and lines[0].split() == [str(creds[0])] * 4
+    assert lines[9] == "/dev/null" and lines[-2].endswith(f"/jobctl/n{tag}.1")
+    assert lines[-1] == "3"
+    slow_lines[4] = f"{int(slow_lines[4], 16) & (1 << 31) - 1:016x}"  # glibc's own signals
+    slow_lines[-2] = slow_lines[-2].replace(f"n{tag}.2", f"n{tag}.1")
+    assert (code, lines) == (slow_code, slow_lines)
+    assert not (found.base / f"n{tag}.1").exists()
+
+
+def test_the_gate_is_skipped_only_with_clone3_and_never_execs_the_launcher(
+    tmp_path: Path,
+) -> None:
+    library = _library()
+    found, why = cgroup.detect("auto")
+    if found is None:
+        pytest.skip(f"no writable cgroup v2 here: {why}")
+    home = spawnsys.own_cgroup_procs()
+    assert home is not None
+    copy = tmp_path / "_launch-copy.so"  # its launcher does not exist: an exec would fail
+    shutil.copy(library, copy)
+    native = spawnsys.load_native(str(copy), os.path.dirname(home))
+    if native is None or native.into is None:
+        pytest.skip("no clone3 into a cgroup here")
+    pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    helper = spawner.Helper(pair[0], native)
+    words = launcher.argv(native.launcher, None, "/", None, None, True)
+    cg = str(found.base / f"g{secrets.token_hex(3)}")
+    log = str(tmp_path / "g.log")
+    try:
+        pid, got, error = helper.start_gated([*words, "nice"], ENV, None, log, None, True, cg,
+                                             {}, 2)  # fmt: skip
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert (got, error) == (cg, None) and Path(log).read_text() == "2\n"
+        assert spawnsys.rmdir_empty(cg)
+        native.into = None  # without clone3 the gate's way: the launcher's exec, which fails
+        with pytest.raises(FileNotFoundError):
+            helper.start_gated([*words, "nice"], ENV, None, log, None, True, cg, {}, 2)
+        assert not Path(cg).exists()
+    finally:
+        os.close(helper.devnull)
+        for end in pair:
+            end.close()

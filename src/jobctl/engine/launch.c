@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -261,14 +262,25 @@ struct clone3_args {
 #define CLONE_INTO_CGROUP_ 0x200000000ULL
 #define SYS_CLONE3 435
 
+/* NICE: the niceness to set before the drop (as root may), or NO_NICE. A niceness that
+ * cannot be set ends the child before it runs anything, its errno in nice_errno (the
+ * memory it shares with the helper until its exec or exit). */
+#define NO_NICE 1000
 struct job {
     char **argv, **envp;
-    int in, out;
+    int in, out, nice;
+    volatile int nice_errno;
 };
 
 static char child_stack[CHILD_STACK] __attribute__((aligned(64)));
 
-static void run_job(struct job *job) { child(job->argv, job->envp, job->in, job->out); }
+static void run_job(struct job *job) {
+    if (job->nice != NO_NICE && setpriority(PRIO_PROCESS, 0, job->nice) != 0) {
+        job->nice_errno = errno ? errno : EPERM;
+        _exit(126);
+    }
+    child(job->argv, job->envp, job->in, job->out);
+}
 
 static long clone3_call(struct clone3_args *args, struct job *job) {
     long ret;
@@ -290,11 +302,14 @@ static long clone3_call(struct clone3_args *args, struct job *job) {
     return ret;
 }
 
-/* jobctl_spawn, the command born in the cgroup whose directory CGROUP is open on.
- * -errno when the kernel refused (the helper then starts it the other way). */
-int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int cgroup) {
+/* jobctl_spawn, the command born in the cgroup whose directory CGROUP is open on, with
+ * niceness NICE (NO_NICE: the helper's). -errno when the kernel refused (the helper then
+ * starts it the other way); a niceness refused: the child is reaped, -errno, and
+ * *NICE_ERROR set. */
+int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int cgroup, int nice,
+                      int *nice_error) {
     if (!valid(argc, argv)) return -EINVAL;
-    struct job job = {argv, envp, in, out};
+    struct job job = {argv, envp, in, out, nice, 0};
     struct clone3_args args = {0};
     args.flags = CLONE_VM_ | CLONE_VFORK_ | CLONE_INTO_CGROUP_;
     args.exit_signal = SIGCHLD;
@@ -305,6 +320,12 @@ int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int c
     block_all(&old);
     long pid = clone3_call(&args, &job);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0 && job.nice_errno) {
+        *nice_error = 1;
+        while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        return -job.nice_errno;
+    }
     return (int)pid;
 }
 #endif

@@ -22,7 +22,7 @@ nothing but the standard library loaded (a few MB), so:
   command without limits or niceness is *born* in it (``clone3`` into it with the
   launcher's library, else the helper steps into the cgroup for the spawn and back out);
   one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
-  is in the cgroup;
+  is in the cgroup, except with ``clone3``: born in it, its niceness set in the child;
 * a request that names the launcher runs the launcher's code in a ``vfork`` child of the
   helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
 * the start time is the boot clock's tick around the spawn (``/proc`` read only when the
@@ -226,6 +226,14 @@ class Helper:
         cg, error = make_cgroup(cg, files)
         if not gate:
             return self.start_inside(argv, env, cwd, log, creds, cg, error)
+        if cg is not None and self.native is not None and self.native.takes_gated(argv):
+            try:
+                done = self.start_limited(argv, env, log, cg, nice)
+            except BaseException:
+                rmdir_empty(cg)
+                raise
+            if done is not None:
+                return done
         held = os.pipe2(os.O_CLOEXEC)
         try:
             out = self.open_log(log)
@@ -312,6 +320,30 @@ class Helper:
         finally:
             os.close(out)
 
+    def start_limited(
+        self, argv: list[str], env: dict[str, str], log: str, cg: str, nice: int | None
+    ) -> tuple[int, str | None, str | None] | None:
+        """A command with limits or a niceness, without its gate: born in its cgroup by
+        ``clone3`` (the limit files are written already), its niceness set in the child
+        before the drop (spawnsys.Native): no gate, no launcher ``exec``, no move. None:
+        the kernel would not start it there (it takes the gate's way); raises
+        :class:`Refused` when the niceness could not be set (nothing ran)."""
+        ungated = [*argv[:7], "", *argv[8:]]
+        out = self.open_log(log)
+        try:
+            fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                pid = self.start(ungated, env, None, out, self.devnull, None, fd, nice)
+            finally:
+                os.close(fd)
+        except Refused:
+            raise
+        except OSError:
+            return None
+        finally:
+            os.close(out)
+        return pid, cg, None
+
     def step_in(self, cg: str) -> tuple[bool, str | None]:
         """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
         (the command then starts outside it; its tree is found in ``/proc``)."""
@@ -355,9 +387,11 @@ class Helper:
         stdin: int,
         creds: tuple[int, int, list[int]] | None,
         cgroup: int = -1,
+        nice: int | None = None,
     ) -> int:
-        """Start the command; ``cgroup`` (a launcher request through spawnsys.Native
-        only): born in the cgroup whose directory it is open on."""
+        """Start the command; ``cgroup`` and ``nice`` (a launcher request through
+        spawnsys.Native only): born in the cgroup whose directory it is open on, with
+        that niceness."""
         if creds is not None:
             if SETPRIV is None:
                 self.born = None
@@ -365,7 +399,7 @@ class Helper:
             argv = [*drop_argv(SETPRIV, creds), *argv]
         if self.native is not None and self.native.takes(argv):
             before = boot_ticks()
-            pid = self.native.spawn(argv, env, stdin, out, cgroup)
+            pid = self.native.spawn(argv, env, stdin, out, cgroup, nice)
         else:
             before, pid = posix_spawn(argv, env, cwd, out, stdin)
         # The kernel stamped the child between the two readings: within one tick, that

@@ -268,6 +268,10 @@ def filename_text(filename: object) -> str | None:
     return None if filename is None else os.fsdecode(filename)  # type: ignore[arg-type]
 
 
+#: launch.c's ``NO_NICE``: keep the helper's niceness.
+NO_NICE = 1000
+
+
 class Native:
     """The launcher's work done in a ``vfork`` child of the helper (engine/launch.c built
     as a library, ``jobctl_spawn``): a command the daemon sends through the launcher starts
@@ -289,19 +293,32 @@ class Native:
         #: failed its start test): a command born in its cgroup, the helper never in it.
         self.into: Any = getattr(lib, "jobctl_spawn_into", None)
         if self.into is not None:
-            self.into.argtypes = [*self._spawn.argtypes, ctypes.c_int]
+            self.into.argtypes = [*self._spawn.argtypes, ctypes.c_int, ctypes.c_int,
+                                  ctypes.POINTER(ctypes.c_int)]  # fmt: skip
             self.into.restype = ctypes.c_int
 
     def takes(self, argv: list[str]) -> bool:
         """Whether ``argv`` is the launcher's (and not held at a gate)."""
         return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"
 
+    def takes_gated(self, argv: list[str]) -> bool:
+        """Whether ``argv`` is the launcher's, held at a gate, and can do without it: born
+        in its cgroup with its niceness (:attr:`into`), it needs none."""
+        return self.into is not None and argv[0] == self.launcher and len(argv) > 9
+
     def spawn(
-        self, argv: list[str], env: dict[str, str], stdin: int, out: int, cgroup: int = -1
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: int,
+        out: int,
+        cgroup: int = -1,
+        nice: int | None = None,
     ) -> int:
         """Start ``argv`` (the launcher's words, then the command): its pid; ``cgroup``
-        (a descriptor of its directory): born in it (:attr:`into` first). Raises
-        ValueError as ``posix_spawn`` does, OSError when no process could be made."""
+        (a descriptor of its directory): born in it with niceness ``nice`` (:attr:`into`
+        first). Raises ValueError as ``posix_spawn`` does, OSError when no process could
+        be made, :class:`Refused` when the niceness could not be set (nothing ran)."""
         args = _c_strings([os.fsencode(a) for a in argv])
         words = []
         for key, value in env.items():
@@ -313,7 +330,11 @@ class Native:
         if cgroup < 0:
             pid = self._spawn(len(argv), args, envp, stdin, out)
         else:
-            pid = self.into(len(argv), args, envp, stdin, out, cgroup)
+            refused = ctypes.c_int(0)
+            level = NO_NICE if nice is None else nice
+            pid = self.into(len(argv), args, envp, stdin, out, cgroup, level, refused)
+            if pid < 0 and refused.value:
+                raise Refused(f"cannot set nice {nice}: {os.strerror(-pid)}")
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid))
         return int(pid)

@@ -79,7 +79,6 @@ import sys
 from typing import Any
 
 from jobctl.engine.spawnsys import (
-    DEFAULT_SIGNALS,
     SETPRIV,
     TAIL_BYTES,
     Native,
@@ -93,6 +92,7 @@ from jobctl.engine.spawnsys import (
     make_cgroup,
     open_gate,
     own_cgroup_procs,
+    posix_spawn,
     release,
     resolve,
     returncode,
@@ -427,30 +427,6 @@ class Helper:
                 self.send(("exit", pid, code, removed, *log_end(log)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-
-
-def posix_spawn(
-    argv: list[str], env: dict[str, str], cwd: str | None, out: int, stdin: int
-) -> tuple[int, int]:
-    """``os.posix_spawn`` in ``cwd``: (boot ticks just before, pid)."""
-    if cwd is not None:
-        os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
-    program = resolve(argv[0], env)
-    before = boot_ticks()
-    pid = os.posix_spawn(
-        program,
-        argv,
-        env,
-        file_actions=[
-            (os.POSIX_SPAWN_DUP2, stdin, 0),
-            (os.POSIX_SPAWN_DUP2, out, 1),
-            (os.POSIX_SPAWN_DUP2, out, 2),
-        ],
-        setsid=True,
-        setsigmask=(),
-        setsigdef=DEFAULT_SIGNALS,
-    )
-    return before, pid
 
 
 def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:

@@ -47,6 +47,30 @@ def set_subreaper() -> bool:
         return False
 
 
+def posix_spawn(
+    argv: list[str], env: dict[str, str], cwd: str | None, out: int, stdin: int
+) -> tuple[int, int]:
+    """``os.posix_spawn`` in ``cwd``: (boot ticks just before, pid)."""
+    if cwd is not None:
+        os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
+    program = resolve(argv[0], env)
+    before = boot_ticks()
+    pid = os.posix_spawn(
+        program,
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_DUP2, out, 2),
+        ],
+        setsid=True,
+        setsigmask=(),
+        setsigdef=DEFAULT_SIGNALS,
+    )
+    return before, pid
+
+
 def returncode(si_code: int, si_status: int) -> int:
     """A ``waitid`` result as ``Popen.returncode`` spells it (negative: the signal)."""
     return si_status if si_code == os.CLD_EXITED else -si_status

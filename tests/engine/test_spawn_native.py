@@ -269,3 +269,27 @@ def test_the_gate_is_skipped_only_with_clone3_and_never_execs_the_launcher(
         os.close(helper.devnull)
         for end in pair:
             end.close()
+
+
+def test_arguments_and_environment_reach_the_command_byte_for_byte(tmp_path: Path) -> None:
+    """Passed as two blobs of NUL-terminated strings, encoded as ``os.fsencode`` does
+    (undecodable bytes kept); a NUL inside one or a bad variable name is refused."""
+    native = spawnsys.load_native(_library())
+    assert native is not None
+    log = tmp_path / "out"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+    words = [native.launcher, *launcher.argv("x", None, "/", None, None, False)[1:]]
+    odd = "é \udcff="
+    env = {"PATH": "/usr/bin:/bin", "ODD": odd, "EMPTY": ""}
+    try:
+        script = 'printf "%s|%s|%s|%s\\n" "$1" "$2" "$ODD" "${EMPTY-unset}"; env | wc -l'
+        pid = native.spawn([*words, "sh", "-c", script, "sh", odd, ""], env, fd, fd)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        for bad in ({"A=B": "x"}, {"": "x"}, {"A": "x\0y"}):
+            with pytest.raises(ValueError):
+                native.spawn([*words, "true"], bad, fd, fd)
+    finally:
+        os.close(fd)
+    first, count = log.read_bytes().splitlines()
+    assert first == os.fsencode(f"{odd}||{odd}|")
+    assert int(count) == 4  # PATH, ODD, EMPTY and the PWD sh sets: nothing else

@@ -235,7 +235,7 @@ static void block_all(sigset_t *old) {
  * stdout and stderr OUT. Returns its pid, or -errno when no process could be made; what
  * fails after that (the drop, the directory, the exec) ends the child with the
  * launcher's own line and status, exactly as an exec of the launcher would. */
-int jobctl_spawn(int argc, char **argv, char **envp, int in, int out) {
+static int spawn_lists(int argc, char **argv, char **envp, int in, int out) {
     if (!valid(argc, argv)) return -EINVAL;
     sigset_t old;
     block_all(&old);
@@ -306,8 +306,8 @@ static long clone3_call(struct clone3_args *args, struct job *job) {
  * niceness NICE (NO_NICE: the helper's). -errno when the kernel refused (the helper then
  * starts it the other way); a niceness refused: the child is reaped, -errno, and
  * *NICE_ERROR set. */
-int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int cgroup, int nice,
-                      int *nice_error) {
+static int spawn_into_lists(int argc, char **argv, char **envp, int in, int out, int cgroup,
+                            int nice, int *nice_error) {
     if (!valid(argc, argv)) return -EINVAL;
     struct job job = {argv, envp, in, out, nice, 0};
     struct clone3_args args = {0};
@@ -327,6 +327,43 @@ int jobctl_spawn_into(int argc, char **argv, char **envp, int in, int out, int c
         return -job.nice_errno;
     }
     return (int)pid;
+}
+#endif
+
+/* The helper passes its argv and environment as two blobs of NUL-terminated strings
+ * (one bytes object each: no array of Python objects built per start); the lists are
+ * made here, in the parent, before any child exists. */
+static char **split(char *blob, int n) {
+    char **list = malloc(((size_t)n + 1) * sizeof *list);
+    if (!list) return NULL;
+    for (int i = 0; i < n; i++) {
+        list[i] = blob;
+        blob += strlen(blob) + 1;
+    }
+    list[n] = NULL;
+    return list;
+}
+
+/* Start the ARGC strings of ARGS (the launcher's words, then the command) with the ENVC
+ * strings of ENVS as its environment; see spawn_lists. */
+int jobctl_spawn(int argc, char *args, int envc, char *envs, int in, int out) {
+    char **argv = split(args, argc), **envp = split(envs, envc);
+    int pid = argv && envp ? spawn_lists(argc, argv, envp, in, out) : -ENOMEM;
+    free(argv);
+    free(envp);
+    return pid;
+}
+
+#if defined(__x86_64__)
+/* The same, born in a cgroup with a niceness; see spawn_into_lists. */
+int jobctl_spawn_into(int argc, char *args, int envc, char *envs, int in, int out, int cgroup,
+                      int nice, int *nice_error) {
+    char **argv = split(args, argc), **envp = split(envs, envc);
+    int pid = argv && envp ? spawn_into_lists(argc, argv, envp, in, out, cgroup, nice, nice_error)
+                           : -ENOMEM;
+    free(argv);
+    free(envp);
+    return pid;
 }
 #endif
 #endif

@@ -309,9 +309,9 @@ class Native:
         #: The launcher of the same source: requests naming it are taken here.
         self.launcher = library.removesuffix(".so")
         lib = ctypes.CDLL(library)
-        ptrs = ctypes.POINTER(ctypes.c_char_p)
+        text, num = ctypes.c_char_p, ctypes.c_int
         self._spawn = lib.jobctl_spawn
-        self._spawn.argtypes = [ctypes.c_int, ptrs, ptrs, ctypes.c_int, ctypes.c_int]
+        self._spawn.argtypes = [num, text, num, text, num, num]
         self._spawn.restype = ctypes.c_int
         #: ``clone3`` with ``CLONE_INTO_CGROUP`` (x86-64 builds; None: not built, or it
         #: failed its start test): a command born in its cgroup, the helper never in it.
@@ -343,20 +343,16 @@ class Native:
         (a descriptor of its directory): born in it with niceness ``nice`` (:attr:`into`
         first). Raises ValueError as ``posix_spawn`` does, OSError when no process could
         be made, :class:`Refused` when the niceness could not be set (nothing ran)."""
-        args = _c_strings([os.fsencode(a) for a in argv])
-        words = []
-        for key, value in env.items():
-            name = os.fsencode(key)
-            if not name or b"=" in name:
+        for key in env:
+            if not key or "=" in key:
                 raise ValueError("illegal environment variable name")
-            words.append(name + b"=" + os.fsencode(value))
-        envp = _c_strings(words)
+        args, envs = _blob(argv), _blob(list(map("=".join, env.items())))
         if cgroup < 0:
-            pid = self._spawn(len(argv), args, envp, stdin, out)
+            pid = self._spawn(len(argv), args, len(env), envs, stdin, out)
         else:
             refused = ctypes.c_int(0)
             level = NO_NICE if nice is None else nice
-            pid = self.into(len(argv), args, envp, stdin, out, cgroup, level, refused)
+            pid = self.into(len(argv), args, len(env), envs, stdin, out, cgroup, level, refused)
             if pid < 0 and refused.value:
                 raise Refused(f"cannot set nice {nice}: {os.strerror(-pid)}")
         if pid < 0:
@@ -364,12 +360,13 @@ class Native:
         return int(pid)
 
 
-def _c_strings(items: list[bytes]) -> Any:
-    """A NULL-terminated ``char *[]`` (a NUL inside one would cut it short: refused)."""
-    for item in items:
-        if b"\0" in item:
-            raise ValueError("embedded null byte")
-    return (ctypes.c_char_p * (len(items) + 1))(*items)
+def _blob(items: list[str]) -> bytes:
+    """``items`` as one run of NUL-terminated strings, as ``os.fsencode`` encodes each
+    (a NUL inside one would split it: refused, as ``posix_spawn`` refuses it)."""
+    text = "\0".join(items)
+    if text.count("\0") != max(len(items) - 1, 0):
+        raise ValueError("embedded null byte")
+    return os.fsencode(text) + b"\0"
 
 
 def load_native(library: str, home: str | None = None) -> Native | None:

@@ -294,3 +294,49 @@ def test_arguments_and_environment_reach_the_command_byte_for_byte(tmp_path: Pat
     first, count = log.read_bytes().splitlines()
     assert first == os.fsencode(f"{odd}||{odd}|")
     assert int(count) == 4  # PATH, ODD, EMPTY and the PWD sh sets: nothing else
+
+
+def test_a_niceness_that_cannot_be_set_refuses_the_start_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """The niceness is set in the child before anything runs; a helper that may not set
+    it (here: a non-root one asking for a negative niceness) gets Refused, and the
+    command never ran. A niceness it may set starts the command (the control)."""
+    library = _library()
+    found, why = cgroup.detect("auto")
+    if os.geteuid() != 0 or found is None:
+        pytest.skip(f"needs root and a writable cgroup v2 ({why})")
+    nb = pwd.getpwnam("nobody")
+    outer = found.base / f"r{secrets.token_hex(3)}"
+    inner = outer / "cmd"
+    inner.mkdir(parents=True)
+    for path in (outer, outer / "cgroup.procs", inner, inner / "cgroup.procs"):
+        os.chown(path, nb.pw_uid, nb.pw_gid)  # nobody may start processes in there
+    log = tmp_path / "out"
+    out = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its status
+        code = 1
+        try:
+            (outer / "cgroup.procs").write_text(str(os.getpid()))
+            native = spawnsys.Native(library)
+            fd = os.open(inner, os.O_RDONLY | os.O_DIRECTORY)  # its parents are root's
+            os.setgroups([])
+            os.setresgid(nb.pw_gid, nb.pw_gid, nb.pw_gid)
+            os.setresuid(nb.pw_uid, nb.pw_uid, nb.pw_uid)
+            words = launcher.argv(native.launcher, None, "/", None, None, False)
+            ran = native.spawn([*words, "nice"], ENV, out, out, fd, 5)
+            if os.waitstatus_to_exitcode(os.waitpid(ran, 0)[1]) == 0:
+                try:
+                    native.spawn([*words, "echo", "ran"], ENV, out, out, fd, -5)
+                except spawnsys.Refused:
+                    code = 0
+        finally:
+            os._exit(code)
+    try:
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert log.read_text() == "5\n"  # the control ran; the refused one never did
+    finally:
+        os.close(out)
+        inner.rmdir()
+        outer.rmdir()

@@ -5,7 +5,6 @@ recording skipped occurrences. Shared by :mod:`jobctl.store.schedules` and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
 
 from jobctl.domain.schedule import (
     Misfire,
@@ -23,11 +22,6 @@ from jobctl.store import rows
 from jobctl.store.materialize import template_of, timing_of
 from jobctl.store.rows import RowLike
 from jobctl.store.schedconn import SchedConn
-
-T = TypeVar("T")
-
-if TYPE_CHECKING:
-    pass
 
 
 def _record_skip(
@@ -129,3 +123,7 @@ def _skip_from_row(row: RowLike) -> SkipRecord:
         row["count"], rows.from_ms(row["first_nominal"]), rows.from_ms(row["last_nominal"])
     )
     return SkipRecord(row["schedule_id"], row["reason"], skips, rows.ms_to_dt(row["recorded_at"]))
+
+
+#: For :mod:`jobctl.store.schedule_edit`, which runs inside the schedules' transactions.
+find, passed, record_skip = _find, _passed, _record_skip

@@ -11,6 +11,10 @@ validated in full and the daemon starts only from a complete, valid :class:`Sett
 so a typo cannot leave it half-configured. :func:`load` is pure given its inputs (the
 file aside): the environment and the facts about this process (:class:`Host`) are
 parameters, which is what lets tests drive every layer without touching the real ones.
+
+The parts: :mod:`~jobctl.config.settings` declares every setting, :mod:`~jobctl.config.parsers`
+turns raw values into typed ones, :mod:`~jobctl.config.files` finds and reads the file; this
+module merges the layers. Every public name is importable from ``jobctl.config``.
 """
 
 from __future__ import annotations

@@ -242,6 +242,48 @@ async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
     assert claims > 1 and calls["wakeups"] < claims and calls["claim_due"] == 0
 
 
+async def test_a_command_ended_when_its_start_is_answered_needs_no_record_task(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the spawn helper sends a quick command's exit with its start's answer;
+    such an attempt has its record ride with the finish without a task, a timer or a wait
+    made for the record (each cost the loop a few turns per job)."""
+    spawn = engine.executor._spawn
+
+    async def ended(*args: Any) -> Any:  # as the helper answers a quick command
+        run = await spawn(*args)
+        await asyncio.shield(run.exited)
+        return run
+
+    monkeypatch.setattr(engine.executor, "_spawn", ended)
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    loop.set_task_factory(factory)
+    calls = {"call_later": 0}
+    later_ = loop.call_later
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls["call_later"] += 1
+        return later_(*args, **kw)
+
+    monkeypatch.setattr(loop, "call_later", counted)
+    try:
+        jobs = [engine.add(["true"]) for _ in range(3)]
+        await engine.finishes(3)
+    finally:
+        loop.set_task_factory(None)
+    assert "Executor._record_unless_ended" not in made and made.count("Executor._run") == 3
+    assert calls["call_later"] == 0
+    for job in jobs:
+        attempt = engine.store.get(job.id).attempts[-1]
+        assert attempt.pid is not None and attempt.log_path
+
+
 async def test_a_quick_commands_pid_is_recorded_with_its_finish_in_one_commit(
     engine: Engine,
 ) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -221,13 +221,12 @@ class Executor:
         # The pid is recorded once the command has run RECORD_AFTER (batched with other
         # starts; the finish waits for that commit, so the two writes land in order), or
         # else with the finish. Its start time is read before the exit watcher reaps it.
-        recorded = asyncio.ensure_future(self._record_unless_ended(run))
+        recorder = _Recorder(run, loop, self._record_unless_ended)
         try:
             result = await self._wait(run)
-            riding = await recorded
+            riding = await recorder.result()
         finally:
-            if not recorded.done():
-                recorded.cancel()
+            recorder.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
@@ -259,12 +258,9 @@ class Executor:
         return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
     async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:
-        """Record the pid once the command has run :data:`RECORD_AFTER`; a command that
-        ended sooner gets its record back, to ride with its finish."""
-        await asyncio.wait([run.exited], timeout=RECORD_AFTER)
-        c = run.claim
-        start = await asyncio.shield(run.start_time)
-        record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+        """Record the pid now (the command has run :data:`RECORD_AFTER`); a command that
+        ended meanwhile gets its record back, to ride with its finish."""
+        record = await _record_of(run)
         if run.exited.done():
             return record
         await self._record(record)
@@ -286,7 +282,10 @@ class Executor:
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
         try:
-            code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
+            if run.exited.done():  # the exit came with the start's answer: no timer
+                code = run.exited.result()
+            else:
+                code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
         except TimeoutError:
             run.stop_reason = run.stop_reason or StopReason.TIMEOUT
             await proctree.stop(run, self.config.kill_grace)
@@ -400,3 +399,54 @@ class Executor:
         if self._watch is not None:
             await self._watch.close()
         await self._http.close()
+
+
+async def _record_of(run: process.Running) -> ProcessRecord:
+    """The attempt's process record (its start time may still be read on a thread)."""
+    c = run.claim
+    start = await asyncio.shield(run.start_time)
+    return ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+
+
+class _Recorder:
+    """When an attempt's pid is written (issue 17: no task and no wait per quick command).
+
+    A command still running after :data:`RECORD_AFTER` has its record written alone, by a
+    task the timer starts (the finish waits for it, so the two writes land in order); one
+    that ended sooner, most of all one whose exit came with its start's answer, has its
+    record ride with the finish, with no timer, task or wait made for it.
+    """
+
+    def __init__(
+        self,
+        run: process.Running,
+        loop: asyncio.AbstractEventLoop,
+        alone: Callable[[process.Running], Coroutine[None, None, ProcessRecord | None]],
+    ) -> None:
+        self._run, self._loop, self._alone = run, loop, alone
+        self._task: asyncio.Task[ProcessRecord | None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        if not run.exited.done():
+            self._timer = loop.call_later(RECORD_AFTER, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if not self._run.exited.done():
+            self._task = self._loop.create_task(self._alone(self._run))
+
+    async def result(self) -> ProcessRecord | None:
+        """Once the command ended: its record to ride with the finish, or None when it was
+        written alone (after that write's commit)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            return await self._task
+        return await _record_of(self._run)
+
+    def cancel(self) -> None:
+        """The attempt's task is being cancelled (or failed): nothing more is written."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()

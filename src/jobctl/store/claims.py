@@ -28,7 +28,18 @@ def claims_in_order(
 ) -> list[Claim]:
     """Claims of a SQLite claim's rows, in dispatch order across lanes (``queue_limits``
     as for :func:`claims_from_rows`)."""
-    return claims_from_rows(sorted(found, key=lambda r: (r["sort_key"], r["id"])), queue_limits)
+    rows = as_dicts(found)
+    return claims_from_rows(sorted(rows, key=lambda r: (r["sort_key"], r["id"])), queue_limits)
+
+
+def as_dicts(found: Sequence[RowLike]) -> Sequence[RowLike]:
+    """``sqlite3.Row`` objects as dicts, their column names read once (issue 17): a Row
+    finds a column by name with a case-blind scan of every column, and decoding a claimed
+    row reads about thirty of its forty; building a dict first costs half as much."""
+    if not found or not isinstance(found[0], sqlite3.Row):
+        return found
+    names = found[0].keys()
+    return [dict(zip(names, r, strict=True)) for r in found]  # type: ignore[call-overload]
 
 
 def claims_from_rows(
@@ -49,4 +60,4 @@ def claims_from_rows(
     return out
 
 
-__all__ = ["ClaimRows", "claims_from_rows", "claims_in_order"]
+__all__ = ["ClaimRows", "as_dicts", "claims_from_rows", "claims_in_order"]

@@ -93,17 +93,20 @@ def _fields(spec: JobSpec) -> dict[str, Any]:
 
 
 def test_claimed_rows_decode_the_same_through_dicts(tmp_path: Path) -> None:
-    """Issue 17's fast path (``claims.as_dicts``: a claim's rows as dicts, the column
-    names read once) gives exactly the claims decoding the ``sqlite3.Row`` objects does."""
+    """Issue 17's fast path (the claim's rows as dicts, their column names read once:
+    ``claims.row_dicts``) gives exactly the claims that decoding ``sqlite3.Row`` gives."""
     clock = FakeClock(T0 + timedelta(seconds=10))
     store = SqliteStore(tmp_path / "d.db", clock)
     try:
         other = JobSpec(("true",), T0, 1000, queue="q", env=(("B", "2"),), cwd="/")
         store.insert([SPEC, other, replace(SPEC, key="k-2")])
-        rows, limits = store.submit_claim_rows("h:1:t", 10, 30).result()
+        found, limits = store.submit_claim_rows("h:1:t", 10, 30).result()
+        rows = store.db.read(lambda c: c.execute("SELECT * FROM jobs ORDER BY id").fetchall())
     finally:
         store.close()
-    assert len(rows) == 3 and isinstance(rows[0], sqlite3.Row)
+    assert len(found) == 3 and isinstance(rows[0], sqlite3.Row)
+    assert claims.row_dicts(rows) == [dict(r) for r in rows]
+    assert claims.as_dicts(rows) == [dict(r) for r in rows] and claims.as_dicts(found) is found
     by_row = claims.claims_from_rows(sorted(rows, key=lambda r: (r["sort_key"], r["id"])), limits)
+    assert claims.claims_in_order(found, limits) == by_row
     assert claims.claims_in_order(rows, limits) == by_row
-    assert claims.as_dicts(rows) == [dict(r) for r in rows]

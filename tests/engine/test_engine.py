@@ -217,6 +217,31 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+async def test_the_tick_at_a_run_at_it_read_claims_before_reading_again(
+    engine: Engine,
+) -> None:
+    """Issue 17's dispatch lag: the tick at the ``run_at`` the last read found claims
+    first (the claim stamps ``started_at``), and reads the wakeups only after: a read (a
+    store thread and back) no longer stands between the due instant and the start."""
+    due = later(engine.clock, 60)
+    job = engine.add("true", run_at=due)
+    assert await engine.timer.run_once() == due  # read: the next run_at is ``due``
+    calls: list[str] = []
+    store: Any = engine.store
+    for name in ("wakeups", "submit_claim_rows"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        setattr(store, name, counted)
+    engine.clock.set(due)
+    await engine.finishes(1)
+    assert calls[:2] == ["submit_claim_rows", "wakeups"]
+    assert engine.store.get(job.id).status is JobStatus.SUCCEEDED
+
+
 async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
     engine: Engine,
 ) -> None:

@@ -300,12 +300,12 @@ class Executor:
             if full:
                 await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
             tail = process.cut_note(run.log_cap, run.cut_bytes) + tail  # first: NULs follow
-            result = results.result_of(run, code, tail)
+            result = results.result_of(run, code, tail, size)
             if result.error:  # a failure says it too, in the attempt's error
                 cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
                 result = replace(result, error=result.error + cut)
-            return replace(result, log_bytes=size)
-        return replace(results.result_of(run, code, tail), log_bytes=size)
+            return result
+        return results.result_of(run, code, tail, size)
 
     async def _finish_freed(
         self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None

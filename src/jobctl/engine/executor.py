@@ -208,7 +208,10 @@ class Executor:
             await self._finish_freed(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
-        run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
+        if run.exited.done():  # came with the answer: told now, not a loop turn later
+            self._exit_seen(claim, run.exited)
+        else:
+            run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",

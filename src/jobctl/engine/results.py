@@ -92,6 +92,8 @@ def after(claim: Claim, result: AttemptResult, done: Finished) -> Job:
 
 def log_finished(job: Job, claim: Claim, result: AttemptResult) -> None:
     """The one line of an attempt's end, named after what it did to the job."""
+    if not log.isEnabledFor(logging.INFO):  # at --log-level warning: nothing to build
+        return
     extra = ""
     if result.error:
         extra += f" error={logval(result.error)}"

@@ -148,6 +148,20 @@ def test_generated_spec_builders_set_exactly_the_dataclass_fields() -> None:
     assert getattr(built, "__dict__", {}) == getattr(spec, "__dict__", {})
 
 
+def test_the_generated_finished_job_copy_sets_exactly_the_dataclass_fields() -> None:
+    """``engine/results.py`` copies a claimed :class:`Job` with ``exec``-built code from
+    ``Job.__dataclass_fields__`` and ``object.__setattr__`` (issue 17): that holds only while
+    every field is an init field with no computed state beside it, and the fields it
+    changes are fields."""
+    from jobctl.domain import models
+    from jobctl.engine import results
+
+    fields = dataclasses.fields(models.Job)
+    assert all(f.init for f in fields), "a field that __init__ does not take"
+    assert set(results._AFTER) <= {f.name for f in fields}
+    assert not hasattr(models.Job, "__post_init__"), "Job now checks itself: copy with replace"
+
+
 async def test_fastapi_still_leaves_the_matched_route_in_the_scope() -> None:
     """The audit trail (``api/middleware.py``) reads the route template from
     ``scope["route"]``, which FastAPI's router sets (the enqueue fast path in

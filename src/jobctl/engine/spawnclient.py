@@ -432,12 +432,13 @@ async def spawn(
     blocks = None if log_cap is None else max(1, -(-log_cap // 512))
     res = claim.job.spec.resources
     limits.check(res, cgroups)
+    name = None if cgroups is None else cgroup.attempt_name(
+        lease_owner, claim.job.id, claim.generation)  # fmt: skip
     lim = Limits(
-        None if cgroups is None else str(cgroups.base / cgroup.attempt_name(
-            lease_owner, claim.job.id, claim.generation)),
+        None if cgroups is None else f"{cgroups.base}/{name}",  # a string: no Path per start
         res.cgroup_files() if res else {},
         res.nice if res else None,
-    )  # fmt: skip
+    )
     markers = proc_mod.attempt_markers(claim.job.id, lease_owner, claim.generation)
     # The helper has the daemon's original open-file limit already (no ulimit -n).
     argv, env, cwd, creds = proc_mod.command_line(

@@ -14,11 +14,12 @@ the lease's generation:
   was stopped past its lease and the job went to another): the result is discarded and
   logged; the job ran at most twice and one success is recorded.
 
-SIGTERM or SIGINT: stop leasing, release the leases whose task has not started (``POST
+SIGTERM or SIGINT: stop leasing (a long-poll in flight is half-closed: the daemon answers
+it at once and grants nothing more), release the leases whose task has not started (``POST
 /v1/leases/{id}/release``: due again at once, no attempt used; the prefetched ones
-included), give the running tasks ``grace`` seconds to finish and answer, then stop the
-pool and let the other leases lapse (the daemon's reaper reclaims them at their
-``lease_until``, like an executor's).
+included, and any the long-poll's answer carried), give the running tasks ``grace``
+seconds to finish and answer, then stop the pool and let the other leases lapse (the
+daemon's reaper reclaims them at their ``lease_until``, like an executor's).
 """
 
 from __future__ import annotations
@@ -67,10 +68,6 @@ def load_app(ref: str) -> App:
 
 
 _APPS: dict[str, App] = {}
-
-
-class Interrupted(Exception):
-    """A stop signal arrived during a long-poll."""
 
 
 def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any, bool]:
@@ -145,8 +142,8 @@ class Worker:
     #: Slots a lease request in flight may fill (never more than ``capacity`` in all).
     reserved: int = 0
     done: int = 0
-    #: The main thread waits in a long-poll (a stop signal interrupts it).
-    leasing: bool = False
+    #: The main thread's connection, for its long-polls (a stop signal hangs it up).
+    poller: Client | None = None
     #: Past the grace period: outcomes still to come are dropped (their leases lapse).
     abandoned: bool = False
     _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
@@ -185,6 +182,16 @@ class Worker:
         log.info("event=worker_stopped done=%s", self.done)
         return 0
 
+    def stop(self) -> None:
+        """Stop leasing (from a signal handler, on the main thread): a long-poll in
+        flight is half-closed, so the daemon ends it at once and grants nothing more;
+        the leases its answer may still carry are released (``_took``). Why not drop
+        the request: the daemon would grant leases to a connection nobody reads, and
+        they would lapse at ``lease_until``, each using an attempt."""
+        self.stopping.set()
+        if self.poller is not None:
+            self.poller.hang_up()
+
     def _free(self) -> int:
         """Slots no lease holds or may soon fill (under ``lock``)."""
         return self.config.capacity - len(self.held) - self.reserved
@@ -193,6 +200,9 @@ class Worker:
         """Long-poll for work while slots are free (the sender leases while busy)."""
         cfg = self.config
         with self.client(timeout=cfg.wait + 30) as c:
+            self.poller = c
+            if self.stopping.is_set():  # a signal before ``poller`` was set
+                c.hang_up()
             while not self.stopping.is_set():
                 with self.changed:
                     if self._free() <= 0:
@@ -200,26 +210,20 @@ class Worker:
                         continue
                     want = self._free()
                     self.reserved += want
-                try:
-                    leases = self._poll(c, want)
-                except Interrupted:
-                    self._took(want, [])
-                    break
-                self._took(want, leases)
+                self._took(want, self._poll(c, want))
+            self.poller = None
         log.info("event=stopping running=%s", len(self.held))
 
     def _poll(self, c: Client, want: int) -> list[dict[str, Any]]:
-        """One long-poll for up to ``want`` leases (Interrupted: a stop signal)."""
+        """One long-poll for up to ``want`` leases; a stop signal ends it early."""
         cfg = self.config
         try:
-            self.leasing = True
             return c.lease(cfg.queues, want, cfg.wait, cfg.lease_ttl)
         except DaemonUnavailable as exc:
-            log.warning("event=lease_failed error=%s", exc)
-            self.stopping.wait(RETRY_PAUSE)
+            if not self.stopping.is_set():  # hung up before the request went out: no lease
+                log.warning("event=lease_failed error=%s", exc)
+                self.stopping.wait(RETRY_PAUSE)
             return []
-        finally:
-            self.leasing = False
 
     def _took(self, reserved: int, leases: list[dict[str, Any]]) -> None:
         """Give back a request's reservation and start the jobs it leased."""
@@ -426,9 +430,7 @@ def install_signals(worker: Worker) -> Callable[[], None]:
     """SIGTERM and SIGINT stop leasing (the drain follows); returns an undo."""
 
     def stop(signum: int, frame: object) -> None:
-        worker.stopping.set()
-        if worker.leasing:  # a long-poll in flight: leave it (what it got lapses)
-            raise Interrupted
+        worker.stop()
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
 

@@ -2,9 +2,9 @@
 leases over the API (docs/workers.md).
 
 One thread leases (a long-poll, so an idle worker costs the daemon nothing), the pool runs
-the tasks (``concurrency`` processes, started by a fork server: the app is imported in
-each once), a second thread heartbeats every lease held, and the answers go back with
-the lease's generation:
+the tasks (``concurrency`` processes, forked with the app imported: :func:`start_pool`),
+a second thread heartbeats every lease held, and the answers go back with the lease's
+generation:
 
 * a task that returns: ``complete`` with its result (JSON; else its ``repr``);
 * a task that raises: ``fail`` with the traceback's text, retryable (the job's backoff
@@ -165,11 +165,7 @@ class Worker:
             app.socket = cfg.socket
         if app.schedules:
             log.info("event=registered schedules=%s", ",".join(app.register()))
-        ctx = multiprocessing.get_context("forkserver")
-        # imported once in the fork server, not once per pool process (each took ~0.5 s
-        # of CPU on 2 busy cores before it ran its first task)
-        ctx.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
-        self._pool = pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
+        self._pool = pool = start_pool(cfg)  # before this process starts any thread
         beat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beat.start()
         sender = threading.Thread(target=self._send_loop, name="sender", daemon=True)
@@ -396,6 +392,31 @@ class Worker:
                 while self.held and sender.is_alive():
                     self.changed.wait(0.5)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def start_pool(cfg: WorkerConfig) -> cf.ProcessPoolExecutor:
+    """The pool, its processes started now. Forked from this process (the app already
+    imported: each is ready in milliseconds) while it has a single thread, which makes
+    the fork safe (no lock can be held by a thread that does not exist in the child);
+    call it before starting any. If the app started threads at import (a client
+    library's), a fork server instead: a fresh interpreter that imports the worker and
+    the app once, then forks each process (~0.5 s of CPU before the first task on two
+    busy cores, the bulk of a short run's start: docs/benchmarks.md)."""
+    if threading.active_count() == 1:
+        fork = multiprocessing.get_context("fork")
+        pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=fork, initializer=_pool_signals)
+        pool.submit(int).result()  # forks every process now (fork: all at the first submit)
+        return pool
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
+    return cf.ProcessPoolExecutor(cfg.concurrency, mp_context=server)
+
+
+def _pool_signals() -> None:
+    """A forked pool process's signals as a fork server's children have them: the
+    worker's stop handler is the parent's, not theirs."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _outcome(held: Held, ok: bool, value: Any, retryable: bool) -> dict[str, Any]:

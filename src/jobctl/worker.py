@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import ctypes
 import importlib
 import json
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import traceback
@@ -49,6 +51,8 @@ log = logging.getLogger("jobctl.worker")
 RETRY_PAUSE = 1.0
 #: The text of a failure sent (the daemon keeps its last 4 KiB).
 MAX_ERROR = 16 * 1024
+#: prctl(2): the signal a process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 def load_app(ref: str) -> App:
@@ -404,19 +408,31 @@ def start_pool(cfg: WorkerConfig) -> cf.ProcessPoolExecutor:
     busy cores, the bulk of a short run's start: docs/benchmarks.md)."""
     if threading.active_count() == 1:
         fork = multiprocessing.get_context("fork")
-        pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=fork, initializer=_pool_signals)
+        pool = cf.ProcessPoolExecutor(
+            cfg.concurrency, mp_context=fork, initializer=_pool_child, initargs=(os.getpid(),)
+        )
         pool.submit(int).result()  # forks every process now (fork: all at the first submit)
         return pool
     server = multiprocessing.get_context("forkserver")
     server.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
-    return cf.ProcessPoolExecutor(cfg.concurrency, mp_context=server)
+    return cf.ProcessPoolExecutor(cfg.concurrency, mp_context=server, initializer=_pool_child)
 
 
-def _pool_signals() -> None:
-    """A forked pool process's signals as a fork server's children have them: the
-    worker's stop handler is the parent's, not theirs."""
+def _pool_child(parent: int | None = None) -> None:
+    """A pool process dies with its parent (the worker, or the fork server, which ends
+    with the worker): else a worker killed alone leaves its forked pool waiting forever
+    on a call queue whose write end the pool holds too (``PR_SET_PDEATHSIG``, which the
+    forking thread's end fires: the main thread's here; ``parent``: the pid it was
+    forked from, gone already if it differs now). A forked process's signals are a fork
+    server child's: the worker's stop handler is the parent's, not its own."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: no such call
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the worker died before the call above
 
 
 def _outcome(held: Held, ok: bool, value: Any, retryable: bool) -> dict[str, Any]:

@@ -406,7 +406,7 @@ def start_pool(cfg: WorkerConfig) -> cf.ProcessPoolExecutor:
     library's), a fork server instead: a fresh interpreter that imports the worker and
     the app once, then forks each process (~0.5 s of CPU before the first task on two
     busy cores, the bulk of a short run's start: docs/benchmarks.md)."""
-    if threading.active_count() == 1:
+    if _single_threaded():
         fork = multiprocessing.get_context("fork")
         pool = cf.ProcessPoolExecutor(
             cfg.concurrency, mp_context=fork, initializer=_pool_child, initargs=(os.getpid(),)
@@ -416,6 +416,16 @@ def start_pool(cfg: WorkerConfig) -> cf.ProcessPoolExecutor:
     server = multiprocessing.get_context("forkserver")
     server.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
     return cf.ProcessPoolExecutor(cfg.concurrency, mp_context=server, initializer=_pool_child)
+
+
+def _single_threaded() -> bool:
+    """No thread but this one: Python's, and the kernel's count (a C library's threads,
+    which ``threading`` does not see, would make a fork as unsafe)."""
+    try:
+        tasks = len(os.listdir("/proc/self/task"))
+    except OSError:  # no /proc: Python's count alone
+        tasks = 1
+    return threading.active_count() == 1 and tasks == 1
 
 
 def _pool_child(parent: int | None = None) -> None:

@@ -7,7 +7,7 @@ claim ran (the race the integration tests cannot time): what was claimed is rele
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ async def setup(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Setup]:
     app = create_app(astore, Hooks(work=WorkSignal()))
     hangup = Hangup()
 
-    async def with_hangup(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def with_hangup(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         scope.setdefault("state", {})["hangup"] = hangup  # as PeerCredProtocol does
         await app(scope, receive, send)
 

@@ -4,7 +4,9 @@
 against huey's consumer (4 process workers, SqliteHuey) and procrastinate's workers (4
 worker processes, one job at a time each, on the same PostgreSQL server), in the same run.
 Prints tasks/s from the workers' start to the last task ended (the queue filled before
-the workers start), with the load average.
+the workers start), with the load average; for jobctl also the time to the first task
+ended (``first``), and the CPU per task of the daemon and of the worker with its pool
+(``cpu=daemon+worker ms``, from /proc: steadier than rates on a shared machine).
 
     python bench/bench_workers.py [--tasks 2000] [--db sqlite|postgres|both]
                                   [--base OLD_SRC]
@@ -90,9 +92,29 @@ def pg_available() -> bool:
         return False
 
 
-def run_jobctl(tasks: int, tmp: Path, db: str, src: str | None = None) -> float:
-    """Tasks/s of ``jobctl worker -c 4`` draining ``tasks`` queued no-op tasks from a
-    daemon on ``db`` (a SQLite file or a PostgreSQL URL); ``src``: the jobctl to run."""
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) of one live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _session_cpu(sid: int) -> float:
+    """CPU seconds of the live processes of session ``sid`` (a worker and its pool)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.getsid(int(entry)) == sid:
+                total += _cpu(int(entry))
+        except OSError:  # gone meanwhile
+            continue
+    return total
+
+
+def run_jobctl(tasks: int, tmp: Path, db: str, src: str | None = None) -> str:
+    """``rate/s first=S cpu=D+W ms`` of ``jobctl worker -c 4`` draining ``tasks`` queued
+    no-op tasks from a daemon on ``db`` (a SQLite file or a PostgreSQL URL): tasks/s,
+    seconds to the first task ended, CPU ms per task of the daemon and of the worker
+    with its pool (start-up included); ``src``: the jobctl to run."""
     from jobctl.client import Client
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -110,17 +132,22 @@ def run_jobctl(tasks: int, tmp: Path, db: str, src: str | None = None) -> float:
             body = [noop.job({"n": i}) for i in range(tasks)]
             for i in range(0, tasks, 1000):
                 c.enqueue_many(body[i : i + 1000])
-            began = time.monotonic()
+            daemon_cpu, began = _cpu(daemon.pid), time.monotonic()
             worker = subprocess.Popen(
                 [sys.executable, "-m", "jobctl", "worker", "--app", "bench_workers", "--queue",
                  "bench", "--concurrency", str(WORKERS), "--wait", "1"],
-                env=env, stderr=subprocess.DEVNULL,
+                env=env, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
+            _wait("the first task", lambda: _ended(c) > 0)
+            first = time.monotonic() - began
             _wait("the drain", lambda: _ended(c) >= tasks)
             elapsed = time.monotonic() - began
+            daemon_cpu = _cpu(daemon.pid) - daemon_cpu
+            worker_cpu = _session_cpu(worker.pid)
             if (ok := c.status()["counts"]["succeeded"]) != tasks:
                 raise SystemExit(f"only {ok} of {tasks} tasks succeeded")
-            return tasks / elapsed
+            per_task = f"{daemon_cpu * 1000 / tasks:.2f}+{worker_cpu * 1000 / tasks:.2f}"
+            return f"{tasks / elapsed:.0f}/s first={first:.2f}s cpu={per_task}ms"
     finally:
         for p in (worker, daemon):
             if p is not None:
@@ -202,12 +229,12 @@ def main() -> None:
         for label, src in [("base", args.base), ("", None)] if args.base else [("", None)]:
             tag = f"_{label}" if label else ""
             if args.db != "postgres":
-                rate = run_jobctl(tasks, tmp / f"s{tag}", str(tmp / f"j{tag}.db"), src)
-                out.append(f"jobctl{tag}_sqlite={rate:.0f}/s")
+                got = run_jobctl(tasks, tmp / f"s{tag}", str(tmp / f"j{tag}.db"), src)
+                out.append(f"jobctl{tag}_sqlite={got}")
             if pg:
                 with pg_database() as dsn:
-                    rate = run_jobctl(tasks, tmp / f"p{tag}", dsn, src)
-                out.append(f"jobctl{tag}_postgres={rate:.0f}/s")
+                    got = run_jobctl(tasks, tmp / f"p{tag}", dsn, src)
+                out.append(f"jobctl{tag}_postgres={got}")
         out.append(f"huey_4_processes={run_huey(tasks, tmp):.0f}/s")
         if pg:
             out.append(f"procrastinate_4_processes={run_procrastinate(tasks):.0f}/s")

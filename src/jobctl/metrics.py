@@ -200,6 +200,11 @@ class Metrics:
         self.store_up = Gauge(
             "jobctl_store_up", "1 if the last scrape could read the store, else 0", registry=r
         )
+        self.lease_waits = Gauge(
+            "jobctl_lease_waits",
+            "Worker lease requests waiting for work now (long-polls in flight)",
+            registry=r,
+        )
         self.log_bytes = Gauge(
             "jobctl_log_bytes",
             "Bytes of attempt logs on disk (sized when each attempt ended)",

@@ -2,9 +2,9 @@
 leases over the API (docs/workers.md).
 
 One thread leases (a long-poll, so an idle worker costs the daemon nothing), the pool runs
-the tasks (``concurrency`` processes, started by a fork server: the app is imported in
-each once), a second thread heartbeats every lease held, and the answers go back with
-the lease's generation:
+the tasks (``concurrency`` processes, forked with the app imported: :func:`start_pool`),
+a second thread heartbeats every lease held, and the answers go back with the lease's
+generation:
 
 * a task that returns: ``complete`` with its result (JSON; else its ``repr``);
 * a task that raises: ``fail`` with the traceback's text, retryable (the job's backoff
@@ -14,21 +14,24 @@ the lease's generation:
   was stopped past its lease and the job went to another): the result is discarded and
   logged; the job ran at most twice and one success is recorded.
 
-SIGTERM or SIGINT: stop leasing, release the leases whose task has not started (``POST
+SIGTERM or SIGINT: stop leasing (a long-poll in flight is half-closed: the daemon answers
+it at once and grants nothing more), release the leases whose task has not started (``POST
 /v1/leases/{id}/release``: due again at once, no attempt used; the prefetched ones
-included), give the running tasks ``grace`` seconds to finish and answer, then stop the
-pool and let the other leases lapse (the daemon's reaper reclaims them at their
-``lease_until``, like an executor's).
+included, and any the long-poll's answer carried), give the running tasks ``grace``
+seconds to finish and answer, then stop the pool and let the other leases lapse (the
+daemon's reaper reclaims them at their ``lease_until``, like an executor's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import ctypes
 import importlib
 import json
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import traceback
@@ -48,6 +51,8 @@ log = logging.getLogger("jobctl.worker")
 RETRY_PAUSE = 1.0
 #: The text of a failure sent (the daemon keeps its last 4 KiB).
 MAX_ERROR = 16 * 1024
+#: prctl(2): the signal a process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 def load_app(ref: str) -> App:
@@ -67,10 +72,6 @@ def load_app(ref: str) -> App:
 
 
 _APPS: dict[str, App] = {}
-
-
-class Interrupted(Exception):
-    """A stop signal arrived during a long-poll."""
 
 
 def run_task(app_ref: str, name: str, kwargs: dict[str, Any]) -> tuple[bool, Any, bool]:
@@ -145,8 +146,8 @@ class Worker:
     #: Slots a lease request in flight may fill (never more than ``capacity`` in all).
     reserved: int = 0
     done: int = 0
-    #: The main thread waits in a long-poll (a stop signal interrupts it).
-    leasing: bool = False
+    #: The main thread's connection, for its long-polls (a stop signal hangs it up).
+    poller: Client | None = None
     #: Past the grace period: outcomes still to come are dropped (their leases lapse).
     abandoned: bool = False
     _beat_pause: threading.Event = field(default_factory=threading.Event)  # never set
@@ -168,11 +169,7 @@ class Worker:
             app.socket = cfg.socket
         if app.schedules:
             log.info("event=registered schedules=%s", ",".join(app.register()))
-        ctx = multiprocessing.get_context("forkserver")
-        # imported once in the fork server, not once per pool process (each took ~0.5 s
-        # of CPU on 2 busy cores before it ran its first task)
-        ctx.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
-        self._pool = pool = cf.ProcessPoolExecutor(cfg.concurrency, mp_context=ctx)
+        self._pool = pool = start_pool(cfg)  # before this process starts any thread
         beat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beat.start()
         sender = threading.Thread(target=self._send_loop, name="sender", daemon=True)
@@ -185,6 +182,16 @@ class Worker:
         log.info("event=worker_stopped done=%s", self.done)
         return 0
 
+    def stop(self) -> None:
+        """Stop leasing (from a signal handler, on the main thread): a long-poll in
+        flight is half-closed, so the daemon ends it at once and grants nothing more;
+        the leases its answer may still carry are released (``_took``). Why not drop
+        the request: the daemon would grant leases to a connection nobody reads, and
+        they would lapse at ``lease_until``, each using an attempt."""
+        self.stopping.set()
+        if self.poller is not None:
+            self.poller.hang_up()
+
     def _free(self) -> int:
         """Slots no lease holds or may soon fill (under ``lock``)."""
         return self.config.capacity - len(self.held) - self.reserved
@@ -193,6 +200,9 @@ class Worker:
         """Long-poll for work while slots are free (the sender leases while busy)."""
         cfg = self.config
         with self.client(timeout=cfg.wait + 30) as c:
+            self.poller = c
+            if self.stopping.is_set():  # a signal before ``poller`` was set
+                c.hang_up()
             while not self.stopping.is_set():
                 with self.changed:
                     if self._free() <= 0:
@@ -200,26 +210,20 @@ class Worker:
                         continue
                     want = self._free()
                     self.reserved += want
-                try:
-                    leases = self._poll(c, want)
-                except Interrupted:
-                    self._took(want, [])
-                    break
-                self._took(want, leases)
+                self._took(want, self._poll(c, want))
+            self.poller = None
         log.info("event=stopping running=%s", len(self.held))
 
     def _poll(self, c: Client, want: int) -> list[dict[str, Any]]:
-        """One long-poll for up to ``want`` leases (Interrupted: a stop signal)."""
+        """One long-poll for up to ``want`` leases; a stop signal ends it early."""
         cfg = self.config
         try:
-            self.leasing = True
             return c.lease(cfg.queues, want, cfg.wait, cfg.lease_ttl)
         except DaemonUnavailable as exc:
-            log.warning("event=lease_failed error=%s", exc)
-            self.stopping.wait(RETRY_PAUSE)
+            if not self.stopping.is_set():  # hung up before the request went out: no lease
+                log.warning("event=lease_failed error=%s", exc)
+                self.stopping.wait(RETRY_PAUSE)
             return []
-        finally:
-            self.leasing = False
 
     def _took(self, reserved: int, leases: list[dict[str, Any]]) -> None:
         """Give back a request's reservation and start the jobs it leased."""
@@ -394,6 +398,53 @@ class Worker:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def start_pool(cfg: WorkerConfig) -> cf.ProcessPoolExecutor:
+    """The pool, its processes started now. Forked from this process (the app already
+    imported: each is ready in milliseconds) while it has a single thread, which makes
+    the fork safe (no lock can be held by a thread that does not exist in the child);
+    call it before starting any. If the app started threads at import (a client
+    library's), a fork server instead: a fresh interpreter that imports the worker and
+    the app once, then forks each process (~0.5 s of CPU before the first task on two
+    busy cores, the bulk of a short run's start: docs/benchmarks.md)."""
+    if _single_threaded():
+        fork = multiprocessing.get_context("fork")
+        pool = cf.ProcessPoolExecutor(
+            cfg.concurrency, mp_context=fork, initializer=_pool_child, initargs=(os.getpid(),)
+        )
+        pool.submit(int).result()  # forks every process now (fork: all at the first submit)
+        return pool
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload([__name__, cfg.app.partition(":")[0]])
+    return cf.ProcessPoolExecutor(cfg.concurrency, mp_context=server, initializer=_pool_child)
+
+
+def _single_threaded() -> bool:
+    """No thread but this one: Python's, and the kernel's count (a C library's threads,
+    which ``threading`` does not see, would make a fork as unsafe)."""
+    try:
+        tasks = len(os.listdir("/proc/self/task"))
+    except OSError:  # no /proc: Python's count alone
+        tasks = 1
+    return threading.active_count() == 1 and tasks == 1
+
+
+def _pool_child(parent: int | None = None) -> None:
+    """A pool process dies with its parent (the worker, or the fork server, which ends
+    with the worker): else a worker killed alone leaves its forked pool waiting forever
+    on a call queue whose write end the pool holds too (``PR_SET_PDEATHSIG``, which the
+    forking thread's end fires: the main thread's here; ``parent``: the pid it was
+    forked from, gone already if it differs now). A forked process's signals are a fork
+    server child's: the worker's stop handler is the parent's, not its own."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: no such call
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the worker died before the call above
+
+
 def _outcome(held: Held, ok: bool, value: Any, retryable: bool) -> dict[str, Any]:
     """A finished task as an item of a lease request's ``finish`` list."""
     if ok:
@@ -426,9 +477,7 @@ def install_signals(worker: Worker) -> Callable[[], None]:
     """SIGTERM and SIGINT stop leasing (the drain follows); returns an undo."""
 
     def stop(signum: int, frame: object) -> None:
-        worker.stopping.set()
-        if worker.leasing:  # a long-poll in flight: leave it (what it got lapses)
-            raise Interrupted
+        worker.stop()
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
 

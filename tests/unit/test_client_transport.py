@@ -220,3 +220,44 @@ def test_stream_hands_a_chunked_body_to_the_sink_piece_by_piece(tmp_path: Path) 
     thread.join(5)
     assert (status, rest, got) == (200, b"", [b"ab", b"cde"])
     assert fields["x-log-start"] == "7"
+
+
+def _answer_after_eof(listener: socket.socket, got: threading.Event) -> None:
+    """Read a request, then answer only once the client has shut its sending side (as
+    the daemon answers a long-poll whose worker hangs up)."""
+    conn, _ = listener.accept()
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        got.set()
+        while conn.recv(65536):  # b"": the client's half-close
+            pass
+        conn.sendall(RESPONSE)
+
+
+@pytest.mark.parametrize("when", ["in_flight", "before"])
+def test_hang_up_half_closes_and_the_answer_is_still_read(tmp_path: Path, when: str) -> None:
+    path = tmp_path / "s.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    got = threading.Event()
+    threading.Thread(target=_answer_after_eof, args=(listener, got), daemon=True).start()
+    transport = UnixTransport(path, timeout=5)
+    if when == "before":  # a stop signal before the request: it is sent, then shut
+        transport.hang_up()
+        answer = transport.request("POST", "/v1/leases", b"{}", {})
+    else:
+        result: list[tuple[int, str, bytes]] = []
+        t = threading.Thread(
+            target=lambda: result.append(transport.request("POST", "/v1/leases", b"{}", {}))
+        )
+        t.start()
+        assert got.wait(5)
+        transport.hang_up()
+        t.join(5)
+        [answer] = result
+    assert answer == (200, "text/plain", b"ok")
+    transport.close()
+    listener.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from typing import Annotated, Any
 
@@ -34,6 +35,7 @@ from jobctl.api.leasebatch import (
 )
 from jobctl.api.policy import Caller
 from jobctl.api.schemas import NUMBER, STRICT, QueueName, job_out
+from jobctl.api.worksignal import Hangup
 from jobctl.domain import limits
 from jobctl.domain import workers as wk
 from jobctl.domain.clock import iso
@@ -42,6 +44,7 @@ from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import LeaseLost, NotVisible
 
 router = APIRouter(prefix="/v1/leases")
+log = logging.getLogger("jobctl.api")
 #: The text of a failure the attempt keeps (a traceback's tail is the part that says why).
 MAX_ERROR = 16 * 1024
 
@@ -128,27 +131,31 @@ def _json(text: str) -> Any:
 
 @router.post("", summary="Lease due jobs of worker queues (long-poll); finish others first")
 async def lease(body: LeaseIn, ctx: Ctx, who: Who, request: Request) -> dict[str, Any]:
+    hangup: Hangup | None = getattr(request.state, "hangup", None)
+    if hangup is not None:
+        hangup.answers = True  # a worker that hangs up to stop still reads this answer
     if not body.finish:
-        return {"leases": await _lease(body, ctx, who)}
+        return {"leases": await _granted(ctx, body, await _lease(body, ctx, who, hangup), hangup)}
     results = [attempt_result(i) for i in body.finish]  # a bad result: 422, nothing done
     # at once: both writes share the store's group commit (one commit, not two, per
     # round trip); the worker asks only for the slots it has free either way
-    (finished, target), leases = await asyncio.gather(
-        finish_batch(ctx, who, body.finish, results), _lease(body, ctx, who)
+    (finished, target), claims = await asyncio.gather(
+        finish_batch(ctx, who, body.finish, results), _lease(body, ctx, who, hangup)
     )
     request.state.audit_target = target
-    return {"leases": leases, "finished": finished}
+    return {"leases": await _granted(ctx, body, claims, hangup), "finished": finished}
 
 
-async def _lease(body: LeaseIn, ctx: Context, who: Caller) -> list[dict[str, Any]]:
-    """Up to ``body.max`` leases, once there are some or ``body.wait`` has passed."""
+async def _lease(body: LeaseIn, ctx: Context, who: Caller, hangup: Hangup | None) -> list[Claim]:
+    """Up to ``body.max`` claims, once there are some or ``body.wait`` has passed; none
+    once the worker has hung up (its wait ends then too)."""
     if not body.max:
         return []
     lessee = lessee_of(who)
     loop_time = asyncio.get_running_loop().time  # how long to wait: not a stored time
     deadline = loop_time() + float(body.wait)
     signal = ctx.hooks.work
-    while True:
+    while hangup is None or not hangup.seen:
         seen = signal.seq
         claims = await ctx.store.run(
             ctx.st.lease, body.queues, lessee, body.max, float(body.lease_ttl)
@@ -158,8 +165,45 @@ async def _lease(body: LeaseIn, ctx: Context, who: Caller) -> list[dict[str, Any
             # the timer must look at these leases when they run out (the reaper's turn)
             ctx.hooks.due(min(c.lease_until for c in claims))
         if claims or left <= 0:
-            return [lease_out(c, float(body.lease_ttl)) for c in claims]
-        await signal.wait(seen, left)
+            return claims
+        ctx.metrics.lease_waits.inc()
+        try:
+            await signal.wait(seen, left, hangup)
+        finally:
+            ctx.metrics.lease_waits.dec()
+    return []
+
+
+async def _granted(
+    ctx: Context, body: LeaseIn, claims: list[Claim], hangup: Hangup | None
+) -> list[dict[str, Any]]:
+    """The leases to answer; if the worker hung up while they were claimed, none: they
+    are released here (a killed worker would never read them; a stopping one would
+    only release them itself)."""
+    if claims and hangup is not None and hangup.seen:
+        await _release_unsent(ctx, claims)
+        return []
+    return [lease_out(c, float(body.lease_ttl)) for c in claims]
+
+
+async def _release_unsent(ctx: Context, claims: list[Claim]) -> None:
+    """End each claim's attempt ``interrupted`` (no attempt used, due again at once), as
+    the worker's own ``release`` would."""
+    result = AttemptResult(Outcome.INTERRUPTED, error="released: the worker hung up")
+    done = await asyncio.gather(
+        *(ctx.store.finish(c.job.id, c.generation, result) for c in claims),
+        return_exceptions=True,
+    )
+    for claim, got in zip(claims, done, strict=True):
+        if isinstance(got, BaseException):  # cancelled meanwhile, or the store failed:
+            log.warning(  # the lease lapses at its lease_until
+                "event=release_failed job=%s gen=%s error=%r", claim.job.id, claim.generation, got
+            )
+            continue
+        if got.status is JobStatus.SCHEDULED:
+            ctx.hooks.due(got.run_at)  # due at once: the timer wakes the other workers
+        ctx.metrics.finished_as(claim.job.spec.queue, result, got.status, got.dead_reason)
+    log.info("event=lease_hangup released=%s", ",".join(str(c.job.id) for c in claims))
 
 
 async def _held(ctx: Context, who: Caller, job_id: int) -> Job:

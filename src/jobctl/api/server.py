@@ -35,6 +35,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from jobctl.api.worksignal import Hangup
 from jobctl.errors import DaemonLocked
 
 _PEERCRED = struct.Struct("3i")
@@ -153,6 +154,10 @@ class PeerCredProtocol(HttpToolsProtocol):
         #: When the headers being read began (loop time); None between requests.
         self._header_started: float | None = None
         self._header_timer: asyncio.TimerHandle | None = None
+        #: The peer sent no more (``request.state.hangup``: a long-poll reads it).
+        self._hangup = Hangup()
+        #: Half-closed with a request in flight: its answer is written, then the close.
+        self._answer_then_close = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -162,7 +167,13 @@ class PeerCredProtocol(HttpToolsProtocol):
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
         pid, uid, gid = _PEERCRED.unpack(raw)
-        self.app_state = {**self.app_state, "peer_uid": uid, "peer_gid": gid, "peer_pid": pid}
+        self.app_state = {
+            **self.app_state,
+            "peer_uid": uid,
+            "peer_gid": gid,
+            "peer_pid": pid,
+            "hangup": self._hangup,
+        }
         if self._gate is None:
             return
         refused = self._gate.admit(uid)
@@ -179,6 +190,29 @@ class PeerCredProtocol(HttpToolsProtocol):
             self._gate.release(self._counted)
             self._counted = None
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio allows True
+        """The peer sent no more. uvicorn closes at once (its answer to a request in
+        flight is then dropped); a long-poll read whole (``Hangup.answers``) is still
+        answered here, then the connection closed: a worker that half-closes its lease
+        request to stop reads that answer (with any lease granted before the end, which
+        it releases). Anything else is closed on as before."""
+        self._hangup.set()
+        cycle = self.cycle
+        if not self._hangup.answers or cycle is None or cycle.response_complete:
+            return None
+        self._answer_then_close = True
+        return True
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        last = self.cycle
+        if (
+            self._answer_then_close
+            and not self.pipeline
+            and (last is None or last.response_complete)
+        ):
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         self._boundary = False
@@ -197,6 +231,7 @@ class PeerCredProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._hangup.answers = False
         if self._gate is None:
             return
         if self._header_started is None:  # the first request's runs from the connect

@@ -18,6 +18,9 @@ Options served (the rest of each command's options go through Typer):
 * ``list [--status S] [--queue Q] [--limit N] [--cursor C] [--all] [--all-users] [--json]
   [--socket P]``
 * ``show ID [--json] [--socket P]``
+* ``worker --app A --queue Q... [--concurrency N] [--lease-ttl S] [--wait S] [--grace S]
+  [--prefetch N] [--socket P]`` (a worker is started often by supervisors and tests; its
+  start-up is the bulk of a short drain)
 """
 
 from __future__ import annotations
@@ -58,6 +61,14 @@ SPECS: dict[str, Spec] = {
         _OUT | {"--all-users", "--all"},
     ),
     "show": Spec(frozenset({"--socket"}), _OUT, arguments=1),
+    "worker": Spec(
+        frozenset(
+            {"--app", "--concurrency", "-c", "--lease-ttl", "--wait", "--grace", "--prefetch"}
+            | {"--socket"}
+        ),
+        frozenset(),
+        multi=frozenset({"--queue", "-q"}),
+    ),
 }
 
 
@@ -205,9 +216,66 @@ def _show(p: Parsed) -> Callable[[], object]:
     return partial(job_actions.show_job, job_id, "--json" in p.flags, _socket(p))
 
 
+def _float(text: str, low: float, high: float | None = None) -> float:
+    """A plain decimal number within bounds; ValueError for anything Click should judge
+    (exponents, ``inf``, signs, out of range: Click words those errors)."""
+    whole, _, frac = text.partition(".")
+    if not (whole.isascii() and whole.isdigit() and (not frac or frac.isdigit())):
+        raise ValueError(text)
+    value = float(text)
+    if value < low or (high is not None and value > high):
+        raise ValueError(text)
+    return value
+
+
+def _one(p: Parsed, long: str, short: str) -> str | None:
+    """An option's value given in one spelling (both: Click's order decides, so Click)."""
+    if long in p.values and short in p.values:
+        raise ValueError(short)
+    return p.values.get(long, p.values.get(short))
+
+
+def _worker(p: Parsed) -> Callable[[], object]:
+    from jobctl.cli.worker_run import (
+        DEFAULT_CONCURRENCY,
+        DEFAULT_GRACE,
+        DEFAULT_WAIT,
+        run_worker,
+    )
+    from jobctl.domain import workers as wk
+
+    v = p.values
+    app, queues = v.get("--app"), p.multi.get("--queue", []) + p.multi.get("-q", [])
+    if app is None or not queues or ("--queue" in p.multi and "-q" in p.multi):
+        raise ValueError("--queue")  # missing (Click's message), or two spellings mixed
+    concurrency = _one(p, "--concurrency", "-c")
+    ttl, wait, grace, prefetch = (
+        v.get(o) for o in ("--lease-ttl", "--wait", "--grace", "--prefetch")
+    )
+    return partial(
+        run_worker,
+        app,
+        queues,
+        DEFAULT_CONCURRENCY if concurrency is None else _bounded(concurrency, 1, wk.MAX_LEASES),
+        wk.DEFAULT_LEASE_TTL if ttl is None else _float(ttl, wk.MIN_LEASE_TTL, wk.MAX_LEASE_TTL),
+        DEFAULT_WAIT if wait is None else _float(wait, 0, wk.MAX_WAIT),
+        DEFAULT_GRACE if grace is None else _float(grace, 0),
+        None if prefetch is None else _bounded(prefetch, 0, wk.MAX_LEASES),
+        _socket(p),
+    )
+
+
+def _bounded(text: str, low: int, high: int) -> int:
+    value = _int(text, low)
+    if value > high:
+        raise ValueError(text)
+    return value
+
+
 _PREPARE: dict[str, Callable[[Parsed], Callable[[], object]]] = {
     "add": _add,
     "status": _status,
     "list": _list,
     "show": _show,
+    "worker": _worker,
 }

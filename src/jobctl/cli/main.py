@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: Set by Click's shell completion protocol; such runs always go through Typer.
 _COMPLETE_VAR = "_JOBCTL_COMPLETE"
 #: Commands whose common command lines :mod:`jobctl.cli.fast` serves without Typer.
-_FAST = frozenset({"add", "status", "list", "show"})
+_FAST = frozenset({"add", "status", "list", "show", "worker"})
 
 
 def __getattr__(name: str) -> typer.Typer:

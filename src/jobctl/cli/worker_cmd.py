@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
 from typing import Annotated
 
 import typer
 
 from jobctl.cli.options import SocketOpt
+from jobctl.cli.worker_run import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_WAIT, run_worker
 from jobctl.domain import workers as wk
 
 
@@ -28,7 +26,7 @@ def worker(
     ],
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, max=wk.MAX_LEASES, help="Processes")
-    ] = 4,
+    ] = DEFAULT_CONCURRENCY,
     lease_ttl: Annotated[
         float,
         typer.Option(
@@ -41,11 +39,11 @@ def worker(
     wait: Annotated[
         float,
         typer.Option("--wait", min=0, max=wk.MAX_WAIT, help="Seconds a lease request waits"),
-    ] = 10.0,
+    ] = DEFAULT_WAIT,
     grace: Annotated[
         float,
         typer.Option("--grace", min=0, help="On SIGTERM, seconds running tasks may finish in"),
-    ] = 30.0,
+    ] = DEFAULT_GRACE,
     prefetch: Annotated[
         int | None,
         typer.Option(
@@ -59,19 +57,5 @@ def worker(
     socket: SocketOpt = None,
 ) -> None:
     """Run the tasks of an app in a process pool, leased from worker queues."""
-    from jobctl.paths import default_socket
-    from jobctl.worker import Worker, WorkerConfig, install_signals
-
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # --app myapp.tasks from the project's directory
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    cfg = WorkerConfig(
-        app, list(queue), socket or default_socket(), concurrency, lease_ttl, wait, grace, prefetch
-    )
-    w = Worker(cfg)
-    undo = install_signals(w)
-    try:
-        code = w.run()
-    finally:
-        undo()
+    code = run_worker(app, list(queue), concurrency, lease_ttl, wait, grace, prefetch, socket)
     raise typer.Exit(code)

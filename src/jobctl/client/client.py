@@ -68,6 +68,14 @@ class Client:
     def close(self) -> None:
         self._transport.close()
 
+    def hang_up(self) -> None:
+        """Half-close the connection (a transport that can): a long-poll in flight
+        answers at once and grants nothing more; its answer is still read. For a worker
+        stopping mid-poll (safe in a signal handler on the thread making the request)."""
+        hang_up = getattr(self._transport, "hang_up", None)
+        if hang_up is not None:
+            hang_up()
+
     def __enter__(self) -> Client:
         return self
 

@@ -10,6 +10,7 @@ or until close), on one kept-alive connection.
 
 from __future__ import annotations
 
+import contextlib
 import socket as _socket
 import time
 from collections.abc import Callable
@@ -47,6 +48,8 @@ class UnixTransport:
         self._sock: _socket.socket | None = None
         self._buf = b""
         self._last_used = monotonic()
+        #: :meth:`hang_up` was called: each request is sent, then the sending side shut.
+        self._hung_up = False
 
     def request(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -60,6 +63,17 @@ class UnixTransport:
             if method not in ("GET", "HEAD"):
                 raise
             return self._send(method, path, body, headers)
+
+    def hang_up(self) -> None:
+        """Send no more: shut the sending side of the connection (a half-close), now
+        and after each later request. The answer to a request in flight is still read;
+        the daemon ends a long-poll on the half-close at once (answering what it
+        granted before). Safe in a signal handler on the thread using this transport:
+        it only sets a flag and shuts a socket, in either order of the request's steps."""
+        self._hung_up = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(_socket.SHUT_WR)
 
     def close(self) -> None:
         if self._sock is not None:
@@ -90,11 +104,14 @@ class UnixTransport:
             head.append(f"Content-Length: {len(data)}")
         try:
             self._write(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+            if self._hung_up:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(_socket.SHUT_WR)
             status, ctype, payload, keep = self._response(method, reused)
         except BaseException:
             self.close()
             raise
-        if not keep:
+        if not keep or self._hung_up:
             self.close()
         self._last_used = self._monotonic()
         return status, ctype, payload

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -75,16 +76,16 @@ def list_(
             c.pages("/v1/dlq", query),
             every=all_,
             json_=json_,
-            draw=_table,
+            draw=partial(_table, owners=all_users),
             empty="no dead jobs",
             again=" ".join(["jobctl dlq list", *flags] + ["--all-users"] * all_users),
         )
 
 
-def _table(items: list[dict[str, Any]]) -> Any:
+def _table(items: list[dict[str, Any]], owners: bool) -> Any:
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
-    return render.dead_table(items)
+    return render.dead_table(items, owners)
 
 
 # A dead job is a job: `dlq show` is `jobctl show` (attempts, errors, dead reason).

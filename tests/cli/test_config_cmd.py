@@ -73,6 +73,23 @@ def test_show_prints_every_value_and_its_source(
     assert all(f"{spec.key.rpartition('.')[2]}" in out for spec in SPECS.values())
 
 
+def test_show_says_state_dir_is_unused_with_sqlite_and_where_the_files_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite daemon keeps its logs beside its database: state_dir's value (a default
+    the daemon never uses) read as where they were."""
+    monkeypatch.setenv("JOBCTL_DB", str(tmp_path / "db" / "jobctl.db"))
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    assert code == 0
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert line.endswith(f"unused with a SQLite db: its files are beside it, in {tmp_path}/db")
+    monkeypatch.setenv("JOBCTL_DB", "postgresql://u@h/d")
+    monkeypatch.setenv("JOBCTL_STATE_DIR", str(tmp_path / "st"))
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert code == 0 and line.endswith("# env JOBCTL_STATE_DIR")
+
+
 def test_show_output_is_a_config_file_that_loads_back_the_same(
     capsys: pytest.CaptureFixture[str], config_file: Path, tmp_path: Path
 ) -> None:

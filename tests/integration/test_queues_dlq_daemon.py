@@ -80,6 +80,21 @@ def test_dlq_dry_run_gated_replay_and_purge(daemon: DaemonProc) -> None:
     )
 
 
+def test_dlq_replay_takes_job_ids_as_arguments_as_dlq_show_does(daemon: DaemonProc) -> None:
+    """``jobctl dlq show 42`` then ``jobctl dlq replay 42``: the id was refused as an
+    extra argument (only ``--id 42`` worked)."""
+    ids = _dead_jobs(daemon, 3)
+    dry = cli(daemon, "dlq", "replay", str(ids[2]), str(ids[0]), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == f"would replay 2 job(s) at 1/s: {ids[2]} {ids[0]}"
+    out = cli(daemon, "dlq", "replay", str(ids[1]), "--json")
+    assert out.returncode == 0, out.stderr
+    assert [j["id"] for j in json.loads(out.stdout)] == [ids[1]]
+    daemon.wait_for_line(f"event=dead job={ids[1]} ")  # ran again (and failed again)
+    attempts = {i: len(daemon.client().get(i)["attempts"]) for i in ids}
+    assert attempts == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
+
+
 def test_racing_replays_run_each_job_once(daemon: DaemonProc) -> None:
     # the first attempt fails, a replayed one succeeds: a second run would be visible
     ids = _dead_jobs(daemon, 6, "sh", "-c", '[ "$JOBCTL_ATTEMPT" -gt 1 ]')

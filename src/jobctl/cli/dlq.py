@@ -94,6 +94,10 @@ app.command("show", help="Show a dead job with its latest attempts and why it di
 
 @app.command("replay")
 def replay(
+    ids: Annotated[
+        list[int] | None,
+        typer.Argument(metavar="[ID]...", help="Only these jobs (as --id)", show_default=False),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Replay at most this many")] = 10,
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
@@ -116,9 +120,10 @@ def replay(
 ) -> None:
     """Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.
 
-    Oldest deaths first. Replaying the same job twice, or two replays racing, never runs a job twice.
+    Oldest deaths first. Replaying the same job twice, or two replays racing, never runs a job twice. Example: jobctl dlq replay 42 (one job, as jobctl dlq show 42 names it).
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     per_second = parse_rate(rate)
+    job_ids = [*(job_ids or []), *(ids or [])] or None
     with client(socket) as c:
         if dry_run:
             picked = _candidates(c, limit, queue, reason, job_ids, all_users)

@@ -28,7 +28,8 @@ def add(
         str | None,
         typer.Option(
             help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
-            "(else in your zone: $TZ, else the host's)"
+            "(else in your zone: $TZ, else the host's); a time alone, 06:00, is the next "
+            "one (today, or tomorrow once passed)"
         ),
     ] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,

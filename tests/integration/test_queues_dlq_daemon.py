@@ -95,6 +95,26 @@ def test_dlq_replay_takes_job_ids_as_arguments_as_dlq_show_does(daemon: DaemonPr
     assert attempts == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
 
 
+def test_dlq_replay_says_why_a_job_it_names_is_not_replayed(daemon: DaemonProc) -> None:
+    """A job named by id that is not dead was skipped without a word ("replayed 0
+    job(s)"); the dry run and the replay take the same jobs (the first --limit ids)."""
+    ok = int(cli(daemon, "add", "--", "true").stdout)
+    daemon.wait_for_line(f"event=succeeded job={ok} ")
+    dead = _dead_jobs(daemon, 2)
+    argv = ("dlq", "replay", str(ok), str(dead[0]), str(dead[1]), "--limit", "2")
+    dry = cli(daemon, *argv, "--dry-run")
+    out = cli(daemon, *argv)
+    assert (dry.returncode, out.returncode) == (0, 0), out.stderr
+    assert dry.stdout.strip() == f"would replay 1 job(s) at 1/s: {dead[0]}"
+    assert out.stdout.strip() == f"replayed 1 job(s): {dead[0]}"
+    for got in (dry, out):
+        assert got.stderr.splitlines() == [
+            f"jobctl: warning: job {ok} not replayed: it is succeeded, not dead",
+            f"jobctl: warning: job {dead[1]} not replayed: past --limit 2 (only the first 2 "
+            "ids are taken)",
+        ]
+
+
 def test_racing_replays_run_each_job_once(daemon: DaemonProc) -> None:
     # the first attempt fails, a replayed one succeeds: a second run would be visible
     ids = _dead_jobs(daemon, 6, "sh", "-c", '[ "$JOBCTL_ATTEMPT" -gt 1 ]')

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
@@ -28,7 +29,7 @@ from jobctl.cli.options import (
 )
 from jobctl.domain.durations import parse_duration, parse_when
 from jobctl.domain.states import DeadReason
-from jobctl.errors import InvalidInput
+from jobctl.errors import InvalidInput, NotFound
 from jobctl.localzone import local_zone
 
 app = command_group("Dead jobs: list, show, replay (gated), purge.")
@@ -129,6 +130,7 @@ def replay(
             picked = _candidates(c, limit, queue, reason, job_ids, all_users)
         else:
             picked = c.replay(limit, job_ids, queue, reason, per_second, all_users=all_users)
+        _say_unreplayed(c, job_ids or [], picked, limit)
     if json_:
         print_json(picked)
         return
@@ -154,10 +156,37 @@ def _candidates(
     ids: list[int] | None,
     all_users: bool,
 ) -> list[dict[str, Any]]:
-    if ids:
-        return [j for j in (c.get(i) for i in ids) if j["status"] == "dead"][:limit]
+    if ids:  # as the daemon does: the first --limit ids (each must exist), the dead ones
+        return [j for j in (c.get(i) for i in ids[:limit]) if j["status"] == "dead"]
     dead = c.dead(10_000, queue, reason, all_users=all_users)
     return sorted(dead, key=lambda j: (j["finished_at"], j["id"]))[:limit]
+
+
+def _job_or_none(c: Any) -> Callable[[int], dict[str, Any] | None]:
+    def get(job_id: int) -> dict[str, Any] | None:
+        try:
+            job: dict[str, Any] = c.get(job_id)
+        except NotFound:
+            return None
+        return job
+
+    return get
+
+
+def _say_unreplayed(c: Any, ids: list[int], picked: list[dict[str, Any]], limit: int) -> None:
+    """Warn of each job named by id that is not replayed, and why: the daemon skips it
+    without a word (two replays racing must not fail), which left a user who typed
+    ``jobctl dlq replay 42`` for a job that was not dead reading "replayed 0 job(s)"."""
+    done = {j["id"] for j in picked}
+    for job_id in dict.fromkeys(i for i in ids if i not in done):
+        job = _job_or_none(c)(job_id)
+        if job is None:
+            why = f"no job {job_id}"
+        elif job["status"] == "dead":
+            why = f"past --limit {limit} (only the first {limit} ids are taken)"
+        else:
+            why = f"it is {job['status']}, not dead"
+        sys.stderr.write(f"jobctl: warning: job {job_id} not replayed: {why}\n")
 
 
 def _follow_releases(jobs: list[dict[str, Any]]) -> None:

@@ -354,19 +354,32 @@ def _broken_fields(s: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def edit_summary(changes: dict[str, Any]) -> str:
-    """``cron '* * * * *' -> '*/5 * * * *'; job.queue 'a' -> 'b'`` (jobs field by field)."""
+    """``cron '* * * * *' -> '*/5 * * * *'; job.queue 'a' -> 'b'`` (jobs field by field).
+
+    A value that was or became unset reads ``none`` and an interval (``every``,
+    ``jitter``) in words: a cron schedule made an interval one read ``cron '0 7 * * *' ->
+    None; every None -> 300.0``."""
     parts = []
     for field, ch in changes.items():
         old, new = ch["from"], ch["to"]
         if field == "job" and isinstance(old, dict) and isinstance(new, dict):
             parts += [
-                f"job.{k} {old.get(k)!r} -> {new.get(k)!r}"
+                f"job.{k} {_edited(k, old.get(k))} -> {_edited(k, new.get(k))}"
                 for k in sorted(old.keys() | new.keys())
                 if old.get(k) != new.get(k)
             ]
         else:
-            parts.append(f"{field} {old!r} -> {new!r}")
+            parts.append(f"{field} {_edited(field, old)} -> {_edited(field, new)}")
     return "; ".join(parts) or "no change"
+
+
+def _edited(field: str, value: Any) -> str:
+    """One side of an edit: ``none``, ``5 minutes`` (seconds of an interval or timeout), or repr."""
+    if value is None:
+        return "none"
+    if field in ("every", "jitter", "timeout") and isinstance(value, int | float):
+        return format_duration(value) if value else "none"
+    return repr(value)
 
 
 def _edits(edits: list[dict[str, Any]], tz: str) -> None:

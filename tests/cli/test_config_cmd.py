@@ -83,6 +83,10 @@ def test_show_says_state_dir_is_unused_with_sqlite_and_where_the_files_are(
     assert code == 0
     [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
     assert line.endswith(f"unused with a SQLite db: its files are beside it, in {tmp_path}/db")
+    monkeypatch.setenv("JOBCTL_STATE_DIR", str(tmp_path / "db"))  # where they are: no note
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert code == 0 and line.endswith("# env JOBCTL_STATE_DIR")
     monkeypatch.setenv("JOBCTL_DB", "postgresql://u@h/d")
     monkeypatch.setenv("JOBCTL_STATE_DIR", str(tmp_path / "st"))
     code, out, _ = run_cli(capsys, "config", "show", "--local")

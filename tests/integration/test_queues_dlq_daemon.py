@@ -35,6 +35,23 @@ def test_paused_queue_keeps_jobs_across_a_restart(make_daemon: Callable[..., Dae
     assert "batch" in cli(d2, "queues", "list").stdout
 
 
+def test_a_change_to_a_queue_that_did_not_exist_says_so(daemon: DaemonProc) -> None:
+    """``jobctl queues pause mial`` (a typo of mail) made and paused a new queue and said
+    nothing, while mail's jobs went on running."""
+    cli(daemon, "add", "--queue", "mail", "--", "true")
+    typo = cli(daemon, "queues", "pause", "mial")
+    assert typo.returncode == 0 and typo.stdout.startswith("queue mial: paused")
+    assert typo.stderr == (
+        "jobctl: note: queue 'mial' is new (it had no jobs or settings); the queues were: mail\n"
+    )
+    for argv in (("pause", "mail"), ("resume", "mial"), ("set", "mail", "--concurrency", "2")):
+        again = cli(daemon, "queues", *argv)
+        assert (again.returncode, again.stderr) == (0, ""), argv
+    fresh = cli(daemon, "queues", "set", "batch", "--concurrency", "1", "--json")
+    assert json.loads(fresh.stdout)["concurrency"] == 1
+    assert "queue 'batch' is new" in fresh.stderr and "mail, mial" in fresh.stderr
+
+
 def test_queue_limits_via_cli(daemon: DaemonProc) -> None:
     out = cli(
         daemon,

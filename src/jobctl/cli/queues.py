@@ -92,7 +92,7 @@ def set_(
         limits["weight"] = weight
     limits |= _defaults(locals())
     with client(socket) as c:
-        known = _known(c)
+        known = _known(c, name)
         out = c.set_queue(name, limits)
     _print(out, json_)
     _say_if_new(name, known)
@@ -136,8 +136,11 @@ def _print(out: dict[str, Any], json_: bool) -> None:
     print(f"  job defaults: limits {limits}; on failure {notifier}")
 
 
-def _known(c: Any) -> list[str]:
-    """The queues that exist (have jobs or settings) before a change."""
+def _known(c: Any, name: str) -> list[str]:
+    """The queues that exist (have jobs or settings) before a change to ``name``, which
+    is checked first: a bad one is a usage error before any request."""
+    if not name:
+        raise InvalidInput("the queue name is empty")
     return [q["queue"] for q in c.queues()]
 
 
@@ -159,7 +162,7 @@ def pause(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     A queue that does not exist yet is made, paused, so its jobs wait from the first (a note on standard error says so: a misspelt name pauses nothing that runs).
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     with client(socket) as c:
-        known = _known(c)
+        known = _known(c, name)
         _print(c.queue_action(name, "pause"), json_)
     _say_if_new(name, known)
 
@@ -168,7 +171,7 @@ def pause(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
 def resume(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     """Start this queue's jobs again."""
     with client(socket) as c:
-        known = _known(c)
+        known = _known(c, name)
         _print(c.queue_action(name, "resume"), json_)
     _say_if_new(name, known)
 

@@ -92,3 +92,27 @@ def test_show_says_whose_job_it_is(capsys: pytest.CaptureFixture[str]) -> None:
     }  # fmt: skip
     render.job_detail(detail)
     assert f"owner  {pwd.getpwuid(0).pw_name} (uid 0)" in capsys.readouterr().out
+
+
+def test_secrets_list_is_a_table_and_says_when_there_are_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It printed ``1001<TAB>default<TAB>created 2026-...Z`` (raw uid and UTC time), and
+    nothing at all for a user without secrets."""
+    from jobctl.cli.webhook_cmd import print_secrets
+
+    print_secrets([])
+    assert capsys.readouterr().out.startswith("no secrets")
+    print_secrets(
+        [
+            {"owner_uid": 0, "name": "default", "created_at": "2099-01-01T00:00:00Z",
+             "rotated_at": None},
+            {"owner_uid": _unknown(), "name": "hooks", "created_at": "2099-01-01T00:00:00Z",
+             "rotated_at": "2099-01-02T00:00:00Z"},
+        ]
+    )  # fmt: skip
+    header, first, second = capsys.readouterr().out.splitlines()
+    assert header.split() == ["OWNER", "NAME", "CREATED", "ROTATED"]
+    assert first.split()[:2] == [pwd.getpwuid(0).pw_name, "default"] and first.endswith("-")
+    assert second.split()[:2] == [str(UNKNOWN_UID), "hooks"] and "\t" not in second
+    assert "2099-01-02" in second

@@ -356,7 +356,7 @@ complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this mess
 # jobctl dlq list
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after this time (ISO or local), or this long ago (e.g. 1h)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'Dead jobs per page'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'

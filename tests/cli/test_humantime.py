@@ -175,3 +175,12 @@ def test_drawing_times_does_not_import_pendulum() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_since_is_a_time_or_how_long_ago_and_its_error_says_both() -> None:
+    """``dlq list --since 1h`` was refused as an invalid time while ``audit --since 1h``
+    worked; both read it the same way now, and the error names both forms."""
+    assert humantime.since("90m", NOW) == "2027-03-14T10:30:00+00:00"
+    assert humantime.since("2027-03-14T06:00:00Z", NOW) == "2027-03-14T06:00:00+00:00"
+    with pytest.raises(InvalidInput, match=r"\(local time\), or how long ago, e\.g\. 1h or 2d$"):
+        humantime.since("bogus", NOW)

@@ -97,6 +97,15 @@ def test_dlq_dry_run_gated_replay_and_purge(daemon: DaemonProc) -> None:
     )
 
 
+def test_dlq_list_since_takes_how_long_ago_as_audit_does(daemon: DaemonProc) -> None:
+    [dead] = _dead_jobs(daemon, 1)
+    recent = cli(daemon, "dlq", "list", "--since", "1h", "--json")
+    assert recent.returncode == 0, recent.stderr
+    assert [j["id"] for j in json.loads(recent.stdout)["items"]] == [dead]
+    later = cli(daemon, "dlq", "list", "--since", "2999-01-01T00:00:00Z", "--json")
+    assert json.loads(later.stdout)["items"] == []
+
+
 def test_dlq_replay_takes_job_ids_as_arguments_as_dlq_show_does(daemon: DaemonProc) -> None:
     """``jobctl dlq show 42`` then ``jobctl dlq replay 42``: the id was refused as an
     extra argument (only ``--id 42`` worked)."""

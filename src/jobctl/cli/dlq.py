@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli import jobs
+from jobctl.cli.humantime import since as since_time
 from jobctl.cli.options import (
     AllPagesOpt,
     AllUsersOpt,
@@ -27,10 +28,9 @@ from jobctl.cli.options import (
     command_group,
     print_json,
 )
-from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.durations import parse_duration
 from jobctl.domain.states import DeadReason
 from jobctl.errors import InvalidInput, NotFound
-from jobctl.localzone import local_zone
 
 app = command_group("Dead jobs: list, show, replay (gated), purge.")
 Reason = DeadReason
@@ -55,7 +55,10 @@ def parse_rate(text: str) -> float:
 def list_(
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
-    since: Annotated[str | None, typer.Option(help="Died at or after (ISO or local)")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Died at or after this time (ISO or local), or this long ago (e.g. 1h)"),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Dead jobs per page")] = 50,
     cursor: CursorOpt = None,
     all_: AllPagesOpt = False,
@@ -66,7 +69,7 @@ def list_(
     """List your dead jobs with their reasons, most recent deaths first, a page at a time."""
     from jobctl.cli import pages
 
-    after = parse_when(since, local_zone()).isoformat() if since else None
+    after = since_time(since) if since else None
     query = pages.params(
         limit, cursor, queue=queue, reason=reason, since=after, all_users=all_users
     )

@@ -79,6 +79,27 @@ def _next_wall_time(text: str, zone: tzinfo, now: datetime) -> datetime | None:
     return datetime.combine(today + timedelta(days=2), wall)  # a zone that skipped a day
 
 
+def since(text: str, now: datetime | None = None) -> str:
+    """``--since`` of audit and ``dlq list``: an ISO (or local wall) time, or a duration
+    meaning that long before ``now``; the ISO instant to ask for."""
+    from jobctl.domain.durations import parse_duration, parse_when
+    from jobctl.localzone import local_zone
+
+    try:
+        ago = parse_duration(text)
+    except InvalidInput:
+        try:
+            return parse_when(text, local_zone()).isoformat()
+        except InvalidInput as exc:
+            raise InvalidInput(f"{exc}, or how long ago, e.g. 1h or 2d") from None
+    try:
+        return ((now or datetime.now(UTC)) - timedelta(seconds=ago)).isoformat()
+    except OverflowError:  # before the year 1
+        raise InvalidInput(
+            f"--since {text}: too far back (the calendar starts in year 1)"
+        ) from None
+
+
 def _utc(moment: datetime, text: str) -> datetime:
     try:
         return moment.astimezone(UTC)

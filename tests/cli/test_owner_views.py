@@ -116,3 +116,19 @@ def test_secrets_list_is_a_table_and_says_when_there_are_none(
     assert first.split()[:2] == [pwd.getpwuid(0).pw_name, "default"] and first.endswith("-")
     assert second.split()[:2] == [str(UNKNOWN_UID), "hooks"] and "\t" not in second
     assert "2099-01-02" in second
+
+
+def test_show_says_which_schedule_made_the_job(capsys: pytest.CaptureFixture[str]) -> None:
+    detail = JOB | {
+        "key": "sch-1@2099-01-01T00:00:00Z", "priority": 0, "cwd": "/", "env": {},
+        "timeout": None, "backoff": {"base": 1.0, "cap": 60.0},
+        "created_at": "2099-01-01T00:00:00Z", "schedule_id": "sch-1",
+        "scheduled_for": "2099-01-01T00:00:00Z",
+    }  # fmt: skip
+    render.job_detail(detail)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "schedule " in x)
+    assert line.split()[:2] == ["schedule", "sch-1:"] and "its occurrence of 2099-01-01" in line
+    render.job_detail(detail | {"scheduled_for": None})
+    assert "sch-1: triggered by hand" in capsys.readouterr().out
+    render.job_detail(JOB | {k: detail[k] for k in detail if k not in ("schedule_id",)})
+    assert "schedule " not in capsys.readouterr().out

@@ -53,12 +53,23 @@ def _path_line(job: dict[str, Any]) -> str:
     return f"{esc(resolved_path(env, job.get('owner_uid', -1)))} ({source})"
 
 
+def _schedule_field(job: dict[str, Any]) -> list[tuple[str, str]]:
+    """Which schedule made the job, and for when (only its key hinted at it)."""
+    sid = job.get("schedule_id")
+    if not sid:
+        return []
+    nominal = job.get("scheduled_for")
+    made = f"its occurrence of {when(nominal)}" if nominal else "triggered by hand"
+    return [("schedule", f"{sid}: {made}")]
+
+
 def job_detail(job: dict[str, Any]) -> None:
     fields = [
         ("id", job["id"]),
         ("key", job["key"]),
         ("status", status(job["status"])),
         ("owner", owner_line(job.get("owner_uid"))),
+        *_schedule_field(job),
         ("queue", job["queue"]),
         ("priority", job["priority"]),
         *_body_fields(job),

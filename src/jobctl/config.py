@@ -234,6 +234,16 @@ def _umask(raw: object, where: _Where) -> str:
     return f"{value:03o}"
 
 
+def _socket_path(raw: object, where: _Where) -> Path:
+    from jobctl.paths import socket_path_problem
+
+    path = _path(raw, where)
+    problem = socket_path_problem(path)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 def _group(raw: object, where: _Where) -> str:
     if isinstance(raw, str) and re.fullmatch(r"[^\s:]+", raw):
         return raw
@@ -418,7 +428,7 @@ class Settings:
         "With a PostgreSQL db: this daemon's own files (attempt logs in logs/)",
         dynamic=_state_dir, flag="--state-dir"))  # fmt: skip
     socket: Path = field(metadata=_spec(
-        "socket", "path", _path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
+        "socket", "path", _socket_path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
         dynamic=_default_socket, flag="--socket"))  # fmt: skip
     socket_group: str | None = field(metadata=_spec(
         "socket_group", "string", _group,

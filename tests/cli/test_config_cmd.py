@@ -260,6 +260,29 @@ def test_daemon_refuses_a_socket_group_that_does_not_exist(
     assert err == f'jobctl: error: {config}: socket_group: no such group "no-such-group-jobctl"\n'
 
 
+def test_a_socket_path_too_long_for_unix_is_a_usage_error_for_daemon_and_client(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, started: list[DaemonConfig]
+) -> None:
+    """bind() failed with "AF_UNIX path too long": the daemon reported an internal error
+    (exit 1) after making its database, a client "lost the connection"."""
+    long = tmp_path / ("s" * 120 + ".sock")
+    size = len(str(long))
+    said = f"socket path {long} is {size} bytes; a Unix socket's path holds at most 107"
+    code, _, err = run_cli(capsys, "daemon", "--db", str(tmp_path / "x.db"), "--socket", str(long))
+    assert (code, started, err) == (
+        2,
+        [],
+        f"jobctl: error: option --socket: {said}: choose a shorter one\n",
+    )
+    assert not (tmp_path / "x.db").exists()
+    code, out, err = run_cli(capsys, "list", "--socket", str(long))
+    assert (code, out, err) == (2, "", f"jobctl: error: {said}: choose a shorter one\n")
+    fits = tmp_path / ("s" * (107 - len(str(tmp_path)) - 1))
+    assert len(str(fits)) == 107
+    code, _, err = run_cli(capsys, "list", "--socket", str(fits))
+    assert code == 5 and "the daemon is not running" in err  # the limit itself is allowed
+
+
 def test_daemon_settings_and_config(tmp_path: Path) -> None:
     env = {"JOBCTL_SOCKET_GROUP": "jobs", CONFIG_ENV: str(tmp_path / "none.toml")}
     (tmp_path / "none.toml").write_text("", encoding="utf-8")

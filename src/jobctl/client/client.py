@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 from jobctl import errors
 from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
+from jobctl.paths import socket_path_problem
 
 __all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport"]
 
@@ -86,6 +87,9 @@ class Client:
                 socket=str(self.socket),
             ) from exc
         except OSError as exc:
+            problem = socket_path_problem(self.socket)
+            if problem:  # no daemon can listen there: a usage error, not a lost connection
+                raise errors.InvalidInput(problem) from None
             raise errors.DaemonUnavailable(
                 f"lost the connection to the daemon on {self.socket}: {exc}"
             ) from exc

@@ -134,7 +134,17 @@ def _copy(source: Path, tmp: Path) -> None:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as exc:
         raise InvalidInput(f"cannot write {tmp}: {exc.strerror}") from None
-    src = sqlite3.connect(f"{source.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    try:  # a file this user may not read failed here with an internal error
+        src = sqlite3.connect(
+            f"{source.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT
+        )
+    except sqlite3.DatabaseError as exc:
+        denied = (
+            ""
+            if os.access(source, os.R_OK)
+            else " (permission denied: run it as root or the daemon's user)"
+        )
+        raise StoreError(f"cannot read {source}: {exc}{denied}") from None
     try:
         dst = sqlite3.connect(tmp, timeout=BUSY_TIMEOUT)
         try:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobctl.cli.audit_cmd import _since
+from jobctl.cli.humantime import since as _since
 from jobctl.domain.audit import MAX_TARGET, action_for, clip, jobs_target, target_for
 
 

@@ -111,6 +111,9 @@ class Metrics:
         # time does not; the switch is process-wide, and this is the daemon's only registry.
         prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry = CollectorRegistry(auto_describe=True)
+        #: Labelled children, looked up once per queue (and outcome): two per attempt.
+        self._started: dict[str, tuple[Counter, Histogram]] = {}
+        self._finished: dict[tuple[str, str], Counter] = {}
         self.attempts_started = Counter(
             "jobctl_attempts_started", "Attempts the executor started", ["queue"], registry=r
         )
@@ -209,9 +212,14 @@ class Metrics:
 
     def claim_started(self, claim: Claim, now: datetime) -> None:
         queue = claim.job.spec.queue
-        self.attempts_started.labels(queue).inc()
-        lag = (now - claim.job.run_at).total_seconds()
-        self.dispatch_lag.labels(queue).observe(max(0.0, lag))
+        started = self._started.get(queue)
+        if started is None:  # ``labels`` takes a lock and checks its labels: once a queue
+            started = self._started[queue] = (
+                self.attempts_started.labels(queue),
+                self.dispatch_lag.labels(queue),
+            )
+        started[0].inc()
+        started[1].observe(max(0.0, (now - claim.job.run_at).total_seconds()))
 
     def attempt_finished(self, claim: Claim, result: AttemptResult, job: Job | None) -> None:
         """Count the attempt, and the retry or death it caused (``job`` None: not stored)."""
@@ -229,7 +237,11 @@ class Metrics:
     ) -> None:
         """:meth:`job_finished` from a finish's few fields (a batch of worker outcomes
         reads no full job)."""
-        self.attempts_finished.labels(queue, result.outcome.value).inc()
+        key = (queue, result.outcome.value)
+        finished = self._finished.get(key)
+        if finished is None:  # as in claim_started: the labelled child once per pair
+            finished = self._finished[key] = self.attempts_finished.labels(*key)
+        finished.inc()
         if status is JobStatus.DEAD:
             self.dead_jobs.labels(queue, dead_reason or "unknown").inc()
         elif status is JobStatus.SCHEDULED and result.outcome.uses_budget:

@@ -217,6 +217,31 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+async def test_the_tick_at_a_run_at_it_read_claims_before_reading_again(
+    engine: Engine,
+) -> None:
+    """Issue 17's dispatch lag: the tick at the ``run_at`` the last read found claims
+    first (the claim stamps ``started_at``), and reads the wakeups only after: a read (a
+    store thread and back) no longer stands between the due instant and the start."""
+    due = later(engine.clock, 60)
+    job = engine.add("true", run_at=due)
+    assert await engine.timer.run_once() == due  # read: the next run_at is ``due``
+    calls: list[str] = []
+    store: Any = engine.store
+    for name in ("wakeups", "submit_claim_rows"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        setattr(store, name, counted)
+    engine.clock.set(due)
+    await engine.finishes(1)
+    assert calls[:2] == ["submit_claim_rows", "wakeups"]
+    assert engine.store.get(job.id).status is JobStatus.SUCCEEDED
+
+
 async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
     engine: Engine,
 ) -> None:
@@ -240,6 +265,48 @@ async def test_a_backlog_is_claimed_without_reading_the_wakeups_each_tick(
     assert all(r.outcome is Outcome.SUCCEEDED for r in results)
     claims = calls["submit_claim_rows"]
     assert claims > 1 and calls["wakeups"] < claims and calls["claim_due"] == 0
+
+
+async def test_a_command_ended_when_its_start_is_answered_needs_no_record_task(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the spawn helper sends a quick command's exit with its start's answer;
+    such an attempt has its record ride with the finish without a task, a timer or a wait
+    made for the record (each cost the loop a few turns per job)."""
+    spawn = engine.executor._spawn
+
+    async def ended(*args: Any) -> Any:  # as the helper answers a quick command
+        run = await spawn(*args)
+        await asyncio.shield(run.exited)
+        return run
+
+    monkeypatch.setattr(engine.executor, "_spawn", ended)
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    loop.set_task_factory(factory)
+    calls = {"call_later": 0}
+    later_ = loop.call_later
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls["call_later"] += 1
+        return later_(*args, **kw)
+
+    monkeypatch.setattr(loop, "call_later", counted)
+    try:
+        jobs = [engine.add(["true"]) for _ in range(3)]
+        await engine.finishes(3)
+    finally:
+        loop.set_task_factory(None)
+    assert "Executor._record_unless_ended" not in made and made.count("Executor._run") == 3
+    assert calls["call_later"] == 0
+    for job in jobs:
+        attempt = engine.store.get(job.id).attempts[-1]
+        assert attempt.pid is not None and attempt.log_path
 
 
 async def test_a_quick_commands_pid_is_recorded_with_its_finish_in_one_commit(

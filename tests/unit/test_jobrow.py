@@ -3,6 +3,8 @@ statement, the materializer and the decoder all follow the one column list."""
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import Backoff, JobSpec, JobTemplate
 from jobctl.domain.resources import Resources
-from jobctl.store import jobrow
+from jobctl.store import claims, jobrow
 from jobctl.store.materialize import RowMaker
 from jobctl.store.queries import queries
 from jobctl.store.rows import to_ms
@@ -88,3 +90,23 @@ def test_the_materializer_builds_the_same_row_from_the_same_parts() -> None:
 
 def _fields(spec: JobSpec) -> dict[str, Any]:
     return {name: getattr(spec, name) for name in JobSpec.__dataclass_fields__}
+
+
+def test_claimed_rows_decode_the_same_through_dicts(tmp_path: Path) -> None:
+    """Issue 17's fast path (the claim's rows as dicts, their column names read once:
+    ``claims.row_dicts``) gives exactly the claims that decoding ``sqlite3.Row`` gives."""
+    clock = FakeClock(T0 + timedelta(seconds=10))
+    store = SqliteStore(tmp_path / "d.db", clock)
+    try:
+        other = JobSpec(("true",), T0, 1000, queue="q", env=(("B", "2"),), cwd="/")
+        store.insert([SPEC, other, replace(SPEC, key="k-2")])
+        found, limits = store.submit_claim_rows("h:1:t", 10, 30).result()
+        rows = store.db.read(lambda c: c.execute("SELECT * FROM jobs ORDER BY id").fetchall())
+    finally:
+        store.close()
+    assert len(found) == 3 and isinstance(rows[0], sqlite3.Row)
+    assert claims.row_dicts(rows) == [dict(r) for r in rows]
+    assert claims.as_dicts(rows) == [dict(r) for r in rows] and claims.as_dicts(found) is found
+    by_row = claims.claims_from_rows(sorted(rows, key=lambda r: (r["sort_key"], r["id"])), limits)
+    assert claims.claims_in_order(found, limits) == by_row
+    assert claims.claims_in_order(rows, limits) == by_row

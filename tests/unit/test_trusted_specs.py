@@ -12,7 +12,12 @@ from jobctl.domain.clock import iso
 from jobctl.domain.http import HttpRequest
 from jobctl.domain.limits import MAX_PAYLOAD_BYTES
 from jobctl.domain.models import (
+    Attempt,
+    AttemptResult,
     Backoff,
+    Claim,
+    Finished,
+    Job,
     JobSpec,
     JobTemplate,
     check_payload,
@@ -20,6 +25,8 @@ from jobctl.domain.models import (
     trusted_spec,
 )
 from jobctl.domain.schedule import Timing
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine import results
 from jobctl.errors import InvalidInput, InvalidSchedule
 from jobctl.store.rows import ms_to_dt, to_ms, whole_ms
 
@@ -173,3 +180,24 @@ def test_schedule_items_share_one_checked_timing_and_refusals_are_not_kept() -> 
     for _ in range(2):  # refused every time: a refusal is raised, never remembered
         with pytest.raises(InvalidSchedule):
             bad.to_spec(1000, now, "UTC")
+
+
+@pytest.mark.parametrize("outcome", [Outcome.SUCCEEDED, Outcome.FAILED])
+def test_the_finished_job_is_what_replace_gives(outcome: Outcome) -> None:
+    """``results.after`` (issue 17: a generated copy, not ``dataclasses.replace``) gives
+    the job ``replace`` gives, every field set to a value of its own, none default."""
+    t = datetime(2030, 1, 1, tzinfo=UTC)
+    attempt = Attempt(7, 2, 5, t, t, Outcome.FAILED, 3, "exit code 3", "out", "/l", 9, "h:1:t")
+    job = Job(7, "k", full_spec(), JobStatus.RUNNING, t, t - timedelta(days=1), 2, 1, 5,
+              "h:1:t", t + timedelta(seconds=30), t - timedelta(hours=1), "before", "old",
+              (attempt,), '{"mail": "sent"}')  # fmt: skip
+    assert all(getattr(job, f.name) != f.default for f in dataclasses.fields(Job))
+    claim = Claim(job, 3, 6, t + timedelta(seconds=30))
+    result = AttemptResult(outcome, 0 if outcome is Outcome.SUCCEEDED else 1, "exit code 1")
+    done = Finished(7, JobStatus.SCHEDULED, t + timedelta(seconds=9), 2, "why")
+    expected = dataclasses.replace(
+        job, status=done.status, run_at=done.run_at, attempt=3, failures=2, generation=6,
+        lease_owner=None, lease_until=None, dead_reason="why",
+        last_error=None if outcome is Outcome.SUCCEEDED else "exit code 1",
+    )  # fmt: skip
+    assert results.after(claim, result, done) == expected

@@ -40,6 +40,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 _log = logging.getLogger("jobctl.executor")
@@ -162,6 +163,7 @@ def attempt_name(lease_owner: str, job_id: int, generation: int) -> str:
     return f"{owner_prefix(lease_owner)}{job_id}.{generation}"
 
 
+@cache  # one lease owner per daemon: not rebuilt character by character per attempt
 def owner_prefix(lease_owner: str) -> str:
     tail = lease_owner.split(":", 1)[-1]
     return "".join(c if c.isalnum() or c in "_-" else "-" for c in tail) + "."

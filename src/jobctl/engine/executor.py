@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -169,7 +169,8 @@ class Executor:
         self.on_slot_free()
 
     def log_path(self, job_id: int, attempt: int) -> Path:
-        return self.config.log_dir / f"{job_id // 1000:06d}" / f"{job_id}.{attempt}.log"
+        # one string, one parse: two ``/`` joins cost three Path objects per attempt
+        return Path(f"{self.config.log_dir}/{job_id // 1000:06d}/{job_id}.{attempt}.log")
 
     async def _run(self, claim: Claim) -> None:
         job = claim.job
@@ -207,7 +208,10 @@ class Executor:
             await self._finish_freed(claim, AttemptResult(Outcome.FAILED, 126, error))
             return
         self._live[job.id] = run
-        run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
+        if run.exited.done():  # came with the answer: told now, not a loop turn later
+            self._exit_seen(claim, run.exited)
+        else:
+            run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
@@ -221,13 +225,12 @@ class Executor:
         # The pid is recorded once the command has run RECORD_AFTER (batched with other
         # starts; the finish waits for that commit, so the two writes land in order), or
         # else with the finish. Its start time is read before the exit watcher reaps it.
-        recorded = asyncio.ensure_future(self._record_unless_ended(run))
+        recorder = _Recorder(run, loop, self._record_unless_ended)
         try:
             result = await self._wait(run)
-            riding = await recorded
+            riding = await recorder.result()
         finally:
-            if not recorded.done():
-                recorded.cancel()
+            recorder.cancel()
             self._live.pop(job.id, None)
             process.signal_group(run.proc.pid, signal.SIGKILL)  # stragglers of the group
             await proctree.end(run)  # and of its cgroup; the cgroup is removed
@@ -259,12 +262,9 @@ class Executor:
         return process.spawn(claim, path, self.owner, loop, fd, cfg.launch, cap, cfg.cgroups)
 
     async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:
-        """Record the pid once the command has run :data:`RECORD_AFTER`; a command that
-        ended sooner gets its record back, to ride with its finish."""
-        await asyncio.wait([run.exited], timeout=RECORD_AFTER)
-        c = run.claim
-        start = await asyncio.shield(run.start_time)
-        record = ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+        """Record the pid now (the command has run :data:`RECORD_AFTER`); a command that
+        ended meanwhile gets its record back, to ride with its finish."""
+        record = await _record_of(run)
         if run.exited.done():
             return record
         await self._record(record)
@@ -286,7 +286,10 @@ class Executor:
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
         try:
-            code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
+            if run.exited.done():  # the exit came with the start's answer: no timer
+                code = run.exited.result()
+            else:
+                code = await asyncio.wait_for(asyncio.shield(run.exited), timeout)
         except TimeoutError:
             run.stop_reason = run.stop_reason or StopReason.TIMEOUT
             await proctree.stop(run, self.config.kill_grace)
@@ -300,12 +303,12 @@ class Executor:
             if full:
                 await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
             tail = process.cut_note(run.log_cap, run.cut_bytes) + tail  # first: NULs follow
-            result = results.result_of(run, code, tail)
+            result = results.result_of(run, code, tail, size)
             if result.error:  # a failure says it too, in the attempt's error
                 cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
                 result = replace(result, error=result.error + cut)
-            return replace(result, log_bytes=size)
-        return replace(results.result_of(run, code, tail), log_bytes=size)
+            return result
+        return results.result_of(run, code, tail, size)
 
     async def _finish_freed(
         self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None
@@ -400,3 +403,54 @@ class Executor:
         if self._watch is not None:
             await self._watch.close()
         await self._http.close()
+
+
+async def _record_of(run: process.Running) -> ProcessRecord:
+    """The attempt's process record (its start time may still be read on a thread)."""
+    c = run.claim
+    start = await asyncio.shield(run.start_time)
+    return ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
+
+
+class _Recorder:
+    """When an attempt's pid is written (issue 17: no task and no wait per quick command).
+
+    A command still running after :data:`RECORD_AFTER` has its record written alone, by a
+    task the timer starts (the finish waits for it, so the two writes land in order); one
+    that ended sooner, most of all one whose exit came with its start's answer, has its
+    record ride with the finish, with no timer, task or wait made for it.
+    """
+
+    def __init__(
+        self,
+        run: process.Running,
+        loop: asyncio.AbstractEventLoop,
+        alone: Callable[[process.Running], Coroutine[None, None, ProcessRecord | None]],
+    ) -> None:
+        self._run, self._loop, self._alone = run, loop, alone
+        self._task: asyncio.Task[ProcessRecord | None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        if not run.exited.done():
+            self._timer = loop.call_later(RECORD_AFTER, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if not self._run.exited.done():
+            self._task = self._loop.create_task(self._alone(self._run))
+
+    async def result(self) -> ProcessRecord | None:
+        """Once the command ended: its record to ride with the finish, or None when it was
+        written alone (after that write's commit)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            return await self._task
+        return await _record_of(self._run)
+
+    def cancel(self) -> None:
+        """The attempt's task is being cancelled (or failed): nothing more is written."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()

@@ -61,12 +61,14 @@ class Timer(Service):
         self._read_at: datetime | None = None  # when the wakeups were last read
         self._lease_expiry: datetime | None = None  # the earliest one, as then read
         self._unpromoted = False  # as then read: a busy tick promotes a batch
+        self._next_run_at: datetime | None = None  # the earliest run_at, as then read
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken).
 
         Reads first: a tick that finds nothing due and no lease run out writes nothing
-        (during a backlog it claims first, see :data:`BACKLOG_READ_EVERY`).
+        (during a backlog it claims first, see :data:`BACKLOG_READ_EVERY`; so does the
+        tick at the ``run_at`` the last read found, see :meth:`_due_as_read`).
         """
         store = self._store.store
         now = self._clock.now()
@@ -74,14 +76,9 @@ class Timer(Service):
         self.ticks += 1
         self._metrics.timer_ticks.inc()
         self.on_tick()
-        if self._claims_at_once(now):
-            free = self._executor.free_slots
-            if free == 0 and not self._unpromoted:
-                return self._lease_expiry  # woken as a result committed: no slot to fill
-            if free > 0:
-                await self._claim()
-                if self._backlog:  # still more due: claim again once a slot frees
-                    return now if self._executor.free_slots > 0 else self._lease_expiry
+        done, then = await self._claim_first(now)
+        if done:
+            return then
         w = await self._read(now)
         if w.next_lease_expiry is not None and w.next_lease_expiry <= now:
             await self._reclaim()
@@ -114,6 +111,21 @@ class Timer(Service):
         times = [t for t in wanted if t is not None]
         return min(times) if times else None
 
+    async def _claim_first(self, now: datetime) -> tuple[bool, datetime | None]:
+        """The claim a tick makes before it reads, if any; (True, next tick) when the tick
+        ends there (a backlog: :data:`BACKLOG_READ_EVERY`), else (False, None): read on."""
+        if self._claims_at_once(now):
+            free = self._executor.free_slots
+            if free == 0 and not self._unpromoted:
+                return True, self._lease_expiry  # woken as a result committed: no slot
+            if free > 0:
+                await self._claim()
+                if self._backlog:  # still more due: claim again once a slot frees
+                    return True, now if self._executor.free_slots > 0 else self._lease_expiry
+        elif self._due_as_read(now):
+            await self._claim()  # the wakeups are read next, as on every tick
+        return False, None
+
     def _claims_at_once(self, now: datetime) -> bool:
         """Whether this tick may claim (or, with no slot free, do nothing) without reading
         the wakeups (see :data:`BACKLOG_READ_EVERY`): a backlog, recent wakeups, disk room."""
@@ -125,10 +137,27 @@ class Timer(Service):
             and (self._disk is None or self._disk.low() is None)
         )
 
+    def _due_as_read(self, now: datetime) -> bool:
+        """Whether this tick is at (or past) the earliest ``run_at`` the last read found,
+        with a slot free and disk room: then it claims before it reads (issue 17). The
+        attempt's ``started_at`` is stamped by the claim, so the read (a hop to a store
+        thread and back) no longer stands between the due instant and that stamp: it was
+        a share of the dispatch lag's tail under load. A job cancelled meanwhile costs
+        one claim that finds nothing."""
+        due = self._next_run_at
+        return (
+            due is not None
+            and due <= now
+            and not self._stopping
+            and self._executor.free_slots > 0
+            and (self._disk is None or self._disk.low() is None)
+        )
+
     async def _read(self, now: datetime) -> Wakeups:
         w = await self._store.run(self._store.store.wakeups, self._executor.owner)
         self._read_at, self._lease_expiry = now, w.next_lease_expiry
         self._unpromoted = w.unpromoted
+        self._next_run_at = w.next_run_at
         return w
 
     async def _reclaim(self) -> None:

@@ -117,20 +117,13 @@ def http_items(
 
 
 def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecord]) -> list[int]:
-    """Store each record whose attempt is still current; return the job ids of the others."""
-    sql = q("record_process")
-    lost = []
-    for r in records:
-        params = {
-            "job_id": r.job_id,
-            "generation": r.generation,
-            "pid": r.pid,
-            "pid_start": r.pid_start,
-            "log_path": r.log_path,
-        }
-        if not conn.execute(sql, params).rowcount:
-            lost.append(r.job_id)
-    return lost
+    """Store each record whose attempt is still current (one statement for them all);
+    return the job ids of the others."""
+    if not records:
+        return []
+    items = json.dumps([[r.job_id, r.generation, r.pid, r.pid_start, r.log_path] for r in records])
+    stored = {row[0] for row in conn.execute(q("record_processes"), {"items": items})}
+    return [r.job_id for r in records if r.job_id not in stored]
 
 
 def _succeed_many(

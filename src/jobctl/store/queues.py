@@ -29,7 +29,7 @@ from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.domain.workers import Lessee, executor_lanes, lease_lanes, worker_owner
 from jobctl.errors import Conflict, JobctlError, QuotaExceeded
 from jobctl.store import rows
-from jobctl.store.claims import ClaimRows, claims_in_order
+from jobctl.store.claims import ClaimRows, claims_in_order, row_dicts
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 from jobctl.store.rows import RowLike
@@ -347,7 +347,7 @@ def _claim_tx(
     limit: int,
     lease_ttl: float,
     keep: Callable[[sqlite3.Connection, Lanes], Lanes] = _executor_lanes,
-) -> tuple[list[sqlite3.Row], dict[str, Resources]]:
+) -> ClaimRows:
     """Lease the planned jobs of each lane ``keep`` leaves (the executor's: all but the
     worker queues'); returns the claimed rows (``RETURNING *``) and the resource limits
     of their queues, read in this transaction."""
@@ -368,9 +368,9 @@ def _claim_tx(
     lease_until = now_ms + int(lease_ttl * 1000)
     # claim_lane moves scheduled -> running: the lifecycle table must allow it
     check_transition(0, JobStatus.SCHEDULED, JobStatus.RUNNING, Op.CLAIM)
-    found: list[sqlite3.Row] = []
+    raw: list[sqlite3.Row] = []
     for (queue, owner_uid), n in plan.items():
-        found += conn.execute(
+        raw += conn.execute(
             q("claim_lane"),
             {
                 "owner": owner,
@@ -380,6 +380,7 @@ def _claim_tx(
                 "owner_uid": owner_uid,
             },
         ).fetchall()
+    found = row_dicts(raw)  # read by name below and when decoded: the names once
     _spend_tokens(conn, found, allowed, now_ms)
     if found:
         items = json.dumps([[r["id"], r["attempt"], r["generation"]] for r in found])
@@ -388,7 +389,7 @@ def _claim_tx(
 
 
 def _spend_tokens(
-    conn: sqlite3.Connection, found: Sequence[sqlite3.Row], allowed: Allowances, now_ms: int
+    conn: sqlite3.Connection, found: Sequence[RowLike], allowed: Allowances, now_ms: int
 ) -> None:
     """Take the claimed jobs' tokens from their queues' buckets: a compare-and-set on the
     bucket as this claim read it, which must hit its row (a bucket changed in between

@@ -53,11 +53,22 @@ SELECT queue, owner_uid, n FROM job_counts WHERE bucket = 'due' AND n > 0;
 -- name: running_by_queue
 SELECT queue, sum(n) AS n FROM job_counts WHERE bucket = 'running' GROUP BY queue;
 
--- name: record_process
-UPDATE attempts SET pid = :pid, pid_start = :pid_start, log_path = :log_path
-WHERE job_id = :job_id AND generation = :generation AND outcome IS NULL
-  AND EXISTS (SELECT 1 FROM jobs WHERE id = :job_id AND status = 'running'
-              AND generation = :generation);
+-- name: record_processes
+-- The pid records of a batch in one statement (issue 17: one per record cost a statement
+-- per started command); :items is a JSON array of [job_id, generation, pid, pid_start,
+-- log_path]. Only an open attempt of a job still running at that generation changes;
+-- returns the job ids of the records stored (the others' leases are lost).
+UPDATE attempts
+SET pid = b.pid, pid_start = b.pid_start, log_path = b.log_path
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS generation,
+             json_extract(value, '$[2]') AS pid, json_extract(value, '$[3]') AS pid_start,
+             json_extract(value, '$[4]') AS log_path
+      FROM json_each(:items)) AS b
+WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation
+  AND attempts.outcome IS NULL
+  AND EXISTS (SELECT 1 FROM jobs WHERE id = b.job_id AND status = 'running'
+              AND generation = b.generation)
+RETURNING attempts.job_id;
 
 -- name: record_notification
 -- What a dead job's failure notification did (engine/notifier.py): not a state.

@@ -173,7 +173,7 @@ _jobctl_nvalues() {
 # _jobctl_r: single positional arguments of a command path, and 1 if more may follow.
 _jobctl_positionals() {
     case $1 in
-        add) _jobctl_r=(0 1) ;;
+        add|'dlq replay') _jobctl_r=(0 1) ;;
         show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
         'queues set'|'queues pause'|'queues resume'|'queues workers'|'schedules show'|\
         'schedules pause'|'schedules resume'|'schedules trigger'|'schedules delete'|\

@@ -179,7 +179,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the vers
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl add
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
@@ -356,7 +356,7 @@ complete -c jobctl -n '__jobctl_at \'dlq\' \'opt\'' -l 'help' -d 'Show this mess
 # jobctl dlq list
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'queue' -x -d 'Only this queue'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'reason' -x -a 'max_attempts non_retryable timeout lease_expired poison denied' -d 'Only jobs dead for this reason'
-complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after (ISO or local)'
+complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'since' -x -d 'Died at or after this time (ISO or local), or this long ago (e.g. 1h)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'limit' -x -d 'Dead jobs per page'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'cursor' -x -d 'Start at this page: the cursor a previous page printed (--json: next_cursor)'
 complete -c jobctl -n '__jobctl_at \'dlq list\' \'opt\'' -l 'all' -d 'Every page, printed as each arrives (--json: one page per line)'

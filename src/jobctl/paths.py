@@ -11,6 +11,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+#: Bytes a Unix socket's path may have (``sun_path`` holds 108 with the final NUL).
+MAX_SOCKET_PATH = 107
+
+
+def socket_path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a Unix socket's (too long: bind and connect fail with
+    "AF_UNIX path too long", which the daemon reported as an internal error), or None."""
+    size = len(os.fsencode(str(path)))
+    if size <= MAX_SOCKET_PATH:
+        return None
+    return (
+        f"socket path {path} is {size} bytes; a Unix socket's path holds at most "
+        f"{MAX_SOCKET_PATH}: choose a shorter one"
+    )
+
 
 def default_db() -> Path:
     if env := os.environ.get("JOBCTL_DB"):

@@ -73,6 +73,27 @@ def test_show_prints_every_value_and_its_source(
     assert all(f"{spec.key.rpartition('.')[2]}" in out for spec in SPECS.values())
 
 
+def test_show_says_state_dir_is_unused_with_sqlite_and_where_the_files_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite daemon keeps its logs beside its database: state_dir's value (a default
+    the daemon never uses) read as where they were."""
+    monkeypatch.setenv("JOBCTL_DB", str(tmp_path / "db" / "jobctl.db"))
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    assert code == 0
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert line.endswith(f"unused with a SQLite db: its files are beside it, in {tmp_path}/db")
+    monkeypatch.setenv("JOBCTL_STATE_DIR", str(tmp_path / "db"))  # where they are: no note
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert code == 0 and line.endswith("# env JOBCTL_STATE_DIR")
+    monkeypatch.setenv("JOBCTL_DB", "postgresql://u@h/d")
+    monkeypatch.setenv("JOBCTL_STATE_DIR", str(tmp_path / "st"))
+    code, out, _ = run_cli(capsys, "config", "show", "--local")
+    [line] = [x for x in out.splitlines() if x.startswith("state_dir =")]
+    assert code == 0 and line.endswith("# env JOBCTL_STATE_DIR")
+
+
 def test_show_output_is_a_config_file_that_loads_back_the_same(
     capsys: pytest.CaptureFixture[str], config_file: Path, tmp_path: Path
 ) -> None:
@@ -237,6 +258,29 @@ def test_daemon_refuses_a_socket_group_that_does_not_exist(
     code, _, err = run_cli(capsys, "daemon", "--config", str(config))
     assert (code, started) == (2, [])
     assert err == f'jobctl: error: {config}: socket_group: no such group "no-such-group-jobctl"\n'
+
+
+def test_a_socket_path_too_long_for_unix_is_a_usage_error_for_daemon_and_client(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, started: list[DaemonConfig]
+) -> None:
+    """bind() failed with "AF_UNIX path too long": the daemon reported an internal error
+    (exit 1) after making its database, a client "lost the connection"."""
+    long = tmp_path / ("s" * 120 + ".sock")
+    size = len(str(long))
+    said = f"socket path {long} is {size} bytes; a Unix socket's path holds at most 107"
+    code, _, err = run_cli(capsys, "daemon", "--db", str(tmp_path / "x.db"), "--socket", str(long))
+    assert (code, started, err) == (
+        2,
+        [],
+        f"jobctl: error: option --socket: {said}: choose a shorter one\n",
+    )
+    assert not (tmp_path / "x.db").exists()
+    code, out, err = run_cli(capsys, "list", "--socket", str(long))
+    assert (code, out, err) == (2, "", f"jobctl: error: {said}: choose a shorter one\n")
+    fits = tmp_path / ("s" * (107 - len(str(tmp_path)) - 1))
+    assert len(str(fits)) == 107
+    code, _, err = run_cli(capsys, "list", "--socket", str(fits))
+    assert code == 5 and "the daemon is not running" in err  # the limit itself is allowed
 
 
 def test_daemon_settings_and_config(tmp_path: Path) -> None:

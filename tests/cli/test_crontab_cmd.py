@@ -267,3 +267,21 @@ def test_commands_are_shown_literally_not_as_markup(
         capsys, "import-crontab", path, "--dry-run", "--socket", str(tmp_path / "none")
     )
     assert code == 0 and "echo [bold]x[/bold]" in out
+
+
+def test_a_system_crontab_line_is_flagged_its_user_column_would_be_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``/etc/crontab`` has a user column; read as ``crontab -l``'s format, ``root cd / &&
+    run-parts ...`` runs ``root`` (exit 127 every time), and the plan said nothing."""
+    text = "17 * * * * root cd / && run-parts /etc/cron.hourly\n0 1 * * * echo root\n"
+    path = crontab(tmp_path, text)
+    code, out, _ = jobctl(
+        capsys, "import-crontab", path, "--dry-run", "--json", "--socket", str(tmp_path / "x")
+    )
+    assert code == 0
+    first, second = json.loads(out)["lines"]
+    assert first["action"] == "create" and first["note"].startswith(
+        "starts with the user name 'root': a system crontab's user column?"
+    )
+    assert second["note"] == ""  # a command named on PATH (echo) is not a user name

@@ -90,6 +90,24 @@ def test_schedules_keep_their_text_and_template(
     assert json.loads(row["template"])["command"] == ["backup.sh"]  # JSON text in CSV
 
 
+def test_a_missing_default_database_says_how_to_name_the_daemons(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --db (a daemon started with --db elsewhere) backup and export named only
+    the default path; they now say how to give the daemon's database."""
+    missing = tmp_path / "state" / "jobctl.db"
+    monkeypatch.delenv("JOBCTL_DB", raising=False)
+    monkeypatch.setattr("jobctl.cli.backup.default_db", lambda: missing)
+    hint = (
+        f"jobctl: error: no database at {missing} (the default); give the daemon's with --db "
+        "or JOBCTL_DB: 'jobctl config get db' prints it\n"
+    )
+    for argv in (["export", "jobs"], ["backup", str(tmp_path / "copy.db")]):
+        assert run(argv) == 3
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", hint)
+
+
 def test_a_missing_database_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "none.db"
     code, out, err = export(capsys, "jobs", "--db", str(missing))

@@ -40,7 +40,41 @@ def test_at_is_read_in_the_zone_with_the_dst_rules(text: str, utc: str, note: st
     assert (moment.isoformat(), said) == (utc, note)
 
 
-@pytest.mark.parametrize("text", ["tomorrow", "x", "", "06:00", "P1D", "9999-12-31 23:00"])
+@pytest.mark.parametrize(
+    ("text", "now", "utc", "note"),
+    [
+        # NOW is 08:00 EDT on 14 March 2027 (the spring-forward day) in New York
+        ("13:30", NOW, "2027-03-14T17:30:00+00:00", ""),  # later today
+        ("7:15", NOW, "2027-03-15T11:15:00+00:00", ""),  # passed: tomorrow
+        ("08:00:00", NOW, "2027-03-15T12:00:00+00:00", ""),  # now exactly: tomorrow
+        (" 23:59:59 ", NOW, "2027-03-15T03:59:59+00:00", ""),
+        # 01:00 EST the night before: 02:30 today is in the gap, so it runs at its end
+        (
+            "02:30",
+            datetime(2027, 3, 14, 6, tzinfo=UTC),
+            "2027-03-14T07:30:00+00:00",
+            "02:30 does not exist that day (DST gap): runs at 03:30 EDT",
+        ),
+        # 00:30 EDT on 7 November (fall back): the first 01:30, in an hour
+        (
+            "01:30",
+            datetime(2027, 11, 7, 4, 30, tzinfo=UTC),
+            "2027-11-07T05:30:00+00:00",
+            "01:30 happens twice that day (DST): runs at the first, 01:30 EDT",
+        ),
+    ],
+)
+def test_a_time_alone_is_its_next_occurrence_as_at_reads_it(
+    text: str, now: datetime, utc: str, note: str
+) -> None:
+    """``--at 06:00`` was refused; at(1) users type it and mean the next 06:00."""
+    moment, said = humantime.parse_at(text, NEW_YORK, now)
+    assert (moment.isoformat(), said) == (utc, note)
+
+
+@pytest.mark.parametrize(
+    "text", ["tomorrow", "x", "", "24:00", "6:60", "06:00+09:00", "P1D", "9999-12-31 23:00"]
+)
 def test_bad_at_is_one_clear_error(text: str) -> None:
     with pytest.raises(InvalidInput, match="invalid time"):
         humantime.parse_at(text, NEW_YORK)
@@ -141,3 +175,12 @@ def test_drawing_times_does_not_import_pendulum() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_since_is_a_time_or_how_long_ago_and_its_error_says_both() -> None:
+    """``dlq list --since 1h`` was refused as an invalid time while ``audit --since 1h``
+    worked; both read it the same way now, and the error names both forms."""
+    assert humantime.since("90m", NOW) == "2027-03-14T10:30:00+00:00"
+    assert humantime.since("2027-03-14T06:00:00Z", NOW) == "2027-03-14T06:00:00+00:00"
+    with pytest.raises(InvalidInput, match=r"\(local time\), or how long ago, e\.g\. 1h or 2d$"):
+        humantime.since("bogus", NOW)

@@ -73,3 +73,18 @@ def test_the_list_table_lines_up_its_columns_and_colours_only_a_terminal() -> No
     assert "x" * 60 in plain[2] and "x" * 61 not in plain[2]
     coloured = table.lines(colour=True)
     assert "\x1b[31mdead\x1b[0m" in coloured[1] and "\x1b[1mID\x1b[0m" in coloured[0]
+
+
+def test_an_edit_summary_says_none_and_intervals_in_words() -> None:
+    """A cron schedule made an interval one read ``cron '0 7 * * *' -> None; every None
+    -> 300.0``: Python's words for unset and the interval's bare seconds."""
+    changes = {
+        "cron": {"from": "0 7 * * *", "to": None},
+        "every": {"from": None, "to": 300.0},
+        "jitter": {"from": 30, "to": 0},
+        "job": {"from": {"queue": "a", "timeout": None}, "to": {"queue": "b", "timeout": 5}},
+    }
+    assert render.edit_summary(changes) == (
+        "cron '0 7 * * *' -> none; every none -> 5 minutes; jitter 30 seconds -> none; "
+        "job.queue 'a' -> 'b'; job.timeout none -> 5 seconds"
+    )

@@ -47,6 +47,20 @@ def test_jobctl_audit_shows_who_did_what(daemon: DaemonProc) -> None:
     assert "jobs.enqueue" not in table.stdout and "REQUEST" in table.stdout
 
 
+def test_a_secrets_target_is_a_secret_not_a_queue(daemon: DaemonProc) -> None:
+    """``/v1/secrets/{name}`` shares its parameter's name with the queue routes: the
+    audit trail read ``secrets.rotate queue:hooks``."""
+    for argv in (("create", "hooks"), ("rotate", "hooks"), ("delete", "hooks")):
+        done = cli(daemon, "secrets", *argv)
+        assert done.returncode == 0, done.stderr
+    records = json.loads(cli(daemon, "audit", "--action", "secrets", "--json").stdout)["items"]
+    assert [(r["action"], r["target"]) for r in records] == [
+        ("secrets.delete", "secret:hooks"),
+        ("secrets.rotate", "secret:hooks"),
+        ("secrets.create", "secret:hooks"),
+    ]
+
+
 @pytest.fixture(scope="session")
 def other_user() -> Iterator[pwd.struct_passwd]:
     if os.geteuid() != 0 or shutil.which("useradd") is None:

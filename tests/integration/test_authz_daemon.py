@@ -194,6 +194,34 @@ def test_the_cli_passes_all_users(
     assert json.loads(capsys.readouterr().out)["items"] == []
 
 
+def test_an_admin_sees_whose_jobs_and_schedules_they_are(
+    shared: tuple[DaemonProc, dict[str, Peer], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root's human views of everyone's rows name each row's owner (the tables gain an
+    OWNER column with --all-users; show prints it): two users' schedules may share a
+    name, and their jobs otherwise look alike."""
+    daemon, peers, _ = shared
+    owner = USERS[OWNER]
+    status, job = peers[OWNER].request("POST", "/v1/jobs", {"command": ["true"], "run_at": _LATER})
+    assert status == 201
+    status, sched = peers[OWNER].request(
+        "POST", "/v1/schedules", {"every": 3600, "name": "nightly", "job": {"command": ["true"]}}
+    )
+    assert status == 201
+    sock = ["--socket", str(daemon.socket)]
+    assert run(["list", "--all-users", *sock]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0][:4] == ["ID", "STATUS", "QUEUE", "OWNER"]
+    assert [str(job["id"]), "scheduled", "default", owner] in [r[:4] for r in rows]
+    assert run(["schedules", "list", "--all-users", *sock]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0][:3] == ["ID", "NAME", "OWNER"]
+    assert [sched["id"], "nightly", owner] in [r[:3] for r in rows]
+    assert run(["show", str(job["id"]), *sock]) == 0
+    uid = pwd.getpwnam(owner).pw_uid
+    assert f"owner  {owner} (uid {uid})" in capsys.readouterr().out
+
+
 def test_a_user_denied_after_enqueue_is_refused_and_their_job_not_run(
     shared: tuple[DaemonProc, dict[str, Peer], Path],
 ) -> None:

@@ -6,6 +6,7 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,34 @@ def test_a_copy_that_is_not_a_database_is_never_left_behind(tmp_path: Path) -> N
     not_db.write_text("plain text, not SQLite")
     assert run(["backup", str(tmp_path / "copy.db"), "--db", str(not_db)]) == 7
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not.db"]
+
+
+def test_a_database_this_user_cannot_open_is_one_line_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user backing up root's 0600 database got "internal error: OperationalError"
+    (exit 1). Root reads any file, so the refusal is played by the test: SQLite cannot
+    open the file and the user may not read it."""
+    from jobctl.cli.main import run
+
+    db = tmp_path / "jobctl.db"
+    sqlite3.connect(db).close()
+    real = sqlite3.connect
+
+    def refuse(target: str | Path, *args: Any, **kw: Any) -> sqlite3.Connection:
+        if "mode=ro" in str(target):
+            raise sqlite3.OperationalError("unable to open database file")
+        opened: sqlite3.Connection = real(target, *args, **kw)
+        return opened
+
+    monkeypatch.setattr(sqlite3, "connect", refuse)
+    monkeypatch.setattr("jobctl.cli.backup.os.access", lambda path, mode: False)
+    assert run(["backup", str(tmp_path / "copy.db"), "--db", str(db)]) == 7
+    assert capsys.readouterr().err == (
+        f"jobctl: error: cannot read {db}: unable to open database file (permission "
+        "denied: run it as root or the daemon's user)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobctl.db"]
 
 
 @pytest.mark.parametrize("how", ["option", "env"])

@@ -35,6 +35,23 @@ def test_paused_queue_keeps_jobs_across_a_restart(make_daemon: Callable[..., Dae
     assert "batch" in cli(d2, "queues", "list").stdout
 
 
+def test_a_change_to_a_queue_that_did_not_exist_says_so(daemon: DaemonProc) -> None:
+    """``jobctl queues pause mial`` (a typo of mail) made and paused a new queue and said
+    nothing, while mail's jobs went on running."""
+    cli(daemon, "add", "--queue", "mail", "--", "true")
+    typo = cli(daemon, "queues", "pause", "mial")
+    assert typo.returncode == 0 and typo.stdout.startswith("queue mial: paused")
+    assert typo.stderr == (
+        "jobctl: note: queue 'mial' is new (it had no jobs or settings); the queues were: mail\n"
+    )
+    for argv in (("pause", "mail"), ("resume", "mial"), ("set", "mail", "--concurrency", "2")):
+        again = cli(daemon, "queues", *argv)
+        assert (again.returncode, again.stderr) == (0, ""), argv
+    fresh = cli(daemon, "queues", "set", "batch", "--concurrency", "1", "--json")
+    assert json.loads(fresh.stdout)["concurrency"] == 1
+    assert "queue 'batch' is new" in fresh.stderr and "mail, mial" in fresh.stderr
+
+
 def test_queue_limits_via_cli(daemon: DaemonProc) -> None:
     out = cli(
         daemon,
@@ -78,6 +95,50 @@ def test_dlq_dry_run_gated_replay_and_purge(daemon: DaemonProc) -> None:
     assert cli(daemon, "dlq", "purge", "--older-than", "0s", "--yes").stdout.strip() == (
         "purged 3 dead job(s)"
     )
+
+
+def test_dlq_list_since_takes_how_long_ago_as_audit_does(daemon: DaemonProc) -> None:
+    [dead] = _dead_jobs(daemon, 1)
+    recent = cli(daemon, "dlq", "list", "--since", "1h", "--json")
+    assert recent.returncode == 0, recent.stderr
+    assert [j["id"] for j in json.loads(recent.stdout)["items"]] == [dead]
+    later = cli(daemon, "dlq", "list", "--since", "2999-01-01T00:00:00Z", "--json")
+    assert json.loads(later.stdout)["items"] == []
+
+
+def test_dlq_replay_takes_job_ids_as_arguments_as_dlq_show_does(daemon: DaemonProc) -> None:
+    """``jobctl dlq show 42`` then ``jobctl dlq replay 42``: the id was refused as an
+    extra argument (only ``--id 42`` worked)."""
+    ids = _dead_jobs(daemon, 3)
+    dry = cli(daemon, "dlq", "replay", str(ids[2]), str(ids[0]), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == f"would replay 2 job(s) at 1/s: {ids[2]} {ids[0]}"
+    out = cli(daemon, "dlq", "replay", str(ids[1]), "--json")
+    assert out.returncode == 0, out.stderr
+    assert [j["id"] for j in json.loads(out.stdout)] == [ids[1]]
+    daemon.wait_for_line(f"event=dead job={ids[1]} ")  # ran again (and failed again)
+    attempts = {i: len(daemon.client().get(i)["attempts"]) for i in ids}
+    assert attempts == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
+
+
+def test_dlq_replay_says_why_a_job_it_names_is_not_replayed(daemon: DaemonProc) -> None:
+    """A job named by id that is not dead was skipped without a word ("replayed 0
+    job(s)"); the dry run and the replay take the same jobs (the first --limit ids)."""
+    ok = int(cli(daemon, "add", "--", "true").stdout)
+    daemon.wait_for_line(f"event=succeeded job={ok} ")
+    dead = _dead_jobs(daemon, 2)
+    argv = ("dlq", "replay", str(ok), str(dead[0]), str(dead[1]), "--limit", "2")
+    dry = cli(daemon, *argv, "--dry-run")
+    out = cli(daemon, *argv)
+    assert (dry.returncode, out.returncode) == (0, 0), out.stderr
+    assert dry.stdout.strip() == f"would replay 1 job(s) at 1/s: {dead[0]}"
+    assert out.stdout.strip() == f"replayed 1 job(s): {dead[0]}"
+    for got in (dry, out):
+        assert got.stderr.splitlines() == [
+            f"jobctl: warning: job {ok} not replayed: it is succeeded, not dead",
+            f"jobctl: warning: job {dead[1]} not replayed: past --limit 2 (only the first 2 "
+            "ids are taken)",
+        ]
 
 
 def test_racing_replays_run_each_job_once(daemon: DaemonProc) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 
 from tests.integration.conftest import DaemonProc
 from tests.integration.test_daemon import cli
@@ -29,7 +30,8 @@ def test_edit_timing_template_and_history(daemon: DaemonProc) -> None:
     [edit] = shown["edits"]
     assert edit["by_uid"] == os.getuid() and set(edit["changes"]) == {"cron", "tz", "job"}
     human = cli(daemon, "schedules", "show", "rep").stdout
-    assert "recent edits" in human and f"by uid {os.getuid()}" in human
+    me = f"{pwd.getpwuid(os.getuid()).pw_name} (uid {os.getuid()})"
+    assert "recent edits" in human and f"by {me}" in human and f"owner  {me}" in human
 
     again = cli(daemon, "schedules", "edit", sid, "--name", "rep2", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["name"] == "rep2"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobctl.cli.audit_cmd import _since
+from jobctl.cli.humantime import since as _since
 from jobctl.domain.audit import MAX_TARGET, action_for, clip, jobs_target, target_for
 
 
@@ -37,6 +37,10 @@ def test_targets() -> None:
     assert target_for({"job_id": 7}) == "job:7"
     assert target_for({"job_id": 7, "number": 2}) == "job:7 attempt:2"
     assert target_for({"ref": "nightly"}) == "schedule:nightly"
+    assert target_for({"name": "mail"}, "/v1/queues/{name}/pause") == "queue:mail"
+    # a secret's name was recorded as a queue's: "secrets.rotate queue:default"
+    assert target_for({"name": "hooks"}, "/v1/secrets/{name}/rotate") == "secret:hooks"
+    assert target_for({"name": "hooks"}, "/v1/secrets/{name}") == "secret:hooks"
     assert jobs_target([5]) == "job:5" and jobs_target([9, 5, 7]) == "jobs:5..9 n=3"
     assert clip("a\nb") == "a?b" and len(clip("x" * 1000)) == MAX_TARGET
 

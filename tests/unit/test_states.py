@@ -90,6 +90,14 @@ def test_check_transition_names_job_and_states() -> None:
     check_transition(1, JobStatus.SCHEDULED, JobStatus.RUNNING, Op.CLAIM)
     with pytest.raises(IllegalTransition, match="job 7: cannot claim a job that is succeeded"):
         check_transition(7, JobStatus.SUCCEEDED, JobStatus.RUNNING, Op.CLAIM)
+    # what a user who typed `jobctl cancel` on a finished job reads: what cancel takes,
+    # not the refused target state ("(to cancelled)")
+    with pytest.raises(IllegalTransition) as refused:
+        check_transition(1, JobStatus.SUCCEEDED, JobStatus.CANCELLED, Op.CANCEL)
+    assert str(refused.value) == (
+        "job 1: cannot cancel a job that is succeeded (cancel takes a job that is scheduled "
+        "or running)"
+    )
     with pytest.raises(IllegalTransition):
         check_transition(7, JobStatus.SCHEDULED, JobStatus.RUNNING, Op.FINISH)
 

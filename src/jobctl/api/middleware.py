@@ -196,7 +196,7 @@ def _target(scope: Scope, state: dict[str, Any], body: Any) -> str:
     if not params and route and "{" in route:  # refused before routing: from the path
         params = path_params(route, scope.get("path", ""))
     if params:
-        return target_for(params)
+        return target_for(params, _template(scope))
     if isinstance(body, dict) and "id" in body and "error" not in body:
         template = _template(scope) or ""
         words = [w for w in template.split("/") if w and w != "v1" and "{" not in w]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -70,7 +70,11 @@ def _part(ctx: Any) -> SecretStore:
 
 
 @router.post("", status_code=201, summary="Create a webhook signing secret (whsec_…)")
-async def create(body: SecretIn, ctx: Ctx, who: Who) -> JSONResponse:
+async def create(body: SecretIn, ctx: Ctx, who: Who, request: Request) -> JSONResponse:
+    # the name is in the body, not the path: the audit record named nothing
+    request.state.audit_target = f"secret:{body.name}" + (
+        f" uid:{body.owner_uid}" if body.owner_uid is not None else ""
+    )
     owner = _owner(who, body.owner_uid, body.name)
     made = await ctx.store.run(_part(ctx).create_secret, owner, body.name, webhooks.new_secret())
     return JSONResponse(secret_out(made, True), 201)

@@ -5,15 +5,13 @@ Thin: parse the filters, one client call, render a table (or ``--json``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from jobctl.cli.humantime import since as _since
 from jobctl.cli.options import AllPagesOpt, CursorOpt, JsonOpt, SocketOpt, client
-from jobctl.domain.durations import parse_duration, parse_when
-from jobctl.errors import InvalidInput
-from jobctl.localzone import local_zone
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -57,20 +55,6 @@ def audit(
             empty="no audit records",
             again=" ".join(["jobctl audit", *flags]),
         )
-
-
-def _since(text: str) -> str:
-    """An ISO time, or a duration meaning that long before now."""
-    try:
-        ago = parse_duration(text)
-    except InvalidInput:
-        return parse_when(text, local_zone()).isoformat()
-    try:
-        return (datetime.now(UTC) - timedelta(seconds=ago)).isoformat()
-    except OverflowError:  # before the year 1
-        raise InvalidInput(
-            f"--since {text}: too far back (the calendar starts in year 1)"
-        ) from None
 
 
 def audit_table(records: list[dict[str, Any]]) -> Table:

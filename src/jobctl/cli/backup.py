@@ -67,10 +67,26 @@ def backup(
     if db is not None and db.startswith(PG_SCHEMES):
         raise InvalidInput(pg_dump_advice(file, db))
     try:
-        _backup(file, Path(db) if db else default_db(), force)
+        _backup(file, sqlite_source(db), force)
     except OSError as exc:  # a name too long, no such directory, no room: one line, no bug
         where = exc.filename or file
         raise JobctlError(f"backup {file}: {where}: {exc.strerror or exc}") from None
+
+
+def sqlite_source(db: str | None) -> Path:
+    """The SQLite file ``--db`` names, else the default one; when the default is not
+    there, say how to name the daemon's: a daemon started with ``--db`` elsewhere left a
+    user reading only "no database at /var/lib/jobctl/jobctl.db"."""
+    if db:
+        return Path(db)
+    path = default_db()
+    if not path.is_file():
+        raise NotFound(
+            f"no database at {path} (the default); give the daemon's with --db or "
+            "JOBCTL_DB: 'jobctl config get db' prints it",
+            path=str(path),
+        )
+    return path
 
 
 def pg_dump_advice(file: Path, url: str) -> str:
@@ -118,7 +134,17 @@ def _copy(source: Path, tmp: Path) -> None:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as exc:
         raise InvalidInput(f"cannot write {tmp}: {exc.strerror}") from None
-    src = sqlite3.connect(f"{source.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    try:  # a file this user may not read failed here with an internal error
+        src = sqlite3.connect(
+            f"{source.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT
+        )
+    except sqlite3.DatabaseError as exc:
+        denied = (
+            ""
+            if os.access(source, os.R_OK)
+            else " (permission denied: run it as root or the daemon's user)"
+        )
+        raise StoreError(f"cannot read {source}: {exc}{denied}") from None
     try:
         dst = sqlite3.connect(tmp, timeout=BUSY_TIMEOUT)
         try:

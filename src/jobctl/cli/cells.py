@@ -65,21 +65,46 @@ STATUS_STYLE = {
 }
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> PlainTable:
-    """``jobctl list``'s table, drawn without rich (:class:`PlainTable`)."""
+def jobs_table(jobs: list[dict[str, Any]], owners: bool = False) -> PlainTable:
+    """``jobctl list``'s table, drawn without rich (:class:`PlainTable`).
+
+    ``owners`` (``--all-users``) adds an OWNER column after QUEUE: an admin's page mixes
+    users' jobs, which otherwise look alike."""
     from jobctl.cli.plaintable import PlainTable
 
     cols = ["ID", "STATUS", "QUEUE", "RUN AT", "ATTEMPT", "FAILED", "COMMAND", "LAST ERROR"]
-    table = PlainTable(cols, widths={6: 60, 7: 40}, styles={1: STATUS_STYLE})
+    if owners:
+        cols.insert(3, "OWNER")
+    cut = cols.index("COMMAND")  # cut at 60 characters; LAST ERROR, the next, at 40
+    table = PlainTable(cols, widths={cut: 60, cut + 1: 40}, styles={1: STATUS_STYLE})
     for j in jobs:
+        row = [str(j["id"]), j["status"], j["queue"], short_when(j["run_at"])]
+        if owners:
+            row.insert(3, owner_name(j.get("owner_uid")))
         table.add_row(
-            str(j["id"]),
-            j["status"],
-            j["queue"],
-            short_when(j["run_at"]),
+            *row,
             str(j["attempt"]),
             budget(j),
             what(j).replace("\n", " "),
             (j.get("last_error") or "").replace("\n", " "),
         )
     return table
+
+
+@functools.cache
+def owner_name(uid: int | None) -> str:
+    """A uid as ``ls -l`` shows it: the account's name, else the number (a user this
+    host does not know, e.g. one on another host sharing a PostgreSQL store)."""
+    if uid is None:
+        return "-"
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def owner_line(uid: int | None) -> str:
+    """``alice (uid 1001)``: who owns a job or schedule, in ``show``."""
+    return "-" if uid is None else f"{owner_name(uid)} (uid {uid})"

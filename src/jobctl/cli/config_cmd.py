@@ -195,11 +195,23 @@ def as_toml(view: dict[str, Any]) -> str:
         if full_key == "lease_ttl":
             beat = _toml_value(float(view["derived"]["heartbeat"]))[1:-1]
             note += f"; heartbeat every {beat} (lease_ttl / 3)"
+        if full_key == "state_dir":
+            note += _state_dir_note(view["settings"]["db"]["value"], value)
         rows.append((line, note))
     width = max(len(line) for line, note in rows if note)
     out = [*_head(view), "# precedence: flag > environment > file > default"]
     out += [f"{line:<{width}}  # {note}" if note else line for line, note in rows]
     return "\n".join(out) + "\n"
+
+
+def _state_dir_note(db: object, state_dir: object) -> str:
+    """state_dir holds a PostgreSQL daemon's own files; a SQLite daemon keeps them beside
+    its database, so a value elsewhere is not where they are: say so and say where."""
+    if not isinstance(db, str) or db.startswith(("postgres://", "postgresql://")):
+        return ""
+    if state_dir is not None and Path(str(state_dir)) == Path(db).parent:
+        return ""
+    return f"; unused with a SQLite db: its files are beside it, in {Path(db).parent}"
 
 
 def _toml_value(value: object) -> str:

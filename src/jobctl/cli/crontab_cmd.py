@@ -146,6 +146,7 @@ def _plan(
         tz, cwd, env = item.zone or zone, item.home or home, dict(item.env)
         name = schedule_name(item.expression, tz, item.argv, env, cwd)
         row = Row(item.line, item.expression, tz, item.command.strip(), name, "create")
+        row.note = _user_column_note(item.command)
         if name in first_line:
             row.action, row.note = "exists", f"same entry as line {first_line[name]}"
         else:
@@ -159,6 +160,26 @@ def _plan(
             )
         rows.append(row)
     return rows
+
+
+def _user_column_note(command: str) -> str:
+    """A warning for a line of a system crontab (``/etc/crontab``, ``/etc/cron.d``), whose
+    sixth field names the user: read as a user's crontab, that name becomes the command
+    (``root cd / && run-parts ...`` runs ``root``, which fails with 127, every time)."""
+    import pwd
+    import shutil
+
+    first = command.split(maxsplit=1)[0] if command.strip() else ""
+    if not first or "/" in first or shutil.which(first):
+        return ""
+    try:
+        pwd.getpwnam(first)
+    except KeyError:
+        return ""
+    return (
+        f"starts with the user name {first!r}: a system crontab's user column? "
+        "(this reads crontab -l's format: the command would be the name)"
+    )
 
 
 def _apply(rows: list[Row], socket: Path | None, dry_run: bool) -> None:

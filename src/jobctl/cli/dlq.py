@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 import typer
 
 from jobctl.cli import jobs
+from jobctl.cli.humantime import since as since_time
 from jobctl.cli.options import (
     AllPagesOpt,
     AllUsersOpt,
@@ -25,10 +28,9 @@ from jobctl.cli.options import (
     command_group,
     print_json,
 )
-from jobctl.domain.durations import parse_duration, parse_when
+from jobctl.domain.durations import parse_duration
 from jobctl.domain.states import DeadReason
-from jobctl.errors import InvalidInput
-from jobctl.localzone import local_zone
+from jobctl.errors import InvalidInput, NotFound
 
 app = command_group("Dead jobs: list, show, replay (gated), purge.")
 Reason = DeadReason
@@ -53,7 +55,10 @@ def parse_rate(text: str) -> float:
 def list_(
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
-    since: Annotated[str | None, typer.Option(help="Died at or after (ISO or local)")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Died at or after this time (ISO or local), or this long ago (e.g. 1h)"),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Dead jobs per page")] = 50,
     cursor: CursorOpt = None,
     all_: AllPagesOpt = False,
@@ -64,7 +69,7 @@ def list_(
     """List your dead jobs with their reasons, most recent deaths first, a page at a time."""
     from jobctl.cli import pages
 
-    after = parse_when(since, local_zone()).isoformat() if since else None
+    after = since_time(since) if since else None
     query = pages.params(
         limit, cursor, queue=queue, reason=reason, since=after, all_users=all_users
     )
@@ -75,16 +80,16 @@ def list_(
             c.pages("/v1/dlq", query),
             every=all_,
             json_=json_,
-            draw=_table,
+            draw=partial(_table, owners=all_users),
             empty="no dead jobs",
             again=" ".join(["jobctl dlq list", *flags] + ["--all-users"] * all_users),
         )
 
 
-def _table(items: list[dict[str, Any]]) -> Any:
+def _table(items: list[dict[str, Any]], owners: bool) -> Any:
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
-    return render.dead_table(items)
+    return render.dead_table(items, owners)
 
 
 # A dead job is a job: `dlq show` is `jobctl show` (attempts, errors, dead reason).
@@ -93,6 +98,10 @@ app.command("show", help="Show a dead job with its latest attempts and why it di
 
 @app.command("replay")
 def replay(
+    ids: Annotated[
+        list[int] | None,
+        typer.Argument(metavar="[ID]...", help="Only these jobs (as --id)", show_default=False),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Replay at most this many")] = 10,
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
@@ -115,14 +124,16 @@ def replay(
 ) -> None:
     """Give dead jobs a fresh budget (history kept, attempt numbers continue), gated.
 
-    Oldest deaths first. Replaying the same job twice, or two replays racing, never runs a job twice.
+    Oldest deaths first. Replaying the same job twice, or two replays racing, never runs a job twice. Example: jobctl dlq replay 42 (one job, as jobctl dlq show 42 names it).
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     per_second = parse_rate(rate)
+    job_ids = [*(job_ids or []), *(ids or [])] or None
     with client(socket) as c:
         if dry_run:
             picked = _candidates(c, limit, queue, reason, job_ids, all_users)
         else:
             picked = c.replay(limit, job_ids, queue, reason, per_second, all_users=all_users)
+        _say_unreplayed(c, job_ids or [], picked, limit)
     if json_:
         print_json(picked)
         return
@@ -148,10 +159,37 @@ def _candidates(
     ids: list[int] | None,
     all_users: bool,
 ) -> list[dict[str, Any]]:
-    if ids:
-        return [j for j in (c.get(i) for i in ids) if j["status"] == "dead"][:limit]
+    if ids:  # as the daemon does: the first --limit ids (each must exist), the dead ones
+        return [j for j in (c.get(i) for i in ids[:limit]) if j["status"] == "dead"]
     dead = c.dead(10_000, queue, reason, all_users=all_users)
     return sorted(dead, key=lambda j: (j["finished_at"], j["id"]))[:limit]
+
+
+def _job_or_none(c: Any) -> Callable[[int], dict[str, Any] | None]:
+    def get(job_id: int) -> dict[str, Any] | None:
+        try:
+            job: dict[str, Any] = c.get(job_id)
+        except NotFound:
+            return None
+        return job
+
+    return get
+
+
+def _say_unreplayed(c: Any, ids: list[int], picked: list[dict[str, Any]], limit: int) -> None:
+    """Warn of each job named by id that is not replayed, and why: the daemon skips it
+    without a word (two replays racing must not fail), which left a user who typed
+    ``jobctl dlq replay 42`` for a job that was not dead reading "replayed 0 job(s)"."""
+    done = {j["id"] for j in picked}
+    for job_id in dict.fromkeys(i for i in ids if i not in done):
+        job = _job_or_none(c)(job_id)
+        if job is None:
+            why = f"no job {job_id}"
+        elif job["status"] == "dead":
+            why = f"past --limit {limit} (only the first {limit} ids are taken)"
+        else:
+            why = f"it is {job['status']}, not dead"
+        sys.stderr.write(f"jobctl: warning: job {job_id} not replayed: {why}\n")
 
 
 def _follow_releases(jobs: list[dict[str, Any]]) -> None:

@@ -56,15 +56,15 @@ def export(
 
     Reads the file read-only (safe while the daemon runs): who can read the file can export it, and nobody else; without access to the file, use jobctl list --json or jobctl schedules list --json (your own rows, through the daemon). With a postgresql:// --db it reads the database in one read-only transaction (its grants decide who may), with the same columns and order. Times are ISO-8601 UTC; command, env and template are JSON (in CSV, JSON text). Jobs hold their environment: treat an export like the database. Example: jobctl export jobs --format csv -o jobs.csv
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    from jobctl.cli.backup import sqlite_source
     from jobctl.config import PG_SCHEMES
-    from jobctl.paths import default_db
 
     if db is not None and db.startswith(PG_SCHEMES):
         columns, rows = _from_postgres(db, what.value, owner)
     else:
         from jobctl.store import export as store_export
 
-        database = store_export.open_readonly(Path(db) if db else default_db())
+        database = store_export.open_readonly(sqlite_source(db))
         rows = store_export.rows(database, what.value, owner)
         columns = store_export.columns(database, what.value)
     if output is None:

@@ -16,7 +16,8 @@ of ``jobctl add --at`` says so.  pendulum's own default would take the second pa
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta, tzinfo
+import re
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from jobctl.errors import InvalidInput
 
@@ -29,30 +30,74 @@ def wire(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def parse_at(text: str, zone: tzinfo) -> tuple[datetime, str]:
+def parse_at(text: str, zone: tzinfo, now: datetime | None = None) -> tuple[datetime, str]:
     """The UTC instant of ``--at`` and a note on a wall time DST moved (or "").
 
-    Text with an offset is that instant; a wall time is read in ``zone``.
+    Text with an offset is that instant; a wall time is read in ``zone``; a time alone
+    (``06:00``) is the next time ``zone``'s clocks show it after ``now``, as at(1) reads
+    it: today, or tomorrow once it has passed (a user typing ``--at 06:00`` at 07:00
+    means tomorrow morning, not "at once").
     """
     import pendulum
 
-    parsed: object
-    try:
-        parsed = pendulum.parse(text.strip(), tz=None, exact=True)
-    except (ValueError, pendulum.parsing.exceptions.ParserError):
-        parsed = None
+    parsed: object = _next_wall_time(text, zone, now or datetime.now(UTC))  # CLI boundary
+    if parsed is None:
+        try:
+            parsed = pendulum.parse(text.strip(), tz=None, exact=True)
+        except (ValueError, pendulum.parsing.exceptions.ParserError):
+            parsed = None
     if isinstance(parsed, date) and not isinstance(parsed, datetime):
         parsed = datetime(parsed.year, parsed.month, parsed.day)  # a date: its midnight
-    if not isinstance(parsed, datetime):  # a duration, a time alone, or nothing
+    if not isinstance(parsed, datetime):  # a duration, a time with an offset, or nothing
         raise InvalidInput(
             f"invalid time {text!r}: use ISO-8601, e.g. 2027-03-14T06:00:00+09:00 "
-            "or 2027-03-14 06:00 (local time)"
+            "or 2027-03-14 06:00 (local time), or a time alone, 06:00 (the next one)"
         )
     naive = datetime(*parsed.timetuple()[:6], parsed.microsecond)
     if parsed.utcoffset() is not None:
         return _utc(naive.replace(tzinfo=parsed.tzinfo), text), ""
     local = naive.replace(tzinfo=zone, fold=0)
     return _utc(local, text), _dst_note(naive, local)
+
+
+_TIME_ALONE = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?")
+
+
+def _next_wall_time(text: str, zone: tzinfo, now: datetime) -> datetime | None:
+    """``HH:MM[:SS]`` alone: the naive wall time of its next instant in ``zone`` after
+    ``now`` (None for any other text). A time in a DST gap today counts as passed once
+    the gap's end has."""
+    found = _TIME_ALONE.fullmatch(text.strip())
+    if found is None:
+        return None
+    wall = time(int(found[1]), int(found[2]), int(found[3] or 0))
+    today = now.astimezone(zone).date()
+    for day in (today, today + timedelta(days=1)):
+        naive = datetime.combine(day, wall)
+        if naive.replace(tzinfo=zone, fold=0).astimezone(UTC) > now:
+            return naive
+    return datetime.combine(today + timedelta(days=2), wall)  # a zone that skipped a day
+
+
+def since(text: str, now: datetime | None = None) -> str:
+    """``--since`` of audit and ``dlq list``: an ISO (or local wall) time, or a duration
+    meaning that long before ``now``; the ISO instant to ask for."""
+    from jobctl.domain.durations import parse_duration, parse_when
+    from jobctl.localzone import local_zone
+
+    try:
+        ago = parse_duration(text)
+    except InvalidInput:
+        try:
+            return parse_when(text, local_zone()).isoformat()
+        except InvalidInput as exc:
+            raise InvalidInput(f"{exc}, or how long ago, e.g. 1h or 2d") from None
+    try:
+        return ((now or datetime.now(UTC)) - timedelta(seconds=ago)).isoformat()
+    except OverflowError:  # before the year 1
+        raise InvalidInput(
+            f"--since {text}: too far back (the calendar starts in year 1)"
+        ) from None
 
 
 def _utc(moment: datetime, text: str) -> datetime:

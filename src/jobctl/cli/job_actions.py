@@ -115,7 +115,7 @@ def list_jobs(
             c.pages("/v1/jobs", query),
             every=every,
             json_=json_,
-            draw=_jobs_table,
+            draw=_owners_table if all_users else _jobs_table,
             empty="no jobs",
             again=again,
         )
@@ -125,6 +125,13 @@ def _jobs_table(items: list[dict[str, Any]]) -> Any:
     from jobctl.cli import cells  # no rich: a plain table (cli/plaintable.py)
 
     return cells.jobs_table(items)
+
+
+def _owners_table(items: list[dict[str, Any]]) -> Any:
+    """``--all-users``: the table with an OWNER column (a page mixes users' jobs)."""
+    from jobctl.cli import cells
+
+    return cells.jobs_table(items, owners=True)
 
 
 def show_job(job_id: int, json_: bool, socket: Path | None) -> None:

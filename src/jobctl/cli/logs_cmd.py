@@ -41,6 +41,8 @@ def show(
         attempt = _latest(c, job_id, follow, sleep)
         if attempt is None:
             return
+        if follow and attempt > 1:  # say so: earlier attempts ran before this one
+            _header(job_id, attempt, earlier=True)
     offset = 0
     first = True
     while True:
@@ -66,7 +68,15 @@ def show(
         if nxt is None:
             return
         attempt, offset = nxt, 0
-        print(f"-- jobctl: attempt {attempt} --", file=sys.stderr, flush=True)
+        _header(job_id, attempt)
+
+
+def _header(job_id: int, attempt: int, *, earlier: bool = False) -> None:
+    """Which attempt the output that follows is (on stderr: stdout stays the output).
+    ``earlier``: following starts past attempt 1 (a job whose first attempt failed before
+    ``logs -f`` started showed the second one's output as if it were all there was)."""
+    more = f"; earlier ones: jobctl logs {job_id} --attempt N" if earlier else ""
+    print(f"-- jobctl: attempt {attempt}{more} --", file=sys.stderr, flush=True)
 
 
 def _latest(c: Client, job_id: int, follow: bool, sleep: Callable[[float], None]) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -91,8 +92,10 @@ def set_(
         limits["weight"] = weight
     limits |= _defaults(locals())
     with client(socket) as c:
+        known = _known(c, name)
         out = c.set_queue(name, limits)
     _print(out, json_)
+    _say_if_new(name, known)
 
 
 def _defaults(o: dict[str, Any]) -> dict[str, Any]:
@@ -133,18 +136,44 @@ def _print(out: dict[str, Any], json_: bool) -> None:
     print(f"  job defaults: limits {limits}; on failure {notifier}")
 
 
+def _known(c: Any, name: str) -> list[str]:
+    """The queues that exist (have jobs or settings) before a change to ``name``, which
+    is checked first: a bad one is a usage error before any request."""
+    if not name:
+        raise InvalidInput("the queue name is empty")
+    return [q["queue"] for q in c.queues()]
+
+
+def _say_if_new(name: str, known: list[str]) -> None:
+    """A change to a queue that did not exist makes it: right for a queue set up before
+    its jobs come, but a typo (``pause mial``) then pauses nothing that runs, silently."""
+    if name not in known:
+        listed = ", ".join(known) or "none"
+        sys.stderr.write(
+            f"jobctl: note: queue {name!r} is new (it had no jobs or settings); "
+            f"the queues were: {listed}\n"
+        )
+
+
 @app.command("pause")
 def pause(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
-    """Stop starting this queue's jobs; it keeps accepting and keeping them."""
+    """Stop starting this queue's jobs; it keeps accepting and keeping them.
+
+    A queue that does not exist yet is made, paused, so its jobs wait from the first (a note on standard error says so: a misspelt name pauses nothing that runs).
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     with client(socket) as c:
+        known = _known(c, name)
         _print(c.queue_action(name, "pause"), json_)
+    _say_if_new(name, known)
 
 
 @app.command("resume")
 def resume(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     """Start this queue's jobs again."""
     with client(socket) as c:
+        known = _known(c, name)
         _print(c.queue_action(name, "resume"), json_)
+    _say_if_new(name, known)
 
 
 app.command("workers")(workers)

@@ -11,7 +11,7 @@ from rich.markup import escape as esc
 from rich.table import Table
 
 from jobctl.cli import humantime
-from jobctl.cli.cells import STATUS_STYLE, short_when, user_zone, what
+from jobctl.cli.cells import STATUS_STYLE, owner_line, owner_name, short_when, user_zone, what
 from jobctl.cli.cells import now as _now
 from jobctl.cli.effective import limits_line, notifier_line, queue_defaults
 from jobctl.cli.humantime import duration as format_duration
@@ -53,11 +53,23 @@ def _path_line(job: dict[str, Any]) -> str:
     return f"{esc(resolved_path(env, job.get('owner_uid', -1)))} ({source})"
 
 
+def _schedule_field(job: dict[str, Any]) -> list[tuple[str, str]]:
+    """Which schedule made the job, and for when (only its key hinted at it)."""
+    sid = job.get("schedule_id")
+    if not sid:
+        return []
+    nominal = job.get("scheduled_for")
+    made = f"its occurrence of {when(nominal)}" if nominal else "triggered by hand"
+    return [("schedule", f"{sid}: {made}")]
+
+
 def job_detail(job: dict[str, Any]) -> None:
     fields = [
         ("id", job["id"]),
         ("key", job["key"]),
         ("status", status(job["status"])),
+        ("owner", owner_line(job.get("owner_uid"))),
+        *_schedule_field(job),
         ("queue", job["queue"]),
         ("priority", job["priority"]),
         *_body_fields(job),
@@ -316,9 +328,14 @@ def _timing(s: dict[str, Any]) -> str:
     return s["cron"] if s["cron"] else f"every {format_duration(s['every'])}"
 
 
-def schedules_table(schedules: list[dict[str, Any]]) -> Table:
+def schedules_table(schedules: list[dict[str, Any]], owners: bool = False) -> Table:
+    """``jobctl schedules list``; ``owners`` (``--all-users``) adds an OWNER column: names
+    are each user's own, so two users' "backup" schedules differ only by it."""
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "NAME", "WHEN", "TZ", "NEXT RUN", "MISFIRE/OVERLAP", "SKIPS", "STATE"):
+    cols = ["ID", "NAME", "WHEN", "TZ", "NEXT RUN", "MISFIRE/OVERLAP", "SKIPS", "STATE"]
+    if owners:
+        cols.insert(2, "OWNER")
+    for col in cols:
         table.add_column(col, no_wrap=col != "NAME")
     for s in schedules:
         skips = s["misfire_skips"] + s["overlap_skips"] + s["pause_skips"]
@@ -326,6 +343,7 @@ def schedules_table(schedules: list[dict[str, Any]]) -> Table:
         table.add_row(
             s["id"],
             s["name"] or "",
+            *([owner_name(s.get("owner_uid"))] if owners else []),
             _timing(s),
             s["tz"],
             "-" if s["deleted"] else in_zone(s["next_run_at"], s["tz"]),
@@ -347,19 +365,32 @@ def _broken_fields(s: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def edit_summary(changes: dict[str, Any]) -> str:
-    """``cron '* * * * *' -> '*/5 * * * *'; job.queue 'a' -> 'b'`` (jobs field by field)."""
+    """``cron '* * * * *' -> '*/5 * * * *'; job.queue 'a' -> 'b'`` (jobs field by field).
+
+    A value that was or became unset reads ``none`` and an interval (``every``,
+    ``jitter``) in words: a cron schedule made an interval one read ``cron '0 7 * * *' ->
+    None; every None -> 300.0``."""
     parts = []
     for field, ch in changes.items():
         old, new = ch["from"], ch["to"]
         if field == "job" and isinstance(old, dict) and isinstance(new, dict):
             parts += [
-                f"job.{k} {old.get(k)!r} -> {new.get(k)!r}"
+                f"job.{k} {_edited(k, old.get(k))} -> {_edited(k, new.get(k))}"
                 for k in sorted(old.keys() | new.keys())
                 if old.get(k) != new.get(k)
             ]
         else:
-            parts.append(f"{field} {old!r} -> {new!r}")
+            parts.append(f"{field} {_edited(field, old)} -> {_edited(field, new)}")
     return "; ".join(parts) or "no change"
+
+
+def _edited(field: str, value: Any) -> str:
+    """One side of an edit: ``none``, ``5 minutes`` (seconds of an interval or timeout), or repr."""
+    if value is None:
+        return "none"
+    if field in ("every", "jitter", "timeout") and isinstance(value, int | float):
+        return format_duration(value) if value else "none"
+    return repr(value)
 
 
 def _edits(edits: list[dict[str, Any]], tz: str) -> None:
@@ -369,7 +400,7 @@ def _edits(edits: list[dict[str, Any]], tz: str) -> None:
     console.print("\n[bold]recent edits[/]")
     for e in edits:
         what = edit_summary(e["changes"]) + ("; cleared broken" if e["cleared_broken"] else "")
-        console.print(f"  {in_zone(e['edited_at'], tz)} by uid {e['by_uid']}: {esc(what)}")
+        console.print(f"  {in_zone(e['edited_at'], tz)} by {owner_line(e['by_uid'])}: {esc(what)}")
 
 
 def schedule_detail(s: dict[str, Any]) -> None:
@@ -379,6 +410,7 @@ def schedule_detail(s: dict[str, Any]) -> None:
     fields = [
         ("id", s["id"]),
         ("name", s["name"] or "-"),
+        ("owner", owner_line(s.get("owner_uid"))),
         ("state", state),
         *_broken_fields(s),
         ("when", f"{_timing(s)}  ({s['description']})"),
@@ -427,18 +459,24 @@ def schedule_detail(s: dict[str, Any]) -> None:
         console.print(table)
 
 
-def dead_table(jobs: list[dict[str, Any]]) -> Table:
+def dead_table(jobs: list[dict[str, Any]], owners: bool = False) -> Table:
+    """``jobctl dlq list``; ``owners`` (``--all-users``) adds an OWNER column. COMMAND
+    says what a webhook or worker job sends, as ``jobctl list`` does (it has no argv)."""
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "QUEUE", "DIED", "REASON", "ATTEMPTS", "COMMAND", "LAST ERROR"):
+    cols = ["ID", "QUEUE", "DIED", "REASON", "ATTEMPTS", "COMMAND", "LAST ERROR"]
+    if owners:
+        cols.insert(2, "OWNER")
+    for col in cols:
         table.add_column(col, no_wrap=col in ("ID", "DIED", "REASON"))
     for j in jobs:
+        row = [str(j["id"]), j["queue"], short_when(j["finished_at"])]
+        if owners:
+            row.insert(2, owner_name(j.get("owner_uid")))
         table.add_row(
-            str(j["id"]),
-            j["queue"],
-            short_when(j["finished_at"]),
+            *row,
             j["dead_reason"] or "",
             str(j["attempt"]),
-            esc(" ".join(j["command"])[:60]),
+            esc(what(j)[:60]),
             esc((j.get("last_error") or "")[:50]),
         )
     return table

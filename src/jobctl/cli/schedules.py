@@ -7,6 +7,7 @@ its body with :func:`schedule_body`.
 from __future__ import annotations
 
 from datetime import tzinfo
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -106,16 +107,16 @@ def list_(
             c.pages("/v1/schedules", query),
             every=all_,
             json_=json_,
-            draw=_table,
+            draw=partial(_table, owners=all_users),
             empty="no schedules",
             again=" ".join(["jobctl schedules list", *flags]),
         )
 
 
-def _table(items: list[dict[str, Any]]) -> Any:
+def _table(items: list[dict[str, Any]], owners: bool) -> Any:
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
-    return render.schedules_table(items)
+    return render.schedules_table(items, owners)
 
 
 @app.command("show")

@@ -86,9 +86,23 @@ def list_(all_users: AllUsersOpt = False, json_: JsonOpt = False, socket: Socket
     if json_:
         print_json(found)
         return
+    print_secrets(found)
+
+
+def print_secrets(found: list[dict[str, Any]]) -> None:
+    """A table like the other lists' (it printed uid, name and raw UTC times apart by
+    tabs, and nothing at all when there were none)."""
+    from jobctl.cli.cells import owner_name, short_when
+    from jobctl.cli.plaintable import PlainTable
+
+    if not found:
+        print("no secrets (jobctl secrets create makes your default one)")
+        return
+    table = PlainTable(["OWNER", "NAME", "CREATED", "ROTATED"])
     for s in found:
-        rotated = f" rotated {s['rotated_at']}" if s["rotated_at"] else ""
-        print(f"{s['owner_uid']}\t{s['name']}\tcreated {s['created_at']}{rotated}")
+        rotated = short_when(s["rotated_at"]) if s["rotated_at"] else "-"
+        table.add_row(owner_name(s["owner_uid"]), s["name"], short_when(s["created_at"]), rotated)
+    table.print()
 
 
 @secrets_app.command("show")

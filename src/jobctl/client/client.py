@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 from jobctl import errors
 from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
+from jobctl.paths import socket_path_problem
 
 __all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport"]
 
@@ -94,6 +95,9 @@ class Client:
                 socket=str(self.socket),
             ) from exc
         except OSError as exc:
+            problem = socket_path_problem(self.socket)
+            if problem:  # no daemon can listen there: a usage error, not a lost connection
+                raise errors.InvalidInput(problem) from None
             raise errors.DaemonUnavailable(
                 f"lost the connection to the daemon on {self.socket}: {exc}"
             ) from exc
@@ -106,11 +110,16 @@ class Client:
         json_body: Any = None,
         params: dict[str, Any] | None = None,
     ) -> Any:
-        if params:
-            path += "?" + urlencode(
-                [(k, v) for k, v in params.items() if v is not None], doseq=True
-            )
-        body = None if json_body is None else json.dumps(json_body).encode()
+        try:
+            if params:
+                path += "?" + urlencode(
+                    [(k, v) for k, v in params.items() if v is not None], doseq=True
+                )
+            body = None if json_body is None else json.dumps(json_body).encode()
+            if body is not None and b"\\ud" in body:  # an escaped surrogate: test it
+                json.dumps(json_body, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise _not_utf8(exc) from None
         headers = {"content-type": "application/json"} if body is not None else {}
         with self._reaching():
             status, ctype, data = self._transport.request(method, path, body, headers)
@@ -415,7 +424,25 @@ def _quote(ref: str, what: str = "schedule id or name") -> str:
     list where one object was expected), so it is refused here."""
     if not ref:
         raise errors.InvalidInput(f"the {what} is empty")
-    return quote(ref, safe="")
+    try:
+        return quote(ref, safe="")
+    except UnicodeEncodeError as exc:
+        raise _not_utf8(exc) from None
+
+
+def _not_utf8(exc: UnicodeEncodeError) -> errors.InvalidInput:
+    """An argument with bytes that are not UTF-8 (a Latin-1 file name, say): Python holds
+    them as lone surrogates, which neither JSON nor a URL can carry; the daemon answered
+    "the body is not valid JSON", or the client failed with an internal error."""
+    text = exc.object if isinstance(exc.object, str) else str(exc.object)
+    start = text.rfind('"', 0, exc.start) + 1  # the JSON string it is in, if any
+    end = text.find('"', exc.end)
+    shown = text[start : end if end >= 0 else len(text)]
+    raw = shown.encode("utf-8", "surrogateescape") if shown else b""
+    return errors.InvalidInput(
+        f"{raw!r} is not UTF-8 text: jobctl carries commands, names and values as JSON, "
+        "which holds UTF-8 only"
+    )
 
 
 def _error_from(status: int, data: bytes) -> errors.JobctlError:

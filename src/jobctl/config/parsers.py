@@ -162,6 +162,16 @@ def _umask(raw: object, where: _Where) -> str:
     return f"{value:03o}"
 
 
+def _socket_path(raw: object, where: _Where) -> Path:
+    from jobctl.paths import socket_path_problem
+
+    path = _path(raw, where)
+    problem = socket_path_problem(path)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 def _group(raw: object, where: _Where) -> str:
     if isinstance(raw, str) and re.fullmatch(r"[^\s:]+", raw):
         return raw

@@ -29,6 +29,7 @@ from jobctl.config.parsers import (
     _overrides,
     _path,
     _size,
+    _socket_path,
     _umask,
 )
 from jobctl.domain.quota import QUOTA_KEYS, DiskFloor
@@ -122,7 +123,7 @@ class Settings:
         "With a PostgreSQL db: this daemon's own files (attempt logs in logs/)",
         dynamic=_state_dir, flag="--state-dir"))  # fmt: skip
     socket: Path = field(metadata=_spec(
-        "socket", "path", _path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
+        "socket", "path", _socket_path, "The daemon's Unix socket (clients use JOBCTL_SOCKET)",
         dynamic=_default_socket, flag="--socket"))  # fmt: skip
     socket_group: str | None = field(metadata=_spec(
         "socket_group", "string", _group,

@@ -95,9 +95,20 @@ def action_for(method: str, template: str | None) -> str:
     return ".".join([*words, VERBS.get(method, method.lower())])
 
 
-def target_for(path_params: Mapping[str, object]) -> str:
-    """``job:7``, ``schedule:nightly``, ``queue:default attempt:2``: what the path names."""
-    parts = [f"{TARGET_KINDS.get(k, k)}:{v}" for k, v in path_params.items()]
+#: A path parameter's kind where the route's first word gives ``name`` another meaning:
+#: ``/v1/secrets/{name}`` names a secret (its audit records read ``queue:default``).
+ROUTE_KINDS: dict[tuple[str, str], str] = {("secrets", "name"): "secret"}
+
+
+def target_for(path_params: Mapping[str, object], template: str | None = None) -> str:
+    """``job:7``, ``schedule:nightly``, ``queue:default attempt:2``, ``secret:hooks``: what
+    the path names (``template``, the route's, tells a secret's name from a queue's)."""
+    words = [w for w in (template or "").split("/") if w and w != "v1"]
+    first = words[0] if words else ""
+    parts = [
+        f"{ROUTE_KINDS.get((first, k)) or TARGET_KINDS.get(k, k)}:{v}"
+        for k, v in path_params.items()
+    ]
     return clip(" ".join(parts))
 
 

@@ -172,6 +172,13 @@ DEAD_REASONS: dict[Op, frozenset[DeadReason]] = {
 }
 
 
+def _takes(op: Op, new: JobStatus) -> str:
+    """``cancel takes a job that is scheduled or running``: what the user may do instead
+    of reading the refused transition's target state (``cancel ... (to cancelled)``)."""
+    origins = [o.value for o in JobStatus if op in TRANSITIONS.get((o, new), frozenset())]
+    return f"{op} takes a job that is {' or '.join(origins) or 'nothing'}"
+
+
 def check_transition(
     job_id: int, old: JobStatus, new: JobStatus, op: Op, dead_reason: str | None = None
 ) -> None:
@@ -179,7 +186,7 @@ def check_transition(
     (to ``dead`` only with a reason that ``op`` may give, elsewhere with none)."""
     if op not in TRANSITIONS.get((old, new), frozenset()):
         raise IllegalTransition(
-            f"job {job_id}: cannot {op} a job that is {old.value} (to {new.value})",
+            f"job {job_id}: cannot {op} a job that is {old.value} ({_takes(op, new)})",
             job_id=job_id,
             status=old.value,
         )

@@ -121,6 +121,7 @@ class Listener:
         skip: Collection[int] = frozenset(),
     ) -> None:
         self._skip = skip
+        self.skipped = 0  # notifications skipped as this daemon's own (for tests)
         self._dsn = db.dsn
         self._params = db.connect_params  # keepalives: a dead LISTEN session is noticed
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.channel))
@@ -144,7 +145,9 @@ class Listener:
                     delay = 0.1
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=0.5, stop_after=64):
-                            if n.pid not in self._skip:
+                            if n.pid in self._skip:
+                                self.skipped += 1
+                            else:
                                 self._on_wake()
             except psycopg.Error as exc:
                 self.listening.clear()

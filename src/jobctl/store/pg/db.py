@@ -5,8 +5,11 @@ Writes go through :class:`GroupCommit`: a few committer threads each take every 
 waiting at that moment and run them in one transaction, each write in its own savepoint
 (``conn.transaction()`` nested: the one savepoint helper of this backend), and answer
 them after the commit. A commit costs one fsync on the server however many writes it
-carries, so concurrent enqueues do not queue behind each other's commits. Reads run in
-their own short transactions on the pool.
+carries, so concurrent enqueues do not queue behind each other's commits. A batch of
+:class:`~jobctl.store.pg.pipelined.Staged` writes (single-job enqueues) runs first as a
+pipelined commit of two round trips, without savepoints, and the checked way above only if
+that committed nothing (:mod:`jobctl.store.pg.pipelined`). Reads run in their own short
+transactions on the pool.
 
 A database that cannot be reached answers fast: a connection is given up after
 :data:`CONNECT_TIMEOUT`, a caller waits at most :data:`POOL_TIMEOUT` for one, and either

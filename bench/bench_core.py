@@ -36,6 +36,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import _common as C  # noqa: E402
 from _common import log  # noqa: E402
+from core_details import rate_of, workloads  # noqa: E402
 from core_e2e import w2_aps, w2_huey, w2_jobctl  # noqa: E402
 from core_enqueue import w1_aps, w1_huey, w1_jobctl  # noqa: E402
 from core_harness import (  # noqa: E402
@@ -47,7 +48,7 @@ from core_harness import (  # noqa: E402
     use_worktree,
 )
 from core_lag import w3_aps, w3_huey, w3_jobctl  # noqa: E402
-from core_report import machine, rate_of, report, workloads, write_doc  # noqa: E402
+from core_report import machine, report, write_doc  # noqa: E402
 from core_results import Results  # noqa: E402
 from core_store import w4  # noqa: E402
 

@@ -116,8 +116,9 @@ def helper_start(
     creds: tuple[int, int, list[int]] | None, dn: int, via: str = "launcher"
 ) -> Callable[[], int]:
     """The spawn helper's own start path, called in this process (no socket); for
-    another uid ``via`` the launcher (engine/launch.c), ``setpriv`` + the trampoline (no
-    launcher), or a fork of the helper (no setpriv either)."""
+    another uid ``via`` the launcher's library (engine/launch.c run in a vfork child: no
+    exec of the launcher), the launcher, ``setpriv`` + the trampoline (no launcher), or a
+    fork of the helper (no setpriv either)."""
     sys.path.insert(0, str(SRC))
     from jobctl.engine import spawner
 
@@ -135,11 +136,20 @@ def helper_start(
     if found is None:
         raise LookupError("no launcher")
     prefix = launcher.argv(found, creds, "/", None, None, False)
+    if via == "library":
+        from jobctl.engine import spawnsys
+
+        library = launcher.library(found)
+        shim.native = None if library is None else spawnsys.load_native(library)
+        if shim.native is None:
+            raise LookupError("no launcher library")
     return lambda: spawner.Helper.start(shim, [*prefix, TRUE], ENV, None, dn, dn, None)
 
 
 class _HelperShim:
     """Just enough of spawner.Helper for its ``start`` method."""
+
+    native = None
 
 
 def raw_rates(n: int) -> dict[str, float]:
@@ -165,7 +175,7 @@ def raw_rates(n: int) -> dict[str, float]:
             rates["other uid: posix_spawn of setpriv, 16 in flight"] = inflight(
                 spawn_start(dn, argv), n
             )
-        for via in ("launcher", "setpriv", "fork"):
+        for via in ("library", "launcher", "setpriv", "fork"):
             with contextlib.suppress(LookupError):  # no launcher could be built here
                 rates[f"other uid: spawn helper path ({via}), 16 in flight"] = inflight(
                     helper_start(creds, dn, via), n

@@ -55,12 +55,15 @@ for i in range(0, len(jobs), 1000):
 """
 
 
-def cpu_ticks(pid: int) -> int:
+def cpu_ticks(pid: int, children: bool = False) -> int:
+    """utime + stime of ``pid`` (``children``: of its reaped children, cutime + cstime:
+    for a spawn helper, the commands it started)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
     except OSError:
         return 0
-    return int(fields[11]) + int(fields[12])
+    first = 13 if children else 11
+    return int(fields[first]) + int(fields[first + 1])
 
 
 def children_of(pid: int) -> list[int]:
@@ -135,12 +138,14 @@ class Daemon:
 
 class E2e(TypedDict):
     """N jobs due at once: jobs/s from due to the last finish, when the last one started,
-    and the CPU per job of the daemon and of its spawn helper."""
+    and the CPU per job of the daemon, of its spawn helper and of the commands the helper
+    started (whatever they exec: the launcher, a trampoline, ``true``)."""
 
     rate: float
     started_s: float
     daemon_us_per_job: float
     helper_us_per_job: float
+    commands_us_per_job: float
 
 
 class LagMs(TypedDict):
@@ -180,9 +185,14 @@ def e2e(src: str, spawner: str, n: int, user: str | None) -> E2e:
         due = datetime.now(UTC) + timedelta(seconds=lead)
         d.enqueue(jobs_due(n, due, ["true"]), user)
         helpers = children_of(d.proc.pid)
-        cpu0 = cpu_ticks(d.proc.pid), sum(cpu_ticks(h) for h in helpers)
+
+        def cpu() -> tuple[int, int, int]:
+            return (cpu_ticks(d.proc.pid), sum(cpu_ticks(h) for h in helpers),
+                    sum(cpu_ticks(h, True) for h in helpers))  # fmt: skip
+
+        cpu0 = cpu()
         d.wait_succeeded(n)
-        cpu1 = cpu_ticks(d.proc.pid), sum(cpu_ticks(h) for h in helpers)
+        cpu1 = cpu()
         times = d.times()
         start = due.timestamp()
         last_start = max(s for _, s, _ in times)
@@ -193,6 +203,7 @@ def e2e(src: str, spawner: str, n: int, user: str | None) -> E2e:
             "started_s": last_start - start,
             "daemon_us_per_job": (cpu1[0] - cpu0[0]) / hz / n * 1e6,
             "helper_us_per_job": (cpu1[1] - cpu0[1]) / hz / n * 1e6,
+            "commands_us_per_job": (cpu1[2] - cpu0[2]) / hz / n * 1e6,
         }
     finally:
         d.stop()
@@ -259,7 +270,7 @@ def render(r: SpawnRun) -> str:
     out += [
         f"  e2e  {key:26s} {e['rate']:7.0f} jobs/s; all started {e['started_s']:.2f} s "
         f"after due; CPU per job: daemon {e['daemon_us_per_job']:.0f} us, "
-        f"helper {e['helper_us_per_job']:.0f} us"
+        f"helper {e['helper_us_per_job']:.0f} us, commands {e['commands_us_per_job']:.0f} us"
         for key, e in r.e2e.items()
     ]
     out += [

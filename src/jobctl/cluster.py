@@ -32,7 +32,7 @@ from jobctl.store.pg.notify import Listener
 from jobctl.store.pg.store import PostgresStore
 
 if TYPE_CHECKING:
-    from jobctl.daemon import DaemonConfig
+    from jobctl.daemon.wiring import DaemonConfig
 
 log = logging.getLogger("jobctl.daemon")
 #: The clock offset to the server is measured again every this many heartbeats.

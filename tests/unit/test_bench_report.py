@@ -189,6 +189,7 @@ def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
         "started_s": 1.5,
         "daemon_us_per_job": 200.0,
         "helper_us_per_job": 100.0,
+        "commands_us_per_job": 700.0,
     }
     run = S.SpawnRun(100, 0, 10, (1.0, 2.0, 3.0), {"posix_spawn, 16 in flight": 600.0})
     run.e2e = {"helper, own user": e2e, "inline, own user": e2e | {"rate": 150.0}}
@@ -201,6 +202,7 @@ def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
         "ratios: helper e2e / posix_spawn 0.50 (target >= 0.75); helper / inline e2e 2.00" in text
     )
     assert "  huey: not installed" in text
+    assert "daemon 200 us, helper 100 us, commands 700 us" in text
     assert text.endswith(
         "load average at end 4.00 5.00 6.00 (figures under load: re-run on a quiet machine)"
     )

@@ -172,3 +172,22 @@ async def test_fastapi_still_leaves_the_matched_route_in_the_scope() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         assert (await client.get("/v1/things/7")).json() == {"id": 7}
     assert seen["path"] == "/v1/things/{thing_id}", "FastAPI no longer sets scope['route']"
+
+
+def test_the_spawn_helpers_launcher_library_still_loads_and_starts_into_a_cgroup() -> None:
+    """Trick: engine/launch.c as the spawn helper's library (a vfork child; clone3 into a
+    cgroup on x86-64). Where it could be had (root, a C compiler, x86-64, a writable
+    cgroup v2), it must load and pass its start tests: a build that breaks, or a kernel or
+    C library that refuses it, would otherwise silently put the launcher's exec back."""
+    import platform
+
+    from jobctl.engine import cgroup, launcher, spawnsys
+
+    if os.geteuid() != 0 or platform.machine() != "x86_64" or cgroup.detect("auto")[0] is None:
+        pytest.skip("the trick is not expected here")
+    library = launcher.library(launcher.default())
+    assert library is not None, "launch.c no longer builds as the helper's library"
+    home = spawnsys.own_cgroup_procs()
+    native = spawnsys.load_native(library, home and os.path.dirname(home))
+    assert native is not None, "the launcher's library fails its start test"
+    assert native.into is not None, "clone3 into a cgroup fails its start test"

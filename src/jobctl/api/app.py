@@ -31,7 +31,8 @@ from jobctl.api import fast, logfile, pages, policy
 from jobctl.api.admission import Admission
 from jobctl.api.effective import effective_out
 from jobctl.api.middleware import AuditMiddleware
-from jobctl.api.schemas import EnqueueBody, attempt_out, job_out, queue_out
+from jobctl.api.schemas import EnqueueBody
+from jobctl.api.views import attempt_out, job_out, queue_out
 from jobctl.api.worksignal import WorkSignal
 from jobctl.domain import limits
 from jobctl.domain.clock import iso

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query, Request
 
 from jobctl.api import pages
 from jobctl.api.app import Ctx, owner_uid
-from jobctl.api.schemas import TIME_SCHEMA, since_time
+from jobctl.api.schemas import TIME_SCHEMA
+from jobctl.api.wiretypes import since_time
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.clock import iso
 from jobctl.errors import Forbidden

@@ -11,7 +11,9 @@ from fastapi import APIRouter, Query
 
 from jobctl.api import pages
 from jobctl.api.app import AllUsers, Ctx, JobIdPath, ListLimit, Who, job_detail, visible_job
-from jobctl.api.schemas import TIME_SCHEMA, ReplayIn, job_out, since_time
+from jobctl.api.schemas import TIME_SCHEMA, ReplayIn
+from jobctl.api.views import job_out
+from jobctl.api.wiretypes import since_time
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.models import Job

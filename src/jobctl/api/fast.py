@@ -28,7 +28,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from jobctl import errors
 from jobctl.api.errors import error_body, retry_after, status_for, validation_message
-from jobctl.api.schemas import EnqueueBody, JobIn, job_out
+from jobctl.api.schemas import EnqueueBody, JobIn
+from jobctl.api.views import job_out
 from jobctl.domain import limits
 from jobctl.domain.audit import jobs_target
 from jobctl.domain.schedule import is_occurrence_key

@@ -16,7 +16,9 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from jobctl.api.app import Context, Ctx, Who
-from jobctl.api.schemas import STRICT, QueueIn, queue_out
+from jobctl.api.schemas import QueueIn
+from jobctl.api.views import queue_out
+from jobctl.api.wiretypes import STRICT
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.dispatch import QueuePolicy

@@ -28,15 +28,12 @@ from jobctl.api.schedule_schemas import (
     ZoneText,
 )
 from jobctl.api.schemas import (
-    STRICT,
     JobTemplateIn,
-    Text,
     _command_schema,
     http_without_command,
     refuse_beside_payload,
-    require_offset,
-    time_text,
 )
+from jobctl.api.wiretypes import STRICT, Text, require_offset, time_text
 from jobctl.domain.clock import iso
 from jobctl.domain.models import JobTemplate
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults

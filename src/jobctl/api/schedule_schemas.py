@@ -10,15 +10,9 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 
-from jobctl.api.schemas import (
-    NUMBER,
-    STRICT,
-    TIME_SCHEMA,
-    JobTemplateIn,
-    job_out,
-    require_offset,
-    time_text,
-)
+from jobctl.api.schemas import TIME_SCHEMA, JobTemplateIn
+from jobctl.api.views import job_out
+from jobctl.api.wiretypes import NUMBER, STRICT, require_offset, time_text
 from jobctl.domain import limits
 from jobctl.domain.clock import iso
 from jobctl.domain.cron import describe, load_zone, parse_cron

@@ -21,7 +21,7 @@ from jobctl.api.schedule_schemas import (
     detail_out,
     schedule_out,
 )
-from jobctl.api.schemas import job_out
+from jobctl.api.views import job_out
 from jobctl.domain.schedule import Schedule, ScheduleSpec
 from jobctl.errors import InvalidInput, InvalidSchedule, JobctlError, NotFound, NotVisible
 from jobctl.localzone import local_zone_name

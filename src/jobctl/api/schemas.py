@@ -6,14 +6,11 @@ silently ignores what the caller meant.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     StrictFloat,
@@ -24,18 +21,34 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
-from jobctl.domain import http as web
+from jobctl.api.http_schemas import IPV6_PATTERN, URL_PATTERN, HeaderValue, HttpIn
+from jobctl.api.views import attempt_out, job_out, queue_out
+from jobctl.api.wiretypes import (
+    NUMBER,
+    STRICT,
+    TIME_SCHEMA,
+    CpuQuota,
+    ExitCode,
+    JobId,
+    MemoryMax,
+    Nice,
+    OnFailure,
+    QueueName,
+    Seconds,
+    Text,
+    Timeout,
+    json_number,
+    require_offset,
+    since_time,
+    time_text,
+)
 from jobctl.domain import limits
 from jobctl.domain import resources as res
 from jobctl.domain import workers as wk
-from jobctl.domain.clock import iso
 from jobctl.domain.models import (
-    Attempt,
     Backoff,
-    Job,
     JobSpec,
     JobTemplate,
-    QueueStats,
     check_env_name,
     check_payload,
     trusted_spec,
@@ -45,76 +58,41 @@ from jobctl.domain.states import DeadReason
 from jobctl.domain.workers import payload_text
 from jobctl.errors import InvalidInput
 
-
-def since_time(text: str | None) -> datetime | None:
-    """A ``since`` query parameter: an ISO-8601 time with an offset (a bare number is not
-    one), as :data:`TIME_SCHEMA` documents it."""
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        require_offset(when)
-    except ValueError as exc:
-        raise InvalidInput(f"since: {exc}") from None
-    return when
-
-
-def require_offset(v: datetime | None) -> datetime | None:
-    """Times on the wire are absolute (a naive one would mean the daemon's zone, silently)
-    and inside the calendar the store and the schedules can compute with."""
-    if v is None:
-        return v
-    if v.tzinfo is None:
-        raise ValueError("needs a UTC offset, e.g. 2027-03-14T06:00:00Z")
-    if not limits.MIN_TIME.year <= v.year < limits.MAX_TIME.year:  # as written (TIME_PATTERN)
-        raise ValueError(f"must be from {limits.MIN_TIME.year} to before {limits.MAX_TIME.year}")
-    return v
-
-
-def json_number(v: object) -> object:
-    """A number on the wire is a JSON number, as the OpenAPI document says (pydantic would
-    also take ``true`` or ``"5"``); an integral float such as 170.0 is an integer there."""
-    if isinstance(v, bool | str):
-        raise ValueError("must be a number")
-    return v
-
-
-def time_text(v: object) -> object:
-    """A time on the wire is an ISO-8601 string, as the OpenAPI document says (pydantic
-    would also take a number of seconds since the epoch)."""
-    if v is not None and not isinstance(v, str | datetime):
-        raise ValueError("must be an ISO-8601 time string, e.g. 2027-03-14T06:00:00Z")
-    return v
-
-
-#: A time in the OpenAPI document: RFC 3339 with a year the API accepts.
-TIME_SCHEMA: dict[str, Any] = {"format": "date-time", "pattern": limits.TIME_PATTERN}
-#: Wire types with the limits of :mod:`jobctl.domain.limits` (also in the OpenAPI document).
-Text = Annotated[str, Field(pattern=limits.TEXT_PATTERN)]
-QueueName = Annotated[
-    str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN)
-]
-#: After an integer's Field: the constraints stay in the OpenAPI document (before it they
-#: would be lost to the validator). Floats are ``StrictFloat`` (a JSON number, ints too):
-#: cheaper than a Python validator, and ``StrictInt`` would refuse 170.0, an integer to
-#: JSON Schema.
-NUMBER = BeforeValidator(json_number)
-JobId = Annotated[int, Field(ge=1, le=limits.MAX_ID), NUMBER]
-Seconds = Annotated[StrictFloat, Field(ge=0, le=limits.MAX_BACKOFF)]
-ExitCode = Annotated[int, Field(ge=0, le=255), NUMBER]
-Timeout = Annotated[StrictFloat, Field(ge=limits.MIN_TIMEOUT, le=limits.MAX_TIMEOUT)]
-#: Every wire model: unknown fields are a 422, and so are NaN and infinities.
-STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-#: Resource limits and the failure notifier, as a job and a queue (its jobs' defaults)
-#: take them: niceness, memory.max bytes, % of one CPU (domain/resources.py), and a
-#: shell command line run as the owner when a job ends dead (engine/notifier.py).
-Nice = Annotated[int, Field(ge=res.MIN_NICE, le=res.MAX_NICE), NUMBER]
-MemoryMax = Annotated[int, Field(ge=res.MIN_MEMORY, le=res.MAX_MEMORY), NUMBER]
-CpuQuota = Annotated[StrictFloat, Field(ge=res.MIN_CPU_QUOTA, le=res.MAX_CPU_QUOTA)]
-OnFailure = Annotated[
-    str,
-    Field(min_length=1, max_length=limits.MAX_ON_FAILURE, pattern=limits.NONEMPTY_TEXT_PATTERN),
+#: Re-exported: the shared wire types, the http request model and the answers lived here
+#: before, and the routes import them from this module.
+__all__ = [
+    "IPV6_PATTERN",
+    "NUMBER",
+    "STRICT",
+    "TIME_SCHEMA",
+    "URL_PATTERN",
+    "BackoffIn",
+    "CpuQuota",
+    "EnqueueBody",
+    "ExitCode",
+    "HeaderValue",
+    "HttpIn",
+    "JobId",
+    "JobIn",
+    "JobTemplateIn",
+    "MemoryMax",
+    "Nice",
+    "OnFailure",
+    "QueueIn",
+    "QueueName",
+    "ReplayIn",
+    "Seconds",
+    "Text",
+    "Timeout",
+    "attempt_out",
+    "http_without_command",
+    "job_out",
+    "json_number",
+    "queue_out",
+    "refuse_beside_payload",
+    "require_offset",
+    "since_time",
+    "time_text",
 ]
 
 
@@ -146,74 +124,6 @@ class BackoffIn(BaseModel):
     model_config = STRICT
     base: Seconds = 10.0
     cap: Seconds = 3600.0
-
-
-def _ci(name: str) -> str:
-    """A regex of ``name`` in any case, without flags (JSON Schema's regexes have none)."""
-    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
-
-
-_H16 = "[0-9A-Fa-f]{1,4}"
-_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
-#: An IPv6 address in any of its written forms (RFC 4291 2.2: full, "::"-compressed, or
-#: IPv4-mapped), no zone.
-IPV6_PATTERN = "|".join(
-    (
-        f"({_H16}:){{7}}{_H16}",
-        f"({_H16}:){{1,7}}:",
-        f"({_H16}:){{1,6}}:{_H16}",
-        *(f"({_H16}:){{1,{n}}}(:{_H16}){{1,{7 - n}}}" for n in range(5, 0, -1)),
-        f":((:{_H16}){{1,7}}|:)",
-        rf"::[fF]{{4}}:({_OCTET}\.){{3}}{_OCTET}",
-    )
-)
-#: A URL the API takes: http(s), a host name, an IPv4 address or an IPv6 one in brackets,
-#: a port up to 65535, then printable ASCII (what jobctl.domain.http accepts, written so the
-#: document says it).
-URL_PATTERN = (
-    rf"^https?://([A-Za-z0-9.-]+|\[({IPV6_PATTERN})\])"
-    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
-    r"([/?#][!-~]*)?$"
-)
-_RESERVED = "^(" + "|".join(_ci(n) for n in sorted(web.RESERVED_HEADERS)) + ")$"
-HeaderValue = Annotated[str, Field(max_length=web.MAX_HEADER_VALUE, pattern=r"^[^\r\n\x00]*$")]
-
-
-def _headers_schema(schema: dict[str, Any]) -> None:
-    """``headers`` in the OpenAPI document: token names, not the daemon's own."""
-    schema["propertyNames"] = {"pattern": web.HEADER_NAME.pattern, "not": {"pattern": _RESERVED}}
-
-
-class HttpIn(BaseModel):
-    """An http job's request (docs/webhooks.md): sent, signed, instead of a command."""
-
-    model_config = STRICT
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: Annotated[str, Field(min_length=1, max_length=web.MAX_URL, pattern=URL_PATTERN)]
-    headers: Annotated[
-        dict[str, HeaderValue],
-        Field(max_length=web.MAX_HEADERS, json_schema_extra=_headers_schema),
-    ] = Field(default_factory=dict)
-    body: Annotated[
-        str, Field(max_length=limits.MAX_PAYLOAD_BYTES, pattern=limits.TEXT_PATTERN)
-    ] = ""
-    #: 4xx statuses retried (by default a 4xx but 429 is dead at once; 410 always is).
-    retry_on: list[
-        Annotated[int, Field(ge=400, le=499, json_schema_extra={"not": {"const": 410}}), NUMBER]
-    ] = Field(default_factory=list)
-    #: The owner's signing secret (jobctl secrets); unset: "default" if it exists.
-    secret: Annotated[str, Field(pattern=web.SECRET_NAME.pattern)] | None = None
-
-    def to_request(self) -> web.HttpRequest:
-        """The checked request (InvalidInput, a 422, for what the field rules let pass)."""
-        return web.HttpRequest(
-            method=self.method,
-            url=self.url,
-            headers=tuple(sorted(self.headers.items())),
-            body=self.body,
-            retry_on=tuple(sorted(set(self.retry_on))),
-            secret=self.secret,
-        )
 
 
 _HTTP_SET = {"required": ["http"], "properties": {"http": {"type": "object"}}}
@@ -460,77 +370,3 @@ class QueueIn(BaseModel):
     memory_max: MemoryMax | None = None
     cpu_quota: CpuQuota | None = None
     on_failure: OnFailure | None = None
-
-
-def attempt_out(a: Attempt) -> dict[str, Any]:
-    return {
-        "number": a.number,
-        "generation": a.generation,
-        "started_at": iso(a.started_at),
-        "finished_at": iso(a.finished_at),
-        "outcome": a.outcome.value if a.outcome else None,
-        "exit_code": a.exit_code,
-        "error": a.error,
-        "output_tail": a.output_tail,
-        "output_cut": "[jobctl: output cut at " in a.output_tail,  # engine.process.CUT_MARK
-        "pid": a.pid,
-        "lease_owner": a.lease_owner,
-    } | (
-        {"http_status": a.http_status, "latency_ms": a.latency_ms, "body_sha256": a.body_sha256}
-        if a.body_sha256 is not None
-        else {}
-    )
-
-
-def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
-    s = job.spec
-    out: dict[str, Any] = {
-        "id": job.id,
-        "key": job.key,
-        "queue": s.queue,
-        "status": job.status.value,
-        "run_at": iso(job.run_at),
-        "priority": s.priority,
-        "attempt": job.attempt,
-        "max_attempts": s.max_attempts,
-        "failures": job.failures,
-        "command": list(s.command),
-        "env": dict(s.env),
-        "cwd": s.cwd,
-        "timeout": s.timeout,
-        "backoff": {"base": s.backoff.base, "cap": s.backoff.cap},
-        "owner_uid": s.owner_uid,
-        "created_at": iso(job.created_at),
-        "generation": job.generation,
-        "lease_owner": job.lease_owner,
-        "lease_until": iso(job.lease_until),
-        "finished_at": iso(job.finished_at),
-        "retry_on": None if s.retry_on is None else list(s.retry_on),
-        "no_retry_on": list(s.no_retry_on),
-        "resources": s.resources.to_json() if s.resources else {},
-        "http": None if s.http is None else s.http.to_json(),
-        "payload": None if s.payload is None else json.loads(s.payload),
-        "schedule_id": s.schedule_id,
-        "scheduled_for": iso(s.scheduled_for),
-        "last_error": job.last_error,
-        "dead_reason": job.dead_reason,
-        "on_failure": s.on_failure,
-        "notified": None if job.notified is None else json.loads(job.notified),
-    }
-    if with_attempts:
-        out["attempts"] = [attempt_out(a) for a in job.attempts]
-    return out
-
-
-def queue_out(q: QueueStats, now: datetime) -> dict[str, Any]:
-    age = None if q.oldest_due is None else max(0.0, (now - q.oldest_due).total_seconds())
-    return {
-        "queue": q.queue,
-        "waiting": q.scheduled,
-        "due": q.due,
-        "running": q.running,
-        "succeeded": q.succeeded,
-        "dead": q.dead,
-        "cancelled": q.cancelled,
-        "oldest_due_age": age,
-    }

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from jobctl import webhooks
 from jobctl.api.app import AllUsers, Ctx, Who
 from jobctl.api.policy import Caller
-from jobctl.api.schemas import NUMBER, STRICT
+from jobctl.api.wiretypes import NUMBER, STRICT
 from jobctl.domain.clock import iso
 from jobctl.domain.http import SECRET_NAME, WebhookSecret
 from jobctl.errors import NotVisible

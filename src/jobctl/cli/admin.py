@@ -15,6 +15,7 @@ from jobctl.cli.options import JsonOpt, SocketOpt
 if TYPE_CHECKING:
     from jobctl.config import Settings, Source
     from jobctl.daemon import DaemonConfig
+    from jobctl.domain.quota import QuotaPolicy
 
 
 _DbOpt = Annotated[
@@ -144,21 +145,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
     from jobctl.domain.clock import CLOCK_SKEW_ENV, skewed_clock
     from jobctl.domain.models import Backoff
     from jobctl.domain.notify import NotifyDefaults
-    from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
     from jobctl.domain.retry import RetryDefaults
-
-    default = Limits(
-        **limits_from(
-            {
-                "queued": settings.quota_queued,
-                "schedules": settings.quota_schedules,
-                "running": settings.quota_running,
-                "enqueue_rate": settings.quota_enqueue_rate,
-                "enqueue_burst": settings.quota_enqueue_burst,
-                "log_bytes": settings.quota_log_bytes,
-            }
-        )
-    )
 
     pg = isinstance(settings.db, str)  # a postgresql:// URL
     return DaemonConfig(
@@ -198,13 +185,32 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
             "dead": settings.retention_dead,
         },
         disk_floor=settings.disk_floor,
-        quota=QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {}),
+        quota=_quota_policy(settings),
         audit_retention=settings.retention_audit,
         notify=NotifyDefaults(
             settings.notify_on_failure, settings.notify_queues or {}, settings.notify_mailto
         ),
         settings_view=view,
     )
+
+
+def _quota_policy(settings: Settings) -> QuotaPolicy:
+    """The ``quota.*`` settings: everyone's limits, and the per-user and per-group ones."""
+    from jobctl.domain.quota import Limits, QuotaPolicy, limits_from
+
+    default = Limits(
+        **limits_from(
+            {
+                "queued": settings.quota_queued,
+                "schedules": settings.quota_schedules,
+                "running": settings.quota_running,
+                "enqueue_rate": settings.quota_enqueue_rate,
+                "enqueue_burst": settings.quota_enqueue_burst,
+                "log_bytes": settings.quota_log_bytes,
+            }
+        )
+    )
+    return QuotaPolicy(default, settings.quota_user or {}, settings.quota_group or {})
 
 
 def status(json_: JsonOpt = False, socket: SocketOpt = None) -> None:

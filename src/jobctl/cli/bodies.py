@@ -61,31 +61,42 @@ def job_body(
         return _http_job(command, http, at=at, in_=in_, tz=tz, key=key, queue=queue,
                          priority=priority, max_attempts=max_attempts, timeout=timeout,
                          backoff=backoff, retry_on=retry_on)  # fmt: skip
+    return _command_job(command, at=at, in_=in_, tz=tz, key=key, queue=queue, priority=priority,
+                        max_attempts=max_attempts, timeout=timeout, backoff=backoff, cwd=cwd,
+                        env=env, shell=shell, env_from_shell=env_from_shell, retry_on=retry_on,
+                        no_retry_on=no_retry_on, nice=nice, memory_max=memory_max,
+                        cpu_quota=cpu_quota, on_failure=on_failure)  # fmt: skip
+
+
+def _command_job(command: list[str], **o: Any) -> dict[str, Any]:
+    """A command job (``o``: :func:`job_body`'s options): the command, through a shell
+    with ``shell``, its directory and environment, then each option that was given."""
     if not command:
         raise InvalidInput("missing command: jobctl add [OPTIONS] -- COMMAND [ARG...]")
-    if shell:
+    if o["shell"]:
         if len(command) != 1:
             raise InvalidInput("--shell takes the whole command as one quoted string")
         command = shell_argv(command[0])
     body: dict[str, Any] = {
         "command": command,
-        "queue": queue,
-        "priority": priority,
-        "cwd": os.path.abspath(cwd or os.getcwd()),
-        "env": _job_env(env or [], env_from_shell),
+        "queue": o["queue"],
+        "priority": o["priority"],
+        "cwd": os.path.abspath(o["cwd"] or os.getcwd()),
+        "env": _job_env(o["env"] or [], o["env_from_shell"]),
     }
+    retry_on, no_retry_on = o["retry_on"], o["no_retry_on"]
     optional = {
-        "run_at": _run_at(at, in_, tz),
-        "key": key or None,
-        "max_attempts": max_attempts,
-        "timeout": parse_duration(timeout) if timeout else None,
+        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "key": o["key"] or None,
+        "max_attempts": o["max_attempts"],
+        "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
         "retry_on": parse_codes(retry_on, "--retry-on") if retry_on else None,
         "no_retry_on": parse_codes(no_retry_on, "--no-retry-on") if no_retry_on else None,
-        "backoff": _backoff(backoff) if backoff else None,
-        "nice": nice,
-        "memory_max": _memory(memory_max) if memory_max else None,
-        "cpu_quota": _percent(cpu_quota) if cpu_quota else None,
-        "on_failure": on_failure or None,
+        "backoff": _backoff(o["backoff"]) if o["backoff"] else None,
+        "nice": o["nice"],
+        "memory_max": _memory(o["memory_max"]) if o["memory_max"] else None,
+        "cpu_quota": _percent(o["cpu_quota"]) if o["cpu_quota"] else None,
+        "on_failure": o["on_failure"] or None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

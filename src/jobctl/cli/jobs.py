@@ -10,6 +10,41 @@ from typing import Annotated, Any
 import typer
 
 from jobctl.cli import job_actions
+from jobctl.cli.add_options import (
+    AtOpt,
+    BackoffOpt,
+    BatchOpt,
+    CatchUpLimitOpt,
+    CommandArg,
+    CpuQuotaOpt,
+    CronOpt,
+    CwdOpt,
+    DataOpt,
+    EnvFromShellOpt,
+    EnvOpt,
+    EveryOpt,
+    HeaderOpt,
+    HttpOpt,
+    InOpt,
+    JitterOpt,
+    KeyOpt,
+    MaxAttemptsOpt,
+    MemoryMaxOpt,
+    MisfireOpt,
+    NameOpt,
+    NiceOpt,
+    NoRetryOnOpt,
+    OnFailureOpt,
+    OverlapOpt,
+    PayloadOpt,
+    PriorityOpt,
+    QueueOpt,
+    RetryOnOpt,
+    SecretOpt,
+    ShellOpt,
+    TimeoutOpt,
+    TzOpt,
+)
 from jobctl.cli.bodies import job_body
 from jobctl.cli.options import AllPagesOpt, AllUsersOpt, CursorOpt, JsonOpt, SocketOpt, client
 from jobctl.cli.schedules import schedule_body, user_zone
@@ -20,117 +55,39 @@ from jobctl.errors import InvalidInput
 
 def add(
     ctx: typer.Context,
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(metavar="COMMAND...", help="Command and arguments, after --"),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
-            "(else in your zone: $TZ, else the host's)"
-        ),
-    ] = None,
-    in_: Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")] = None,
-    key: Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")] = None,
-    queue: Annotated[str, typer.Option(help="Queue name")] = "default",
-    priority: Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")] = 0,
-    max_attempts: Annotated[
-        int | None,
-        typer.Option(min=1, help="Failures allowed before dead", show_default="daemon's, 3"),
-    ] = None,
-    timeout: Annotated[str | None, typer.Option(help="Kill after this long, e.g. 10m")] = None,
-    backoff: Annotated[
-        str | None, typer.Option(help="Retry backoff BASE[:CAP], e.g. 10s:1h")
-    ] = None,
-    cwd: Annotated[
-        Path | None,
-        typer.Option(file_okay=False, help="Working directory", show_default="current"),
-    ] = None,
-    env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE, repeatable")] = None,
-    env_from_shell: Annotated[
-        bool,
-        typer.Option(
-            "--env-from-shell",
-            envvar="JOBCTL_ENV_FROM_SHELL",
-            show_envvar=True,
-            help="Run with your current environment (PATH included), as at does, plus --env; "
-            "default: a small clean one",
-        ),
-    ] = False,
-    shell: Annotated[
-        bool,
-        typer.Option(
-            help="Run one string through bash -o pipefail -c (a failing pipeline stage fails "
-            "the job); /bin/sh -c where there is no bash"
-        ),
-    ] = False,
-    retry_on: Annotated[
-        str | None,
-        typer.Option(help="Retry only these exit codes, e.g. 75,64-78 (--http: 4xx to retry)"),
-    ] = None,
-    no_retry_on: Annotated[
-        str | None, typer.Option(help="Never retry these exit codes (126, 127 never are)")
-    ] = None,
-    nice: Annotated[
-        int | None, typer.Option(min=-20, max=19, help="Run at this niceness (-20..19)")
-    ] = None,
-    memory_max: Annotated[
-        str | None,
-        typer.Option(help="Memory cap like systemd's MemoryMax=, e.g. 512M (cgroup v2)"),
-    ] = None,
-    cpu_quota: Annotated[
-        str | None,
-        typer.Option(help="CPU share like systemd's CPUQuota=, e.g. 50% or 200% (cgroup v2)"),
-    ] = None,
-    on_failure: Annotated[
-        str | None,
-        typer.Option(
-            metavar="CMD",
-            help="Shell command run (as you) when the job ends dead, with JOBCTL_FAILED_* in "
-            "its environment, like systemd's OnFailure=; MAILTO in --env mails too",
-        ),
-    ] = None,
-    http: Annotated[
-        tuple[str, str] | None,
-        _web(
-            "Send this request instead of running a command (a webhook job)", metavar="METHOD URL"
-        ),
-    ] = None,
-    header: Annotated[list[str] | None, _web("--http: NAME:VALUE, repeatable")] = None,
-    data: Annotated[
-        str | None, _web("--http: the body: @FILE, - (stdin) or the text", metavar="@FILE|-|TEXT")
-    ] = None,
-    secret: Annotated[
-        str | None, _web("--http: sign with this secret of yours", show_default="default")
-    ] = None,
-    payload: Annotated[
-        str | None,
-        typer.Option(
-            metavar="JSON|@FILE|-",
-            help="A worker's job: this JSON (@FILE, - for stdin; at most 64 KiB) instead of a "
-            "command, leased by workers of --queue (docs/workers.md)",
-        ),
-    ] = None,
-    cron: Annotated[str | None, _sched("Repeat on this cron expression (5 fields)")] = None,
-    every: Annotated[str | None, _sched("Repeat at this interval, e.g. 15m (from --at)")] = None,
-    tz: Annotated[
-        str | None,
-        typer.Option(help="IANA zone of --at, --cron and --every", show_default="your zone"),
-    ] = None,
-    name: Annotated[str | None, _sched("Unique schedule name, usable as its id")] = None,
-    misfire: Annotated[Misfire, _sched("Missed occurrences after downtime")] = Misfire.ONCE,
-    catch_up_limit: Annotated[int, _sched("--misfire all: at most this many", min=1)] = 100,
-    overlap: Annotated[Overlap, _sched("While the previous run is unfinished")] = Overlap.SKIP,
-    jitter: Annotated[str | None, _sched("Spread start by a stable offset below this")] = None,
-    batch: Annotated[
-        str | None,
-        typer.Option(
-            metavar="FILE|-",
-            help="Enqueue the jobs and create the schedules of FILE (- for stdin): JSON lines, "
-            "one API job or schedule object (with cron or every) each",
-        ),
-    ] = None,
+    command: CommandArg = None,
+    at: AtOpt = None,
+    in_: InOpt = None,
+    key: KeyOpt = None,
+    queue: QueueOpt = "default",
+    priority: PriorityOpt = 0,
+    max_attempts: MaxAttemptsOpt = None,
+    timeout: TimeoutOpt = None,
+    backoff: BackoffOpt = None,
+    cwd: CwdOpt = None,
+    env: EnvOpt = None,
+    env_from_shell: EnvFromShellOpt = False,
+    shell: ShellOpt = False,
+    retry_on: RetryOnOpt = None,
+    no_retry_on: NoRetryOnOpt = None,
+    nice: NiceOpt = None,
+    memory_max: MemoryMaxOpt = None,
+    cpu_quota: CpuQuotaOpt = None,
+    on_failure: OnFailureOpt = None,
+    http: HttpOpt = None,
+    header: HeaderOpt = None,
+    data: DataOpt = None,
+    secret: SecretOpt = None,
+    payload: PayloadOpt = None,
+    cron: CronOpt = None,
+    every: EveryOpt = None,
+    tz: TzOpt = None,
+    name: NameOpt = None,
+    misfire: MisfireOpt = Misfire.ONCE,
+    catch_up_limit: CatchUpLimitOpt = 100,
+    overlap: OverlapOpt = Overlap.SKIP,
+    jitter: JitterOpt = None,
+    batch: BatchOpt = None,
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
@@ -143,16 +100,7 @@ def add(
     --payload JSON enqueues a worker's job instead (docs/workers.md); a schedule may carry one too: jobctl add --queue emails --payload '{"task": "myapp.tasks:send_email", "kwargs": {"to": "ana@example.com"}}'
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
     if batch is not None:
-        params = ctx.command.params
-        typed = [p.opts[0] for p in params if p.name in _BATCH_ALONE and _typed(ctx, p.name)]
-        if command or typed:
-            raise InvalidInput(
-                f"--batch takes every job from its lines; drop {', '.join(typed) or 'the command'}"
-                " (only --json and --socket go with it)"
-            )
-        from jobctl.cli.batch import add_batch
-
-        add_batch(batch, json_, socket)
+        _add_batch(ctx, batch, bool(command), json_, socket)
         return
     repeat = cron is not None or every is not None
     _refuse_misplaced(ctx, repeat, at is not None)
@@ -188,6 +136,31 @@ def add(
             _say_when(job, at, user_zone(tz))
         return
     sched = schedule_body(body, cron, every, at, tz, name, misfire, catch_up_limit, overlap, jitter)
+    _create_schedule(body, sched, json_, socket)
+
+
+def _add_batch(
+    ctx: typer.Context, batch: str, with_command: bool, json_: bool, socket: Path | None
+) -> None:
+    """``add --batch FILE``: every job and schedule comes from its lines, so any other
+    option typed beside it (or a command) is refused rather than silently dropped."""
+    params = ctx.command.params
+    typed = [p.opts[0] for p in params if p.name in _BATCH_ALONE and _typed(ctx, p.name)]
+    if with_command or typed:
+        raise InvalidInput(
+            f"--batch takes every job from its lines; drop {', '.join(typed) or 'the command'}"
+            " (only --json and --socket go with it)"
+        )
+    from jobctl.cli.batch import add_batch
+
+    add_batch(batch, json_, socket)
+
+
+def _create_schedule(
+    body: dict[str, Any], sched: dict[str, Any], json_: bool, socket: Path | None
+) -> None:
+    """``add --cron/--every``: warn when the command or its directory is not found, create
+    the schedule and print its id (or the whole schedule with --json)."""
     job_actions.warn_unrunnable(body)
     with client(socket) as c:
         out = c.create_schedule(sched)
@@ -279,16 +252,6 @@ def _http(
     from jobctl.cli.webhook_cmd import http_request
 
     return http_request(http[0], http[1], header, data, secret)
-
-
-def _web(help_: str, **kw: Any) -> Any:
-    """An option of the webhook group of ``jobctl add``."""
-    return typer.Option(help=help_, rich_help_panel="HTTP request (webhook job)", **kw)
-
-
-def _sched(help_: str, **kw: Any) -> Any:
-    """An option of the schedule group of ``jobctl add``."""
-    return typer.Option(help=help_, rich_help_panel="Schedule (repeat the job)", **kw)
 
 
 def list_(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from zoneinfo import ZoneInfo
 
     from jobctl.domain.cron import CronExpr
 
@@ -119,18 +120,7 @@ def show_next(
 
         zone_name = local_zone_name()
     zone = load_zone(zone_name)
-    try:
-        if after is not None:
-            from jobctl.domain.durations import parse_when
-
-            start = parse_when(after, zone)
-        else:
-            start = datetime.now(UTC)  # the one clock read of this command, at the CLI boundary
-        in_range = _FIRST <= start <= _LAST
-    except OverflowError:  # a wall time whose UTC time is before year 1 or after 9999
-        in_range = False
-    if not in_range:
-        raise InvalidInput(f"--after {after!r} is out of range (years 1 to 9999)")
+    start = _start(after, zone)
     fires = _take(iter_fires(expr, zone, start), count)
     if not fires:
         raise InvalidSchedule(f"'{expr.text}' has no fire time before year 10000")
@@ -154,6 +144,26 @@ def show_next(
     if len(fires) < count:
         lines.append(f"(no more fire times before year 10000; {len(fires)} of {count} shown)")
     _write("\n".join(lines))
+
+
+def _start(after: str | None, zone: ZoneInfo) -> datetime:
+    """Where the listing starts: ``--after`` (a wall time in ``zone``, or with an offset),
+    else now; refused outside the years a datetime can hold."""
+    from jobctl.errors import InvalidInput
+
+    try:
+        if after is not None:
+            from jobctl.domain.durations import parse_when
+
+            start = parse_when(after, zone)
+        else:
+            start = datetime.now(UTC)  # the one clock read of this command, at the CLI boundary
+        in_range = _FIRST <= start <= _LAST
+    except OverflowError:  # a wall time whose UTC time is before year 1 or after 9999
+        in_range = False
+    if not in_range:
+        raise InvalidInput(f"--after {after!r} is out of range (years 1 to 9999)")
+    return start
 
 
 def _write(text: str) -> None:

@@ -2,7 +2,7 @@
 
 The API's wire models (``api/schemas.py``, ``api/schedule_schemas.py``), the hand-written
 enqueue path (``api/fast.py``, through the same models), the domain models
-(``domain/models.py``, ``domain/schedule.py``) and the store's CHECK constraints all take
+(``domain/jobcheck.py``, ``domain/schedule.py``) and the store's CHECK constraints all take
 their bounds from here, so a value the API accepts is one the store can keep and the
 executor can run: nothing refused later, where a refusal stops other people's work
 (a job timeout under the store's millisecond resolution used to break the materializer).

@@ -1,28 +1,81 @@
-"""Value objects that cross layers: what a caller asks for, what the store holds.
+"""Value objects that cross layers: what a caller asks for (a job, a schedule's template).
 
 They are plain frozen dataclasses with no I/O so the engine, the API and the tests can
-build and compare them freely. Times are aware UTC datetimes.
+build and compare them freely. Times are aware UTC datetimes. The rules the fields pass
+are in :mod:`jobctl.domain.jobcheck`, the body's fingerprint in
+:mod:`jobctl.domain.fingerprint`, and what the store hands back (jobs, attempts, claims)
+in :mod:`jobctl.domain.records`; all are re-exported here.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from jobctl.domain import http as web
 from jobctl.domain import limits
-from jobctl.domain.limits import MAX_PAYLOAD_BYTES, clean_text
+from jobctl.domain.fingerprint import (
+    _FP_PREFIX,
+    FINGERPRINT_VERSION,
+    _canonical,
+    _digest,
+    fingerprint_fields,
+    fingerprint_of,
+    is_current_fingerprint,
+)
+from jobctl.domain.jobcheck import (
+    check_env_name,
+    check_job_fields,
+    check_on_failure,
+    check_payload,
+)
+from jobctl.domain.limits import clean_text
+from jobctl.domain.records import (
+    Attempt,
+    AttemptResult,
+    Claim,
+    Finished,
+    Job,
+    Orphan,
+    ProcessRecord,
+    QueueStats,
+)
 from jobctl.domain.resources import Resources
 from jobctl.domain.resources import from_json as resources_from_json
-from jobctl.domain.states import DeadReason, JobStatus, Outcome
 from jobctl.errors import InvalidInput
 
 DEFAULT_QUEUE = "default"
+
+#: Re-exported: the checks, fingerprints and records lived here before (callers import them
+#: from this module); :func:`check_job_fields` is looked up here by ``JobSpec`` and templates.
+__all__ = [
+    "DEFAULT_QUEUE",
+    "FINGERPRINT_VERSION",
+    "Attempt",
+    "AttemptResult",
+    "Backoff",
+    "Claim",
+    "Finished",
+    "Job",
+    "JobSpec",
+    "JobTemplate",
+    "Orphan",
+    "ProcessRecord",
+    "QueueStats",
+    "check_env_name",
+    "check_job_fields",
+    "check_on_failure",
+    "check_payload",
+    "fingerprint_fields",
+    "fingerprint_of",
+    "is_current_fingerprint",
+    "stored_spec",
+    "trusted_spec",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,100 +94,6 @@ class Backoff:
         return min(self.cap, self.base * 2.0 ** min(max(failures - 1, 0), 62))
 
 
-def check_payload(command: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> None:
-    """Refuse a command plus environment over :data:`MAX_PAYLOAD_BYTES` (UTF-8)."""
-    chars = sum(map(len, command)) + sum(len(k) + len(v) for k, v in env)
-    if chars * 4 <= MAX_PAYLOAD_BYTES:  # a character is at most 4 bytes: no need to encode
-        return
-    size = sum(len(a.encode()) for a in command) + sum(
-        len(k.encode()) + len(v.encode()) for k, v in env
-    )
-    if size > MAX_PAYLOAD_BYTES:
-        raise InvalidInput(
-            f"command plus env is {size} bytes, over the {MAX_PAYLOAD_BYTES}-byte limit",
-            limit=MAX_PAYLOAD_BYTES,
-        )
-
-
-class _JobFields(Protocol):
-    """What a job and a template share (:func:`check_job_fields` checks them)."""
-
-    @property
-    def command(self) -> tuple[str, ...]: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def max_attempts(self) -> int: ...
-    @property
-    def timeout(self) -> float | None: ...
-    @property
-    def env(self) -> tuple[tuple[str, str], ...]: ...
-    @property
-    def cwd(self) -> str: ...
-    @property
-    def on_failure(self) -> str | None: ...
-    @property
-    def http(self) -> web.HttpRequest | None: ...
-    @property
-    def payload(self) -> str | None: ...
-
-
-def check_job_fields(job: _JobFields) -> None:
-    """Refuse what the store could not keep or the executor could not start, with the
-    limits of :mod:`jobctl.domain.limits` (the API's wire models apply the same ones)."""
-    if job.payload is not None:
-        _check_payload_job(job)
-    elif job.http is None:
-        _check_command(job.command)
-    elif job.command:
-        raise InvalidInput("a job runs either a command or an http request, not both")
-    if not 1 <= job.max_attempts <= limits.MAX_ATTEMPTS:
-        raise InvalidInput(f"max_attempts must be 1-{limits.MAX_ATTEMPTS}")
-    if not limits.MIN_PRIORITY <= job.priority <= limits.MAX_PRIORITY:
-        raise InvalidInput(f"priority must be {limits.MIN_PRIORITY} to {limits.MAX_PRIORITY}")
-    t = job.timeout
-    if t is not None and not limits.MIN_TIMEOUT <= t <= limits.MAX_TIMEOUT:
-        raise InvalidInput(
-            f"timeout must be {limits.MIN_TIMEOUT:g} to {limits.MAX_TIMEOUT:.0f} seconds",
-            limit=limits.MIN_TIMEOUT,
-        )
-    if not (0 < len(job.queue) <= limits.MAX_QUEUE_NAME and clean_text(job.queue)):
-        raise InvalidInput(f"queue must be 1-{limits.MAX_QUEUE_NAME} characters, without NUL")
-    if not (job.cwd.startswith("/") and len(job.cwd) <= limits.MAX_CWD and clean_text(job.cwd)):
-        raise InvalidInput(f"cwd must be an absolute path of 1-{limits.MAX_CWD} characters")
-    for name, value in job.env:
-        check_env_name(name)
-        if not clean_text(value):
-            raise InvalidInput(f"environment variable {name!r}: the value holds a NUL byte")
-    check_payload(job.command, job.env)
-    check_on_failure(job.on_failure)
-
-
-def _check_payload_job(job: _JobFields) -> None:
-    """A payload job (docs/workers.md) is run by a worker: no command, request,
-    environment or failure notifier of the daemon's."""
-    from jobctl.domain.workers import check_payload_text
-
-    if job.command or job.http is not None:
-        raise InvalidInput("a job runs a command, an http request or a payload, only one")
-    if job.env or job.on_failure is not None:
-        raise InvalidInput("a payload job takes no environment or on_failure")
-    check_payload_text(job.payload or "")
-
-
-def check_on_failure(on_failure: str | None) -> None:
-    """A failure notifier: a shell command line of 1 to ``MAX_ON_FAILURE`` characters."""
-    if on_failure is None:
-        return
-    if not (0 < len(on_failure) <= limits.MAX_ON_FAILURE and clean_text(on_failure)):
-        raise InvalidInput(
-            f"on_failure must be a command line of 1-{limits.MAX_ON_FAILURE} characters, "
-            "without NUL"
-        )
-
-
 @functools.lru_cache(maxsize=4096)
 def _check_template(template: JobTemplate, owner_uid: int) -> None:
     """:meth:`JobTemplate.check` (a refusal raises, so only templates that pass are kept):
@@ -144,26 +103,6 @@ def _check_template(template: JobTemplate, owner_uid: int) -> None:
     del owner_uid  # a key of the memo only: no check depends on it
     check_job_fields(template)
     web.check_job(template)
-
-
-def _check_command(command: tuple[str, ...]) -> None:
-    if not command or not all(isinstance(a, str) for a in command):
-        raise InvalidInput("command must be a non-empty list of strings")
-    if not command[0]:
-        raise InvalidInput("command[0] (the program) must not be empty")
-    if not all(map(clean_text, command)):
-        raise InvalidInput("command: an argument holds a NUL byte")
-
-
-def check_env_name(name: str) -> None:
-    """An environment variable name a job may set (the ``JOBCTL_`` names are the daemon's)."""
-    if (
-        not name
-        or "=" in name
-        or not clean_text(name)
-        or name.startswith(limits.RESERVED_ENV_PREFIX)
-    ):
-        raise InvalidInput(f"invalid environment variable name {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,84 +187,6 @@ _stored = {f: f"old.{f}" for f in _SPEC_FIELDS} | {
 #: re-running the validation: none of the changed fields is one ``__post_init__`` checks
 #: beyond what the store guarantees.
 stored_spec = _compile("stored_spec", "old, run_at, key, scheduled_for", _stored)
-
-
-#: The version of :func:`fingerprint_of`: the prefix of every fingerprint it makes. A
-#: stored fingerprint without it was made by an older rule (before 0.x: a digest of a
-#: positional list whose length grew with the fields); the store compares such a job by
-#: the fields of its row instead (:func:`jobctl.store.jobrow.same_body`).
-FINGERPRINT_VERSION = "2"
-_FP_PREFIX = FINGERPRINT_VERSION + ":"
-
-
-def is_current_fingerprint(fingerprint: str) -> bool:
-    """Whether ``fingerprint`` was made by today's :func:`fingerprint_of`."""
-    return fingerprint.startswith(_FP_PREFIX)
-
-
-class _BodyFields(_JobFields, Protocol):
-    @property
-    def backoff(self) -> Backoff: ...
-    @property
-    def retry_on(self) -> tuple[int, ...] | None: ...
-    @property
-    def no_retry_on(self) -> tuple[int, ...]: ...
-    @property
-    def resources(self) -> Resources | None: ...
-
-
-def fingerprint_fields(
-    job: _BodyFields, owner_uid: int, schedule_id: str | None
-) -> dict[str, object]:
-    """The fields a fingerprint covers, by name, in the form the store keeps them (times
-    in whole milliseconds, exit codes as lists, the environment sorted), so the same
-    fields come back from a stored row (:func:`jobctl.store.jobrow.row_fingerprint`).
-    ``resources`` and ``on_failure`` are there only when set, so a job without them keeps
-    the digest it had before they existed."""
-    fields: dict[str, object] = {
-        "backoff_base_ms": int(round(job.backoff.base * 1000)),
-        "backoff_cap_ms": int(round(job.backoff.cap * 1000)),
-        "command": list(job.command),
-        "cwd": job.cwd,
-        "env": sorted(job.env),
-        "max_attempts": job.max_attempts,
-        "no_retry_on": list(job.no_retry_on),
-        "owner_uid": owner_uid,
-        "priority": job.priority,
-        "queue": job.queue,
-        "retry_on": None if job.retry_on is None else list(job.retry_on),
-        "schedule_id": schedule_id,
-        "timeout_ms": None if job.timeout is None else int(round(job.timeout * 1000)),
-    }
-    if job.resources:
-        fields["resources"] = job.resources.to_json()
-    if job.on_failure is not None:
-        fields["on_failure"] = job.on_failure
-    if job.http is not None:
-        fields["http"] = job.http.to_json()
-    if job.payload is not None:
-        fields["payload"] = job.payload
-    return fields
-
-
-def fingerprint_of(fields: dict[str, object]) -> str:
-    """The canonical fingerprint of a job body: ``"2:"`` and 32 hex digits of SHA-256 over
-    the fields as compact JSON with sorted keys, ASCII only.
-
-    Why canonical and versioned: a stored fingerprint must stay comparable across
-    releases and backends. Named fields (not positions) and a fixed rendering mean a new
-    field changes no old digest unless it is set; the version says which rule made it
-    (a test pins a literal value, so the rule cannot drift unnoticed).
-    """
-    return _FP_PREFIX + _digest(_canonical(fields))
-
-
-def _canonical(fields: dict[str, object]) -> str:
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 #: A schedule id that no real one equals, to cut the rendered JSON around it.
@@ -444,127 +305,3 @@ def _payload(value: object) -> str:
     from jobctl.domain.workers import payload_text
 
     return payload_text(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    job_id: int
-    number: int
-    generation: int
-    started_at: datetime
-    finished_at: datetime | None
-    outcome: Outcome | None
-    exit_code: int | None
-    error: str | None
-    output_tail: str
-    log_path: str | None
-    pid: int | None
-    lease_owner: str
-    #: An http job's attempt: the answer's status, the call's latency and the SHA-256
-    #: (hex) of the exact body bytes sent and signed.
-    http_status: int | None = None
-    latency_ms: int | None = None
-    body_sha256: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: int
-    key: str
-    spec: JobSpec
-    status: JobStatus
-    run_at: datetime
-    created_at: datetime
-    attempt: int
-    failures: int
-    generation: int
-    lease_owner: str | None
-    lease_until: datetime | None
-    finished_at: datetime | None
-    last_error: str | None
-    dead_reason: str | None
-    attempts: tuple[Attempt, ...] = ()
-    #: What the failure notification did (engine/notifier.py), as stored: a JSON object
-    #: text, or None when none ran.
-    notified: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A job handed to an executor: run it under ``generation`` until ``lease_until``."""
-
-    job: Job
-    attempt: int
-    generation: int
-    lease_until: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptResult:
-    outcome: Outcome
-    exit_code: int | None = None
-    error: str | None = None
-    output_tail: str = ""
-    #: A failure no retry can mend (its owner may no longer run jobs): the job is dead
-    #: with this reason whatever budget it has left.
-    dead_reason: DeadReason | None = None
-    #: The command could not be started for want of a resource (descriptors, memory,
-    #: disk): retried with backoff and without using the budget (domain/retry.py).
-    transient: bool = False
-    #: Size of the attempt's log file when it ended (accounted in ``status``).
-    log_bytes: int = 0
-    #: A receiver's ``Retry-After`` (seconds, bounded): the retry waits at least this.
-    retry_after: float | None = None
-    #: An http job's attempt (:class:`Attempt`'s fields of the same names).
-    http_status: int | None = None
-    latency_ms: int | None = None
-    body_sha256: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """What a committed finish did to its job: the few fields the executor reports.
-
-    Lean on purpose (no spec, no attempts): ``Store.finish_many`` returns one per item and
-    building a full :class:`Job` per finished attempt was a measurable share of a drain.
-    """
-
-    job_id: int
-    status: JobStatus
-    run_at: datetime
-    failures: int
-    dead_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessRecord:
-    """An attempt's process, for ``Store.record_processes`` (crash recovery stops it)."""
-
-    job_id: int
-    generation: int
-    pid: int
-    pid_start: int | None
-    log_path: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    queue: str
-    scheduled: int
-    due: int
-    running: int
-    succeeded: int
-    dead: int
-    cancelled: int
-    oldest_due: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Orphan:
-    """A running attempt whose daemon died; its process may still be alive."""
-
-    job_id: int
-    generation: int
-    lease_owner: str
-    pid: int | None
-    pid_start: int | None

@@ -12,6 +12,12 @@ it: where the package was installed by its user, the binary is trusted exactly a
 Python files beside it are. It is used only when it and its directory belong to this
 process's user and nobody else may write them. No compiler, a failed build or a
 read-only install: None, and the helper path keeps the trampoline (and ``setpriv``).
+
+The same source built as a shared library (``_launch-<hash>.so``, :func:`library`) is the
+spawn helper's own start path: it runs the launcher's work in a ``vfork`` child of the
+helper, so a command that would go through the launcher costs no ``exec`` of it (issue
+17, branch spawnc). It is trusted and built under the same rules; the helper loads it
+only after one start through it worked (engine/spawnsys.py, ``Native``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ SOURCE = Path(__file__).with_name("launch.c")
 FLAGS = ["-O2", "-s", "-Wall"]
 #: Static first (no dynamic loader: a third less CPU per start here), else dynamic.
 LINKS: tuple[list[str], ...] = (["-static"], [])
+#: The spawn helper's library: the launcher's code behind ``jobctl_spawn``.
+LIBRARY: tuple[list[str], ...] = (["-shared", "-fPIC", "-DJOBCTL_LIBRARY"],)
 #: Seconds a build may take before it is given up (the daemon waits at start).
 BUILD_LIMIT = 60.0
 
@@ -37,6 +45,12 @@ def binary_path(source: Path = SOURCE) -> Path:
     """Where the launcher of this source is (its name changes with the source)."""
     digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()).hexdigest()
     return source.with_name(f"_launch-{digest[:16]}")
+
+
+def library_path(source: Path = SOURCE) -> Path:
+    """Where the spawn helper's library of this source is (beside its launcher)."""
+    launcher = binary_path(source)
+    return launcher.with_name(launcher.name + ".so")
 
 
 def trusted(path: Path) -> bool:
@@ -78,10 +92,27 @@ def works(path: str) -> bool:
     return done.returncode == 0
 
 
-def find_or_build(source: Path = SOURCE) -> str | None:
-    """The launcher's path, built now if need be; None when there is none to use."""
+def library(launcher: str | None) -> str | None:
+    """The spawn helper's library for ``launcher`` (the one :func:`default` gave), built
+    if need be by a root daemon; None without a launcher or when it cannot be had. The
+    helper tests it before use (one start through it)."""
+    if launcher is None or os.environ.get("JOBCTL_SPAWN_LIBRARY") == "off":
+        return None
+    path = Path(launcher).with_name(Path(launcher).name + ".so")
+    if path != library_path():
+        return None
+    if os.geteuid() != 0:
+        return str(path) if trusted(path) else None
+    return find_or_build(SOURCE, path, LIBRARY)
+
+
+def find_or_build(
+    source: Path = SOURCE, path: Path | None = None, variants: tuple[list[str], ...] = LINKS
+) -> str | None:
+    """The launcher's path (or, with ``path`` and ``variants``, the library's), built now
+    if need be; None when there is none to use."""
     try:
-        path = binary_path(source)
+        path = path or binary_path(source)
     except OSError:
         return None
     if trusted(path):
@@ -91,7 +122,7 @@ def find_or_build(source: Path = SOURCE) -> str | None:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
-    return str(path) if build(cc, source, path) and trusted(path) else None
+    return str(path) if build(cc, source, path, variants) and trusted(path) else None
 
 
 def trusted_dir(folder: Path) -> bool:
@@ -103,12 +134,12 @@ def trusted_dir(folder: Path) -> bool:
     return mine and os.access(folder, os.W_OK)
 
 
-def build(cc: str, source: Path, path: Path) -> bool:
+def build(cc: str, source: Path, path: Path, variants: tuple[list[str], ...] = LINKS) -> bool:
     """Compile into a private temporary name, then rename (daemons may race: the last
-    rename wins, every one complete)."""
+    rename wins, every one complete); the first of ``variants`` that builds."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        for link in LINKS:
+        for link in variants:
             cmd = [cc, *FLAGS, *link, "-o", str(tmp), str(source)]
             done = subprocess.run(cmd, capture_output=True, timeout=BUILD_LIMIT, check=False)
             if done.returncode == 0:

@@ -2,9 +2,12 @@
 
 ``nice`` is set on the command's process while it waits at its gate (before it runs a
 single instruction of the job); ``memory.max`` and ``cpu.max`` are written to the
-attempt's cgroup before the command is moved into it. A limit this daemon cannot apply
-is never skipped: the attempt fails at once with the reason (exit code 126, like a command
-that cannot be executed), and the API refuses such jobs at enqueue already.
+attempt's cgroup before the command is moved into it. (The spawn helper with the
+launcher's library needs no gate: the command is born in its cgroup by ``clone3`` and
+its niceness is set in the child before the drop, engine/spawner.py.) A limit this
+daemon cannot apply is never skipped: the attempt fails at once with the reason (exit
+code 126, like a command that cannot be executed), and the API refuses such jobs at
+enqueue already.
 """
 
 from __future__ import annotations

@@ -104,6 +104,9 @@ class SpawnHelper:
         #: The start-up launcher (engine/launcher.py) commands that drop privileges or
         #: wait at a gate go through, or None: the trampoline (and the helper's setpriv).
         self.launcher = launcher.default()
+        #: The same code as a library the helper starts those commands with (no exec of
+        #: the launcher), or None (engine/launcher.py ``library``).
+        self.library = launcher.library(self.launcher)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -137,7 +140,7 @@ class SpawnHelper:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         nofile = "" if self._nofile is None else str(self._nofile)
         argv = [sys.executable, "-m", "jobctl.engine.spawner", str(theirs.fileno()),
-                f"{self._umask:o}", nofile, self._tag]  # fmt: skip
+                f"{self._umask:o}", nofile, self._tag, self.library or ""]  # fmt: skip
         try:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),

@@ -19,9 +19,12 @@ nothing but the standard library loaded (a few MB), so:
 * the attempt's cgroup is made here (its limits written) and removed here when the
   command's exit leaves it empty: the daemon reads no file and hands nothing to a thread
   for any of it (issue 17: those hops cost the daemon more CPU than the start itself). A
-  command without limits or niceness is *born* in it (the helper steps into the cgroup
-  for the spawn and back out); one with them is held at its gate (its stdin, a pipe)
-  until its niceness is set and it is in the cgroup;
+  command without limits or niceness is *born* in it (``clone3`` into it with the
+  launcher's library, else the helper steps into the cgroup for the spawn and back out);
+  one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
+  is in the cgroup, except with ``clone3``: born in it, its niceness set in the child;
+* a request that names the launcher runs the launcher's code in a ``vfork`` child of the
+  helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
 * the start time is the boot clock's tick around the spawn (``/proc`` read only when the
   spawn straddled a tick);
 * the daemon only sends a request and reads answers: the exec waits happen here.
@@ -57,8 +60,10 @@ too, so what a command leaves behind (a double fork) is reaped here, not by the 
 End-of-file on the socket (the daemon is gone) ends the helper; its running commands go
 on, as they did without a helper, and the next daemon's recovery finds them.
 
-Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE`` (``NOFILE`` empty: keep the
-open-file soft limit); it imports nothing of jobctl.
+Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE TAG LIBRARY`` (``NOFILE`` empty:
+keep the open-file soft limit; ``TAG`` names the daemon's helpers in ``/proc``;
+``LIBRARY`` empty: none, every launcher request execs the launcher, see
+spawnsys.Native); it imports nothing of jobctl.
 """
 
 from __future__ import annotations
@@ -74,18 +79,20 @@ import sys
 from typing import Any
 
 from jobctl.engine.spawnsys import (
-    DEFAULT_SIGNALS,
     SETPRIV,
     TAIL_BYTES,
+    Native,
     Refused,
     boot_ticks,
     drop_argv,
     filename_text,
     fork_exec,
+    load_native,
     log_end,
     make_cgroup,
     open_gate,
     own_cgroup_procs,
+    posix_spawn,
     release,
     resolve,
     returncode,
@@ -116,8 +123,10 @@ _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEX
 class Helper:
     """The helper's side: read requests, start commands, report starts and exits."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, native: Native | None = None) -> None:
         self.sock = sock
+        #: Starts the launcher's requests without its exec (spawnsys.Native), or None.
+        self.native = native
         #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
         self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -217,6 +226,14 @@ class Helper:
         cg, error = make_cgroup(cg, files)
         if not gate:
             return self.start_inside(argv, env, cwd, log, creds, cg, error)
+        if cg is not None and self.native is not None and self.native.takes_gated(argv):
+            try:
+                done = self.start_limited(argv, env, log, cg, nice)
+            except BaseException:
+                rmdir_empty(cg)
+                raise
+            if done is not None:
+                return done
         held = os.pipe2(os.O_CLOEXEC)
         try:
             out = self.open_log(log)
@@ -252,6 +269,9 @@ class Helper:
         ``posix_spawn`` and back out: the command is in it before it runs, with no gate,
         no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
         gate: the helper is never inside a cgroup whose limits could stop or kill it."""
+        native = self.native
+        if cg is not None and native is not None and native.into and native.takes(argv):
+            return self.start_into(argv, env, log, cg)
         inside = False
         try:
             out = self.open_log(log)
@@ -270,6 +290,59 @@ class Helper:
                 rmdir_empty(cg)
             raise
         return pid, (cg if inside else None), error
+
+    def start_into(
+        self, argv: list[str], env: dict[str, str], log: str, cg: str
+    ) -> tuple[int, str | None, str | None]:
+        """:meth:`start_inside` with ``clone3`` into the cgroup (spawnsys.Native): the
+        command is born in it and the helper never enters it (no ``cgroup.procs`` write
+        in, none out). A cgroup the kernel will not start it in is removed and the
+        command starts outside it, its error reported (as :meth:`step_in`'s)."""
+        try:
+            out = self.open_log(log)
+        except BaseException:
+            rmdir_empty(cg)
+            raise
+        try:
+            try:
+                fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    return self.start(argv, env, None, out, self.devnull, None, fd), cg, None
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # no process was made: it is empty
+                rmdir_empty(cg)
+                error = f"cannot enter {cg}: {exc}"
+            return self.start(argv, env, None, out, self.devnull, None), None, error
+        except BaseException:
+            rmdir_empty(cg)
+            raise
+        finally:
+            os.close(out)
+
+    def start_limited(
+        self, argv: list[str], env: dict[str, str], log: str, cg: str, nice: int | None
+    ) -> tuple[int, str | None, str | None] | None:
+        """A command with limits or a niceness, without its gate: born in its cgroup by
+        ``clone3`` (the limit files are written already), its niceness set in the child
+        before the drop (spawnsys.Native): no gate, no launcher ``exec``, no move. None:
+        the kernel would not start it there (it takes the gate's way); raises
+        :class:`Refused` when the niceness could not be set (nothing ran)."""
+        ungated = [*argv[:7], "", *argv[8:]]
+        out = self.open_log(log)
+        try:
+            fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                pid = self.start(ungated, env, None, out, self.devnull, None, fd, nice)
+            finally:
+                os.close(fd)
+        except Refused:
+            raise
+        except OSError:
+            return None
+        finally:
+            os.close(out)
+        return pid, cg, None
 
     def step_in(self, cg: str) -> tuple[bool, str | None]:
         """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
@@ -313,29 +386,22 @@ class Helper:
         out: int,
         stdin: int,
         creds: tuple[int, int, list[int]] | None,
+        cgroup: int = -1,
+        nice: int | None = None,
     ) -> int:
+        """Start the command; ``cgroup`` and ``nice`` (a launcher request through
+        spawnsys.Native only): born in the cgroup whose directory it is open on, with
+        that niceness."""
         if creds is not None:
             if SETPRIV is None:
                 self.born = None
                 return fork_exec(argv, env, out, stdin, creds)
             argv = [*drop_argv(SETPRIV, creds), *argv]
-        if cwd is not None:
-            os.chdir(cwd)  # as the owner: the helper runs as the daemon's user
-        program = resolve(argv[0], env)
-        before = boot_ticks()
-        pid = os.posix_spawn(
-            program,
-            argv,
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, stdin, 0),
-                (os.POSIX_SPAWN_DUP2, out, 1),
-                (os.POSIX_SPAWN_DUP2, out, 2),
-            ],
-            setsid=True,
-            setsigmask=(),
-            setsigdef=DEFAULT_SIGNALS,
-        )
+        if self.native is not None and self.native.takes(argv):
+            before = boot_ticks()
+            pid = self.native.spawn(argv, env, stdin, out, cgroup, nice)
+        else:
+            before, pid = posix_spawn(argv, env, cwd, out, stdin)
         # The kernel stamped the child between the two readings: within one tick, that
         # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
         after = boot_ticks()
@@ -411,7 +477,9 @@ def main(argv: list[str]) -> int:
     set_subreaper()
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
-    Helper(sock).serve()
+    home = own_cgroup_procs()
+    native = load_native(argv[4] if len(argv) > 4 else "", home and os.path.dirname(home))
+    Helper(sock, native).serve()
     return 0
 
 

@@ -47,6 +47,7 @@ from jobctl.store import rows
 from jobctl.store.materialize import materialize_one_tx
 from jobctl.store.rows import RowLike
 from jobctl.store.schedconn import SchedConn
+from jobctl.store.schedule_rows import find, passed, record_skip, schedule_from_row
 
 #: The definition columns compared by ``edit_schedule_def`` (``old_<column>``).
 _DEF_COLUMNS = (
@@ -64,8 +65,6 @@ def edit_tx(
     editor_uid: int,
 ) -> ScheduleEdit:
     """Apply the edit of the schedule read as ``row`` (see the module docstring)."""
-    from jobctl.store.schedules import find, schedule_from_row  # the module that uses us
-
     sid = row["id"]
     old = _check(schedule_from_row(row), spec, base)
     if not old.paused and old.broken_at is None and old.next_run_at <= now:
@@ -123,8 +122,6 @@ def _record_paused(
     conn: SchedConn, sid: str, timing: Timing, first: datetime, now: datetime
 ) -> None:
     """The old timing's occurrences passed while paused: skipped, as ``resume`` records."""
-    from jobctl.store.schedules import passed, record_skip
-
     skipped, _ = passed(timing, first, now)
     if not skipped.count:
         return

@@ -63,13 +63,17 @@ class _Rider:
 class _Note(Staged[str]):
     """A write of one audit row (an effect the test can count), pipelined when asked;
     ``fail`` makes the server refuse it after the row (in the commit's round trip),
-    ``kill`` ends its own connection in the ``"reads"`` or the ``"writes"`` round trip."""
+    ``kill`` ends its own connection in the ``"reads"`` round trip, ``block`` makes it
+    wait for an advisory lock the test holds, after its row."""
 
-    def __init__(self, store: Any, n: int, fail: bool = False, kill: str = "") -> None:
+    def __init__(
+        self, store: Any, n: int, fail: bool = False, kill: str = "", block: bool = False
+    ) -> None:
         self.db = store.db
         self.n = n
         self.fail = fail
         self.kill = kill
+        self.block = block
         self.checked = 0  # runs the checked way
 
     def stage(self) -> bool:
@@ -82,7 +86,8 @@ class _Note(Staged[str]):
     def writes(self, conn: Any) -> str:
         assert self.read.fetchone() == {"one": 1}
         self._write(conn)
-        self._step(conn, "writes")
+        if self.block:  # waits for the test's advisory lock
+            conn.execute("SELECT pg_advisory_xact_lock(4242)")
         return f"r-{self.n}"
 
     def __call__(self, conn: Any) -> str:
@@ -164,9 +169,25 @@ def test_a_connection_lost_before_commit_runs_the_batch_again(store: Any) -> Non
     assert _run(store, _Note(store, 3))[0].result() == "r-3"  # the pool serves on
 
 
-def test_a_connection_lost_after_commit_was_sent_is_unavailable_to_all(store: Any) -> None:
-    lost, other = _Note(store, 1, kill="writes"), _Note(store, 2)
-    futures = _run(store, lost, other)
+def test_a_connection_lost_after_commit_was_sent_is_unavailable_to_all(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server process waits on a lock the test holds, behind it ``COMMIT`` was sent;
+    the test ends that process then: the client cannot know whether it committed."""
+    real = psycopg.Connection.execute
+
+    def execute(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        cur = real(conn, query, *args, **kwargs)
+        if query == b"COMMIT":  # sent: now the connection is lost
+            admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        return cur
+
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        lost, other = _Note(store, 1, block=True), _Note(store, 2)
+        futures = _run(store, lost, other)
+        monkeypatch.undo()
     for fut in futures:
         with pytest.raises(StoreUnavailable):
             fut.result()  # it may have committed: nobody is told it did

@@ -279,6 +279,25 @@ def test_a_daemon_skips_its_own_wakeups(schema: str) -> None:
         b.close()
 
 
+def test_only_the_latest_sending_processes_are_skipped(schema: str) -> None:
+    """A server process id may be reused by another daemon's connection: only the last
+    ``SENDERS_KEPT`` the notifier sent from are kept, so one reused id costs at most a
+    missed hint (the safety poll), never a growing share of another daemon's."""
+    from jobctl.store.pg.notify import SENDERS_KEPT, Notifier
+
+    store = _open(schema, FakeClock(T0))
+    try:
+        notifier = Notifier(store.db)
+        for pid in range(1, SENDERS_KEPT + 11):
+            notifier._sent_from(pid)
+        notifier._sent_from(11)  # sent from again: the newest
+        assert len(notifier.senders) == SENDERS_KEPT
+        assert 10 not in notifier.senders and 12 in notifier.senders
+        assert list(notifier.senders)[-1] == 11
+    finally:
+        store.close()
+
+
 def test_wakeups_are_one_per_queue_per_cooldown(schema: str) -> None:
     from jobctl.store.pg.notify import Notifier
 

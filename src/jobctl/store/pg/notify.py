@@ -29,6 +29,9 @@ from jobctl.store.pg.db import PgDb
 log = logging.getLogger("jobctl.store")
 #: One wake-up per queue per this many seconds per daemon at most.
 COOLDOWN = 0.1
+#: Server process ids of its own notifications a daemon's listener skips: the last this
+#: many its notifier sent from (more than its pool holds at once).
+SENDERS_KEPT = 32
 
 
 class Cancellable(Protocol):
@@ -59,9 +62,11 @@ class Notifier:
         self._flush: Cancellable | None = None
         self._lock = threading.Lock()
         self.sent = 0  # notifications sent (for tests and metrics)
-        #: Server processes this notifier sent from: the listener of the same daemon skips
-        #: their notifications (its own work wakes its services directly, as on SQLite).
-        self.senders: set[int] = set()
+        #: Server processes this notifier sent from lately (in order, at most
+        #: :data:`SENDERS_KEPT`: an old one's id may be reused by another daemon's): the
+        #: listener of the same daemon skips their notifications (its own work wakes its
+        #: services directly, as on SQLite).
+        self.senders: dict[int, None] = {}
 
     def wake(self, queues: Iterable[str]) -> bool:
         """Tell the other daemons that ``queues`` have news; False when every queue was
@@ -93,10 +98,17 @@ class Notifier:
                 self._flush.cancel()
             self._flush, self._pending = None, set()
 
+    def _sent_from(self, pid: int) -> None:
+        with self._lock:
+            self.senders.pop(pid, None)
+            self.senders[pid] = None  # the newest last
+            while len(self.senders) > SENDERS_KEPT:
+                del self.senders[next(iter(self.senders))]
+
     def _send(self) -> bool:
         try:
             with self._db.pool.connection() as conn:
-                self.senders.add(conn.info.backend_pid)
+                self._sent_from(conn.info.backend_pid)
                 conn.execute(self._db.q("wake"), {"channel": self._db.channel})
                 conn.commit()
         except psycopg.Error as exc:  # a hint: the others poll every second anyway

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,3 +39,64 @@ def count_queries(store: Any) -> Counter[str]:
 
     store.db.q = q
     return counts
+
+
+class RoundTrips:
+    """Round trips to the server, counted while a :func:`round_trips` block runs."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+#: What psycopg waits on for an answer: a pipeline's fetch and sync, and, outside a
+#: pipeline, a statement, a transaction's BEGIN or COMMIT (its generators' names).
+_PIPELINED = frozenset(
+    ("BasePipeline._fetch_gen", "BasePipeline._sync_gen", "BasePipeline._exit_gen")
+)
+_PLAIN = frozenset(
+    ("BaseCursor._execute_gen", "BaseTransaction._enter_gen", "BaseTransaction._exit_gen")
+)
+
+
+@contextmanager
+def round_trips(threads: str = "") -> Iterator[RoundTrips]:
+    """Count the round trips of the connections used by the threads whose names start
+    with ``threads`` (default: all): each ``Connection.wait`` on one of psycopg's
+    generators that waits for the server's answer. Leans on psycopg's internals (its
+    generators' names): :func:`check_round_trips` fails loudly when they move. A
+    statement that opens a transaction by itself (psycopg's implicit ``BEGIN``) counts as
+    one: the store's transactions begin explicitly."""
+    import threading
+
+    import psycopg
+
+    trips = RoundTrips()
+    real: Any = psycopg.Connection.wait
+
+    def wait(conn: Any, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        name = gen.gi_code.co_qualname
+        mine = threading.current_thread().name.startswith(threads)
+        if mine and (name in _PIPELINED or (conn._pipeline is None and name in _PLAIN)):
+            trips.n += 1
+        return real(conn, gen, *args, **kwargs)
+
+    setattr(psycopg.Connection, "wait", wait)  # noqa: B010 - patched for the block only
+    try:
+        yield trips
+    finally:
+        setattr(psycopg.Connection, "wait", real)  # noqa: B010
+
+
+def check_round_trips(dsn: str) -> None:
+    """The counter sees psycopg's round trips: BEGIN, a statement and COMMIT are three,
+    and a pipeline of two statements is one."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn, round_trips() as trips:
+        with conn.transaction():
+            conn.execute("SELECT 1")
+        assert trips.n == 3, trips.n
+        with conn.pipeline():
+            conn.execute("SELECT 1")
+            conn.execute("SELECT 2")
+        assert trips.n == 4, trips.n

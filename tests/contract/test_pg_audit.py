@@ -68,6 +68,18 @@ def test_records_of_an_idle_daemon_are_written_without_a_flush(store: Any) -> No
     assert written.is_set()
 
 
+def test_queued_records_start_no_thread(store: Any) -> None:
+    """The idle ride is the group commit's own wait (at most ``RIDE_EVERY``): a timer
+    thread started per request that found none armed took a tenth of the event loop's
+    time under a steady enqueue (issue 15's benchmark)."""
+    before = threading.active_count()
+    for n in range(50):
+        store.audit([_rec(n)])
+        assert threading.active_count() == before
+    store.flush_audit()
+    assert len(store.list_audit(limit=100)) == 50
+
+
 def test_a_failing_write_leaves_nothing_alone_or_in_a_batch(store: Any) -> None:
     """A commit of one write has no savepoint: its failure must still undo its statements;
     in a batch, the others' writes are kept."""

@@ -253,6 +253,51 @@ def test_an_enqueue_through_one_daemon_wakes_another_and_wakeups_are_rate_limite
         b.close()
 
 
+def test_a_daemon_skips_its_own_wakeups(schema: str) -> None:
+    """Its own enqueue wakes its own timer directly (as on SQLite); its own ``NOTIFY``
+    coming back cost a timer and a materializer pass, reads, ten times a second."""
+    clock = FakeClock(T0)
+    a, b = _open(schema, clock), _open(schema, clock)
+    own: list[None] = []
+    woken = threading.Event()
+    mine, theirs = a.listen(lambda: own.append(None)), b.listen(woken.set)
+    try:
+        assert mine.listening.wait(10) and theirs.listening.wait(10)
+        a.insert(_specs(1))
+        assert woken.wait(10)  # the other daemon is woken
+        skipped = threading.Event()
+        for _ in range(500):  # delivered to both at once; bounded at about 5 s
+            if mine.skipped:
+                skipped.set()
+                break
+            skipped.wait(0.01)
+        assert skipped.is_set() and own == []
+    finally:
+        mine.close()
+        theirs.close()
+        a.close()
+        b.close()
+
+
+def test_only_the_latest_sending_processes_are_skipped(schema: str) -> None:
+    """A server process id may be reused by another daemon's connection: only the last
+    ``SENDERS_KEPT`` the notifier sent from are kept, so one reused id costs at most a
+    missed hint (the safety poll), never a growing share of another daemon's."""
+    from jobctl.store.pg.notify import SENDERS_KEPT, Notifier
+
+    store = _open(schema, FakeClock(T0))
+    try:
+        notifier = Notifier(store.db)
+        for pid in range(1, SENDERS_KEPT + 11):
+            notifier._sent_from(pid)
+        notifier._sent_from(11)  # sent from again: the newest
+        assert len(notifier.senders) == SENDERS_KEPT
+        assert 10 not in notifier.senders and 12 in notifier.senders
+        assert list(notifier.senders)[-1] == 11
+    finally:
+        store.close()
+
+
 def test_wakeups_are_one_per_queue_per_cooldown(schema: str) -> None:
     from jobctl.store.pg.notify import Notifier
 

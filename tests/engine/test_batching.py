@@ -18,7 +18,7 @@ from jobctl.domain.models import AttemptResult, Backoff, JobSpec, ProcessRecord,
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.errors import InvalidInput, KeyConflict, LeaseLost
 from jobctl.store import aio
-from jobctl.store.aio import LINGER_TURNS, AsyncStore, Batcher
+from jobctl.store.aio import AsyncStore, Batcher
 from jobctl.store.sqlite import SqliteStore
 from tests.engine.conftest import Engine
 
@@ -187,7 +187,7 @@ async def _closed_loop(batcher: Batcher[int, int], clients: int, rounds: int) ->
 async def test_a_lingering_batcher_keeps_returning_callers_in_one_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(aio, "LINGER_SECONDS", 60.0)  # turns, not a busy CI's clock, decide
+    monkeypatch.setattr(aio, "LINGER_MIN", 60.0)  # callers coming back, not a clock, decide
     sizes: dict[bool, list[int]] = {}
     for linger in (False, True):
         seen = sizes[linger] = []
@@ -212,15 +212,62 @@ async def test_a_lone_caller_is_not_kept_waiting() -> None:
     assert not batcher.busy  # a batch of one: nothing to wait for
 
 
-async def test_lingering_ends_when_callers_do_not_come_back() -> None:
+async def test_lingering_ends_when_callers_do_not_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(aio, "LINGER_MIN", 0.0)
+    monkeypatch.setattr(aio, "LINGER_MAX", 0.0)  # the bound is reached at the next turn
+
     async def op(items: list[int]) -> list[int]:
         return items
 
     batcher: Batcher[int, int] = Batcher(op, linger=True)
     assert await asyncio.gather(*(batcher.submit(i) for i in range(3))) == [0, 1, 2]
-    for _ in range(LINGER_TURNS + 2):
+    assert batcher.busy  # lingering: waits for the three to come back
+    for _ in range(4):
         await asyncio.sleep(0)
     assert not batcher.busy
+
+
+async def test_lingering_ends_as_soon_as_the_callers_are_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not at the bound: the returning callers' submits end the wait (it never spins the
+    loop, whose turns a busy host's clients need)."""
+    monkeypatch.setattr(aio, "LINGER_MIN", 60.0)
+    calls: list[list[int]] = []
+
+    async def op(items: list[int]) -> list[int]:
+        calls.append(items)
+        return items
+
+    batcher: Batcher[int, int] = Batcher(op, linger=True)
+    assert await asyncio.gather(*(batcher.submit(i) for i in range(3))) == [0, 1, 2]
+    again = asyncio.gather(*(batcher.submit(i) for i in range(3, 6)))
+    assert await asyncio.wait_for(again, timeout=5) == [3, 4, 5]
+    assert calls == [[0, 1, 2], [3, 4, 5]]
+
+
+async def test_the_linger_lasts_as_long_as_the_last_op_within_bounds() -> None:
+    """A caller that missed a batch waits for a whole op and then its own: waiting up to
+    one op's time for it saves a commit. A slow commit (a loaded database host) lets the
+    batch wait longer for its callers; a fast one keeps the wait short."""
+    now = [0.0]
+    took = [0.002]
+
+    async def op(items: list[int]) -> list[int]:
+        now[0] += took[0]
+        return items
+
+    batcher: Batcher[int, int] = Batcher(op, linger=True, clock=lambda: now[0])
+    await batcher.submit(1)
+    assert batcher.linger_bound() == pytest.approx(0.002)
+    took[0] = 10.0
+    await batcher.submit(2)
+    assert batcher.linger_bound() == aio.LINGER_MAX
+    took[0] = 0.0
+    await batcher.submit(3)
+    assert batcher.linger_bound() == aio.LINGER_MIN
 
 
 async def test_a_fenced_finish_is_reported_and_the_neighbours_succeed(engine: Engine) -> None:

@@ -52,15 +52,7 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
     job's queue that is not yet a worker queue becomes one here, in the same transaction."""
     lock(c, ((spec.queue, spec.payload is not None) for group in groups for spec in group))
     if not any(spec.payload is not None for group in groups for spec in group):
-        known = names(c)
-        if not known:
-            return {}
-        return {
-            i: _not_workers(spec.queue)
-            for i, group in enumerate(groups)
-            for spec in group
-            if spec.queue in known
-        }
+        return refuse_for_workers(groups, names(c))
     known = names(c)
     refused: dict[int, JobctlError] = {}
     for i, group in enumerate(groups):
@@ -71,6 +63,21 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
                 refused[i] = exc
                 break
     return refused
+
+
+def refuse_for_workers(
+    groups: Sequence[Sequence[JobSpec]], known: set[str]
+) -> dict[int, JobctlError]:
+    """Groups (by index) of command or http jobs that name one of the worker queues
+    ``known`` (read after :func:`lock`): the check of groups without payload jobs."""
+    if not known:
+        return {}
+    return {
+        i: _not_workers(spec.queue)
+        for i, group in enumerate(groups)
+        for spec in group
+        if spec.queue in known
+    }
 
 
 def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None) -> None:
@@ -113,4 +120,13 @@ def _not_workers(queue: str) -> Conflict:
     )
 
 
-__all__ = ["admit", "check_kinds", "lock", "lock_modes", "mark", "names", "worker_queues"]
+__all__ = [
+    "admit",
+    "check_kinds",
+    "lock",
+    "lock_modes",
+    "mark",
+    "names",
+    "refuse_for_workers",
+    "worker_queues",
+]

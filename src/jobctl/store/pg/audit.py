@@ -8,10 +8,11 @@ transaction of its own, a commit (an fsync that the enqueues' commit queued behi
 (:class:`jobctl.store.audit.AuditBuffer`), the records ride along with whatever the group
 commit commits next (:class:`jobctl.store.pg.db.Rider`): one ``INSERT … SELECT FROM
 unnest`` for all of them, in order, in a savepoint sent in one round trip with its release
-(a bad record never sinks the writes it rides with). When the daemon is idle a write of
-their own carries them after at most :data:`RIDE_WAIT`. A record is therefore durable a
-moment after its request was answered, never before the change it describes;
-:meth:`PgAuditWriter.flush` waits for every record queued so far.
+(a bad record never sinks the writes it rides with). When the daemon is idle the group
+commit carries them in a commit of their own after at most
+:data:`jobctl.store.pg.db.RIDE_EVERY` (it asks :meth:`PgAuditWriter.waiting`). A record
+is therefore durable a moment after its request was answered, never before the change it
+describes; :meth:`PgAuditWriter.flush` waits for every record queued so far.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ import psycopg
 from jobctl.domain.audit import AuditRecord
 from jobctl.store.audit import MAX_PENDING, audit_params
 from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.pg.pipelined import NOTHING
 
 log = logging.getLogger("jobctl.store")
-#: Seconds queued records wait for another write to carry them before one of their own.
-RIDE_WAIT = 0.1
 #: The columns of ``insert_audit_rows``, in its parameters' order.
 COLUMNS = (
     "at",
@@ -58,7 +58,6 @@ class PgAuditWriter:
         self._db = db
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
-        self._timer: threading.Timer | None = None
         self._landing: dict[int, Future[None]] = {}  # id(taken) -> settled when it lands
         self.dropped = 0
 
@@ -69,7 +68,6 @@ class PgAuditWriter:
         with self._lock:
             self._rows += new
             self._bound()
-        self._arm()
 
     def flush(self) -> None:
         """Wait until every record queued so far is committed (or its write failed and was
@@ -77,7 +75,7 @@ class PgAuditWriter:
         with self._lock:
             waiting = bool(self._rows)
         if waiting:
-            self._db.submit(_nothing).exception()  # its commit carries them
+            self._db.submit(NOTHING).exception()  # its commit carries them
         with self._lock:
             landing = list(self._landing.values())
         for fut in landing:
@@ -86,14 +84,17 @@ class PgAuditWriter:
     # -- the Rider of the group commit --------------------------------------------------
 
     def ride(self, conn: PgConn, taken: list[Any]) -> None:
-        if not taken:  # a retried transaction keeps the records its first run took
-            with self._lock:
-                taken += self._rows
-                self._rows = []
-                if taken:
-                    self._landing[id(taken)] = Future()
+        self._take(taken)
         if taken:
             _insert(self._db, conn, taken)
+
+    def queue(self, conn: PgConn, taken: list[Any]) -> None:
+        self._take(taken)
+        if taken:
+            conn.execute(self._db.q("insert_audit_rows"), _columns(taken))
+
+    def waiting(self) -> bool:
+        return bool(self._rows)  # one read of a list's length: atomic, no lock needed
 
     def landed(self, taken: list[Any], ok: bool) -> None:
         with self._lock:
@@ -103,13 +104,22 @@ class PgAuditWriter:
                 self._bound()
         if fut is not None:
             fut.set_result(None)
-        if not ok:
-            self._arm()
-        elif self.dropped:
+        if ok and self.dropped:
             log.error("event=audit_dropped records=%d reason=commits_failing", self.dropped)
             self.dropped = 0
 
     # -- internals ----------------------------------------------------------------------
+
+    def _take(self, taken: list[Any]) -> None:
+        """The queued records into ``taken``, unless it holds some already (a retried
+        transaction keeps the records its first run took)."""
+        if taken:
+            return
+        with self._lock:
+            taken += self._rows
+            self._rows = []
+            if taken:
+                self._landing[id(taken)] = Future()
 
     def _bound(self) -> None:
         excess = len(self._rows) - MAX_PENDING
@@ -117,28 +127,12 @@ class PgAuditWriter:
             del self._rows[:excess]
             self.dropped += excess
 
-    def _arm(self) -> None:
-        """A write of their own within :data:`RIDE_WAIT`, unless one is already due."""
-        with self._lock:
-            if self._timer is not None:
-                return
-            self._timer = timer = threading.Timer(RIDE_WAIT, self._due)
-        timer.daemon = True
-        timer.start()
-
-    def _due(self) -> None:
-        with self._lock:
-            self._timer = None
-            waiting = bool(self._rows)
-        if waiting:
-            self._db.submit(_nothing)
-
 
 def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
     """All of ``taken`` in one statement, in a savepoint sent with it in one round trip;
     if that fails (a record the server refuses, such as a NUL in a path), each record alone,
     so only the refused ones are lost (and logged), as when each was a write of its own."""
-    params = {c: [r[c] for r in taken] for c in COLUMNS}
+    params = _columns(taken)
     try:
         with conn.pipeline():
             conn.execute(f"SAVEPOINT {_SAVEPOINT}")
@@ -153,6 +147,11 @@ def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
             _insert_one(db, conn, row)
 
 
+def _columns(taken: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """``insert_audit_rows``'s parameters: one array per column."""
+    return {c: [r[c] for r in taken] for c in COLUMNS}
+
+
 def _insert_one(db: PgDb, conn: PgConn, row: dict[str, Any]) -> None:
     try:
         with conn.transaction():
@@ -165,8 +164,4 @@ def _insert_one(db: PgDb, conn: PgConn, row: dict[str, Any]) -> None:
         )
 
 
-def _nothing(conn: PgConn) -> None:
-    return None
-
-
-__all__ = ["RIDE_WAIT", "PgAuditWriter"]
+__all__ = ["PgAuditWriter"]

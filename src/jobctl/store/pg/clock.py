@@ -40,11 +40,20 @@ class ServerClock:
         self.local = local
         self.offset = offset
 
+    @property
+    def offset(self) -> float:
+        """Seconds added to the local clock."""
+        return self._delta.total_seconds()
+
+    @offset.setter
+    def offset(self, seconds: float) -> None:
+        self._delta = timedelta(seconds=seconds)  # once, not per now(): it is read per request
+
     def now(self) -> datetime:
-        return self.local.now() + timedelta(seconds=self.offset)
+        return self.local.now() + self._delta
 
     async def sleep_until(self, deadline: datetime | None, wake: asyncio.Event) -> None:
-        local = None if deadline is None else deadline - timedelta(seconds=self.offset)
+        local = None if deadline is None else deadline - self._delta
         await self.local.sleep_until(local, wake)
 
     def remeasure(self, db: PgDb) -> float:

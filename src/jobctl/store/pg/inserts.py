@@ -12,13 +12,15 @@ checked way and answers the winner's job.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
+from functools import lru_cache, partial
+from typing import Any
 
 import psycopg
 
 from jobctl.domain.models import JobSpec
 from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
 from jobctl.errors import JobctlError, KeyConflict, QuotaExceeded
+from jobctl.store import workerq
 from jobctl.store.base import Inserted
 from jobctl.store.inserts import NewJob, Prepared, created_job, refused_by_store
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
@@ -82,40 +84,21 @@ def _pipelined(
     Why: a group commit of single-job enqueues carries a few jobs, and each round trip
     waits for the server process to be scheduled on a busy host; checked one by one they
     were six round trips (issue 15's benchmark). Ids of refused groups are left unused
-    (the sequence has gaps anyway: ids are never reused, not dense)."""
-    from jobctl.store.pg.schedconn import PgSchedConn  # it imports this module
-    from jobctl.store.workerq import check_kinds
-
-    limited = queued_limits(db, groups)
-    now_ms = db.now_ms()
-    text = TextMemo()
-    try:
-        tails = [row_tail(s, now_ms, text) for s in specs]
-    except ITEM_ERRORS:
+    (the sequence has gaps anyway: ids are never reused, not dense). The group commit's
+    pipelined path (:mod:`jobctl.store.pg.pipelined`) sends the same plan without the
+    savepoint, with its ``BEGIN`` and ``COMMIT``."""
+    plan = KeylessPlan.make(db, groups)
+    if plan is None:
         return None
     sent = False
     try:
         with conn.pipeline():
-            counts = {u: conn.execute(db.q("owner_counts"), {"uid": u}) for u in limited}
-            got = conn.execute(db.q("next_job_ids"), {"n": len(specs)})
-            refused = check_kinds(PgSchedConn(db, conn), groups)  # its fetch: round trip 1
-            ids = iter([r["id"] for r in got])
-            have = {uid: _scheduled(cur) for uid, cur in counts.items()}
-            refused |= refuse_over(groups, limited, have)
-            out: list[list[Inserted] | JobctlError] = []
-            params: list[object] = []
-            it = iter(zip(specs, tails, strict=True))
-            for i, group in enumerate(groups):
-                mine = [next(it) for _ in group]
-                if i in refused:
-                    out.append(refused[i])
-                    continue
-                out.append([_fresh(spec, tail, next(ids), now_ms, params) for spec, tail in mine])
+            plan.reads(conn)
+            out, params = plan.answers()  # the reads' fetch: round trip 1
             if params:
                 conn.execute(f"SAVEPOINT {_SAVEPOINT}")
                 sent = True
-                n = sum(len(o) for o in out if not isinstance(o, JobctlError))
-                conn.execute(_values(db, n), params)
+                insert_rows(db, conn, params)
                 conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
     except psycopg.OperationalError:
         raise
@@ -126,6 +109,78 @@ def _pipelined(
         conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
         return None
     return out
+
+
+class KeylessPlan:
+    """The insert of keyless groups without payload jobs, as statements sent in two
+    steps: :meth:`reads` queues the owners' counts, the ids, the queues' locks and the
+    worker queues' names; :meth:`answers` fetches them (one round trip for all) and gives
+    each group's outcome and the rows to insert, which :meth:`writes` queues as one
+    multi-row ``INSERT``. Nothing of it fetches after the reads, so the caller may queue
+    more (the audit rows, ``COMMIT``) behind it in the same round trip."""
+
+    def __init__(self, db: PgDb, groups: Sequence[Sequence[JobSpec]], now_ms: int) -> None:
+        self._db = db
+        self._groups = groups
+        self._now_ms = now_ms
+        self._limited = queued_limits(db, groups)
+        text = TextMemo()
+        self._tails = [row_tail(s, now_ms, text) for g in groups for s in g]  # ITEM_ERRORS
+        self._counts: dict[int, psycopg.Cursor[Any]] = {}
+        self._ids: psycopg.Cursor[Any] | None = None
+        self._workers: psycopg.Cursor[Any] | None = None
+
+    @classmethod
+    def make(cls, db: PgDb, groups: Sequence[Sequence[JobSpec]]) -> KeylessPlan | None:
+        """The plan of ``groups``, or None when it does not apply (a key, a payload job,
+        too many jobs for one statement, or a row its values already refuse)."""
+        specs = [s for g in groups for s in g]
+        if not 0 < len(specs) <= PIPELINED_MAX:
+            return None
+        if any(s.key is not None or s.payload is not None for s in specs):
+            return None
+        try:
+            return cls(db, groups, db.now_ms())
+        except ITEM_ERRORS:
+            return None
+
+    def reads(self, conn: PgConn) -> None:
+        """Queue the reads (in a pipeline: nothing is fetched here)."""
+        from jobctl.store.pg.schedconn import PgSchedConn  # it imports this module
+
+        db = self._db
+        self._counts = {u: conn.execute(db.q("owner_counts"), {"uid": u}) for u in self._limited}
+        self._ids = conn.execute(db.q("next_job_ids"), {"n": len(self._tails)})
+        kinds = ((s.queue, False) for g in self._groups for s in g)
+        PgSchedConn(db, conn).lock_queues(kinds)  # before the names are read: workerq
+        self._workers = conn.execute(db.q("worker_queues"))
+
+    def answers(self) -> tuple[list[list[Inserted] | JobctlError], list[object]]:
+        """Each group's outcome, and the values of the rows to insert (empty: none)."""
+        assert self._ids is not None and self._workers is not None  # reads() came first
+        ids = iter([r["id"] for r in self._ids])
+        have = {uid: _scheduled(cur) for uid, cur in self._counts.items()}
+        known = {r["name"] for r in self._workers}
+        refused = workerq.refuse_for_workers(self._groups, known)
+        refused |= refuse_over(self._groups, self._limited, have)
+        out: list[list[Inserted] | JobctlError] = []
+        params: list[object] = []
+        tails = iter(self._tails)
+        for i, group in enumerate(self._groups):
+            mine = [(spec, next(tails)) for spec in group]
+            if i in refused:
+                out.append(refused[i])
+                continue
+            out.append([_fresh(s, t, next(ids), self._now_ms, params) for s, t in mine])
+        return out, params
+
+    def writes(self, conn: PgConn) -> list[list[Inserted] | JobctlError]:
+        """Fetch the reads, queue the ``INSERT``; each group's outcome (valid once the
+        transaction commits)."""
+        out, params = self.answers()
+        if params:
+            insert_rows(self._db, conn, params)
+        return out
 
 
 def _fresh(
@@ -192,7 +247,7 @@ def keyless_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserte
                 for i, t in zip(ids, tails, strict=True)
                 for v in (i, _auto_key(now_ms, i), "", *t)
             ]
-            conn.execute(_values(db, len(specs)), params)
+            insert_rows(db, conn, params)
             conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
     except psycopg.OperationalError:
         raise  # the connection: the whole transaction is retried
@@ -208,10 +263,28 @@ def keyless_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserte
     ]
 
 
-def _values(db: PgDb, n: int) -> str:
-    """``insert_job_values`` with its row repeated ``n`` times."""
-    head, row = db.q("insert_job_values").split(" VALUES ", 1)
-    return f"{head} VALUES {', '.join([row] * n)}"
+def insert_rows(db: PgDb, conn: PgConn, params: Sequence[object]) -> None:
+    """``insert_job_values`` with its row repeated for ``params`` (a row's values each).
+
+    Sent with numbered placeholders (a raw cursor), their text made once per row count:
+    psycopg converts a query's ``%s`` on every call when it has more than 50 parameters,
+    which took a tenth of the group commit's time (issue 15's benchmark)."""
+    text = db.q("insert_job_values")
+    width = text.count("%s")
+    psycopg.RawCursor(conn).execute(_numbered(text, len(params) // width), params)
+
+
+@lru_cache(maxsize=PIPELINED_MAX)
+def _numbered(text: str, n: int) -> str:
+    """``text`` (one row of ``%s`` after ``VALUES``) with its row ``n`` times, numbered."""
+    head, row = text.split(" VALUES ", 1)
+    parts = row.split("%s")
+    width = len(parts) - 1
+    rows = []
+    for r in range(n):
+        numbered = [f"{p}${r * width + i + 1}" for i, p in enumerate(parts[:-1])]
+        rows.append("".join(numbered) + parts[-1])
+    return f"{head} VALUES {', '.join(rows)}"
 
 
 def _group(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted] | JobctlError:
@@ -358,4 +431,12 @@ def _scheduled(rows: Iterable[RowLike]) -> int:
     return int(counts.get("scheduled", 0) + counts.get("due", 0))
 
 
-__all__ = ["ITEM_ERRORS", "insert_groups_tx", "insert_prepared", "insert_tx", "over_queued_quota"]
+__all__ = [
+    "ITEM_ERRORS",
+    "KeylessPlan",
+    "insert_groups_tx",
+    "insert_prepared",
+    "insert_rows",
+    "insert_tx",
+    "over_queued_quota",
+]

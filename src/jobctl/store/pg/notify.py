@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 import psycopg
@@ -29,6 +29,9 @@ from jobctl.store.pg.db import PgDb
 log = logging.getLogger("jobctl.store")
 #: One wake-up per queue per this many seconds per daemon at most.
 COOLDOWN = 0.1
+#: Server process ids of its own notifications a daemon's listener skips: the last this
+#: many its notifier sent from (more than its pool holds at once).
+SENDERS_KEPT = 32
 
 
 class Cancellable(Protocol):
@@ -59,6 +62,11 @@ class Notifier:
         self._flush: Cancellable | None = None
         self._lock = threading.Lock()
         self.sent = 0  # notifications sent (for tests and metrics)
+        #: Server processes this notifier sent from lately (in order, at most
+        #: :data:`SENDERS_KEPT`: an old one's id may be reused by another daemon's): the
+        #: listener of the same daemon skips their notifications (its own work wakes its
+        #: services directly, as on SQLite).
+        self.senders: dict[int, None] = {}
 
     def wake(self, queues: Iterable[str]) -> bool:
         """Tell the other daemons that ``queues`` have news; False when every queue was
@@ -90,9 +98,17 @@ class Notifier:
                 self._flush.cancel()
             self._flush, self._pending = None, set()
 
+    def _sent_from(self, pid: int) -> None:
+        with self._lock:
+            self.senders.pop(pid, None)
+            self.senders[pid] = None  # the newest last
+            while len(self.senders) > SENDERS_KEPT:
+                del self.senders[next(iter(self.senders))]
+
     def _send(self) -> bool:
         try:
             with self._db.pool.connection() as conn:
+                self._sent_from(conn.info.backend_pid)
                 conn.execute(self._db.q("wake"), {"channel": self._db.channel})
                 conn.commit()
         except psycopg.Error as exc:  # a hint: the others poll every second anyway
@@ -103,9 +119,21 @@ class Notifier:
 
 
 class Listener:
-    """Calls ``on_wake()`` for each notification, on a thread of its own."""
+    """Calls ``on_wake()`` for each notification, on a thread of its own, except those
+    sent from the server processes in ``skip`` (the same daemon's :attr:`Notifier.senders`:
+    each woke this daemon's timer and materializer for work it had just done itself,
+    about ten reads a second under a steady enqueue, none of them needed)."""
 
-    def __init__(self, db: PgDb, on_wake: Callable[[], None], *, poll_only: bool = False) -> None:
+    def __init__(
+        self,
+        db: PgDb,
+        on_wake: Callable[[], None],
+        *,
+        poll_only: bool = False,
+        skip: Collection[int] = frozenset(),
+    ) -> None:
+        self._skip = skip
+        self.skipped = 0  # notifications skipped as this daemon's own (for tests)
         self._dsn = db.dsn
         self._params = db.connect_params  # keepalives: a dead LISTEN session is noticed
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.channel))
@@ -128,8 +156,11 @@ class Listener:
                     self.listening.set()
                     delay = 0.1
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=64):
-                            self._on_wake()
+                        for n in conn.notifies(timeout=0.5, stop_after=64):
+                            if n.pid in self._skip:
+                                self.skipped += 1
+                            else:
+                                self._on_wake()
             except psycopg.Error as exc:
                 self.listening.clear()
                 log.warning("event=listen_lost error=%s retry_in=%.1f", exc, delay)

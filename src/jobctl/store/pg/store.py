@@ -45,10 +45,11 @@ from jobctl.store.base import Cancelled, Inserted, T, Wakeups
 from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
-from jobctl.store.pg.db import PgDb
-from jobctl.store.pg.inserts import insert_groups_tx
+from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.pg.inserts import KeylessPlan, insert_groups_tx
 from jobctl.store.pg.jobs import PgJobs
 from jobctl.store.pg.notify import Listener, Notifier
+from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.queues import PgQueues
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
@@ -169,8 +170,9 @@ class PostgresStore(ScheduleMethods):
 
     def listen(self, on_wake: Callable[[], None], *, poll_only: bool = False) -> Listener:
         """Call ``on_wake`` whenever another daemon enqueued, cancelled or replayed (see
-        :mod:`jobctl.store.pg.notify`); close the listener to stop."""
-        return Listener(self.db, on_wake, poll_only=poll_only)
+        :mod:`jobctl.store.pg.notify`; this store's own wake-ups are skipped); close the
+        listener to stop."""
+        return Listener(self.db, on_wake, poll_only=poll_only, skip=self.notifier.senders)
 
     def replay(
         self,
@@ -386,14 +388,8 @@ class InsertBatcher:
     def _start(self) -> None:
         """One write for everyone waiting when it runs; the next starts when it is done,
         so the callers that came meanwhile share a commit instead of a lock queue."""
-        taken: list[_Caller] = []
-        write = self._db.submit(lambda conn: self._write(conn, taken))
-        write.add_done_callback(lambda done: self._done(done, taken))
-
-    def _write(self, conn: Any, taken: list[_Caller]) -> list[list[Inserted] | JobctlError]:
-        if not taken:  # a retried transaction keeps the callers its first run took
-            taken += self._take()
-        return insert_groups_tx(self._db, conn, [g for groups, _ in taken for g in groups])
+        write = _InsertWrite(self._db, self._take)
+        self._db.submit(write).add_done_callback(lambda done: self._done(done, write.taken))
 
     def _take(self) -> list[_Caller]:
         with self._lock:
@@ -401,6 +397,9 @@ class InsertBatcher:
         return taken
 
     def _done(self, done: Future[Any], taken: list[_Caller]) -> None:
+        """Answer the write's callers, start the next write, then wake the other daemons
+        (a ``NOTIFY`` of its own, a round trip and a commit on this committer thread: the
+        next write must not wait for it, the other committer thread takes that one)."""
         error = done.exception()
         if error is not None:  # nothing of the write is stored: everyone it holds fails
             for _, fut in taken or self._take():
@@ -412,15 +411,49 @@ class InsertBatcher:
                 if not fut.done():
                     fut.set_result(outcomes[start : start + len(groups)])
                 start += len(groups)
-            self._notifier.wake({s.queue for groups, _ in taken for g in groups for s in g})
         with self._lock:
             self._busy = bool(self._waiting)
             again = self._busy
         if again:
             self._start()
+        if error is None:
+            self._notifier.wake({s.queue for groups, _ in taken for g in groups for s in g})
 
 
 _Caller = tuple[Sequence[Sequence[JobSpec]], Future[Any]]
+_Outcomes = list[list[Inserted] | JobctlError]
+
+
+class _InsertWrite(Staged[_Outcomes]):
+    """One write of :class:`InsertBatcher`: the callers waiting when it first runs (kept
+    if the transaction is run again), pipelined when their groups allow it
+    (:class:`KeylessPlan`: single-job enqueues), else checked (:func:`insert_groups_tx`)."""
+
+    def __init__(self, db: PgDb, take: Callable[[], list[_Caller]]) -> None:
+        self._db = db
+        self._take = take
+        self.taken: list[_Caller] = []
+        self._plan: KeylessPlan | None = None
+
+    def _groups(self) -> list[Sequence[JobSpec]]:
+        if not self.taken:
+            self.taken += self._take()
+        return [g for groups, _ in self.taken for g in groups]
+
+    def stage(self) -> bool:
+        self._plan = KeylessPlan.make(self._db, self._groups())
+        return self._plan is not None
+
+    def reads(self, conn: PgConn) -> None:
+        assert self._plan is not None  # stage() said so
+        self._plan.reads(conn)
+
+    def writes(self, conn: PgConn) -> _Outcomes:
+        assert self._plan is not None
+        return self._plan.writes(conn)
+
+    def __call__(self, conn: PgConn) -> _Outcomes:
+        return insert_groups_tx(self._db, conn, self._groups())
 
 
 __all__ = ["InsertBatcher", "PostgresStore"]

@@ -1,0 +1,204 @@
+"""PostgreSQL only: the pipelined group commit (store/pg/pipelined.py).
+
+Single-job enqueues commit in two round trips (``BEGIN`` and the reads; the ``INSERT``,
+the audit rows and ``COMMIT``), without savepoints. A failure anywhere commits nothing
+and the batch runs again the checked way (savepoints: each write's failure its own), so
+a failing write sinks none of its neighbours and is never acknowledged; a connection lost
+after ``COMMIT`` was sent is a 503 for every write of the batch (it may have committed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobctl.domain.audit import AuditRecord
+from jobctl.domain.models import JobSpec
+from jobctl.errors import InvalidInput, StoreUnavailable
+from jobctl.store.audit import audit_params
+from jobctl.store.pg.pipelined import Staged
+from tests.contract.conftest import PG_DSN
+from tests.contract.pgcount import T0, check_round_trips, pg_store, round_trips
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def store() -> Iterator[Any]:
+    yield from pg_store()
+
+
+def _job() -> JobSpec:
+    return JobSpec(("true",), T0, 1000)
+
+
+def _rec(n: int) -> AuditRecord:
+    return AuditRecord(T0, f"r-{n}", 1000, 100, 4242, "jobs", "queue:a", 201)
+
+
+class _Rider:
+    """A rider that always has a row to queue: where it lands, and how."""
+
+    def __init__(self) -> None:
+        self.queued = 0
+        self.ridden = 0
+
+    def ride(self, conn: Any, taken: list[Any]) -> None:
+        self.ridden += 1
+
+    def queue(self, conn: Any, taken: list[Any]) -> None:
+        self.queued += 1
+
+    def waiting(self) -> bool:
+        return False
+
+    def landed(self, taken: list[Any], ok: bool) -> None:
+        return None
+
+
+class _Note(Staged[str]):
+    """A write of one audit row (an effect the test can count), pipelined when asked;
+    ``fail`` makes the server refuse it after the row (in the commit's round trip),
+    ``kill`` ends its own connection in the ``"reads"`` round trip, ``block`` makes it
+    wait for an advisory lock the test holds, after its row."""
+
+    def __init__(
+        self, store: Any, n: int, fail: bool = False, kill: str = "", block: bool = False
+    ) -> None:
+        self.db = store.db
+        self.n = n
+        self.fail = fail
+        self.kill = kill
+        self.block = block
+        self.checked = 0  # runs the checked way
+
+    def stage(self) -> bool:
+        return True
+
+    def reads(self, conn: Any) -> None:
+        self._step(conn, "reads")
+        self.read = conn.execute("SELECT 1 AS one")
+
+    def writes(self, conn: Any) -> str:
+        assert self.read.fetchone() == {"one": 1}
+        self._write(conn)
+        if self.block:  # waits for the test's advisory lock
+            conn.execute("SELECT pg_advisory_xact_lock(4242)")
+        return f"r-{self.n}"
+
+    def __call__(self, conn: Any) -> str:
+        self.checked += 1
+        self._write(conn)
+        return f"r-{self.n}"
+
+    def _write(self, conn: Any) -> None:
+        conn.execute(self.db.q("insert_audit"), audit_params(_rec(self.n)))
+        if self.fail:
+            conn.execute("SELECT 1 / 0")
+
+    def _step(self, conn: Any, where: str) -> None:
+        if self.kill == where:
+            self.kill = ""  # once: the checked way's run is not killed
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+def _run(store: Any, *ops: Any) -> list[Future[Any]]:
+    """``ops`` as one batch of the group commit (as its thread would take them)."""
+    batch: list[tuple[Any, Future[Any]]] = [(op, Future()) for op in ops]
+    store.db.commits._commit(batch)
+    return [fut for _, fut in batch]
+
+
+def _ids(store: Any) -> list[str]:
+    return sorted(r.request_id for r in store.list_audit(limit=100))
+
+
+def test_the_round_trip_counter_sees_psycopgs_round_trips() -> None:
+    check_round_trips(PG_DSN)
+
+
+class _Quiet:
+    def wake(self, queues: Any) -> bool:
+        return False
+
+
+def test_single_job_enqueues_commit_in_two_round_trips_with_the_rider(store: Any) -> None:
+    rider = store.db.commits.rider = _Rider()
+    store._inserts._notifier = _Quiet()  # no NOTIFY after the commit (its own 2 trips)
+    store.insert([_job()])
+    with round_trips("jobctl-pg-commit") as trips:  # not the pool's own connecting
+        out = store.submit_insert_groups([[_job()] for _ in range(6)]).result()
+    assert all(o[0].created for o in out)
+    assert trips.n == 2  # BEGIN + reads; INSERT + the rider's rows + COMMIT (was 5)
+    assert rider.queued == 2 and rider.ridden == 0  # in the pipeline, no savepoint
+    assert len({store.get(o[0].job.id).id for o in out}) == 6
+
+
+def test_a_row_the_server_refuses_sinks_only_its_own_group(store: Any) -> None:
+    bad = _job()
+    object.__setattr__(bad, "max_attempts", 0)  # the table's CHECK refuses it, not Python
+    store.audit([_rec(1), _rec(2)])  # riding along with the failed commit, then the next
+    out = store.submit_insert_groups([[_job()], [bad], [_job()]]).result()
+    assert isinstance(out[1], InvalidInput)
+    assert out[0][0].created and out[2][0].created
+    store.flush_audit()
+    assert len(store.list_jobs(None, None, 10, None)) == 2  # the pipelined try: nothing
+    assert _ids(store) == ["r-1", "r-2"]  # each record once
+
+
+def test_a_failing_write_in_a_pipelined_batch_is_its_own_failure(store: Any) -> None:
+    good, bad, other = _Note(store, 1), _Note(store, 2, fail=True), _Note(store, 3)
+    futures = _run(store, good, bad, other)
+    assert futures[0].result() == "r-1" and futures[2].result() == "r-3"
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        futures[1].result()
+    assert [good.checked, bad.checked, other.checked] == [1, 1, 1]  # redone, checked
+    assert _ids(store) == ["r-1", "r-3"]  # once each; nothing of the bad one
+
+
+def test_a_connection_lost_before_commit_runs_the_batch_again(store: Any) -> None:
+    lost, other = _Note(store, 1, kill="reads"), _Note(store, 2)
+    futures = _run(store, lost, other)
+    assert [f.result() for f in futures] == ["r-1", "r-2"]
+    assert lost.checked == 1 and other.checked == 1
+    assert _ids(store) == ["r-1", "r-2"]
+    assert _run(store, _Note(store, 3))[0].result() == "r-3"  # the pool serves on
+
+
+def test_a_connection_lost_after_commit_was_sent_is_unavailable_to_all(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server process waits on a lock the test holds, behind it ``COMMIT`` was sent;
+    the test ends that process then: the client cannot know whether it committed."""
+    real = psycopg.Connection.execute
+
+    def execute(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        cur = real(conn, query, *args, **kwargs)
+        if query == b"COMMIT":  # sent: now the connection is lost
+            admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        return cur
+
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        lost, other = _Note(store, 1, block=True), _Note(store, 2)
+        futures = _run(store, lost, other)
+        monkeypatch.undo()
+    for fut in futures:
+        with pytest.raises(StoreUnavailable):
+            fut.result()  # it may have committed: nobody is told it did
+    assert lost.checked == 0 and other.checked == 0  # not run again either
+    assert _ids(store) == []  # here the server ended it before COMMIT ran
+    assert _run(store, _Note(store, 3))[0].result() == "r-3"
+
+
+def test_a_connection_is_handed_back_to_the_pool_as_lent(store: Any) -> None:
+    _run(store, _Note(store, 1, fail=True))
+    for _ in range(3):  # every connection of the pool (2)
+        with store.db.pool.connection() as conn:
+            assert not conn.autocommit
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -87,7 +88,10 @@ def build_engine(
         astore,
         clock,
         cfg,
-        "testhost:1:abc",
+        # Unique per engine: a stop signals every process on the machine carrying the
+        # attempt's markers (job id, generation, lease owner; engine/proctree.py), so a
+        # shared owner let one test's cancel of job 1 kill another pytest's job 1.
+        f"testhost:{os.getpid()}:{secrets.token_hex(4)}",
         metrics=metrics,
         on_finish=lambda j, c, r: holder[0].on_finish(j, c, r),
     )

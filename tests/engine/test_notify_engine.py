@@ -38,7 +38,9 @@ async def test_a_lease_that_ran_out_on_the_last_attempt_notifies(
     seen = tmp_path / "seen"
     line = f'echo "$JOBCTL_FAILED_DEAD_REASON:$JOBCTL_FAILED_EXIT_CODE" > {seen}'
     cfg = ExecutorConfig(concurrency=2, lease_ttl=30, kill_grace=0.5, log_dir=tmp_path / "logs")
-    parts = wire_engine(astore, clock, cfg, "h:1:a", notify=NotifyDefaults(on_failure=line))
+    parts = wire_engine(
+        astore, clock, cfg, f"h:{os.getpid()}:a", notify=NotifyDefaults(on_failure=line)
+    )
     try:
         now, uid = clock.now(), os.geteuid()
         [ins] = store.insert([JobSpec(("true",), now, uid, max_attempts=1, cwd=str(tmp_path))])

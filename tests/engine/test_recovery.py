@@ -100,7 +100,7 @@ async def test_other_hosts_leases_are_left_to_expire(engine: Engine) -> None:
 def _crash(engine: Engine, n: int, procs: list[subprocess.Popen[bytes]], alive: set[int]) -> str:
     """Daemon ``n`` of this host claims every due job and is killed: the commands of the
     jobs in ``alive`` outlive it (as a ``kill -9`` leaves them), the others had exited."""
-    owner = f"testhost:{1000 + n}:dead{n:02d}"
+    owner = f"testhost:{1000 + n}:dead{n:02d}{os.getpid():x}"  # as DEAD: per test process
     for claim in engine.store.claim_due(owner, 100, 30):
         if claim.job.id in alive:
             env = {"JOBCTL_JOB_ID": str(claim.job.id), "JOBCTL_LEASE_OWNER": owner}

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jobctl import daemon
+from jobctl.cli.errors import user_words
+from jobctl.client import Client
+from jobctl.client.client import _error_from
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone_name
 from tests.cli.test_cli import run_cli
@@ -49,3 +54,46 @@ def test_a_bad_tz_refuses_the_daemon_start(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(daemon, "harden_process", started)
     with pytest.raises(InvalidInput, match="TZ='Invalid/Zone'"):
         daemon.run_daemon(object())  # type: ignore[arg-type]
+
+
+def _refusal(message: str) -> InvalidInput:
+    body = json.dumps({"error": {"code": "invalid_input", "message": message}}).encode()
+    err = _error_from(422, body)
+    assert isinstance(err, InvalidInput)
+    return err
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("path.job_id: Input should be >= 1", "ID: Input should be >= 1"),
+        ("job.priority: Input should be <= 1000", "--priority: Input should be <= 1000"),
+        (
+            "max_attempts: Input should be >= 1; run_at: bad",
+            "--max-attempts: Input should be >= 1; --at/--in: bad",
+        ),
+        ("query.limit: too big", "--limit: too big"),
+        ("backoff.base: too small", "--backoff: too small"),
+        ("0.priority: too big", "0.priority: too big"),  # an item of a batch file: as written
+        ("a job id must be a number", "a job id must be a number"),
+    ],
+)
+def test_the_daemons_field_paths_are_shown_as_typed(message: str, shown: str) -> None:
+    assert user_words(_refusal(message)) == shown
+
+
+def test_the_clis_own_messages_are_left_alone() -> None:
+    assert user_words(InvalidInput("timeout: our own words")) == "timeout: our own words"
+
+
+def test_run_prints_the_flag_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(self: Client, job_id: int) -> dict[str, object]:
+        raise _refusal("path.job_id: Input should be less than or equal to 9007199254740991")
+
+    monkeypatch.setattr(Client, "get", refuse)
+    monkeypatch.setattr(Client, "request", lambda self, *a, **k: refuse(self, 0))
+    code, _, err = run_cli(capsys, "show", "--socket", "/nonexistent/s", "9" * 20)
+    assert code == 2
+    assert err == "jobctl: error: ID: Input should be less than or equal to 9007199254740991\n"

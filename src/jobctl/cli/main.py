@@ -22,7 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail
+from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail, user_words
 from jobctl.errors import JobctlError
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def run(argv: list[str] | None = None) -> int:
                 return 0
         return _run_typer(args)
     except JobctlError as exc:
-        fail(exc.message)
+        fail(user_words(exc))
         return exit_code_for(exc)
     except KeyboardInterrupt:
         return 130

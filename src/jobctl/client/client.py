@@ -453,7 +453,8 @@ def _error_from(status: int, data: bytes) -> errors.JobctlError:
         text = data[:200].decode("utf-8", errors="replace")
         return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
     cls = _BY_CODE.get(code, errors.JobctlError)
-    return cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})
+    details = {k: v for k, v in err.items() if k not in ("code", "message")}
+    return cls(message, **details, http_status=status)
 
 
 def start_hint(socket: Path) -> str:

@@ -181,8 +181,8 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message
 # jobctl add
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key (not empty): same key, same job'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name (no spaces or control characters)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'priority' -x -d 'Higher runs first (-1000..1000)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'max-attempts' -x -d 'Failures allowed before dead'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'timeout' -x -d 'Kill after this long, e.g. 10m'

@@ -97,3 +97,10 @@ def test_run_prints_the_flag_name(
     code, _, err = run_cli(capsys, "show", "--socket", "/nonexistent/s", "9" * 20)
     assert code == 2
     assert err == "jobctl: error: ID: Input should be less than or equal to 9007199254740991\n"
+
+
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_key_is_refused(capsys: pytest.CaptureFixture[str], key: str) -> None:
+    code, out, err = run_cli(capsys, "add", "--socket", "/nonexistent/s", "--key", key, "--", "x")
+    assert (code, out) == (2, "")  # was: a job without a key (exit 5 here: no daemon)
+    assert err == "jobctl: error: --key must not be empty (leave it out for a job without a key)\n"

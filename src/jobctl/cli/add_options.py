@@ -37,8 +37,8 @@ AtOpt = Annotated[
     ),
 ]
 InOpt = Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")]
-KeyOpt = Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")]
-QueueOpt = Annotated[str, typer.Option(help="Queue name")]
+KeyOpt = Annotated[str | None, typer.Option(help="Idempotency key (not empty): same key, same job")]
+QueueOpt = Annotated[str, typer.Option(help="Queue name (no spaces or control characters)")]
 PriorityOpt = Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")]
 MaxAttemptsOpt = Annotated[
     int | None,

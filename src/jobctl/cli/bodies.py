@@ -51,6 +51,8 @@ def job_body(
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
+    if key is not None and not key.strip():  # was sent as no key: a second add made a twin
+        raise InvalidInput("--key must not be empty (leave it out for a job without a key)")
     if payload is not None:
         if command or http is not None:
             raise InvalidInput("give either a command, --http or --payload: one")

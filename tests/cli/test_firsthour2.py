@@ -104,3 +104,39 @@ def test_an_empty_key_is_refused(capsys: pytest.CaptureFixture[str], key: str) -
     code, out, err = run_cli(capsys, "add", "--socket", "/nonexistent/s", "--key", key, "--", "x")
     assert (code, out) == (2, "")  # was: a job without a key (exit 5 here: no daemon)
     assert err == "jobctl: error: --key must not be empty (leave it out for a job without a key)\n"
+
+
+def _fake_jobs(monkeypatch: pytest.MonkeyPatch, status: str) -> list[int]:
+    """A daemon holding one job 5 in ``status``; the ids ``cancel`` was posted for."""
+    posted: list[int] = []
+
+    def cancel(self: Client, job_id: int) -> dict[str, object]:
+        posted.append(job_id)
+        return {"id": job_id, "status": "cancelled"}
+
+    monkeypatch.setattr(Client, "get", lambda self, job_id: {"id": job_id, "status": status})
+    monkeypatch.setattr(Client, "cancel", cancel)
+    return posted
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "out", "err"),
+    [
+        ("scheduled", 0, "job 5 cancelled\n", ""),
+        ("running", 0, "job 5 cancelled\n", ""),
+        ("cancelled", 0, "job 5 was already cancelled\n", ""),  # was "job 5 cancelled"
+        ("succeeded", 4, "", "jobctl: error: job 5 already ended (succeeded): nothing to cancel\n"),
+        ("dead", 4, "", "jobctl: error: job 5 already ended (dead): nothing to cancel\n"),
+    ],
+)
+def test_cancel_is_idempotent_and_says_what_happened(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: str,
+    code: int,
+    out: str,
+    err: str,
+) -> None:
+    posted = _fake_jobs(monkeypatch, status)
+    assert run_cli(capsys, "cancel", "--socket", "/nonexistent/s", "5") == (code, out, err)
+    assert posted == ([5] if status in ("scheduled", "running") else [])

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from jobctl import daemon
+from jobctl.cli.bodies import PAST_GRACE
 from jobctl.cli.errors import user_words
 from jobctl.client import Client
 from jobctl.client.client import _error_from
@@ -140,3 +142,36 @@ def test_cancel_is_idempotent_and_says_what_happened(
     posted = _fake_jobs(monkeypatch, status)
     assert run_cli(capsys, "cancel", "--socket", "/nonexistent/s", "5") == (code, out, err)
     assert posted == ([5] if status in ("scheduled", "running") else [])
+
+
+def _iso(delta: timedelta) -> str:
+    return (datetime.now(UTC) + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_past_at_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "add", "--socket", "/nonexistent/s", "--at", "2020-01-01 06:00", "--tz", "UTC",
+        "--", "true",
+    )  # fmt: skip
+    assert (code, out) == (2, "")  # was: enqueued to run at once (here: exit 5, no daemon)
+    assert err.startswith("jobctl: error: --at 2020-01-01 06:00: that time is past (2020-01-01")
+    assert err.endswith("; give a future time, or leave --at out to run now\n")
+
+
+def test_an_at_just_past_runs_now_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sent: list[dict[str, object]] = []
+
+    def enqueue(self: Client, job: dict[str, object]) -> dict[str, object]:
+        sent.append(job)
+        return {"id": 9, "run_at": job["run_at"], "status": "scheduled"}
+
+    monkeypatch.setattr(Client, "enqueue", enqueue)
+    at = _iso(-timedelta(seconds=PAST_GRACE - 60))
+    code, out, err = run_cli(capsys, "add", "--socket", "/nonexistent/s", "--at", at, "--", "x")
+    assert (code, out) == (0, "9\n") and len(sent) == 1
+    assert err.endswith("\nnote: that time has passed: the job runs now\n")
+    future = _iso(timedelta(hours=1))
+    code, out, err = run_cli(capsys, "add", "--socket", "/x/s", "--at", future, "--", "x")
+    assert code == 0 and "passed" not in err and " ago)" not in err

@@ -33,7 +33,8 @@ AtOpt = Annotated[
     typer.Option(
         help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
         "(else in your zone: $TZ, else the host's); a time alone, 06:00, is the next "
-        "one (today, or tomorrow once passed)"
+        "one (today, or tomorrow once passed). A past time is refused, unless at most "
+        "5 minutes ago: the job then runs now (said on stderr)"
     ),
 ]
 InOpt = Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")]

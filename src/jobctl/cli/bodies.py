@@ -180,12 +180,24 @@ def shell_argv(script: str) -> list[str]:
     return [bash, "-o", "pipefail", "-c", script] if bash else ["/bin/sh", "-c", script]
 
 
+#: How long ago an ``--at`` time may be and still run (at once): a script's computed "now"
+#: or a time typed a minute late. Further back it is refused, as at(1) refuses it: the
+#: user most likely meant another day, and the job would otherwise run at once unnoticed.
+PAST_GRACE = 300.0
+
+
 def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
     if at:
-        from jobctl.cli.humantime import parse_at  # pendulum: never on the fast path
+        from jobctl.cli.humantime import parse_at, relative  # pendulum: never on the fast path
         from jobctl.cli.schedules import user_zone  # (and Typer)
 
-        return parse_at(at, user_zone(tz))[0].isoformat()
+        when, now = parse_at(at, user_zone(tz))[0], datetime.now(UTC)  # the CLI's boundary
+        if (now - when).total_seconds() > PAST_GRACE:
+            raise InvalidInput(
+                f"--at {at}: that time is past ({when:%Y-%m-%d %H:%M:%S} UTC, "
+                f"{relative(when, now)}); give a future time, or leave --at out to run now"
+            )
+        return when.isoformat()
     if in_:
         delay = parse_duration(in_)
         try:

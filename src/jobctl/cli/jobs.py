@@ -231,6 +231,8 @@ def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
     note = humantime.parse_at(at, zone)[1]
     if note:
         sys.stderr.write(f"note: {note}\n")
+    if utc < datetime.now(UTC):  # past, within the grace (bodies.PAST_GRACE)
+        sys.stderr.write("note: that time has passed: the job runs now\n")
 
 
 #: Everything of ``add`` but --batch, --json and --socket: --batch refuses these.

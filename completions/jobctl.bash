@@ -68,7 +68,7 @@ _jobctl_options() {
         cancel) _jobctl_r=(--json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --state-dir --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
-        next) _jobctl_r=(--tz --after --count --json --seed --help) ;;
+        next) _jobctl_r=(--tz --after --count -n --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
         top) _jobctl_r=(--once --interval --socket --help) ;;
         backup) _jobctl_r=(--db --force --help) ;;
@@ -129,7 +129,7 @@ _jobctl_nvalues() {
         'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
         'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
         'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
-        'next --after'|'next --count'|'next --seed'|'import-crontab --tz'|\
+        'next --after'|'next --count'|'next -n'|'next --seed'|'import-crontab --tz'|\
         'import-crontab --misfire'|'import-crontab --max-attempts'|\
         'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
         'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\

@@ -92,7 +92,7 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
-            'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
+            'next --after' 'next --count' 'next -n' 'next --seed' 'import-crontab --tz' \
             'import-crontab --misfire' 'import-crontab --max-attempts' \
             'import-crontab --socket' 'top --interval' 'top --socket' 'backup --db' \
             'export --format' 'export -f' 'export --output' 'export -o' 'export --owner' \
@@ -277,7 +277,7 @@ complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'help' -d 'Show this m
 # jobctl next
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'tz' -x -d 'IANA time zone of the schedule'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'after' -x -d 'Start after this instant (exclusive): ISO-8601, or a wall time in --tz'
-complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -x -d 'How many fire times'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -s 'n' -x -d 'How many fire times'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON list of UTC ISO-8601 times instead'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'seed' -x -d 'Schedule id that H fields are hashed from (needed for an expression with H)'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'

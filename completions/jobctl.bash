@@ -46,7 +46,7 @@ _jobctl_subcommands() {
     case $1 in
         '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
-        queues) _jobctl_r=(list set pause resume workers) ;;
+        queues) _jobctl_r=(list set pause resume workers show) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show get) ;;
         secrets) _jobctl_r=(create list show rotate delete) ;;
@@ -70,7 +70,7 @@ _jobctl_options() {
         daemon) _jobctl_r=(--db --state-dir --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
         next) _jobctl_r=(--tz --after --count -n --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
-        top) _jobctl_r=(--once --interval --socket --help) ;;
+        top) _jobctl_r=(--once --interval --json --socket --help) ;;
         backup) _jobctl_r=(--db --force --help) ;;
         export) _jobctl_r=(--format -f --output -o --owner --db --help) ;;
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
@@ -88,6 +88,7 @@ _jobctl_options() {
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         'queues workers') _jobctl_r=(--allow --clear-allow --json --socket --help) ;;
+        'queues show') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
@@ -146,14 +147,15 @@ _jobctl_nvalues() {
         'queues set --weight'|'queues set --nice'|'queues set --memory-max'|\
         'queues set --cpu-quota'|'queues set --on-failure'|'queues set --socket'|\
         'queues pause --socket'|'queues resume --socket'|'queues workers --allow'|\
-        'queues workers --socket'|'schedules list --limit'|'schedules list --cursor'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
-        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
-        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
-        'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
-        'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
-        'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
-        'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
+        'queues workers --socket'|'queues show --socket'|'schedules list --limit'|\
+        'schedules list --cursor'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules edit --cron'|'schedules edit --every'|'schedules edit --at'|\
+        'schedules edit --tz'|'schedules edit --jitter'|'schedules edit --name'|\
+        'schedules edit --misfire'|'schedules edit --catch-up-limit'|\
+        'schedules edit --overlap'|'schedules edit --queue'|'schedules edit --priority'|\
+        'schedules edit --timeout'|'schedules edit --max-attempts'|\
+        'schedules edit --backoff'|'schedules edit --env'|'schedules edit --cwd'|\
+        'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
         'schedules edit --on-failure'|'schedules edit --nice'|\
         'schedules edit --memory-max'|'schedules edit --cpu-quota'|\
         'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
@@ -175,9 +177,10 @@ _jobctl_positionals() {
     case $1 in
         add|'dlq replay') _jobctl_r=(0 1) ;;
         show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
-        'queues set'|'queues pause'|'queues resume'|'queues workers'|'schedules show'|\
-        'schedules pause'|'schedules resume'|'schedules trigger'|'schedules delete'|\
-        'config get'|'secrets create'|'secrets show'|'secrets rotate'|'secrets delete') _jobctl_r=(1 0) ;;
+        'queues set'|'queues pause'|'queues resume'|'queues workers'|'queues show'|\
+        'schedules show'|'schedules pause'|'schedules resume'|'schedules trigger'|\
+        'schedules delete'|'config get'|'secrets create'|'secrets show'|'secrets rotate'|\
+        'secrets delete') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -207,16 +210,16 @@ _jobctl_value() {
         'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
         'queues resume #1'|'queues workers --socket'|'queues workers #1'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules show #1'|\
-        'schedules edit --socket'|'schedules edit #1'|'schedules edit #*'|\
-        'schedules pause --socket'|'schedules pause #1'|'schedules resume --socket'|\
-        'schedules resume #1'|'schedules trigger --socket'|'schedules trigger #1'|\
-        'schedules delete --socket'|'schedules delete #1'|'config show --config'|\
-        'config show --socket'|'config get --config'|'config get --socket'|\
-        'config get #1'|'secrets create --socket'|'secrets create #1'|\
-        'secrets list --socket'|'secrets show --socket'|'secrets show #1'|\
-        'secrets rotate --socket'|'secrets rotate #1'|'secrets delete --socket'|\
-        'secrets delete #1') _jobctl_files ;;
+        'queues show --socket'|'queues show #1'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules show #1'|'schedules edit --socket'|\
+        'schedules edit #1'|'schedules edit #*'|'schedules pause --socket'|\
+        'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
+        'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
+        'schedules delete #1'|'config show --config'|'config show --socket'|\
+        'config get --config'|'config get --socket'|'config get #1'|\
+        'secrets create --socket'|'secrets create #1'|'secrets list --socket'|\
+        'secrets show --socket'|'secrets show #1'|'secrets rotate --socket'|\
+        'secrets rotate #1'|'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
         'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;

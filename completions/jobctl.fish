@@ -63,7 +63,7 @@ function __jobctl_subcommands --argument-names path --description 'Subcommands o
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
-            printf '%s\n' 'list' 'set' 'pause' 'resume' 'workers'
+            printf '%s\n' 'list' 'set' 'pause' 'resume' 'workers' 'show'
         case 'schedules'
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
@@ -110,10 +110,10 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'queues set --nice' 'queues set --memory-max' 'queues set --cpu-quota' \
             'queues set --on-failure' 'queues set --socket' 'queues pause --socket' \
             'queues resume --socket' 'queues workers --allow' 'queues workers --socket' \
-            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
-            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
-            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
-            'schedules edit --name' 'schedules edit --misfire' \
+            'queues show --socket' 'schedules list --limit' 'schedules list --cursor' \
+            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
+            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
+            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
             'schedules edit --catch-up-limit' 'schedules edit --overlap' \
             'schedules edit --queue' 'schedules edit --priority' \
             'schedules edit --timeout' 'schedules edit --max-attempts' \
@@ -296,6 +296,7 @@ complete -c jobctl -n '__jobctl_at \'import-crontab\' \'#1\'' -F -d 'The crontab
 # jobctl top
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'once' -d 'Print one frame and exit'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'interval' -x -d 'Seconds between refreshes'
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'json' -d 'Print each frame\'s data as one JSON line: {status, running, dead} (with --once: one line)'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -397,6 +398,7 @@ complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'pause' -d 'Stop starting this queue\'s jobs; it keeps accepting and keeping them.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'resume' -d 'Start this queue\'s jobs again.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'workers' -d 'Show a worker queue\'s workers: who may lease its jobs and who holds leases now.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'show' -d 'One queue in one view: its health (waiting, due, running, finished), limits,...'
 complete -c jobctl -n '__jobctl_at \'queues\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl queues list
@@ -442,6 +444,12 @@ complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'json' -d 'Pri
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'#1\'' -F -d 'Queue name'
+
+# jobctl queues show
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts, a page at a time.'

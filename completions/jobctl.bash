@@ -44,7 +44,7 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
+        '') _jobctl_r=(add list show attempts logs cancel rerun status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
         queues) _jobctl_r=(list set pause resume workers show) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
@@ -66,6 +66,7 @@ _jobctl_options() {
         attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
+        rerun) _jobctl_r=(--at --in --tz --json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --state-dir --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
         next) _jobctl_r=(--tz --after --count -n --json --seed --help) ;;
@@ -126,17 +127,17 @@ _jobctl_nvalues() {
         'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
         'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
         'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
-        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
-        'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
-        'next --after'|'next --count'|'next -n'|'next --seed'|'import-crontab --tz'|\
-        'import-crontab --misfire'|'import-crontab --max-attempts'|\
-        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\
-        'export --db'|'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
-        'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
-        'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
+        'logs --socket'|'cancel --socket'|'rerun --at'|'rerun --in'|'rerun --tz'|\
+        'rerun --socket'|'status --socket'|'daemon --db'|'daemon --state-dir'|\
+        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
+        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
+        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
+        'next -n'|'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
+        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
+        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
+        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
+        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
+        'audit --cursor'|'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
         'worker --concurrency'|'worker -c'|'worker --lease-ttl'|'worker --wait'|\
         'worker --grace'|'worker --prefetch'|'worker --socket'|'dlq list --queue'|\
         'dlq list --reason'|'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|\
@@ -176,7 +177,7 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add|'dlq replay') _jobctl_r=(0 1) ;;
-        show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
+        show|attempts|logs|cancel|rerun|next|import-crontab|backup|export|'dlq show'|\
         'queues set'|'queues pause'|'queues resume'|'queues workers'|'queues show'|\
         'schedules show'|'schedules pause'|'schedules resume'|'schedules trigger'|\
         'schedules delete'|'config get'|'secrets create'|'secrets show'|'secrets rotate'|\
@@ -201,8 +202,8 @@ _jobctl_value() {
         'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
         'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'attempts --socket'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
+        'logs --socket'|'cancel --socket'|'rerun --socket'|'status --socket'|\
+        'daemon --db'|'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
         'import-crontab --socket'|'import-crontab #1'|'top --socket'|'backup --db'|\
         'backup #1'|'export --output'|'export -o'|'export --db'|'prune --socket'|\
         'metrics --socket'|'audit --socket'|'worker --socket'|'dlq list --socket'|\
@@ -221,7 +222,8 @@ _jobctl_value() {
         'secrets show --socket'|'secrets show #1'|'secrets rotate --socket'|\
         'secrets rotate #1'|'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
-        'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'rerun #1'|'dlq show #1'|\
+        'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
         'export --format'|'export -f') _jobctl_words jsonl csv ;;
         'export #1') _jobctl_words jobs attempts schedules ;;

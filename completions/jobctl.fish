@@ -59,7 +59,7 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'rerun' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
@@ -88,8 +88,9 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
             'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
             'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
-            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
-            'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'rerun --at' \
+            'rerun --in' 'rerun --tz' 'rerun --socket' 'status --socket' 'daemon --db' \
+            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
             'next --after' 'next --count' 'next -n' 'next --seed' 'import-crontab --tz' \
@@ -157,6 +158,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'attempts' -d 'List a job\'s attempts in order, a page at a time (a job replayed many times...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'rerun' -d 'Enqueue a new job from a finished job\'s definition (succeeded, dead or...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'daemon' -d 'Run the scheduler daemon in the foreground (logs to stderr).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fire times of a cron expression, in UTC and in its time zone.'
@@ -255,6 +257,15 @@ complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'json' -d 'Print JSON 
 complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'cancel\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
+
+# jobctl rerun
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed). A past time is refused, unless at most 5 minutes ago: the job then runs now (said on stderr)'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'A finished job\'s id'
 
 # jobctl status
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'

@@ -62,3 +62,26 @@ async def test_a_stored_queue_the_rule_refuses_stays_usable(
     assert r.json()["job"]["queue"] == "old name" and r.json()["job"]["priority"] == 3
     r = await client.patch("/v1/schedules/legacy", json={"job": {"queue": "new name"}})
     assert r.status_code == 422  # but no new name of that kind
+
+
+async def test_rerun_copies_a_finished_jobs_definition(api: Any, clock: FakeClock) -> None:
+    client, _ = api
+    body = {"command": ["echo", "hi"], "queue": "q", "priority": 7, "key": "k1",
+            "env": {"A": "1"}, "max_attempts": 2, "timeout": 30.0}  # fmt: skip
+    old = (await client.post("/v1/jobs", json=body)).json()
+    r = await client.post(f"/v1/jobs/{old['id']}/rerun", json={})
+    assert r.status_code == 409 and "rerun takes a finished job" in r.text  # still scheduled
+    await client.post(f"/v1/jobs/{old['id']}/cancel")
+    r = await client.post(f"/v1/jobs/{old['id']}/rerun", json={})
+    assert r.status_code == 201, r.text
+    new = r.json()
+    assert new["id"] != old["id"] and new["key"] != "k1" and new["status"] == "scheduled"
+    same = ("command", "queue", "priority", "env", "max_attempts", "timeout", "owner_uid")
+    assert {k: new[k] for k in same} == {k: old[k] for k in same}
+    assert new["run_at"] == old["run_at"]  # now, on the fake clock that did not move
+    later = "2027-03-02T09:00:00Z"
+    r = await client.post(f"/v1/jobs/{old['id']}/rerun", json={"run_at": later})
+    assert r.status_code == 201 and r.json()["run_at"] == "2027-03-02T09:00:00.000Z"
+    r = await client.post(f"/v1/jobs/{old['id']}/rerun", json={"run_at": "2027-03-02 09:00"})
+    assert r.status_code == 422
+    assert (await client.post("/v1/jobs/999999/rerun", json={})).status_code == 404

@@ -71,3 +71,21 @@ def test_queues_show_is_one_queue_in_one_view(
     assert (work["workers"], work["leases"], work["live"]) == (["uid:0"], 0, [])
     code, out, err = cli(capsys, daemon, "queues", "show", "nope")
     assert (code, out) == (3, "") and err.startswith("jobctl: error: no queue 'nope'")
+
+
+def test_rerun_enqueues_a_copy_of_a_finished_job(
+    capsys: pytest.CaptureFixture[str], daemon: DaemonProc, tmp_path: Path
+) -> None:
+    c = daemon.client()
+    old = c.enqueue(job_body(["sh", "-c", "echo ran"], queue="q", priority=3, cwd=tmp_path))
+    daemon.wait_for_line(f"event=succeeded job={old['id']} ")
+    code, out, err = cli(capsys, daemon, "rerun", str(old["id"]))  # was: no such command
+    assert (code, err) == (0, "")
+    new = c.get(int(out))
+    assert new["id"] != old["id"] and new["key"] != old["key"]
+    assert (new["command"], new["queue"], new["priority"]) == (old["command"], "q", 3)
+    daemon.wait_for_line(f"event=succeeded job={new['id']} ")
+    code, out, _ = cli(capsys, daemon, "rerun", str(old["id"]), "--in", "1h", "--json")
+    assert code == 0 and json.loads(out)["status"] == "scheduled"
+    code, out, err = cli(capsys, daemon, "rerun", str(json.loads(out)["id"]))
+    assert (code, out) == (4, "") and "rerun takes a finished job" in err

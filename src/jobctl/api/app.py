@@ -437,6 +437,7 @@ def create_app(
         dlq,
         leases,
         queues,
+        rerun,
         retention,
         schedules,
     )
@@ -452,6 +453,7 @@ def create_app(
         metrics_api.router,
         secrets_api.router,
         leases.router,
+        rerun.router,
     ):
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx

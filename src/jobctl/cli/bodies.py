@@ -88,7 +88,7 @@ def _command_job(command: list[str], **o: Any) -> dict[str, Any]:
     }
     retry_on, no_retry_on = o["retry_on"], o["no_retry_on"]
     optional = {
-        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "run_at": run_at_of(o["at"], o["in_"], o["tz"]),
         "key": o["key"] or None,
         "max_attempts": o["max_attempts"],
         "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
@@ -116,7 +116,7 @@ def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, A
 def _when_and_retries(o: dict[str, Any]) -> dict[str, Any]:
     """The options an HTTP job and a payload job share with a command (given ones only)."""
     optional = {
-        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "run_at": run_at_of(o["at"], o["in_"], o["tz"]),
         "key": o["key"] or None,
         "max_attempts": o["max_attempts"],
         "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
@@ -186,7 +186,8 @@ def shell_argv(script: str) -> list[str]:
 PAST_GRACE = 300.0
 
 
-def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
+def run_at_of(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
+    """The wire time of ``--at`` (read in --tz, else the user's zone) or ``--in``; None: now."""
     if at:
         from jobctl.cli.humantime import parse_at, relative  # pendulum: never on the fast path
         from jobctl.cli.schedules import user_zone  # (and Typer)

@@ -60,6 +60,7 @@ def _app() -> typer.Typer:
         options,
         prune_cmd,
         queues,
+        rerun_cmd,
         schedules,
         store_cmd,
         top,
@@ -82,6 +83,7 @@ def _app() -> typer.Typer:
     app.command("attempts")(jobs.attempts)
     app.command("logs")(jobs.logs)
     app.command("cancel")(jobs.cancel)
+    app.command("rerun")(rerun_cmd.rerun)
     app.command("status")(admin.status)
     app.command("daemon")(admin.daemon)
     app.command("next")(next_cmd.next_)

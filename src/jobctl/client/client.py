@@ -217,6 +217,12 @@ class Client:
         result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/cancel")
         return result
 
+    def rerun(self, job_id: int, run_at: str | None = None) -> dict[str, Any]:
+        """A new job (the old one's owner's) from a finished job's definition."""
+        body = {} if run_at is None else {"run_at": run_at}
+        result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/rerun", json_body=body)
+        return result
+
     def dead(
         self,
         limit: int = 100,

@@ -25,7 +25,8 @@ router = APIRouter(prefix="/v1")
 
 
 class RerunIn(BaseModel):
-    """When the new job runs: ``run_at`` (with an offset), else now."""
+    """When the new job runs: ``run_at`` (with an offset), else now (the body ``{}``; a
+    JSON body is required, as on every POST that takes one)."""
 
     model_config = STRICT
     run_at: Annotated[datetime, Field(json_schema_extra=TIME_SCHEMA)] | None = None
@@ -43,10 +44,11 @@ _ENDED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
     summary="Enqueue a new job from a finished job's definition",
     description="The new job (new id and key) has the old one's command or body, queue, "
     "priority, retry, timeout, limits and owner (an admin's rerun is still the owner's "
-    "job); `run_at` defaults to now. 409 `conflict` for a job not finished yet.",
+    'job); the body is `{}` or `{"run_at": ...}` (default: now). '
+    "409 `conflict` for a job not finished yet.",
 )
 async def rerun(
-    job_id: JobIdPath, ctx: Ctx, who: Who, request: Request, body: RerunIn | None = None
+    job_id: JobIdPath, body: RerunIn, ctx: Ctx, who: Who, request: Request
 ) -> dict[str, Any]:
     old = await visible_job(ctx, who, job_id)
     if old.status not in _ENDED:
@@ -56,7 +58,7 @@ async def rerun(
             job_id=job_id,
         )
     now = ctx.store.clock.now()
-    run_at = (body.run_at if body and body.run_at else now).astimezone(UTC)
+    run_at = (body.run_at or now).astimezone(UTC)
     spec = dataclasses.replace(
         old.spec, run_at=run_at, key=None, schedule_id=None, scheduled_for=None
     )

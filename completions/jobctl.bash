@@ -44,9 +44,9 @@ _jobctl_files() {
 # _jobctl_r: the subcommands of a command path.
 _jobctl_subcommands() {
     case $1 in
-        '') _jobctl_r=(add list show attempts logs cancel status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
+        '') _jobctl_r=(add list show attempts logs cancel rerun status daemon next import-crontab top backup export prune metrics audit worker dlq queues schedules config secrets webhook store) ;;
         dlq) _jobctl_r=(list show replay purge) ;;
-        queues) _jobctl_r=(list set pause resume workers) ;;
+        queues) _jobctl_r=(list set pause resume workers show) ;;
         schedules) _jobctl_r=(list show edit pause resume trigger delete) ;;
         config) _jobctl_r=(show get) ;;
         secrets) _jobctl_r=(create list show rotate delete) ;;
@@ -66,11 +66,12 @@ _jobctl_options() {
         attempts) _jobctl_r=(--limit --cursor --all --json --socket --help) ;;
         logs) _jobctl_r=(--attempt --tail -n --follow -f --socket --help) ;;
         cancel) _jobctl_r=(--json --socket --help) ;;
+        rerun) _jobctl_r=(--at --in --tz --json --socket --help) ;;
         status) _jobctl_r=(--json --socket --help) ;;
         daemon) _jobctl_r=(--db --state-dir --socket --concurrency --lease-ttl --kill-grace --shutdown-grace --socket-group --log-level --config --help) ;;
-        next) _jobctl_r=(--tz --after --count --json --seed --help) ;;
+        next) _jobctl_r=(--tz --after --count -n --json --seed --help) ;;
         import-crontab) _jobctl_r=(--tz --misfire --max-attempts --dry-run --json --socket --help) ;;
-        top) _jobctl_r=(--once --interval --socket --help) ;;
+        top) _jobctl_r=(--once --interval --json --socket --help) ;;
         backup) _jobctl_r=(--db --force --help) ;;
         export) _jobctl_r=(--format -f --output -o --owner --db --help) ;;
         prune) _jobctl_r=(--dry-run --no-dry-run --json --socket --help) ;;
@@ -88,6 +89,7 @@ _jobctl_options() {
         'queues pause') _jobctl_r=(--json --socket --help) ;;
         'queues resume') _jobctl_r=(--json --socket --help) ;;
         'queues workers') _jobctl_r=(--allow --clear-allow --json --socket --help) ;;
+        'queues show') _jobctl_r=(--json --socket --help) ;;
         schedules) _jobctl_r=(--help) ;;
         'schedules list') _jobctl_r=(--deleted --no-deleted --limit --cursor --all --all-users --json --socket --help) ;;
         'schedules show') _jobctl_r=(--json --socket --help) ;;
@@ -125,17 +127,17 @@ _jobctl_nvalues() {
         'add --batch'|'add --socket'|'list --status'|'list --queue'|'list --limit'|\
         'list --cursor'|'list --socket'|'show --socket'|'attempts --limit'|\
         'attempts --cursor'|'attempts --socket'|'logs --attempt'|'logs --tail'|'logs -n'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --state-dir'|'daemon --socket'|'daemon --concurrency'|\
-        'daemon --lease-ttl'|'daemon --kill-grace'|'daemon --shutdown-grace'|\
-        'daemon --socket-group'|'daemon --log-level'|'daemon --config'|'next --tz'|\
-        'next --after'|'next --count'|'next --seed'|'import-crontab --tz'|\
-        'import-crontab --misfire'|'import-crontab --max-attempts'|\
-        'import-crontab --socket'|'top --interval'|'top --socket'|'backup --db'|\
-        'export --format'|'export -f'|'export --output'|'export -o'|'export --owner'|\
-        'export --db'|'prune --socket'|'metrics --socket'|'audit --uid'|'audit --action'|\
-        'audit --since'|'audit --before'|'audit --limit'|'audit --cursor'|\
-        'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
+        'logs --socket'|'cancel --socket'|'rerun --at'|'rerun --in'|'rerun --tz'|\
+        'rerun --socket'|'status --socket'|'daemon --db'|'daemon --state-dir'|\
+        'daemon --socket'|'daemon --concurrency'|'daemon --lease-ttl'|\
+        'daemon --kill-grace'|'daemon --shutdown-grace'|'daemon --socket-group'|\
+        'daemon --log-level'|'daemon --config'|'next --tz'|'next --after'|'next --count'|\
+        'next -n'|'next --seed'|'import-crontab --tz'|'import-crontab --misfire'|\
+        'import-crontab --max-attempts'|'import-crontab --socket'|'top --interval'|\
+        'top --socket'|'backup --db'|'export --format'|'export -f'|'export --output'|\
+        'export -o'|'export --owner'|'export --db'|'prune --socket'|'metrics --socket'|\
+        'audit --uid'|'audit --action'|'audit --since'|'audit --before'|'audit --limit'|\
+        'audit --cursor'|'audit --socket'|'worker --app'|'worker --queue'|'worker -q'|\
         'worker --concurrency'|'worker -c'|'worker --lease-ttl'|'worker --wait'|\
         'worker --grace'|'worker --prefetch'|'worker --socket'|'dlq list --queue'|\
         'dlq list --reason'|'dlq list --since'|'dlq list --limit'|'dlq list --cursor'|\
@@ -146,14 +148,15 @@ _jobctl_nvalues() {
         'queues set --weight'|'queues set --nice'|'queues set --memory-max'|\
         'queues set --cpu-quota'|'queues set --on-failure'|'queues set --socket'|\
         'queues pause --socket'|'queues resume --socket'|'queues workers --allow'|\
-        'queues workers --socket'|'schedules list --limit'|'schedules list --cursor'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules edit --cron'|\
-        'schedules edit --every'|'schedules edit --at'|'schedules edit --tz'|\
-        'schedules edit --jitter'|'schedules edit --name'|'schedules edit --misfire'|\
-        'schedules edit --catch-up-limit'|'schedules edit --overlap'|\
-        'schedules edit --queue'|'schedules edit --priority'|'schedules edit --timeout'|\
-        'schedules edit --max-attempts'|'schedules edit --backoff'|'schedules edit --env'|\
-        'schedules edit --cwd'|'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
+        'queues workers --socket'|'queues show --socket'|'schedules list --limit'|\
+        'schedules list --cursor'|'schedules list --socket'|'schedules show --socket'|\
+        'schedules edit --cron'|'schedules edit --every'|'schedules edit --at'|\
+        'schedules edit --tz'|'schedules edit --jitter'|'schedules edit --name'|\
+        'schedules edit --misfire'|'schedules edit --catch-up-limit'|\
+        'schedules edit --overlap'|'schedules edit --queue'|'schedules edit --priority'|\
+        'schedules edit --timeout'|'schedules edit --max-attempts'|\
+        'schedules edit --backoff'|'schedules edit --env'|'schedules edit --cwd'|\
+        'schedules edit --retry-on'|'schedules edit --no-retry-on'|\
         'schedules edit --on-failure'|'schedules edit --nice'|\
         'schedules edit --memory-max'|'schedules edit --cpu-quota'|\
         'schedules edit --socket'|'schedules pause --socket'|'schedules resume --socket'|\
@@ -174,10 +177,11 @@ _jobctl_nvalues() {
 _jobctl_positionals() {
     case $1 in
         add|'dlq replay') _jobctl_r=(0 1) ;;
-        show|attempts|logs|cancel|next|import-crontab|backup|export|'dlq show'|\
-        'queues set'|'queues pause'|'queues resume'|'queues workers'|'schedules show'|\
-        'schedules pause'|'schedules resume'|'schedules trigger'|'schedules delete'|\
-        'config get'|'secrets create'|'secrets show'|'secrets rotate'|'secrets delete') _jobctl_r=(1 0) ;;
+        show|attempts|logs|cancel|rerun|next|import-crontab|backup|export|'dlq show'|\
+        'queues set'|'queues pause'|'queues resume'|'queues workers'|'queues show'|\
+        'schedules show'|'schedules pause'|'schedules resume'|'schedules trigger'|\
+        'schedules delete'|'config get'|'secrets create'|'secrets show'|'secrets rotate'|\
+        'secrets delete') _jobctl_r=(1 0) ;;
         'schedules edit') _jobctl_r=(1 1) ;;
         *) _jobctl_r=(0 0) ;;
     esac
@@ -198,8 +202,8 @@ _jobctl_value() {
         'add --misfire'|'import-crontab --misfire'|'schedules edit --misfire') _jobctl_words skip once all ;;
         'add --overlap'|'schedules edit --overlap') _jobctl_words skip queue allow ;;
         'add --socket'|'add #*'|'list --socket'|'show --socket'|'attempts --socket'|\
-        'logs --socket'|'cancel --socket'|'status --socket'|'daemon --db'|\
-        'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
+        'logs --socket'|'cancel --socket'|'rerun --socket'|'status --socket'|\
+        'daemon --db'|'daemon --state-dir'|'daemon --socket'|'daemon --config'|'next #1'|\
         'import-crontab --socket'|'import-crontab #1'|'top --socket'|'backup --db'|\
         'backup #1'|'export --output'|'export -o'|'export --db'|'prune --socket'|\
         'metrics --socket'|'audit --socket'|'worker --socket'|'dlq list --socket'|\
@@ -207,18 +211,19 @@ _jobctl_value() {
         'queues list --socket'|'queues set --socket'|'queues set #1'|\
         'queues pause --socket'|'queues pause #1'|'queues resume --socket'|\
         'queues resume #1'|'queues workers --socket'|'queues workers #1'|\
-        'schedules list --socket'|'schedules show --socket'|'schedules show #1'|\
-        'schedules edit --socket'|'schedules edit #1'|'schedules edit #*'|\
-        'schedules pause --socket'|'schedules pause #1'|'schedules resume --socket'|\
-        'schedules resume #1'|'schedules trigger --socket'|'schedules trigger #1'|\
-        'schedules delete --socket'|'schedules delete #1'|'config show --config'|\
-        'config show --socket'|'config get --config'|'config get --socket'|\
-        'config get #1'|'secrets create --socket'|'secrets create #1'|\
-        'secrets list --socket'|'secrets show --socket'|'secrets show #1'|\
-        'secrets rotate --socket'|'secrets rotate #1'|'secrets delete --socket'|\
-        'secrets delete #1') _jobctl_files ;;
+        'queues show --socket'|'queues show #1'|'schedules list --socket'|\
+        'schedules show --socket'|'schedules show #1'|'schedules edit --socket'|\
+        'schedules edit #1'|'schedules edit #*'|'schedules pause --socket'|\
+        'schedules pause #1'|'schedules resume --socket'|'schedules resume #1'|\
+        'schedules trigger --socket'|'schedules trigger #1'|'schedules delete --socket'|\
+        'schedules delete #1'|'config show --config'|'config show --socket'|\
+        'config get --config'|'config get --socket'|'config get #1'|\
+        'secrets create --socket'|'secrets create #1'|'secrets list --socket'|\
+        'secrets show --socket'|'secrets show #1'|'secrets rotate --socket'|\
+        'secrets rotate #1'|'secrets delete --socket'|'secrets delete #1') _jobctl_files ;;
         'list --status') _jobctl_words scheduled running succeeded dead cancelled ;;
-        'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'dlq show #1'|'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
+        'show #1'|'attempts #1'|'logs #1'|'cancel #1'|'rerun #1'|'dlq show #1'|\
+        'dlq replay --id') _jobctl_job_ids; _jobctl_words "${_jobctl_r[@]}" ;;
         'daemon --log-level') _jobctl_words debug info warning error ;;
         'export --format'|'export -f') _jobctl_words jsonl csv ;;
         'export #1') _jobctl_words jobs attempts schedules ;;

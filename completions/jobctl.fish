@@ -59,11 +59,11 @@ end
 function __jobctl_subcommands --argument-names path --description 'Subcommands of a command path'
     switch "$path"
         case ''
-            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
+            printf '%s\n' 'add' 'list' 'show' 'attempts' 'logs' 'cancel' 'rerun' 'status' 'daemon' 'next' 'import-crontab' 'top' 'backup' 'export' 'prune' 'metrics' 'audit' 'worker' 'dlq' 'queues' 'schedules' 'config' 'secrets' 'webhook' 'store'
         case 'dlq'
             printf '%s\n' 'list' 'show' 'replay' 'purge'
         case 'queues'
-            printf '%s\n' 'list' 'set' 'pause' 'resume' 'workers'
+            printf '%s\n' 'list' 'set' 'pause' 'resume' 'workers' 'show'
         case 'schedules'
             printf '%s\n' 'list' 'show' 'edit' 'pause' 'resume' 'trigger' 'delete'
         case 'config'
@@ -88,11 +88,12 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'add --jitter' 'add --batch' 'add --socket' 'list --status' 'list --queue' \
             'list --limit' 'list --cursor' 'list --socket' 'show --socket' \
             'attempts --limit' 'attempts --cursor' 'attempts --socket' 'logs --attempt' \
-            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'status --socket' \
-            'daemon --db' 'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
+            'logs --tail' 'logs -n' 'logs --socket' 'cancel --socket' 'rerun --at' \
+            'rerun --in' 'rerun --tz' 'rerun --socket' 'status --socket' 'daemon --db' \
+            'daemon --state-dir' 'daemon --socket' 'daemon --concurrency' \
             'daemon --lease-ttl' 'daemon --kill-grace' 'daemon --shutdown-grace' \
             'daemon --socket-group' 'daemon --log-level' 'daemon --config' 'next --tz' \
-            'next --after' 'next --count' 'next --seed' 'import-crontab --tz' \
+            'next --after' 'next --count' 'next -n' 'next --seed' 'import-crontab --tz' \
             'import-crontab --misfire' 'import-crontab --max-attempts' \
             'import-crontab --socket' 'top --interval' 'top --socket' 'backup --db' \
             'export --format' 'export -f' 'export --output' 'export -o' 'export --owner' \
@@ -110,10 +111,10 @@ function __jobctl_nvalues --argument-names path opt --description 'How many word
             'queues set --nice' 'queues set --memory-max' 'queues set --cpu-quota' \
             'queues set --on-failure' 'queues set --socket' 'queues pause --socket' \
             'queues resume --socket' 'queues workers --allow' 'queues workers --socket' \
-            'schedules list --limit' 'schedules list --cursor' 'schedules list --socket' \
-            'schedules show --socket' 'schedules edit --cron' 'schedules edit --every' \
-            'schedules edit --at' 'schedules edit --tz' 'schedules edit --jitter' \
-            'schedules edit --name' 'schedules edit --misfire' \
+            'queues show --socket' 'schedules list --limit' 'schedules list --cursor' \
+            'schedules list --socket' 'schedules show --socket' 'schedules edit --cron' \
+            'schedules edit --every' 'schedules edit --at' 'schedules edit --tz' \
+            'schedules edit --jitter' 'schedules edit --name' 'schedules edit --misfire' \
             'schedules edit --catch-up-limit' 'schedules edit --overlap' \
             'schedules edit --queue' 'schedules edit --priority' \
             'schedules edit --timeout' 'schedules edit --max-attempts' \
@@ -157,6 +158,7 @@ complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'show' -d 'Show one job with
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'attempts' -d 'List a job\'s attempts in order, a page at a time (a job replayed many times...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'logs' -d 'Print the captured output of an attempt (streamed: any size).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'cancel' -d 'Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).'
+complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'rerun' -d 'Enqueue a new job from a finished job\'s definition (succeeded, dead or...'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'status' -d 'Daemon version and uptime, job counts, and per-queue health.'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'daemon' -d 'Run the scheduler daemon in the foreground (logs to stderr).'
 complete -c jobctl -n '__jobctl_at \'\' \'sub\'' -a 'next' -d 'Show the next fire times of a cron expression, in UTC and in its time zone.'
@@ -179,10 +181,10 @@ complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'version' -d 'Print the vers
 complete -c jobctl -n '__jobctl_at \'\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl add
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed)'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed). A past time is refused, unless at most 5 minutes ago: the job then runs now (said on stderr)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key: same key, same job'
-complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'key' -x -d 'Idempotency key (not empty): same key, same job'
+complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'queue' -x -d 'Queue name (no spaces or control characters)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'priority' -x -d 'Higher runs first (-1000..1000)'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'max-attempts' -x -d 'Failures allowed before dead'
 complete -c jobctl -n '__jobctl_at \'add\' \'opt\'' -l 'timeout' -x -d 'Kill after this long, e.g. 10m'
@@ -256,6 +258,15 @@ complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'socket' -r -F -d 'The
 complete -c jobctl -n '__jobctl_at \'cancel\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'cancel\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'Job id'
 
+# jobctl rerun
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'at' -x -d 'When: ISO-8601 with an offset, or a wall time \'2027-03-14 06:00\' in --tz (else in your zone: $TZ, else the host\'s); a time alone, 06:00, is the next one (today, or tomorrow once passed). A past time is refused, unless at most 5 minutes ago: the job then runs now (said on stderr)'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'in' -x -d 'Delay: 90s, 5m, 2h, 1d'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'tz' -x -d 'IANA zone of --at, --cron and --every'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'rerun\' \'#1\'' -f -a '(__jobctl_job_ids)' -d 'A finished job\'s id'
+
 # jobctl status
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
 complete -c jobctl -n '__jobctl_at \'status\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
@@ -277,7 +288,7 @@ complete -c jobctl -n '__jobctl_at \'daemon\' \'opt\'' -l 'help' -d 'Show this m
 # jobctl next
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'tz' -x -d 'IANA time zone of the schedule'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'after' -x -d 'Start after this instant (exclusive): ISO-8601, or a wall time in --tz'
-complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -x -d 'How many fire times'
+complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'count' -s 'n' -x -d 'How many fire times'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'json' -d 'Print a JSON list of UTC ISO-8601 times instead'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'seed' -x -d 'Schedule id that H fields are hashed from (needed for an expression with H)'
 complete -c jobctl -n '__jobctl_at \'next\' \'opt\'' -l 'help' -d 'Show this message and exit.'
@@ -296,6 +307,7 @@ complete -c jobctl -n '__jobctl_at \'import-crontab\' \'#1\'' -F -d 'The crontab
 # jobctl top
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'once' -d 'Print one frame and exit'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'interval' -x -d 'Seconds between refreshes'
+complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'json' -d 'Print each frame\'s data as one JSON line: {status, running, dead} (with --once: one line)'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'top\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
@@ -397,6 +409,7 @@ complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'set' -d 'Set a queue\
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'pause' -d 'Stop starting this queue\'s jobs; it keeps accepting and keeping them.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'resume' -d 'Start this queue\'s jobs again.'
 complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'workers' -d 'Show a worker queue\'s workers: who may lease its jobs and who holds leases now.'
+complete -c jobctl -n '__jobctl_at \'queues\' \'sub\'' -a 'show' -d 'One queue in one view: its health (waiting, due, running, finished), limits,...'
 complete -c jobctl -n '__jobctl_at \'queues\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 
 # jobctl queues list
@@ -442,6 +455,12 @@ complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'json' -d 'Pri
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'opt\'' -l 'help' -d 'Show this message and exit.'
 complete -c jobctl -n '__jobctl_at \'queues workers\' \'#1\'' -F -d 'Queue name'
+
+# jobctl queues show
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'json' -d 'Print JSON instead of a table'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'socket' -r -F -d 'The daemon\'s Unix socket'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'opt\'' -l 'help' -d 'Show this message and exit.'
+complete -c jobctl -n '__jobctl_at \'queues show\' \'#1\'' -F -d 'Queue name'
 
 # jobctl schedules
 complete -c jobctl -n '__jobctl_at \'schedules\' \'sub\'' -a 'list' -d 'List your schedules with their next run and skip counts, a page at a time.'

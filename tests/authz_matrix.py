@@ -126,6 +126,10 @@ async def _jobs(call: Call, job: dict[str, Any], dead: int) -> None:
     await expect(call, "POST", f"/v1/jobs/{jid}/cancel", None, others_first(200, 200))
     _, shown = await call(OWNER, "GET", f"/v1/jobs/{jid}", None)
     assert shown["status"] == "cancelled"
+    rerun = f"/v1/jobs/{jid}/rerun"
+    await expect(call, "POST", rerun, {"run_at": _LATER}, others_first(201, 201))
+    _, again = await call(ADMIN, "POST", rerun, {"run_at": _LATER})
+    assert again["owner_uid"] == shown["owner_uid"] and again["id"] != jid  # the owner's job
 
 
 async def _schedules(call: Call, sid: str) -> None:

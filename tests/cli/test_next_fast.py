@@ -27,6 +27,7 @@ FAST = [
     pytest.param(["0 6 * * *", "--tz", "Asia/Tokyo", "--after", AFTER], id="human"),
     pytest.param(["0 6 * * *", "--tz", "Asia/Tokyo", "--after", AFTER, "--json"], id="json"),
     pytest.param(["30 2 * * *", "--tz", NY, "--after", AFTER, "--count", "3"], id="dst-gap"),
+    pytest.param(["30 2 * * *", "--tz", NY, "--after", AFTER, "-n", "3"], id="short-n"),
     pytest.param(
         ["*/30 * * * *", f"--tz={NY}", "--after=2027-11-07T05:15:00Z", "--count=4"],
         id="dst-fold-equals-form",
@@ -90,6 +91,7 @@ CLICK = [
     pytest.param(["0 6 * * *", "--count", "0"], id="count-0"),
     pytest.param(["0 6 * * *", "--count", "1001"], id="count-1001"),
     pytest.param(["0 6 * * *", "--count", "x"], id="count-x"),
+    pytest.param(["0 6 * * *", "-n", "0"], id="short-n-0"),
     pytest.param(["0 6 * * *", "--count", "\u0663", "--after", AFTER], id="count-arabic-3"),
     pytest.param(["0 6 * * *", "--count", "2", "--count"], id="count-no-value"),
     pytest.param(["0 6 * * *", "--tz"], id="tz-no-value"),
@@ -266,3 +268,12 @@ def test_the_import_probe_sees_typer_when_typer_runs(tmp_path: Path) -> None:
     code, out, modules = loaded_by(tmp_path, "next", "0 6 * * *", "--count", "0")
     assert code == 2 and out == []
     assert {"typer", "pydantic", "jobctl.cli.next_cmd"} <= modules
+
+
+def test_n_joined_to_its_value_is_read_by_typer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["0 6 * * *", "-n3", "--after", AFTER]
+    assert parse_argv(argv) is None
+    long = run_cli(capsys, ["0 6 * * *", "--count", "3", "--after", AFTER])
+    assert run_cli(capsys, argv) == long and long[0] == 0 and long[1].count("Z  2027-") == 3

@@ -305,7 +305,12 @@ async def attempt_log(
 _TEXT = "text/plain; charset=utf-8"
 
 
-@router.post("/jobs/{job_id}/cancel", summary="Cancel a scheduled or running job")
+@router.post(
+    "/jobs/{job_id}/cancel",
+    summary="Cancel a scheduled or running job",
+    description="Idempotent: a job already cancelled answers 200 with the job unchanged; "
+    "one that ended otherwise (succeeded, dead) answers 409 `illegal_transition`.",
+)
 async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
     await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
@@ -432,6 +437,7 @@ def create_app(
         dlq,
         leases,
         queues,
+        rerun,
         retention,
         schedules,
     )
@@ -447,6 +453,7 @@ def create_app(
         metrics_api.router,
         secrets_api.router,
         leases.router,
+        rerun.router,
     ):
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
     ctx: Context = app.state.ctx

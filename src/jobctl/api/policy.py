@@ -111,6 +111,7 @@ ROUTES: dict[tuple[str, str], Action] = {
     ("GET", "/v1/jobs/{job_id}/attempts"): Action.READ_OWN,
     ("GET", "/v1/jobs/{job_id}/attempts/{number}/log"): Action.READ_OWN,
     ("POST", "/v1/jobs/{job_id}/cancel"): Action.WRITE_OWN,
+    ("POST", "/v1/jobs/{job_id}/rerun"): Action.WRITE_OWN,
     ("GET", "/v1/status"): Action.READ_SHARED,
     ("POST", "/v1/schedules"): Action.WRITE_OWN,
     ("GET", "/v1/schedules"): Action.READ_OWN,

@@ -12,6 +12,7 @@ template field by field (``env`` as a whole), then checked as a create's is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from typing import Annotated, Any
@@ -173,13 +174,17 @@ class SchedulePatch(BaseModel):
         elif "payload" in base:
             _refuse_command_settings(given, "a payload for workers", ("on_failure",))
         merged = base | given
+        kept_queue = "queue" not in given  # may predate the queue name rule: still editable
         try:
-            checked = JobTemplateIn.model_validate_json(json.dumps(merged))
+            checked = JobTemplateIn.model_validate_json(
+                json.dumps(merged | {"queue": "default"} if kept_queue else merged)
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])
             raise InvalidInput(f"job.{where}: {first['msg']}") from None
-        return checked.to_template(defaults)
+        template = checked.to_template(defaults)
+        return dataclasses.replace(template, queue=old.queue) if kept_queue else template
 
 
 def edit_out(e: ScheduleEdit) -> dict[str, Any]:

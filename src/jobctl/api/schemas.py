@@ -31,6 +31,7 @@ from jobctl.api.wiretypes import (
     ExitCode,
     JobId,
     MemoryMax,
+    NewQueueName,
     Nice,
     OnFailure,
     QueueName,
@@ -231,7 +232,7 @@ class JobTemplateIn(BaseModel):
     http: HttpIn | None = None
     #: A payload job's JSON (docs/workers.md): leased by workers, at most 64 KiB.
     payload: PayloadValue = None
-    queue: QueueName = "default"
+    queue: NewQueueName = "default"
     priority: Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), NUMBER] = 0
     max_attempts: Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS), NUMBER] | None = (
         None  # None: daemon default

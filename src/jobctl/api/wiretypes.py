@@ -67,6 +67,11 @@ Text = Annotated[str, Field(pattern=limits.TEXT_PATTERN)]
 QueueName = Annotated[
     str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.NONEMPTY_TEXT_PATTERN)
 ]
+#: The queue of a new job or schedule template (stricter than :data:`QueueName`, which
+#: names queues that may have been stored before the rule).
+NewQueueName = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_QUEUE_NAME, pattern=limits.QUEUE_NAME_PATTERN)
+]
 #: After an integer's Field: the constraints stay in the OpenAPI document (before it they
 #: would be lost to the validator). Floats are ``StrictFloat`` (a JSON number, ints too):
 #: cheaper than a Python validator, and ``StrictInt`` would refuse 170.0, an integer to

@@ -33,12 +33,13 @@ AtOpt = Annotated[
     typer.Option(
         help="When: ISO-8601 with an offset, or a wall time '2027-03-14 06:00' in --tz "
         "(else in your zone: $TZ, else the host's); a time alone, 06:00, is the next "
-        "one (today, or tomorrow once passed)"
+        "one (today, or tomorrow once passed). A past time is refused, unless at most "
+        "5 minutes ago: the job then runs now (said on stderr)"
     ),
 ]
 InOpt = Annotated[str | None, typer.Option("--in", help="Delay: 90s, 5m, 2h, 1d")]
-KeyOpt = Annotated[str | None, typer.Option(help="Idempotency key: same key, same job")]
-QueueOpt = Annotated[str, typer.Option(help="Queue name")]
+KeyOpt = Annotated[str | None, typer.Option(help="Idempotency key (not empty): same key, same job")]
+QueueOpt = Annotated[str, typer.Option(help="Queue name (no spaces or control characters)")]
 PriorityOpt = Annotated[int, typer.Option(help="Higher runs first (-1000..1000)")]
 MaxAttemptsOpt = Annotated[
     int | None,

@@ -51,6 +51,8 @@ def job_body(
     """
     if at and in_:
         raise InvalidInput("give either --at or --in, not both")
+    if key is not None and not key.strip():  # was sent as no key: a second add made a twin
+        raise InvalidInput("--key must not be empty (leave it out for a job without a key)")
     if payload is not None:
         if command or http is not None:
             raise InvalidInput("give either a command, --http or --payload: one")
@@ -86,7 +88,7 @@ def _command_job(command: list[str], **o: Any) -> dict[str, Any]:
     }
     retry_on, no_retry_on = o["retry_on"], o["no_retry_on"]
     optional = {
-        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "run_at": run_at_of(o["at"], o["in_"], o["tz"]),
         "key": o["key"] or None,
         "max_attempts": o["max_attempts"],
         "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
@@ -114,7 +116,7 @@ def _http_job(command: list[str], http: dict[str, Any], **o: Any) -> dict[str, A
 def _when_and_retries(o: dict[str, Any]) -> dict[str, Any]:
     """The options an HTTP job and a payload job share with a command (given ones only)."""
     optional = {
-        "run_at": _run_at(o["at"], o["in_"], o["tz"]),
+        "run_at": run_at_of(o["at"], o["in_"], o["tz"]),
         "key": o["key"] or None,
         "max_attempts": o["max_attempts"],
         "timeout": parse_duration(o["timeout"]) if o["timeout"] else None,
@@ -178,12 +180,25 @@ def shell_argv(script: str) -> list[str]:
     return [bash, "-o", "pipefail", "-c", script] if bash else ["/bin/sh", "-c", script]
 
 
-def _run_at(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
+#: How long ago an ``--at`` time may be and still run (at once): a script's computed "now"
+#: or a time typed a minute late. Further back it is refused, as at(1) refuses it: the
+#: user most likely meant another day, and the job would otherwise run at once unnoticed.
+PAST_GRACE = 300.0
+
+
+def run_at_of(at: str | None, in_: str | None, tz: str | None = None) -> str | None:
+    """The wire time of ``--at`` (read in --tz, else the user's zone) or ``--in``; None: now."""
     if at:
-        from jobctl.cli.humantime import parse_at  # pendulum: never on the fast path
+        from jobctl.cli.humantime import parse_at, relative  # pendulum: never on the fast path
         from jobctl.cli.schedules import user_zone  # (and Typer)
 
-        return parse_at(at, user_zone(tz))[0].isoformat()
+        when, now = parse_at(at, user_zone(tz))[0], datetime.now(UTC)  # the CLI's boundary
+        if (now - when).total_seconds() > PAST_GRACE:
+            raise InvalidInput(
+                f"--at {at}: that time is past ({when:%Y-%m-%d %H:%M:%S} UTC, "
+                f"{relative(when, now)}); give a future time, or leave --at out to run now"
+            )
+        return when.isoformat()
     if in_:
         delay = parse_duration(in_)
         try:

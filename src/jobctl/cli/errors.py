@@ -32,6 +32,70 @@ def exit_code_for(exc: errors.JobctlError) -> int:
     return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
 
 
+#: The daemon's names for what the user typed as a positional argument.
+_ARGUMENTS = {
+    "path.job_id": "ID",
+    "path.number": "ATTEMPT",
+    "path.name": "NAME",
+    "path.ref": "SCHEDULE",
+    "command": "COMMAND",
+}
+#: Fields of a job or schedule body that the CLI fills from the option of the same name.
+_OPTIONS = frozenset(
+    [
+        "queue",
+        "priority",
+        "key",
+        "max_attempts",
+        "timeout",
+        "backoff",
+        "retry_on",
+        "no_retry_on",
+        "nice",
+        "memory_max",
+        "cpu_quota",
+        "on_failure",
+        "cwd",
+        "env",
+        "tz",
+        "name",
+        "jitter",
+        "misfire",
+        "catch_up_limit",
+        "overlap",
+        "cron",
+        "every",
+        "payload",
+        "http",
+    ]
+)
+
+
+def user_words(exc: errors.JobctlError) -> str:
+    """The daemon's refusal of a request with its field paths (``path.job_id``,
+    ``job.priority``) put as the user typed them (``ID``, ``--priority``): the user never
+    saw the JSON the CLI sent. A path the CLI did not fill (an item of a batch file) stays."""
+    if not isinstance(exc, errors.InvalidInput) or "http_status" not in exc.details:
+        return exc.message
+    words = []
+    for problem in exc.message.split("; "):
+        field, sep, rest = problem.partition(": ")
+        flag = _flag(field) if sep else None
+        words.append(f"{flag}: {rest}" if flag else problem)
+    return "; ".join(words)
+
+
+def _flag(field: str) -> str | None:
+    if field in _ARGUMENTS:
+        return _ARGUMENTS[field]
+    head = field.removeprefix("job.").removeprefix("query.").split(".", 1)[0]
+    if head == "run_at":
+        return "--at/--in"
+    if head in _OPTIONS or field.startswith("query."):
+        return "--" + head.replace("_", "-")
+    return None
+
+
 def fail(message: str) -> None:
     """Print the one-line error form to stderr."""
     first = " ".join(message.split())

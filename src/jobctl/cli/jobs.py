@@ -50,7 +50,7 @@ from jobctl.cli.options import AllPagesOpt, AllUsersOpt, CursorOpt, JsonOpt, Soc
 from jobctl.cli.schedules import schedule_body, user_zone
 from jobctl.domain.policies import Misfire, Overlap
 from jobctl.domain.states import JobStatus
-from jobctl.errors import InvalidInput
+from jobctl.errors import IllegalTransition, InvalidInput
 
 
 def add(
@@ -231,6 +231,8 @@ def _say_when(job: dict[str, Any], at: str, zone: tzinfo) -> None:
     note = humantime.parse_at(at, zone)[1]
     if note:
         sys.stderr.write(f"note: {note}\n")
+    if utc < datetime.now(UTC):  # past, within the grace (bodies.PAST_GRACE)
+        sys.stderr.write("note: that time has passed: the job runs now\n")
 
 
 #: Everything of ``add`` but --batch, --json and --socket: --batch refuses these.
@@ -347,10 +349,25 @@ def cancel(
     json_: JsonOpt = False,
     socket: SocketOpt = None,
 ) -> None:
-    """Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL)."""
+    """Cancel a scheduled job, or stop a running one (SIGTERM, then SIGKILL).
+
+    Idempotent: a job already cancelled exits 0 (and says so). A job that already ended
+    otherwise (succeeded or dead) cannot be cancelled: exit 4.
+    """
     with client(socket) as c:
-        job = c.cancel(job_id)
+        job = c.get(job_id)  # tells "was already cancelled" from "cancelled now"
+        already = job["status"] == "cancelled"
+        if job["status"] in ("succeeded", "dead"):
+            raise IllegalTransition(
+                f"job {job_id} already ended ({job['status']}): nothing to cancel", job_id=job_id
+            )
+        if not already:
+            job = c.cancel(job_id)
     if json_:
         job_actions.print_json(job)
     else:
-        print(f"job {job['id']} {job['status']}")
+        print(
+            f"job {job['id']} was already cancelled"
+            if already
+            else f"job {job['id']} {job['status']}"
+        )

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail
+from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail, user_words
 from jobctl.errors import JobctlError
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ def _app() -> typer.Typer:
         options,
         prune_cmd,
         queues,
+        rerun_cmd,
         schedules,
         store_cmd,
         top,
@@ -82,6 +83,7 @@ def _app() -> typer.Typer:
     app.command("attempts")(jobs.attempts)
     app.command("logs")(jobs.logs)
     app.command("cancel")(jobs.cancel)
+    app.command("rerun")(rerun_cmd.rerun)
     app.command("status")(admin.status)
     app.command("daemon")(admin.daemon)
     app.command("next")(next_cmd.next_)
@@ -122,7 +124,7 @@ def run(argv: list[str] | None = None) -> int:
                 return 0
         return _run_typer(args)
     except JobctlError as exc:
-        fail(exc.message)
+        fail(user_words(exc))
         return exit_code_for(exc)
     except KeyboardInterrupt:
         return 130

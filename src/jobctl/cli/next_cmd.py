@@ -42,7 +42,7 @@ def next_(
         ),
     ] = None,
     count: Annotated[
-        int, typer.Option(min=1, max=MAX_COUNT, help="How many fire times")
+        int, typer.Option("--count", "-n", min=1, max=MAX_COUNT, help="How many fire times")
     ] = DEFAULT_COUNT,
     json_: _JsonList = False,
     seed: Annotated[

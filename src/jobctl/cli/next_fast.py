@@ -64,7 +64,8 @@ def parse_argv(args: list[str]) -> NextArgs | None:
         if arg[:1] != "-" or len(arg) == 1:
             positional.append(arg)
             continue
-        name, equals, explicit = arg.partition("=")
+        # -n is --count's short form (-n5 and -n=5 are left to Click's reading)
+        name, equals, explicit = ("--count", "", "") if arg == "-n" else arg.partition("=")
         if name in _VALUE_OPTIONS:
             value = explicit if equals else next(rest, None)
             if value is None:

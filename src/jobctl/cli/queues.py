@@ -1,4 +1,4 @@
-"""Queue commands: ``jobctl queues list|set|pause|resume|workers``."""
+"""Queue commands: ``jobctl queues list|show|set|pause|resume|workers``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import typer
 from jobctl.cli.dlq import parse_rate
 from jobctl.cli.options import JsonOpt, SocketOpt, client, command_group, print_json
 from jobctl.cli.queue_workers import workers
-from jobctl.errors import InvalidInput
+from jobctl.domain.durations import format_duration
+from jobctl.errors import InvalidInput, NotFound
 
 app = command_group("Named queues: health, limits, pause and resume, and their workers.")
 Name = Annotated[str, typer.Argument(metavar="QUEUE", help="Queue name")]
@@ -177,3 +178,33 @@ def resume(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None
 
 
 app.command("workers")(workers)
+
+
+@app.command("show")
+def show(name: Name, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
+    """One queue in one view: its health (waiting, due, running, finished), limits, state, its jobs' defaults and its workers.
+
+    --json prints the queue as 'queues list --json' does, with the live workers of a worker queue ('queues workers --json': leases, live, truncated). A queue with no jobs and no settings is not found (exit 3). Example: jobctl queues show emails
+    """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    with client(socket) as c:
+        found = [q for q in c.queues() if q["queue"] == name]
+        if not found:
+            raise NotFound(
+                f"no queue {name!r} (it has no jobs or settings; see jobctl queues list)"
+            )
+        out = found[0]
+        if out["workers"] is not None:  # a worker queue: who holds its leases
+            out |= {k: v for k, v in c.queue_workers(name).items() if k != "workers"}
+    if json_:
+        print_json(out)
+        return
+    _print(out, False)
+    age = out["oldest_due_age"]
+    overdue = "" if age is None else f", the oldest overdue {format_duration(age)}"
+    print(f"  waiting: {out['waiting']} ({out['due']} due now{overdue}); running: {out['running']}")
+    print(f"  ended: {out['succeeded']} succeeded, {out['dead']} dead, "
+          f"{out['cancelled']} cancelled")  # fmt: skip
+    if out["workers"] is not None:
+        from jobctl.cli.queue_workers import show as show_workers
+
+        show_workers(out)

@@ -53,12 +53,24 @@ def top(
     interval: Annotated[
         float, typer.Option(min=0.1, max=3600, help="Seconds between refreshes")
     ] = 1.0,
+    json_: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print each frame's data as one JSON line: {status, running, dead} "
+            "(with --once: one line)",
+        ),
+    ] = False,
     socket: SocketOpt = None,
 ) -> None:
     """Live view of the daemon: slots and timer, queues, running jobs, recent failures, schedules.
 
     Refreshes every --interval seconds until Ctrl-C; --once prints a single frame (for scripts and logs).
     """  # noqa: E501 - one line per paragraph keeps --help wrapping right
+    if json_:
+        with client(socket) as c:
+            _json_lines(c, once, interval)
+        return
     from jobctl.cli import render  # rich costs start-up time: load it only to draw
 
     with client(socket) as c:
@@ -101,6 +113,25 @@ def _batch(c: Client, first: Group, interval: float) -> None:
         time.sleep(interval)
         render.console.print()
         frame = view(snapshot(c))
+
+
+def _json_lines(c: Client, once: bool, interval: float) -> None:
+    """``--json``: a frame's data per line (JSON Lines), for a script or a monitor to
+    read as it comes; Ctrl-C ends it as it ends the screen."""
+    import json
+    import sys
+
+    try:
+        while True:
+            snap = snapshot(c)
+            data = {"status": snap.status, "running": snap.running, "dead": snap.dead}
+            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            if once:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 def snapshot(c: Client) -> Snapshot:

@@ -217,6 +217,12 @@ class Client:
         result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/cancel")
         return result
 
+    def rerun(self, job_id: int, run_at: str | None = None) -> dict[str, Any]:
+        """A new job (the old one's owner's) from a finished job's definition."""
+        body = {} if run_at is None else {"run_at": run_at}
+        result: dict[str, Any] = self.request("POST", f"/v1/jobs/{job_id}/rerun", json_body=body)
+        return result
+
     def dead(
         self,
         limit: int = 100,
@@ -453,7 +459,8 @@ def _error_from(status: int, data: bytes) -> errors.JobctlError:
         text = data[:200].decode("utf-8", errors="replace")
         return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
     cls = _BY_CODE.get(code, errors.JobctlError)
-    return cls(message, **{k: v for k, v in err.items() if k not in ("code", "message")})
+    details = {k: v for k, v in err.items() if k not in ("code", "message")}
+    return cls(message, **details, http_status=status)
 
 
 def start_hint(socket: Path) -> str:

@@ -312,6 +312,9 @@ def _info(daemon: Daemon, parts: Parts) -> Callable[[], dict[str, Any]]:
 
 def run_daemon(config: DaemonConfig) -> None:
     """Run in the foreground until SIGTERM/SIGINT (what ``jobctl daemon`` calls)."""
+    from jobctl.localzone import local_zone_name
+
+    local_zone_name()  # a $TZ naming no zone refuses the start (schedules would drift)
     config = harden_process(config)
     try:
         import uvloop

@@ -22,6 +22,11 @@ from datetime import UTC, datetime
 TEXT_PATTERN = r"^[^\x00]*$"
 #: The same, for text that must not be empty.
 NONEMPTY_TEXT_PATTERN = r"^[^\x00]+$"
+#: A new job's queue: no whitespace, no control character (a name in a table, a metric
+#: label or a shell word must read as one name). Queues stored before this rule are still
+#: listed, paused, set, leased and replayed under their names (those routes keep the
+#: NUL-only rule); only new jobs and schedules are refused.
+QUEUE_NAME_PATTERN = r"^[^\s\x00-\x1f\x7f-\x9f]+$"
 #: An absolute path.
 PATH_PATTERN = r"^/[^\x00]*$"
 #: An environment variable name: no ``=``, no NUL (the ``JOBCTL_`` prefix is reserved too).
@@ -35,6 +40,7 @@ SCHEDULE_ID_PREFIX = "sch-"
 PATTERN_HELP = {
     TEXT_PATTERN: "must not contain a NUL byte",
     NONEMPTY_TEXT_PATTERN: "must be non-empty text without a NUL byte",
+    QUEUE_NAME_PATTERN: "must be a name without spaces or control characters",
     PATH_PATTERN: "must be an absolute path (starting with /), without a NUL byte",
     ENV_NAME_PATTERN: "must be a name without '=' or a NUL byte",
     SCHEDULE_NAME_PATTERN: "use 1-100 letters, digits, '.', '_' or '-'",
@@ -144,7 +150,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("job `command` + `env`", f"at most {_n(MAX_PAYLOAD_BYTES)} bytes (UTF-8)"),
     Limit("job `env` names", f"not empty, no `=`, not starting with `{RESERVED_ENV_PREFIX}`"),
     Limit("job `cwd`", f"absolute, 1 to {_n(MAX_CWD)} characters"),
-    Limit("job `queue`", f"1 to {MAX_QUEUE_NAME} characters"),
+    Limit("job `queue`", f"1 to {MAX_QUEUE_NAME} characters, no whitespace or control character"),
     Limit("job `key`", f"1 to {MAX_KEY} characters"),
     Limit("job `priority`", f"{MIN_PRIORITY} to {MAX_PRIORITY}"),
     Limit("job `max_attempts`", f"1 to {_n(MAX_ATTEMPTS)}"),

@@ -452,5 +452,22 @@ def create_app(
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope
     return AuditMiddleware(
-        policy.Gate(fast.EnqueueFront(app), ctx.hooks.access), store.store, store.clock
+        policy.Gate(fast.EnqueueFront(app, _route_table(app)), ctx.hooks.access),
+        store.store,
+        store.clock,
     )
+
+
+_ROUTE_TABLES: list[fast.RouteTable] = []
+
+
+def _route_table(app: FastAPI) -> fast.RouteTable:
+    """The apps' route table, read from the OpenAPI document once per process.
+
+    Every app :func:`create_app` builds has the same routes (the module-level routers), so
+    the same table; generating the document is most of an app's start (a second on a
+    loaded 2-core machine), which every in-process API test paid again. The document
+    itself is still generated per app, when it is first asked for."""
+    if not _ROUTE_TABLES:
+        _ROUTE_TABLES.append(fast.RouteTable(app.openapi()))
+    return _ROUTE_TABLES[0]

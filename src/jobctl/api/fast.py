@@ -66,9 +66,10 @@ class EnqueueFront:
     type with 415 here, in one place: FastAPI alone would read ``text/plain`` as no body.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, route_table: RouteTable | None = None) -> None:
+        """``route_table``: the app's (read from its OpenAPI document if not given)."""
         self.app = app
-        self.route_table = RouteTable(app.openapi())
+        self.route_table = route_table or RouteTable(app.openapi())
         app.state.routes = self.route_table  # the 405 handler's Allow comes from it too
 
     def __getattr__(self, name: str) -> Any:  # state, openapi(), routes… are the app's

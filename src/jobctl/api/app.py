@@ -437,7 +437,7 @@ def create_app(
     from jobctl.api import metrics as metrics_api
     from jobctl.api import secrets as secrets_api
 
-    for extra in (
+    extras = (
         audit.router,
         schedules.router,
         queues.router,
@@ -446,28 +446,15 @@ def create_app(
         metrics_api.router,
         secrets_api.router,
         leases.router,
-    ):
+    )
+    for extra in extras:
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
+    routes = fast.RouteTable.from_routers((router, *extras))
     ctx: Context = app.state.ctx
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope
     return AuditMiddleware(
-        policy.Gate(fast.EnqueueFront(app, _route_table(app)), ctx.hooks.access),
+        policy.Gate(fast.EnqueueFront(app, routes), ctx.hooks.access),
         store.store,
         store.clock,
     )
-
-
-_ROUTE_TABLES: list[fast.RouteTable] = []
-
-
-def _route_table(app: FastAPI) -> fast.RouteTable:
-    """The apps' route table, read from the OpenAPI document once per process.
-
-    Every app :func:`create_app` builds has the same routes (the module-level routers), so
-    the same table; generating the document is most of an app's start (a second on a
-    loaded 2-core machine), which every in-process API test paid again. The document
-    itself is still generated per app, when it is first asked for."""
-    if not _ROUTE_TABLES:
-        _ROUTE_TABLES.append(fast.RouteTable(app.openapi()))
-    return _ROUTE_TABLES[0]

@@ -14,12 +14,13 @@ from jobctl.domain.clock import FakeClock
 from jobctl.domain.states import StopReason
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
+from tests.conftest import migrated
 
 
 @pytest.fixture
-def app_store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStore]:
+def app_store(tmp_path: Path, clock: FakeClock, sqlite_template: Path) -> Iterator[SqliteStore]:
     """The store behind the ``api`` fixture, for arranging states the API cannot make."""
-    store = SqliteStore(tmp_path / "api.db", clock, random.Random(1))
+    store = SqliteStore(migrated(sqlite_template, tmp_path / "api.db"), clock, random.Random(1))
     yield store
     store.close()
 

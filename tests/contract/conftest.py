@@ -25,6 +25,7 @@ import pytest
 from jobctl.domain.clock import FakeClock
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
+from tests.conftest import migrated
 
 PG_DSN = os.environ.get("JOBCTL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("JOBCTL_REQUIRE_POSTGRES") == "1"
@@ -108,5 +109,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def store(backend: str, tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+def store(backend: str, tmp_path: Path, clock: FakeClock, sqlite_template: Path) -> Iterator[Store]:
+    if backend == "sqlite":  # what _sqlite opens: a copy of the migrated template
+        migrated(sqlite_template, tmp_path / "contract.db")
     yield from BACKENDS[backend].open(tmp_path, clock)

@@ -24,6 +24,7 @@ from jobctl.engine.timer import Timer
 from jobctl.metrics import Metrics
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
+from tests.conftest import migrated
 
 
 @dataclass
@@ -107,7 +108,8 @@ async def close_engine(eng: Engine) -> None:
 
 
 @pytest.fixture
-async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
+async def engine(tmp_path: Path, clock: FakeClock, sqlite_template: Path) -> AsyncIterator[Engine]:
+    migrated(sqlite_template, tmp_path / "engine.db")  # what build_engine opens
     eng = build_engine(tmp_path, clock)
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(eng.timer.run()), loop.create_task(eng.materializer.run())]

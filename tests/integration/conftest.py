@@ -126,22 +126,16 @@ def daemon_env() -> dict[str, str]:
     return env
 
 
+#: The options every test daemon runs with (short leases and grace periods).
+TEST_DAEMON_ARGS = ("--lease-ttl", "5", "--kill-grace", "2", "--shutdown-grace", "1")
+
+
 @pytest.fixture
 def make_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     made: list[DaemonProc] = []
 
     def make(*args: str, start: bool = True, env: dict[str, str] | None = None) -> DaemonProc:
-        d = DaemonProc(
-            tmp_path,
-            "--lease-ttl",
-            "5",
-            "--kill-grace",
-            "2",
-            "--shutdown-grace",
-            "1",
-            *args,
-            env=env,
-        )
+        d = DaemonProc(tmp_path, *TEST_DAEMON_ARGS, *args, env=env)
         made.append(d)
         return d.start() if start else d
 
@@ -153,6 +147,26 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
 @pytest.fixture
 def daemon(make_daemon: Callable[..., DaemonProc]) -> DaemonProc:
     return make_daemon()
+
+
+@pytest.fixture(scope="module")
+def module_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
+    """One daemon shared by a module's tests, for tests that neither need a fresh daemon
+    nor change what the others sharing it see (a refused command line, a job of their own
+    far in the future): a daemon's start is a few seconds of a loaded 2-core machine, and
+    most of such a test's time. Tests that wait for log lines or restart it take their own
+    (:func:`daemon`)."""
+    yield from shared_daemon(tmp_path_factory)
+
+
+def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
+    """A started daemon in a directory of its own, stopped afterwards (for fixtures of a
+    wider scope than a test's, as :func:`module_daemon`)."""
+    d = DaemonProc(tmp_path_factory.mktemp("daemon"), *TEST_DAEMON_ARGS)
+    try:
+        yield d.start()
+    finally:
+        d.stop()
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 20, what: str = "") -> None:

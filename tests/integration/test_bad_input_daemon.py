@@ -75,7 +75,7 @@ def test_bad_enqueues_fail_alone_among_concurrent_valid_ones(daemon: DaemonProc)
     ],
 )
 def test_ids_out_of_range_are_422_on_the_daemon(
-    daemon: DaemonProc, path: str, fragment: str
+    module_daemon: DaemonProc, path: str, fragment: str
 ) -> None:
-    with pytest.raises(errors.InvalidInput, match=fragment):
-        daemon.client().request("GET", path)
+    with pytest.raises(errors.InvalidInput, match=fragment):  # a read: the daemon unchanged
+        module_daemon.client().request("GET", path)

@@ -13,13 +13,14 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jobctl.cli import fast
 from jobctl.cli.main import run
-from tests.integration.conftest import DaemonProc
+from tests.integration.conftest import DaemonProc, shared_daemon
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
@@ -39,10 +40,24 @@ def both_ways(
     return fast_result, typer_result
 
 
+@pytest.fixture(scope="module")
+def add_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
+    """The daemon the ``add`` tests share: theirs run at once, so they get one apart from
+    the reads' (whose listings must not change between the two ways of one command)."""
+    yield from shared_daemon(tmp_path_factory)
+
+
 @pytest.fixture
-def socket_env(daemon: DaemonProc, monkeypatch: pytest.MonkeyPatch) -> DaemonProc:
-    monkeypatch.setenv("JOBCTL_SOCKET", str(daemon.socket))
-    return daemon
+def socket_env(module_daemon: DaemonProc, monkeypatch: pytest.MonkeyPatch) -> DaemonProc:
+    """The module's daemon (module_daemon: its jobs are all due in 2099) as JOBCTL_SOCKET."""
+    monkeypatch.setenv("JOBCTL_SOCKET", str(module_daemon.socket))
+    return module_daemon
+
+
+@pytest.fixture
+def add_env(add_daemon: DaemonProc, monkeypatch: pytest.MonkeyPatch) -> DaemonProc:
+    monkeypatch.setenv("JOBCTL_SOCKET", str(add_daemon.socket))
+    return add_daemon
 
 
 # ------------------------------------------------------------------------------ add
@@ -101,13 +116,13 @@ def stored(daemon: DaemonProc, out: str) -> dict[str, object]:
 def test_add_fast_path_stores_and_prints_what_typer_does(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    socket_env: DaemonProc,
+    add_env: DaemonProc,
     argv: list[str],
 ) -> None:
     assert fast.parse(fast.SPECS["add"], argv) is not None
     (fcode, fout, ferr), (tcode, tout, terr) = both_ways(capsys, monkeypatch, ["add", *argv])
     assert (fcode, ferr) == (tcode, terr) == (0, "")
-    assert stored(socket_env, fout) == stored(socket_env, tout)
+    assert stored(add_env, fout) == stored(add_env, tout)
     if "--json" in argv[: argv.index("--") if "--" in argv else 0]:
         f, t = json.loads(fout), json.loads(tout)
         assert sorted(f) == sorted(t) and f["status"] == t["status"] == "scheduled"
@@ -265,8 +280,9 @@ def loaded_by(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
     ids=lambda v: "-".join(v) if isinstance(v, list) else ("rich" if v else "plain"),
 )
 def test_fast_commands_import_no_typer_and_no_server_code(
-    tmp_path: Path, daemon: DaemonProc, argv: list[str], rich: bool
+    tmp_path: Path, module_daemon: DaemonProc, argv: list[str], rich: bool
 ) -> None:
+    daemon = module_daemon
     daemon.client().enqueue({"command": ["true"], "run_at": "2099-01-01T00:00:00Z"})
     code, modules = loaded_by(tmp_path, argv[0], "--socket", str(daemon.socket), *argv[1:])
     assert code == 0

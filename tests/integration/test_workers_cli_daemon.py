@@ -72,9 +72,9 @@ def test_a_schedule_carries_a_payload(daemon: DaemonProc) -> None:
     ],
 )
 def test_bad_payload_options_are_one_error_line(
-    daemon: DaemonProc, args: list[str], words: str
+    module_daemon: DaemonProc, args: list[str], words: str
 ) -> None:
-    out = cli(daemon, "add", "--queue", "wq", *args)
+    out = cli(module_daemon, "add", "--queue", "wq", *args)  # refused: the daemon unchanged
     assert out.returncode != 0 and out.stderr.startswith("jobctl: error:"), out
     assert out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
 
@@ -115,9 +115,9 @@ def test_queues_workers_lists_the_live_workers(daemon: DaemonProc) -> None:
     ],
 )
 def test_bad_queues_workers_options_are_one_error_line(
-    daemon: DaemonProc, args: list[str], words: str
+    module_daemon: DaemonProc, args: list[str], words: str
 ) -> None:
-    out = cli(daemon, "queues", "workers", "wq", *args)
+    out = cli(module_daemon, "queues", "workers", "wq", *args)  # refused: nothing changes
     assert out.returncode != 0 and out.stderr.startswith("jobctl: error:"), out
     assert out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
 

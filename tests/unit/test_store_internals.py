@@ -229,3 +229,44 @@ def test_owner_scoped_lookups_seek_an_index(tmp_path: Path, name: str, index: st
     # The lookup seeks the index (for a name: in the subquery that finds the live row)
     assert any(step.startswith("SEARCH") and index in step for step in plan), plan
     assert all(not step.startswith("SCAN") for step in plan), plan
+
+
+def _commit_levels(conn: sqlite3.Connection) -> list[int]:
+    """migrate(conn), recording the ``synchronous`` level each of its COMMITs ran at."""
+    levels: list[int] = []
+    level = [int(conn.execute("PRAGMA synchronous").fetchone()[0])]
+
+    def trace(stmt: str) -> None:
+        if stmt.strip().upper() == "COMMIT":
+            levels.append(level[0])
+        elif stmt.upper().startswith("PRAGMA SYNCHRONOUS="):
+            level[0] = _LEVELS[stmt.split("=", 1)[1].strip().upper()]
+
+    conn.set_trace_callback(trace)
+    try:
+        migrate(conn)
+    finally:
+        conn.set_trace_callback(None)
+    return levels
+
+
+_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3, "0": 0, "1": 1, "2": 2, "3": 3}
+
+
+def test_a_fresh_database_waits_for_the_disk_once_not_per_migration(tmp_path: Path) -> None:
+    """In WAL mode every migration but the last commits with synchronous=NORMAL; the last
+    one's FULL commit flushes the WAL and with it all of them (one fsync where a fresh
+    database, i.e. every daemon's first start and every test store, took 23)."""
+    conn = connect(str(tmp_path / "wal.db"))  # WAL, synchronous=FULL
+    levels = _commit_levels(conn)
+    assert len(levels) == len(migrations())
+    assert levels[:-1] == [1] * (len(levels) - 1)
+    assert levels[-1] == 2
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # restored
+
+
+def test_a_rollback_journal_keeps_its_synchronous_level(tmp_path: Path) -> None:
+    """NORMAL is not crash-safe with a rollback journal: there nothing is lowered."""
+    conn = sqlite3.connect(str(tmp_path / "delete.db"), isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    assert set(_commit_levels(conn)) == {2}

@@ -444,7 +444,7 @@ def create_app(
     from jobctl.api import metrics as metrics_api
     from jobctl.api import secrets as secrets_api
 
-    for extra in (
+    extras = (
         audit.router,
         schedules.router,
         queues.router,
@@ -454,11 +454,15 @@ def create_app(
         secrets_api.router,
         leases.router,
         rerun.router,
-    ):
+    )
+    for extra in extras:
         app.include_router(extra, responses=api_errors.ERROR_RESPONSES)
+    routes = fast.RouteTable.from_routers((router, *extras))
     ctx: Context = app.state.ctx
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope
     return AuditMiddleware(
-        policy.Gate(fast.EnqueueFront(app), ctx.hooks.access), store.store, store.clock
+        policy.Gate(fast.EnqueueFront(app, routes), ctx.hooks.access),
+        store.store,
+        store.clock,
     )

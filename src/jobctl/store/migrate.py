@@ -13,8 +13,10 @@ while it runs (else dropping the old table would cascade into the referencing ro
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
@@ -63,17 +65,38 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"database schema version {version} is newer than this jobctl knows "
             f"({len(known)}); upgrade jobctl"
         )
-    for mig in known[version:]:
-        if _FK_OFF in mig.sql.splitlines():
-            fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
-            conn.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction
-            try:
-                _apply(conn, mig, check_keys=True)
-            finally:
-                conn.execute(f"PRAGMA foreign_keys={int(fk)}")
-        else:
-            _apply(conn, mig)
+    pending = known[version:]
+    for i, mig in enumerate(pending):
+        with _synced(conn, last=i == len(pending) - 1):
+            if _FK_OFF in mig.sql.splitlines():
+                fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+                conn.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction
+                try:
+                    _apply(conn, mig, check_keys=True)
+                finally:
+                    conn.execute(f"PRAGMA foreign_keys={int(fk)}")
+            else:
+                _apply(conn, mig)
     return len(known)
+
+
+@contextlib.contextmanager
+def _synced(conn: sqlite3.Connection, *, last: bool) -> Iterator[None]:
+    """Only the last migration of a run waits for the disk: in WAL mode the others commit
+    with ``synchronous=NORMAL`` (atomic, not yet flushed), and the last one's flush of the
+    WAL makes them all durable at once: one fsync where a fresh database took one per
+    migration (a daemon's and every test store's start). A crash before it loses only
+    whole migrations, which the next start applies again (each has its own row)."""
+    sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+    wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if last or not wal or sync < 2:  # rollback journals stay as they are (NORMAL is not safe)
+        yield
+        return
+    conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA synchronous={int(sync)}")
 
 
 def _apply(conn: sqlite3.Connection, mig: Migration, *, check_keys: bool = False) -> None:

@@ -127,7 +127,7 @@ def _when_and_retries(o: dict[str, Any]) -> dict[str, Any]:
 
 def payload_value(text: str) -> Any:
     """``--payload``'s JSON, checked as the API checks it (at most 64 KiB as compact
-    JSON, numbers within +-2^53, not null), so a bad one is refused before any request."""
+    JSON, numbers within +-(2^53-1), not null), so a bad one is refused before any request."""
     import json
 
     from jobctl.domain.workers import payload_text

@@ -56,7 +56,8 @@ def payload_text(value: object) -> str:
     return text
 
 
-#: Numbers a payload may hold: within +-2^53, what every JSON reader keeps exactly (and
+#: Numbers a payload may hold: strictly inside +-2^53 (JavaScript's safe integers), what
+#: every JSON reader keeps exactly (and
 #: what the daemon's own encoders render; the OpenAPI document says the same).
 MAX_PAYLOAD_NUMBER = 2**53
 
@@ -65,8 +66,10 @@ def _check_ints(value: object) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int | float):
-        if not -MAX_PAYLOAD_NUMBER <= value <= MAX_PAYLOAD_NUMBER:
-            raise InvalidInput(f"payload: numbers must be within +-{MAX_PAYLOAD_NUMBER} (2^53)")
+        if not -MAX_PAYLOAD_NUMBER < value < MAX_PAYLOAD_NUMBER:
+            raise InvalidInput(
+                f"payload: numbers must be within +-{MAX_PAYLOAD_NUMBER - 1} (2^53-1)"
+            )
     elif isinstance(value, dict):
         for v in value.values():
             _check_ints(v)

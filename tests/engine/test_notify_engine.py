@@ -44,7 +44,9 @@ async def test_a_lease_that_ran_out_on_the_last_attempt_notifies(
     try:
         now, uid = clock.now(), os.geteuid()
         [ins] = store.insert([JobSpec(("true",), now, uid, max_attempts=1, cwd=str(tmp_path))])
-        [bad] = store.insert([JobSpec(("true",), now, uid, max_attempts=1, cwd="/nonexistent")])
+        [bad] = store.insert(
+            [JobSpec(("true",), now, uid, max_attempts=1, cwd=str(tmp_path / "gone"))]
+        )
         store.claim_due("otherhost:9:dead", 2, 30)  # a daemon that then vanished
         clock.advance(31)
         await parts.timer.run_once()

@@ -4,6 +4,7 @@ with umask 077. Needs root and real users (CI runs as root); skipped elsewhere."
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,9 +58,11 @@ def test_a_directory_the_owner_cannot_enter_fails_clearly_and_nothing_runs_there
 
 
 def test_a_missing_directory_fails_clearly(root_daemon: DaemonProc, host_users: Users) -> None:
-    job = _run_as(root_daemon, host_users, {"command": ["true"], "cwd": "/nonexistent/dir"})
+    # a fixed name (/nonexistent) can exist on a host; under / the owner may look for it
+    gone = f"/nonexistent-{secrets.token_hex(8)}/dir"
+    job = _run_as(root_daemon, host_users, {"command": ["true"], "cwd": str(gone)})
     assert job["status"] == "dead"
-    assert job["attempts"][0]["error"] == "cannot start: no such working directory /nonexistent/dir"
+    assert job["attempts"][0]["error"] == f"cannot start: no such working directory {gone}"
     assert job["attempts"][0]["exit_code"] == 127
 
 

@@ -18,7 +18,6 @@ from pydantic import BaseModel, Field, field_validator
 from jobctl.api.app import Ctx, JobIdPath, Who, visible_job
 from jobctl.api.views import job_out
 from jobctl.api.wiretypes import STRICT, TIME_SCHEMA, require_offset, time_text
-from jobctl.domain.states import JobStatus
 from jobctl.errors import Conflict, InvalidInput
 
 router = APIRouter(prefix="/v1")
@@ -35,9 +34,6 @@ class RerunIn(BaseModel):
     _aware = field_validator("run_at")(require_offset)
 
 
-_ENDED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
-
-
 @router.post(
     "/jobs/{job_id}/rerun",
     status_code=201,
@@ -51,7 +47,7 @@ async def rerun(
     job_id: JobIdPath, body: RerunIn, ctx: Ctx, who: Who, request: Request
 ) -> dict[str, Any]:
     old = await visible_job(ctx, who, job_id)
-    if old.status not in _ENDED:
+    if not old.status.is_finished:
         raise Conflict(
             f"job {job_id} is {old.status}: rerun takes a finished job "
             "(succeeded, dead or cancelled)",

@@ -24,6 +24,7 @@ from jobctl.domain.models import (
     stored_spec,
     trusted_spec,
 )
+from jobctl.domain.retry import DEFAULT_RETRY
 from jobctl.domain.schedule import Timing
 from jobctl.domain.states import JobStatus, Outcome
 from jobctl.engine import results
@@ -201,3 +202,51 @@ def test_the_finished_job_is_what_replace_gives(outcome: Outcome) -> None:
         last_error=None if outcome is Outcome.SUCCEEDED else "exit code 1",
     )  # fmt: skip
     assert results.after(claim, result, done) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"command": ["true"]},
+        {"command": ["true"], "run_at": "2027-03-14T06:00:00+09:00", "key": "k-1"},
+        {
+            "command": ["sh", "-c", "echo é"],
+            "queue": "reports",
+            "priority": -3,
+            "max_attempts": 5,
+            "timeout": 2.5,
+            "backoff": {"base": 2, "cap": 1},
+            "env": {"B": "2", "A": "1"},
+            "cwd": "/srv",
+            "retry_on": [3, 1, 3],
+            "no_retry_on": [7, 2],
+            "nice": 5,
+            "memory_max": 1 << 30,
+            "cpu_quota": 50.0,
+            "on_failure": "notify-send failed",
+        },
+        {"command": ["true"], "memory_max": 1 << 20},
+    ],
+)
+def test_the_api_s_spec_is_the_checked_spec(body: dict[str, object]) -> None:
+    """``JobIn.to_spec`` builds command jobs unchecked (``fields_spec``): what it gives is
+    what the checked ``JobSpec`` gives, an empty set of limits included (None)."""
+    from jobctl.api.schemas import JobIn
+
+    item = JobIn.model_validate(body)
+    now = datetime(2027, 3, 1, tzinfo=UTC)
+    got = item.to_spec(1000, now)
+    want = JobSpec(
+        run_at=(item.run_at or now).astimezone(UTC),
+        key=item.key,
+        owner_uid=1000,
+        schedule_id=None,
+        scheduled_for=None,
+        **item._job_fields(DEFAULT_RETRY),
+    )
+    assert got == want
+    assert [type(getattr(got, f.name)) for f in dataclasses.fields(JobSpec)] == [
+        type(getattr(want, f.name)) for f in dataclasses.fields(JobSpec)
+    ]
+    if "nice" not in body and "memory_max" not in body:
+        assert got.resources is None

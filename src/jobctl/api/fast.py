@@ -255,7 +255,15 @@ async def enqueue_body(
     status = 201 if created else 200
     if not isinstance(body, list):
         return status, job_out(inserted[0].job)
-    return status, [job_out(i.job) | {"created": i.created} for i in inserted]
+    return status, [_created_out(i) for i in inserted]
+
+
+def _created_out(inserted: Inserted) -> dict[str, Any]:
+    """A batch item's answer: the job, then ``created`` (set on the job's own dict: a
+    ``job_out(...) | {...}`` copied its 30 keys once more per item)."""
+    out = job_out(inserted.job)
+    out["created"] = inserted.created
+    return out
 
 
 def _invalid(exc: ValidationError, raw: bytes) -> str:

@@ -52,7 +52,7 @@ from jobctl.domain.models import (
     JobTemplate,
     check_env_name,
     check_payload,
-    trusted_spec,
+    fields_spec,
 )
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.domain.states import DeadReason
@@ -301,7 +301,11 @@ class JobTemplateIn(BaseModel):
             "cwd": self.cwd,
             "retry_on": None if self.retry_on is None else tuple(sorted(set(self.retry_on))),
             "no_retry_on": tuple(sorted(set(self.no_retry_on))) if self.no_retry_on else (),
-            "resources": res.Resources(self.nice, self.memory_max, self.cpu_quota) or None,
+            "resources": (
+                None  # what an empty Resources is (its bool), without building one
+                if self.nice is None and self.memory_max is None and self.cpu_quota is None
+                else res.Resources(self.nice, self.memory_max, self.cpu_quota)
+            ),
             "on_failure": self.on_failure,
             "http": None if self.http is None else self.http.to_request(),
             "payload": None if self.payload is None else payload_text(self.payload),
@@ -331,9 +335,11 @@ class JobIn(JobTemplateIn):
         # Every check JobSpec.__post_init__ makes, this model's field constraints made
         # already (tests/api/test_schemas_match_spec.py holds them equal), except the size.
         check_payload(fields["command"], fields["env"])
-        # An http job is checked in full (JobSpec's __post_init__): not the hot path.
-        make = trusted_spec if fields["http"] is None and fields["payload"] is None else JobSpec
-        return make(
+        if fields["http"] is None and fields["payload"] is None:
+            return fields_spec(fields, run_at, self.key, owner_uid)
+        # An http or payload job is checked in full (JobSpec's __post_init__): not the
+        # hot path.
+        return JobSpec(
             run_at=run_at,
             key=self.key,
             owner_uid=owner_uid,

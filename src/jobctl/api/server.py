@@ -356,6 +356,9 @@ def make_server(
         lifespan="off",
         access_log=False,
         log_config=None,
+        # X-Forwarded-* rewriting is for TCP behind a proxy; on the Unix socket it was one
+        # more ASGI layer (a coroutine and a header scan) in every request, enqueue's too.
+        proxy_headers=False,
         timeout_graceful_shutdown=5,
         timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
         loop="none",

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
+import orjson
+
 from jobctl import errors
 from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
 from jobctl.paths import socket_path_problem
@@ -126,7 +128,7 @@ class Client:
         if status >= 400:
             raise _error_from(status, data)
         if ctype.startswith("application/json"):
-            return json.loads(data)
+            return loads(data)
         return data.decode("utf-8", errors="replace")
 
     # -- typed calls ------------------------------------------------------------------
@@ -451,9 +453,33 @@ def _not_utf8(exc: UnicodeEncodeError) -> errors.InvalidInput:
     )
 
 
+#: ``data.translate(_DIGIT)`` marks each ASCII digit 1 and every other byte 0.
+_DIGIT = bytes(int(48 <= b <= 57) for b in range(256))
+#: 19 digits in a row: the shortest number orjson might read otherwise than json (an
+#: integer past 64 bits becomes a float there); 18 digits are below 2^63.
+_LONG_NUMBER = b"\x01" * 19
+
+
+def loads(data: bytes) -> Any:
+    """A JSON answer exactly as :func:`json.loads` reads it, in about half the time.
+
+    orjson reads a 500-job batch's answer in about half json's time, a millisecond and more
+    of the client's CPU per batch. Where the two could differ, :mod:`json` reads it: an
+    answer with 19 digits in a row (an integer past 64 bits is a float to orjson), and
+    whatever orjson refuses (an escaped lone surrogate, a byte-order mark, ``NaN``), whose
+    result or error is then json's.
+    """
+    if _LONG_NUMBER not in data.translate(_DIGIT):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
 def _error_from(status: int, data: bytes) -> errors.JobctlError:
     try:
-        err = json.loads(data)["error"]
+        err = loads(data)["error"]
         code, message = str(err["code"]), str(err["message"])
     except (ValueError, KeyError, TypeError):
         text = data[:200].decode("utf-8", errors="replace")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobctl import errors
 from jobctl.client.client import Client, loads
 
 
@@ -83,3 +85,17 @@ def test_enqueue_many_answers_are_decoded_exactly(tmp_path: Any) -> None:
     got = c.enqueue_many([{"command": ["true"]}])
     assert got == [{"id": 1, "created": True, "payload": {"n": big}}]
     assert type(got[0]["payload"]["n"]) is int
+
+
+def test_no_daemon_is_daemon_unavailable_caused_by_the_socket_error(tmp_path: Path) -> None:
+    c = Client(tmp_path / "none.sock")
+    with pytest.raises(errors.DaemonUnavailable, match="the daemon is not running") as got:
+        c.enqueue({"command": ["true"]})
+    assert isinstance(got.value.__cause__, FileNotFoundError)
+
+
+def test_a_path_no_daemon_can_listen_on_is_a_usage_error(tmp_path: Path) -> None:
+    c = Client(tmp_path / ("x" * 120) / "jobctl.sock")  # past sun_path's 108 bytes
+    with pytest.raises(errors.InvalidInput) as got:
+        c.enqueue({"command": ["true"]})
+    assert got.value.__cause__ is None and got.value.__suppress_context__

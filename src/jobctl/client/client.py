@@ -123,8 +123,11 @@ class Client:
         except UnicodeEncodeError as exc:
             raise _not_utf8(exc) from None
         headers = {"content-type": "application/json"} if body is not None else {}
-        with self._reaching():
+        try:  # the context manager only on a failure: entering one cost every call
             status, ctype, data = self._transport.request(method, path, body, headers)
+        except OSError:
+            with self._reaching():
+                raise
         if status >= 400:
             raise _error_from(status, data)
         if ctype.startswith("application/json"):

@@ -350,7 +350,7 @@ def test_the_library_gives_each_start_time_as_proc_has_it_without_reading_proc()
     whole start (the child's exec included) and read ``/proc`` for one start in seven
     under load."""
     library = _library()
-    found, why = cgroup.detect("auto")
+    found, _ = cgroup.detect("auto")
     home = spawnsys.own_cgroup_procs()
     native = spawnsys.load_native(library, home and os.path.dirname(home))
     assert native is not None

@@ -316,15 +316,16 @@ class Native:
         self.born: int | None = None
         self._born = ctypes.c_longlong(-1)
         self._born_ref = ctypes.byref(self._born)
+        ticks = ctypes.POINTER(ctypes.c_longlong)
         self._spawn = lib.jobctl_spawn
-        self._spawn.argtypes = [num, text, num, text, num, num, ctypes.POINTER(ctypes.c_longlong)]
+        self._spawn.argtypes = [num, text, num, text, num, num, ticks]
         self._spawn.restype = ctypes.c_int
         #: ``clone3`` with ``CLONE_INTO_CGROUP`` (x86-64 builds; None: not built, or it
         #: failed its start test): a command born in its cgroup, the helper never in it.
         self.into: Any = getattr(lib, "jobctl_spawn_into", None)
         if self.into is not None:
-            self.into.argtypes = [*self._spawn.argtypes[:-1], ctypes.c_int, ctypes.c_int,
-                                  ctypes.POINTER(ctypes.c_int), self._spawn.argtypes[-1]]  # fmt: skip
+            self.into.argtypes = [num, text, num, text, num, num, num, num,
+                                  ctypes.POINTER(ctypes.c_int), ticks]  # fmt: skip
             self.into.restype = ctypes.c_int
 
     def takes(self, argv: list[str]) -> bool:

@@ -347,8 +347,8 @@ def test_the_library_gives_each_start_time_as_proc_has_it_without_reading_proc()
     first thing (issue 17, branch spawnh3): its ``born`` is the start time ``/proc`` gives
     the pid (None when the two readings straddle a tick: the child ran late), through
     ``vfork`` and through ``clone3`` into a cgroup alike. Before, the helper read the
-    clock around the whole start (the child's exec included) and read ``/proc`` for one
-    start in seven under load."""
+    clock around the whole start (the child's exec included) and read ``/proc`` for about
+    one start in five under load."""
     library = _library()
     found, _ = cgroup.detect("auto")
     home = spawnsys.own_cgroup_procs()

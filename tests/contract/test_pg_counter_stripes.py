@@ -20,7 +20,7 @@ import random
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -218,3 +218,32 @@ def test_counts_stay_exact_through_concurrent_writers_and_folds(env: tuple[Any, 
         waiting = want.get("scheduled", 0) + want.get("due", 0)
         got = (stats.scheduled, stats.running, stats.succeeded)
         assert got == (waiting, want.get("running", 0), want.get("succeeded", 0))
+
+
+def test_the_daemons_fold_service_folds_on_its_first_pass(env: tuple[Any, str]) -> None:
+    """``CountFolds`` (what each daemon on PostgreSQL runs, jobctl/cluster.py) folds the
+    store's stripes at once, then plans its next pass ``every`` seconds later."""
+    import asyncio
+
+    from jobctl.engine.beat import CountFolds
+    from jobctl.store.aio import AsyncStore
+
+    store, _ = env
+    _add(store, "qa", 2)
+    store.promote_due(100)
+
+    def stripes() -> set[int]:
+        rows = store.db.read(lambda c: c.execute("SELECT stripe FROM job_counts").fetchall())
+        return {r["stripe"] for r in rows}
+
+    assert stripes() - {0}  # the insert's and the promote's server processes
+    astore = AsyncStore(store, threads=1)
+    try:
+        folds = CountFolds(astore, store.db.clock, store.fold_counts, 10.0)
+        planned = asyncio.run(folds.run_once())
+    finally:
+        astore.close()
+    assert planned == store.db.clock.now() + timedelta(seconds=10)
+    assert stripes() == {0}
+    kept, made = _exact(store)
+    assert kept == made == {("qa", UID, "due"): 2}

@@ -123,6 +123,46 @@ def test_claims_of_two_lanes_in_opposite_orders_neither_wait_nor_deadlock(
     assert kept == made == {("qa", UID, "running"): 2, ("qb", UID, "running"): 2}
 
 
+def test_log_sizes_of_two_owners_in_opposite_orders_neither_wait_nor_deadlock(
+    env: tuple[Any, str],
+) -> None:
+    """``log_usage`` (log bytes per owner, kept by row triggers) had the same cycle: two
+    daemons setting their attempts' log sizes for two owners in opposite orders."""
+    store, schema = env
+    for uid in (1001, 1002):
+        _add(store, "qa", 2, uid=uid)
+    store.promote_due(100)
+    claims = store.claim_due("daemon", 10, 30.0)
+    by_owner: dict[int, list[Any]] = {}
+    for c in claims:
+        by_owner.setdefault(c.job.spec.owner_uid, []).append(c)
+    assert sorted(len(v) for v in by_owner.values()) == [2, 2]
+    size = store.db.q("set_log_bytes")
+
+    def set_size(conn: Any, claim: Any, n: int) -> None:
+        params = {"job_ids": [claim.job.id], "generations": [claim.generation], "sizes": [n]}
+        assert conn.execute(size, params).rowcount == 1
+
+    a, b = _conn(schema), _conn(schema)
+    try:
+        set_size(a, by_owner[1001][0], 100)  # A holds 1001's row (old)
+        set_size(b, by_owner[1002][0], 10)  # B holds 1002's row (old)
+        with ThreadPoolExecutor(1) as pool:
+            later: Future[None] = pool.submit(set_size, a, by_owner[1002][1], 20)
+            set_size(b, by_owner[1001][1], 200)
+            later.result(timeout=LOCK_TIMEOUT_MS / 1000 + 5)
+        a.commit()
+        b.commit()
+    finally:
+        a.close()
+        b.close()
+    assert (store.log_bytes(1001), store.log_bytes(1002), store.log_bytes()) == (300, 30, 330)
+    store.fold_counts()
+    rows = store.db.read(lambda c: c.execute("SELECT stripe FROM log_usage").fetchall())
+    assert {r["stripe"] for r in rows} == {0}
+    assert (store.log_bytes(1001), store.log_bytes(1002), store.log_bytes()) == (300, 30, 330)
+
+
 def test_a_fold_never_waits_for_a_writer_and_keeps_its_rows_for_later(
     env: tuple[Any, str],
 ) -> None:

@@ -1,4 +1,5 @@
-"""The striped ``job_counts`` of the PostgreSQL backend (migration 0009), and its fold.
+"""The striped counters of the PostgreSQL backend (``job_counts`` and ``log_usage``,
+migration 0009), and their fold.
 
 Why striped: the statement-level trigger that keeps the counts used to upsert one row per
 (queue, owner, bucket). Two daemons' group commits, each several statements (promote,
@@ -6,7 +7,9 @@ claim, finish, insert), took two lanes' rows in opposite orders across statement
 deadlocked; PostgreSQL broke it after ``deadlock_timeout`` (1 s) and the write ran again.
 Now each server process adds to rows of its own stripe (``pg_backend_pid()``): no two
 open transactions share a counter row, so writers never wait for each other here, and
-every reader sums over the stripes.
+every reader sums over the stripes. ``log_usage`` (log bytes per owner, row triggers
+that took the owners' rows in the order of the rows a statement touched) is striped the
+same way.
 
 Why fold: stripes would otherwise pile up (lanes x buckets x every process that ever
 wrote), and the reads (a claim's due lanes, ``status``) sum them all. :func:`fold` moves
@@ -36,6 +39,7 @@ def fold(db: PgDb) -> int | None:
             return None
         moved = conn.execute(db.q("fold_counts")).fetchone()
         conn.execute(db.q("drop_zero_counts"))
+        conn.execute(db.q("fold_log_usage"))
         return 0 if moved is None else int(moved["moved"])
 
     return db.transaction(tx)

@@ -690,6 +690,18 @@ SELECT (SELECT count(*) FROM gone) AS moved, (SELECT count(*) FROM folded) AS ke
 -- name: drop_zero_counts
 DELETE FROM job_counts WHERE stripe = 0 AND n = 0;
 
+-- name: fold_log_usage
+-- As fold_counts, for the log bytes per owner (striped by migration 0009 too).
+WITH picked AS MATERIALIZED (
+    SELECT owner_uid, stripe FROM log_usage WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM log_usage u USING picked p
+    WHERE u.owner_uid = p.owner_uid AND u.stripe = p.stripe
+    RETURNING u.owner_uid, u.bytes)
+INSERT INTO log_usage AS u (owner_uid, stripe, bytes)
+SELECT owner_uid, 0, sum(bytes) FROM gone GROUP BY 1 ORDER BY 1
+ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = u.bytes + excluded.bytes;
+
 -- name: try_fold_lock
 -- One fold at a time per store (schema): the others skip theirs, never wait; 1785684579
 -- is "jobc".

@@ -53,3 +53,32 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+-- log_usage (bytes of attempt logs per owner) had the same hazard: row triggers update
+-- one row per owner, in the order of the rows a statement touches, so two daemons
+-- finishing (or pruning) jobs of two owners could take the owners' rows in opposite
+-- orders. Striped and folded the same way; its readers already sum.
+ALTER TABLE log_usage ADD COLUMN stripe INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE log_usage DROP CONSTRAINT log_usage_pkey;
+ALTER TABLE log_usage ADD PRIMARY KEY (owner_uid, stripe);
+
+CREATE OR REPLACE FUNCTION jobs_log_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    gone BIGINT := (SELECT coalesce(sum(log_bytes), 0) FROM attempts WHERE job_id = OLD.id);
+BEGIN
+    IF gone <> 0 THEN
+        INSERT INTO log_usage (owner_uid, stripe, bytes)
+        VALUES (OLD.owner_uid, pg_backend_pid(), -gone)
+        ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = log_usage.bytes + excluded.bytes;
+    END IF;
+    RETURN OLD;
+END $$;
+
+CREATE OR REPLACE FUNCTION attempts_log_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO log_usage (owner_uid, stripe, bytes)
+    SELECT owner_uid, pg_backend_pid(), NEW.log_bytes - OLD.log_bytes FROM jobs
+    WHERE id = NEW.job_id
+    ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = log_usage.bytes + excluded.bytes;
+    RETURN NULL;
+END $$;

@@ -76,10 +76,13 @@ def _claim_lane(store: Any, conn: Any, queue: str, owner: str) -> int:
     return len(found)
 
 
-def _exact(store: Any) -> tuple[dict[tuple[str, int, str], int], dict[tuple[str, int, str], int]]:
+Counts = dict[tuple[str, int, str], int]
+
+
+def _exact(store: Any) -> tuple[Counts, Counts]:
     """The counters (summed over stripes) and the same counts made from ``jobs``."""
 
-    def read(conn: Any) -> tuple[dict[tuple[str, int, str], int], dict[tuple[str, int, str], int]]:
+    def read(conn: Any) -> tuple[Counts, Counts]:
         kept = conn.execute(
             "SELECT queue, owner_uid, bucket, sum(n)::bigint AS n FROM job_counts"
             " GROUP BY 1, 2, 3 HAVING sum(n) <> 0"
@@ -88,13 +91,14 @@ def _exact(store: Any) -> tuple[dict[tuple[str, int, str], int], dict[tuple[str,
             "SELECT queue, owner_uid, CASE WHEN due = 1 THEN 'due' ELSE status END AS bucket,"
             " count(*) AS n FROM jobs GROUP BY 1, 2, 3"
         ).fetchall()
-        key = lambda r: (r["queue"], r["owner_uid"], r["bucket"])  # noqa: E731
-        return {key(r): r["n"] for r in kept}, {key(r): r["n"] for r in made}
+        return _keyed(kept), _keyed(made)
 
-    result: tuple[dict[tuple[str, int, str], int], dict[tuple[str, int, str], int]] = store.db.read(
-        read
-    )
+    result: tuple[Counts, Counts] = store.db.read(read)
     return result
+
+
+def _keyed(rows: list[dict[str, Any]]) -> Counts:
+    return {(r["queue"], r["owner_uid"], r["bucket"]): r["n"] for r in rows}
 
 
 def test_claims_of_two_lanes_in_opposite_orders_neither_wait_nor_deadlock(

@@ -1,6 +1,7 @@
 """The daemon's heartbeat row (daemons sharing PostgreSQL): written every ``lease_ttl / 3``
 with what it runs, so ``jobctl status`` on any daemon lists the cluster and start-up
-recovery on a host leaves a live daemon's jobs alone (:mod:`jobctl.domain.cluster`)."""
+recovery on a host leaves a live daemon's jobs alone (:mod:`jobctl.domain.cluster`); and
+the fold of the striped counters every few seconds (:class:`CountFolds`)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,29 @@ COPY jobs ({job_insert_columns}, status) FROM STDIN;
 -- can be pipelined with its savepoint and release.
 INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'scheduled');
 
+-- name: insert_keyless
+-- Keyless jobs in one statement, the group commit's one round trip (jobctl.store.pg.inserts
+-- KeylessPlan.queue): the row after VALUES is repeated per job, placeholders numbered in
+-- order. Ids come from the sequence, keys from the caller (random, unique by the index).
+-- First, whether every job fits: none names a worker queue (the jobs' queues: read after
+-- the queues' locks, a statement earlier) and no owner passes the queued quota (owners,
+-- and the room each has left before these jobs). If one does not, the ids are NULL, the
+-- primary key refuses the statement, and the group commit answers each group the checked
+-- way (jobctl.store.pg.pipelined). The RETURNING rows are matched by key.
+WITH fits AS MATERIALIZED (
+    SELECT NOT EXISTS (
+               SELECT FROM queues WHERE workers IS NOT NULL AND name = ANY(%s::text[]))
+       AND NOT EXISTS (
+               SELECT FROM unnest(%s::bigint[], %s::bigint[]) AS l (uid, room)
+               WHERE (SELECT coalesce(sum(c.n), 0) FROM job_counts AS c
+                      WHERE c.owner_uid = l.uid AND c.bucket IN ('scheduled', 'due'))
+                     > l.room) AS ok
+)
+INSERT INTO jobs ({job_insert_columns}, status)
+VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, '',
+        {job_tail_params}, 'scheduled')
+RETURNING id, key;
+
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
 

@@ -128,3 +128,25 @@ def test_numbered_rows_repeat_the_row_and_number_every_placeholder() -> None:
     assert numbered_rows(text, 2) == (
         "WITH a AS (SELECT $1) INSERT INTO t (x, y) VALUES ($2, f($3)), ($4, f($5)) RETURNING x"
     )
+
+
+def test_the_one_insert_runs_on_a_generic_plan(store: Any) -> None:
+    """psycopg prepares a statement after a few runs; PostgreSQL then plans it anew on
+    every run (a custom plan) unless its generic plan looks as cheap, and the planning
+    cost the server more than the ``INSERT`` (the quota's count read per owner, as a
+    subquery, made the generic plan look ten times dearer)."""
+    from jobctl.domain.quota import Limits
+
+    store.quota = lambda uid: Limits(queued=1000)
+    for _ in range(40):
+        store.submit_insert_groups([[_job()], [_job()]]).result()
+    generic = custom = 0
+    with store.db.pool.connection() as one, store.db.pool.connection() as two:  # all (2)
+        for conn in (one, two):
+            for p in conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE %s",
+                ("%INSERT INTO jobs%",),
+            ):
+                generic, custom = generic + p["generic_plans"], custom + p["custom_plans"]
+    assert generic > custom  # custom: the first five runs on each connection

@@ -28,9 +28,9 @@ WITH fits AS MATERIALIZED (
                SELECT FROM queues WHERE workers IS NOT NULL AND name = ANY(%s::text[]))
        AND NOT EXISTS (
                SELECT FROM unnest(%s::bigint[], %s::bigint[]) AS l (uid, room)
-               WHERE (SELECT coalesce(sum(c.n), 0) FROM job_counts AS c
-                      WHERE c.owner_uid = l.uid AND c.bucket IN ('scheduled', 'due'))
-                     > l.room) AS ok
+               LEFT JOIN job_counts AS c
+                      ON c.owner_uid = l.uid AND c.bucket IN ('scheduled', 'due')
+               GROUP BY l.uid, l.room HAVING coalesce(sum(c.n), 0) > l.room) AS ok
 )
 INSERT INTO jobs ({job_insert_columns}, status)
 VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, '',

@@ -341,16 +341,13 @@ VALUES (%(at)s, %(request_id)s, %(uid)s, %(gid)s, %(pid)s, %(action)s, %(target)
         %(status)s, %(error)s, %(denied)s);
 
 -- name: insert_audit_rows
--- Queued records in one statement, in their order (jobctl.store.pg.audit): one array per
--- column.
+-- Queued records in one statement, in their order (jobctl.store.pg.audit): one JSON
+-- array of objects named by column, one parameter (ten arrays cost the daemon more to
+-- send than the statement cost the server).
 INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
 SELECT at, request_id, uid, gid, pid, action, target, status, error, denied
-FROM unnest(%(at)s::bigint[], %(request_id)s::text[], %(uid)s::bigint[], %(gid)s::bigint[],
-            %(pid)s::integer[], %(action)s::text[], %(target)s::text[], %(status)s::integer[],
-            %(error)s::text[], %(denied)s::smallint[])
-     WITH ORDINALITY AS r (at, request_id, uid, gid, pid, action, target, status, error,
-                           denied, n)
-ORDER BY n;
+FROM json_populate_recordset(NULL::audit, %(rows)s::json) WITH ORDINALITY AS r
+ORDER BY r.ordinality;
 
 -- name: list_audit
 SELECT * FROM audit

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
+import orjson
 import psycopg
 
 from jobctl.domain.models import JobSpec
@@ -157,18 +158,15 @@ class KeylessPlan:
     def queue(self, conn: PgConn) -> None:
         """Queue the queues' locks and the ``INSERT`` (in a pipeline: nothing is fetched
         here; the locks are a statement of their own, so that the ``INSERT``'s snapshot,
-        taken after them, sees every worker queue marked by a writer that held one)."""
-        from jobctl.store.pg.schedconn import PgSchedConn  # it imports this module
-
+        taken after them, sees every worker queue marked by a writer that held one: the
+        shared locks of :func:`jobctl.store.workerq.lock`)."""
         specs = [s for g in self._groups for s in g]
-        PgSchedConn(self._db, conn).lock_queues((s.queue, False) for s in specs)
+        queues = orjson.dumps(sorted({s.queue for s in specs})).decode()
+        conn.execute(self._db.q("lock_queues_shared"), {"names": queues})
         self._keys = [auto_key(self._now_ms) for _ in specs]
         adding = Counter(s.owner_uid for s in specs if s.owner_uid in self._limited)
-        params: list[object] = [
-            sorted({s.queue for s in specs}),
-            list(adding),
-            [self._limited[uid] - n for uid, n in adding.items()],  # the room left
-        ]
+        rooms = [{"uid": uid, "room": self._limited[uid] - n} for uid, n in adding.items()]
+        params: list[object] = [queues, orjson.dumps(rooms).decode()]
         for key, tail in zip(self._keys, self._tails, strict=True):
             params += (key, *tail)
         text = numbered_rows(self._db.q("insert_keyless"), len(self._tails))

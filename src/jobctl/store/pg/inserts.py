@@ -177,13 +177,14 @@ class KeylessPlan:
         assert self._ids is not None  # queue() came first
         ids = {r["key"]: r["id"] for r in self._ids}
         keys, tails = iter(self._keys), iter(self._tails)
+        created_at = ms_to_dt(self._now_ms)
         out: list[list[Inserted] | JobctlError] = []
         for group in self._groups:
             made = []
             for spec in group:
                 key, tail = next(keys), next(tails)
                 new = NewJob(ids[key], True, key, bool(tail[DUE]))
-                made.append(Inserted(created_job(spec, new, ms_to_dt(self._now_ms)), True))
+                made.append(Inserted(created_job(spec, new, created_at), True))
             out.append(made)
         return out
 

@@ -150,3 +150,20 @@ def test_the_one_insert_runs_on_a_generic_plan(store: Any) -> None:
             ):
                 generic, custom = generic + p["generic_plans"], custom + p["custom_plans"]
     assert generic > custom  # custom: the first five runs on each connection
+
+
+def test_the_one_insert_counts_each_owner_against_its_own_quota(store: Any) -> None:
+    from jobctl.domain.quota import Limits
+    from jobctl.errors import QuotaExceeded
+
+    store.quota = lambda uid: Limits(queued=2 if uid == 1000 else 5)
+    store.insert([_job()])  # owner 1000: 1 of 2
+    other = JobSpec(("true",), T0, 2000)
+    asked = count_queries(store)
+    fits = store.submit_insert_groups([[_job()], [other], [other], [other]]).result()
+    assert all(i.created for o in fits for i in o)  # 2 of 2, and 3 of 5: one INSERT
+    assert asked["insert_keyless"] == 1 and asked["owner_counts"] == 0
+    out = store.submit_insert_groups([[other], [_job()], [other]]).result()
+    assert out[0][0].created and out[2][0].created  # 5 of 5
+    assert isinstance(out[1], QuotaExceeded) and out[1].details["used"] == 2
+    assert asked["insert_keyless"] == 2 and asked["owner_counts"] == 2  # refused, checked

@@ -450,13 +450,13 @@ class _InsertWrite(Staged[_Outcomes]):
         self._plan = KeylessPlan.make(self._db, self._groups())
         return self._plan is not None
 
-    def reads(self, conn: PgConn) -> None:
+    def queue(self, conn: PgConn) -> None:
         assert self._plan is not None  # stage() said so
-        self._plan.reads(conn)
+        self._plan.queue(conn)
 
-    def writes(self, conn: PgConn) -> _Outcomes:
+    def answer(self) -> _Outcomes:
         assert self._plan is not None
-        return self._plan.writes(conn)
+        return self._plan.answer()
 
     def __call__(self, conn: PgConn) -> _Outcomes:
         return insert_groups_tx(self._db, conn, self._groups())

@@ -14,6 +14,31 @@ COPY jobs ({job_insert_columns}, status) FROM STDIN;
 -- can be pipelined with its savepoint and release.
 INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'scheduled');
 
+-- name: insert_keyless
+-- Keyless jobs in one statement, the group commit's one round trip (jobctl.store.pg.inserts
+-- KeylessPlan.queue): the row after VALUES is repeated per job, placeholders numbered in
+-- order. Ids come from the sequence, keys from the caller (random, unique by the index).
+-- First, whether every job fits: none names a worker queue (the jobs' queues, a JSON
+-- array: read after the queues' locks, a statement earlier) and no owner passes the
+-- queued quota (a JSON array of {uid, room}: the room each has left before these jobs).
+-- JSON, not arrays: psycopg sends a JSON text for a fraction of what a list costs it. If one does not, the ids are NULL, the
+-- primary key refuses the statement, and the group commit answers each group the checked
+-- way (jobctl.store.pg.pipelined). The RETURNING rows are matched by key.
+WITH fits AS MATERIALIZED (
+    SELECT NOT EXISTS (
+               SELECT FROM queues WHERE workers IS NOT NULL
+               AND name IN (SELECT json_array_elements_text(%s::json)))
+       AND NOT EXISTS (
+               SELECT FROM json_to_recordset(%s::json) AS l (uid bigint, room bigint)
+               LEFT JOIN job_counts AS c
+                      ON c.owner_uid = l.uid AND c.bucket IN ('scheduled', 'due')
+               GROUP BY l.uid, l.room HAVING coalesce(sum(c.n), 0) > l.room) AS ok
+)
+INSERT INTO jobs ({job_insert_columns}, status)
+VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, '',
+        {job_tail_params}, 'scheduled')
+RETURNING id, key;
+
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
 
@@ -320,16 +345,13 @@ VALUES (%(at)s, %(request_id)s, %(uid)s, %(gid)s, %(pid)s, %(action)s, %(target)
         %(status)s, %(error)s, %(denied)s);
 
 -- name: insert_audit_rows
--- Queued records in one statement, in their order (jobctl.store.pg.audit): one array per
--- column.
+-- Queued records in one statement, in their order (jobctl.store.pg.audit): one JSON
+-- array of objects named by column, one parameter (ten arrays cost the daemon more to
+-- send than the statement cost the server).
 INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
 SELECT at, request_id, uid, gid, pid, action, target, status, error, denied
-FROM unnest(%(at)s::bigint[], %(request_id)s::text[], %(uid)s::bigint[], %(gid)s::bigint[],
-            %(pid)s::integer[], %(action)s::text[], %(target)s::text[], %(status)s::integer[],
-            %(error)s::text[], %(denied)s::smallint[])
-     WITH ORDINALITY AS r (at, request_id, uid, gid, pid, action, target, status, error,
-                           denied, n)
-ORDER BY n;
+FROM json_populate_recordset(NULL::audit, %(rows)s::json) WITH ORDINALITY AS r
+ORDER BY r.ordinality;
 
 -- name: list_audit
 SELECT * FROM audit
@@ -650,6 +672,14 @@ SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
 
 -- name: worker_queues
 SELECT name, workers FROM queues WHERE workers IS NOT NULL;
+
+-- name: lock_queues_shared
+-- lock_queues with every lock shared (a keyless enqueue's), the names (each once, sorted
+-- by the caller) as one JSON array: psycopg sends a JSON text for a fraction of what its
+-- two lists cost (the group commit's one round trip, jobctl.store.pg.inserts).
+SELECT count(pg_advisory_xact_lock_shared(
+                 1785684593, hashtext(current_schema() || '.' || q))::text) AS locked
+FROM json_array_elements_text(%(names)s::json) AS q;
 
 -- name: lock_queues
 -- Transaction-scoped advisory locks on queue names, taken in the order given (the caller

@@ -1,9 +1,12 @@
-"""PostgreSQL only: concurrent keyless enqueues share one id fetch and one ``COPY``.
+"""PostgreSQL only: concurrent keyless enqueues share one ``INSERT``.
 
 Single-job requests from concurrent clients reach the store as many one-job groups of
 one write; inserting them group by group cost a savepoint, an id fetch and a ``COPY``
-each, about five round trips per job (issue 15's benchmark). What each group is answered
-is the store contract's (tests/contract/test_insert_contract.py); this checks the trips.
+each, about five round trips per job (issue 15's benchmark). The group commit sends them
+as one ``INSERT`` that takes its own ids and checks its own refusals (``insert_keyless``);
+the checked way, when that fails, reads first and inserts after. What each group is
+answered is the store contract's (tests/contract/test_insert_contract.py); this checks
+the statements.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ def _job(key: str | None = None) -> JobSpec:
     return JobSpec(("true",), T0, 1000, key=key)
 
 
-def test_keyless_groups_of_one_write_fetch_ids_and_insert_once(store: Any) -> None:
+def test_keyless_groups_of_one_write_are_one_insert_that_takes_its_own_ids(store: Any) -> None:
     asked = count_queries(store)
     out = store.submit_insert_groups([[_job()] for _ in range(8)]).result()
     assert all(o[0].created for o in out)
-    assert asked["next_job_ids"] == 1 and asked["insert_job_values"] == 1
+    assert asked["insert_keyless"] == 1
+    assert asked["next_job_ids"] == 0 and asked["insert_job_values"] == 0  # no reads first
     assert asked["insert_job_row"] == 0  # COPY cannot be pipelined with its savepoint
     jobs = [store.get(o[0].job.id) for o in out]
     assert [j.key for j in jobs] == [o[0].job.key for o in out]  # answered as stored
@@ -55,9 +59,10 @@ def test_a_refused_group_sends_the_write_group_by_group(store: Any) -> None:
     asked = count_queries(store)
     out = store.submit_insert_groups([[_job()], [bad], [_job()]]).result()
     assert isinstance(out[1], InvalidInput) and out[0][0].created and out[2][0].created
-    # pipelined (refused: nothing committed), together in a savepoint (refused), then
-    # each group alone
-    assert asked["next_job_ids"] == 1 + 1 + 3
+    # the group commit's one INSERT (refused: nothing committed), the checked way's reads
+    # and INSERT in a savepoint (refused), then each group alone
+    assert asked["insert_keyless"] == 1
+    assert asked["next_job_ids"] == 1 + 3
 
 
 def test_groups_with_keys_go_group_by_group(store: Any) -> None:
@@ -67,9 +72,11 @@ def test_groups_with_keys_go_group_by_group(store: Any) -> None:
     assert asked["next_job_ids"] == 3
 
 
-def test_keyless_groups_over_the_queued_quota_are_refused_in_the_same_two_trips(
+def test_keyless_groups_over_the_queued_quota_are_refused_by_the_checked_ways_two_trips(
     store: Any,
 ) -> None:
+    """The one ``INSERT`` cannot say which groups pass the quota: it refuses itself, and
+    the checked way's reads and ``INSERT`` answer each group."""
     from jobctl.domain.quota import Limits
     from jobctl.errors import QuotaExceeded
 
@@ -79,7 +86,84 @@ def test_keyless_groups_over_the_queued_quota_are_refused_in_the_same_two_trips(
     out = store.submit_insert_groups([[_job()], [_job(), _job()], [_job()], [_job()]]).result()
     assert out[0][0].created and out[2][0].created  # 1 stored + 1 + 1 = 3, the quota
     assert isinstance(out[1], QuotaExceeded) and isinstance(out[3], QuotaExceeded)
+    assert asked["insert_keyless"] == 1  # refused itself
     assert asked["next_job_ids"] == 1 and asked["insert_job_values"] == 1
     assert asked["owner_counts"] == 1
     (again,) = store.submit_insert_groups([[_job()]]).result()
     assert isinstance(again, QuotaExceeded) and again.details["used"] == 3  # none leaked in
+
+
+def test_keyless_groups_within_the_queued_quota_need_no_reads(store: Any) -> None:
+    from jobctl.domain.quota import Limits
+
+    store.quota = lambda uid: Limits(queued=4)
+    store.insert([_job()])
+    asked = count_queries(store)
+    out = store.submit_insert_groups([[_job()], [_job(), _job()]]).result()
+    assert all(i.created for o in out for i in o)  # 1 stored + 3 = 4, the quota
+    assert asked["insert_keyless"] == 1 and asked["owner_counts"] == 0
+    asked.clear()
+    (over,) = store.submit_insert_groups([[_job()]]).result()
+    assert over.details["used"] == 4  # refused (by the checked way)
+    assert asked["insert_keyless"] == 1 and asked["owner_counts"] == 1
+
+
+def test_a_job_for_a_worker_queue_is_refused_by_the_checked_way(store: Any) -> None:
+    from jobctl.domain.workers import payload_text
+    from jobctl.errors import Conflict
+
+    work = payload_text({"task": "m:f"})
+    store.insert([JobSpec((), T0, 1000, queue="work", payload=work)])  # marks "work"
+    asked = count_queries(store)
+    out = store.submit_insert_groups([[_job()], [JobSpec(("true",), T0, 1000, queue="work")]])
+    first, second = out.result()
+    assert first[0].created and isinstance(second, Conflict)
+    assert asked["insert_keyless"] == 1 and asked["worker_queues"] == 1
+
+
+def test_numbered_rows_repeat_the_row_and_number_every_placeholder() -> None:
+    from jobctl.store.pg.inserts import numbered_rows
+
+    text = "WITH a AS (SELECT %s) INSERT INTO t (x, y)\nVALUES (%s, f(%s))\nRETURNING x"
+    assert numbered_rows(text, 2) == (
+        "WITH a AS (SELECT $1) INSERT INTO t (x, y) VALUES ($2, f($3)), ($4, f($5)) RETURNING x"
+    )
+
+
+def test_the_one_insert_runs_on_a_generic_plan(store: Any) -> None:
+    """psycopg prepares a statement after a few runs; PostgreSQL then plans it anew on
+    every run (a custom plan) unless its generic plan looks as cheap, and the planning
+    cost the server more than the ``INSERT`` (the quota's count read per owner, as a
+    subquery, made the generic plan look ten times dearer)."""
+    from jobctl.domain.quota import Limits
+
+    store.quota = lambda uid: Limits(queued=1000)
+    for _ in range(40):
+        store.submit_insert_groups([[_job()], [_job()]]).result()
+    generic = custom = 0
+    with store.db.pool.connection() as one, store.db.pool.connection() as two:  # all (2)
+        for conn in (one, two):
+            for p in conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE %s",
+                ("%INSERT INTO jobs%",),
+            ):
+                generic, custom = generic + p["generic_plans"], custom + p["custom_plans"]
+    assert generic > custom  # custom: the first five runs on each connection
+
+
+def test_the_one_insert_counts_each_owner_against_its_own_quota(store: Any) -> None:
+    from jobctl.domain.quota import Limits
+    from jobctl.errors import QuotaExceeded
+
+    store.quota = lambda uid: Limits(queued=2 if uid == 1000 else 5)
+    store.insert([_job()])  # owner 1000: 1 of 2
+    other = JobSpec(("true",), T0, 2000)
+    asked = count_queries(store)
+    fits = store.submit_insert_groups([[_job()], [other], [other], [other]]).result()
+    assert all(i.created for o in fits for i in o)  # 2 of 2, and 3 of 5: one INSERT
+    assert asked["insert_keyless"] == 1 and asked["owner_counts"] == 0
+    out = store.submit_insert_groups([[other], [_job()], [other]]).result()
+    assert out[0][0].created and out[2][0].created  # 5 of 5
+    assert isinstance(out[1], QuotaExceeded) and out[1].details["used"] == 2
+    assert asked["insert_keyless"] == 2 and asked["owner_counts"] == 2  # refused, checked

@@ -1,10 +1,12 @@
 """PostgreSQL only: the pipelined group commit (store/pg/pipelined.py).
 
-Single-job enqueues commit in two round trips (``BEGIN`` and the reads; the ``INSERT``,
-the audit rows and ``COMMIT``), without savepoints. A failure anywhere commits nothing
-and the batch runs again the checked way (savepoints: each write's failure its own), so
-a failing write sinks none of its neighbours and is never acknowledged; a connection lost
-after ``COMMIT`` was sent is a 503 for every write of the batch (it may have committed).
+Single-job enqueues commit in one round trip (``BEGIN``, the queues' locks, the
+``INSERT``, the audit rows and ``COMMIT``), without savepoints. A failure anywhere commits
+nothing and the batch runs again the checked way (savepoints: each write's failure its
+own), so a failing write sinks none of its neighbours and is never acknowledged; a
+connection lost during the round trip is a 503 for every write of the batch (``COMMIT``
+went out with the rest: it may have committed); one the server ended while it sat in the
+pool is not used.
 """
 
 from __future__ import annotations
@@ -62,12 +64,12 @@ class _Rider:
 
 class _Note(Staged[str]):
     """A write of one audit row (an effect the test can count), pipelined when asked;
-    ``fail`` makes the server refuse it after the row (in the commit's round trip),
-    ``kill`` ends its own connection in the ``"reads"`` round trip, ``block`` makes it
-    wait for an advisory lock the test holds, after its row."""
+    ``fail`` makes the server refuse it after the row, ``kill`` ends its own connection
+    after the row (in the round trip, before ``COMMIT``), ``block`` makes it wait for an
+    advisory lock the test holds, after its row."""
 
     def __init__(
-        self, store: Any, n: int, fail: bool = False, kill: str = "", block: bool = False
+        self, store: Any, n: int, fail: bool = False, kill: bool = False, block: bool = False
     ) -> None:
         self.db = store.db
         self.n = n
@@ -79,15 +81,17 @@ class _Note(Staged[str]):
     def stage(self) -> bool:
         return True
 
-    def reads(self, conn: Any) -> None:
-        self._step(conn, "reads")
-        self.read = conn.execute("SELECT 1 AS one")
-
-    def writes(self, conn: Any) -> str:
-        assert self.read.fetchone() == {"one": 1}
+    def queue(self, conn: Any) -> None:
         self._write(conn)
+        if self.kill:
+            self.kill = False  # once: the checked way's run is not killed
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
         if self.block:  # waits for the test's advisory lock
             conn.execute("SELECT pg_advisory_xact_lock(4242)")
+        self.read = conn.execute("SELECT 1 AS one")
+
+    def answer(self) -> str:
+        assert self.read.fetchone() == {"one": 1}  # fetched in the round trip
         return f"r-{self.n}"
 
     def __call__(self, conn: Any) -> str:
@@ -99,11 +103,6 @@ class _Note(Staged[str]):
         conn.execute(self.db.q("insert_audit"), audit_params(_rec(self.n)))
         if self.fail:
             conn.execute("SELECT 1 / 0")
-
-    def _step(self, conn: Any, where: str) -> None:
-        if self.kill == where:
-            self.kill = ""  # once: the checked way's run is not killed
-            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
 
 def _run(store: Any, *ops: Any) -> list[Future[Any]]:
@@ -126,14 +125,14 @@ class _Quiet:
         return False
 
 
-def test_single_job_enqueues_commit_in_two_round_trips_with_the_rider(store: Any) -> None:
+def test_single_job_enqueues_commit_in_one_round_trip_with_the_rider(store: Any) -> None:
     rider = store.db.commits.rider = _Rider()
     store._inserts._notifier = _Quiet()  # no NOTIFY after the commit (its own 2 trips)
     store.insert([_job()])
     with round_trips("jobctl-pg-commit") as trips:  # not the pool's own connecting
         out = store.submit_insert_groups([[_job()] for _ in range(6)]).result()
     assert all(o[0].created for o in out)
-    assert trips.n == 2  # BEGIN + reads; INSERT + the rider's rows + COMMIT (was 5)
+    assert trips.n == 1  # BEGIN, locks, INSERT, the rider's rows, COMMIT (was 2, then 5)
     assert rider.queued == 2 and rider.ridden == 0  # in the pipeline, no savepoint
     assert len({store.get(o[0].job.id).id for o in out}) == 6
 
@@ -160,12 +159,32 @@ def test_a_failing_write_in_a_pipelined_batch_is_its_own_failure(store: Any) -> 
     assert _ids(store) == ["r-1", "r-3"]  # once each; nothing of the bad one
 
 
-def test_a_connection_lost_before_commit_runs_the_batch_again(store: Any) -> None:
-    lost, other = _Note(store, 1, kill="reads"), _Note(store, 2)
-    futures = _run(store, lost, other)
-    assert [f.result() for f in futures] == ["r-1", "r-2"]
-    assert lost.checked == 1 and other.checked == 1
+def test_a_connection_the_server_ended_in_the_pool_is_not_used(store: Any) -> None:
+    """Sent to a dead connection, the whole transaction would be a 503 (it cannot be
+    told from one lost after it committed): the server's farewell on the socket is seen
+    first, and the batch goes pipelined on a fresh connection."""
+    pool = store.db.pool
+    with pool.connection() as one, pool.connection() as two:  # every connection (2)
+        pids = [one.info.backend_pid, two.info.backend_pid]
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        for pid in pids:  # waits (up to 5 s) until each is gone
+            assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
+    first, second = _Note(store, 1), _Note(store, 2)
+    assert [f.result() for f in _run(store, first, second)] == ["r-1", "r-2"]
+    assert first.checked == 0 and second.checked == 0  # not the checked way's redo
     assert _ids(store) == ["r-1", "r-2"]
+
+
+def test_a_connection_lost_during_the_round_trip_is_unavailable_to_all(store: Any) -> None:
+    """``COMMIT`` went out with the rest: the client cannot know whether it ran (here the
+    server ended the session before it did)."""
+    lost, other = _Note(store, 1, kill=True), _Note(store, 2)
+    futures = _run(store, lost, other)
+    for fut in futures:
+        with pytest.raises(StoreUnavailable):
+            fut.result()
+    assert lost.checked == 0 and other.checked == 0  # not run again: nobody is told
+    assert _ids(store) == []
     assert _run(store, _Note(store, 3))[0].result() == "r-3"  # the pool serves on
 
 

@@ -97,7 +97,7 @@ def insert_prepared(
     rows: list[tuple[object, ...]] = []
     for asked, asked_fingerprint, tail in items:
         if asked is None:  # a fresh random key: nothing can ever be compared with it
-            key, fingerprint, seen = _auto_key(now_ms), "", None
+            key, fingerprint, seen = auto_key(now_ms), "", None
         else:
             key, fingerprint = asked, asked_fingerprint
             seen = known.get((tail[OWNER], asked))
@@ -209,7 +209,7 @@ def _row(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
     return row
 
 
-def _auto_key(now_ms: int) -> str:
+def auto_key(now_ms: int) -> str:
     """A unique key for a job enqueued without one.
 
     Time first, then 64 random bits: new keys land at the right edge of the unique key

@@ -2,8 +2,9 @@
 
 Keeping SQL in one file makes every statement greppable and reviewable in one place
 and keeps Python free of string-built SQL. The one exception is a column list declared
-in Python once for every backend: ``{job_insert_columns}`` and ``{job_insert_params}``
-expand to :data:`jobctl.store.jobrow.INSERT_COLUMNS` and one placeholder per column.
+in Python once for every backend: ``{job_insert_columns}``, ``{job_insert_params}`` and
+``{job_tail_params}`` expand to :data:`jobctl.store.jobrow.INSERT_COLUMNS`, one
+placeholder per column, and one per column of a row tail (``TAIL_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
-from jobctl.store.jobrow import INSERT_COLUMNS
+from jobctl.store.jobrow import INSERT_COLUMNS, TAIL_COLUMNS
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -37,6 +38,7 @@ def macros(placeholder: str) -> dict[str, str]:
     return {
         "{job_insert_columns}": ", ".join(INSERT_COLUMNS),
         "{job_insert_params}": ", ".join([placeholder] * len(INSERT_COLUMNS)),
+        "{job_tail_params}": ", ".join([placeholder] * len(TAIL_COLUMNS)),
     }
 
 

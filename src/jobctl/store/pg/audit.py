@@ -7,9 +7,10 @@ transaction of its own, a commit (an fsync that the enqueues' commit queued behi
 15's benchmark: about half the daemon waited on the server). As on SQLite
 (:class:`jobctl.store.audit.AuditBuffer`), the records ride along with whatever the group
 commit commits next (:class:`jobctl.store.pg.db.Rider`): one ``INSERT … SELECT FROM
-unnest`` for all of them, in order, in a savepoint sent in one round trip with its release
-(a bad record never sinks the writes it rides with). When the daemon is idle the group
-commit carries them in a commit of their own after at most
+json_populate_recordset`` for all of them (one JSON parameter), in order, in a savepoint
+sent in one round trip with its release (a bad record never sinks the writes it rides
+with), or in the pipelined commit without one (:mod:`jobctl.store.pg.pipelined`). When
+the daemon is idle the group commit carries them in a commit of their own after at most
 :data:`jobctl.store.pg.db.RIDE_EVERY` (it asks :meth:`PgAuditWriter.waiting`). A record
 is therefore durable a moment after its request was answered, never before the change it
 describes; :meth:`PgAuditWriter.flush` waits for every record queued so far.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import orjson
 import psycopg
 
 from jobctl.domain.audit import AuditRecord
@@ -31,19 +33,6 @@ from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.pipelined import NOTHING
 
 log = logging.getLogger("jobctl.store")
-#: The columns of ``insert_audit_rows``, in its parameters' order.
-COLUMNS = (
-    "at",
-    "request_id",
-    "uid",
-    "gid",
-    "pid",
-    "action",
-    "target",
-    "status",
-    "error",
-    "denied",
-)
 _SAVEPOINT = "jobctl_audit"
 
 
@@ -147,9 +136,10 @@ def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
             _insert_one(db, conn, row)
 
 
-def _columns(taken: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """``insert_audit_rows``'s parameters: one array per column."""
-    return {c: [r[c] for r in taken] for c in COLUMNS}
+def _columns(taken: list[dict[str, Any]]) -> dict[str, str]:
+    """``insert_audit_rows``'s parameter: the records as one JSON array of objects named
+    by column (:func:`jobctl.store.audit.audit_params`)."""
+    return {"rows": orjson.dumps(taken).decode()}
 
 
 def _insert_one(db: PgDb, conn: PgConn, row: dict[str, Any]) -> None:

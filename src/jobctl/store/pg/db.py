@@ -7,7 +7,7 @@ waiting at that moment and run them in one transaction, each write in its own sa
 them after the commit. A commit costs one fsync on the server however many writes it
 carries, so concurrent enqueues do not queue behind each other's commits. A batch of
 :class:`~jobctl.store.pg.pipelined.Staged` writes (single-job enqueues) runs first as a
-pipelined commit of two round trips, without savepoints, and the checked way above only if
+pipelined commit of one round trip, without savepoints, and the checked way above only if
 that committed nothing (:mod:`jobctl.store.pg.pipelined`). Reads run in their own short
 transactions on the pool.
 
@@ -351,7 +351,7 @@ class GroupCommit:
             _settle(fut, ok, value)
 
     def _pipelined(self, batch: list[tuple[Op, Future[Any]]]) -> bool:
-        """True if ``batch`` was settled by a pipelined commit (two round trips, see
+        """True if ``batch`` was settled by a pipelined commit (one round trip, see
         :mod:`jobctl.store.pg.pipelined`); False if it must run the checked way: a write
         that cannot be pipelined, or a pipelined commit that committed nothing."""
         ops = [fn for fn, _ in batch]

@@ -11,10 +11,13 @@ checked way and answers the winner's job.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
+import orjson
 import psycopg
 
 from jobctl.domain.models import JobSpec
@@ -22,7 +25,7 @@ from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
 from jobctl.errors import JobctlError, KeyConflict, QuotaExceeded
 from jobctl.store import workerq
 from jobctl.store.base import Inserted
-from jobctl.store.inserts import NewJob, Prepared, created_job, refused_by_store
+from jobctl.store.inserts import NewJob, Prepared, auto_key, created_job, refused_by_store
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.rows import RowLike, ms_to_dt
@@ -112,12 +115,19 @@ def _pipelined(
 
 
 class KeylessPlan:
-    """The insert of keyless groups without payload jobs, as statements sent in two
-    steps: :meth:`reads` queues the owners' counts, the ids, the queues' locks and the
-    worker queues' names; :meth:`answers` fetches them (one round trip for all) and gives
-    each group's outcome and the rows to insert, which :meth:`writes` queues as one
-    multi-row ``INSERT``. Nothing of it fetches after the reads, so the caller may queue
-    more (the audit rows, ``COMMIT``) behind it in the same round trip."""
+    """The insert of keyless groups without payload jobs, sent two ways.
+
+    In one step (the group commit's pipelined transaction, :meth:`queue` then
+    :meth:`answer`): the queues' locks, then one ``INSERT`` (``insert_keyless``) that
+    checks the worker queues and the owners' ``queued`` quota itself and takes its ids
+    from the sequence; a group it would refuse makes the statement fail, and the group
+    commit goes the checked way. Why: the group commit is then one round trip (issue 15's
+    benchmark; a refusal, rare, costs that one more).
+
+    In two steps (the checked way, :func:`_pipelined`): :meth:`reads` queues the owners'
+    counts, the ids, the queues' locks and the worker queues' names; :meth:`answers`
+    fetches them (one round trip for all) and gives each group's outcome, refusals
+    included, and the rows to insert."""
 
     def __init__(self, db: PgDb, groups: Sequence[Sequence[JobSpec]], now_ms: int) -> None:
         self._db = db
@@ -129,6 +139,7 @@ class KeylessPlan:
         self._counts: dict[int, psycopg.Cursor[Any]] = {}
         self._ids: psycopg.Cursor[Any] | None = None
         self._workers: psycopg.Cursor[Any] | None = None
+        self._keys: list[str] = []
 
     @classmethod
     def make(cls, db: PgDb, groups: Sequence[Sequence[JobSpec]]) -> KeylessPlan | None:
@@ -143,6 +154,39 @@ class KeylessPlan:
             return cls(db, groups, db.now_ms())
         except ITEM_ERRORS:
             return None
+
+    def queue(self, conn: PgConn) -> None:
+        """Queue the queues' locks and the ``INSERT`` (in a pipeline: nothing is fetched
+        here; the locks are a statement of their own, so that the ``INSERT``'s snapshot,
+        taken after them, sees every worker queue marked by a writer that held one: the
+        shared locks of :func:`jobctl.store.workerq.lock`)."""
+        specs = [s for g in self._groups for s in g]
+        queues = orjson.dumps(sorted({s.queue for s in specs})).decode()
+        conn.execute(self._db.q("lock_queues_shared"), {"names": queues})
+        self._keys = [auto_key(self._now_ms) for _ in specs]
+        adding = Counter(s.owner_uid for s in specs if s.owner_uid in self._limited)
+        rooms = [{"uid": uid, "room": self._limited[uid] - n} for uid, n in adding.items()]
+        params: list[object] = [queues, orjson.dumps(rooms).decode()]
+        for key, tail in zip(self._keys, self._tails, strict=True):
+            params += (key, *tail)
+        text = numbered_rows(self._db.q("insert_keyless"), len(self._tails))
+        self._ids = psycopg.RawCursor(conn).execute(text, params)
+
+    def answer(self) -> list[list[Inserted] | JobctlError]:
+        """Each group's outcome, from the ``INSERT``'s rows (after the round trip)."""
+        assert self._ids is not None  # queue() came first
+        ids = {r["key"]: r["id"] for r in self._ids}
+        keys, tails = iter(self._keys), iter(self._tails)
+        created_at = ms_to_dt(self._now_ms)
+        out: list[list[Inserted] | JobctlError] = []
+        for group in self._groups:
+            made = []
+            for spec in group:
+                key, tail = next(keys), next(tails)
+                new = NewJob(ids[key], True, key, bool(tail[DUE]))
+                made.append(Inserted(created_job(spec, new, created_at), True))
+            out.append(made)
+        return out
 
     def reads(self, conn: PgConn) -> None:
         """Queue the reads (in a pipeline: nothing is fetched here)."""
@@ -173,14 +217,6 @@ class KeylessPlan:
                 continue
             out.append([_fresh(s, t, next(ids), self._now_ms, params) for s, t in mine])
         return out, params
-
-    def writes(self, conn: PgConn) -> list[list[Inserted] | JobctlError]:
-        """Fetch the reads, queue the ``INSERT``; each group's outcome (valid once the
-        transaction commits)."""
-        out, params = self.answers()
-        if params:
-            insert_rows(self._db, conn, params)
-        return out
 
 
 def _fresh(
@@ -271,20 +307,25 @@ def insert_rows(db: PgDb, conn: PgConn, params: Sequence[object]) -> None:
     which took a tenth of the group commit's time (issue 15's benchmark)."""
     text = db.q("insert_job_values")
     width = text.count("%s")
-    psycopg.RawCursor(conn).execute(_numbered(text, len(params) // width), params)
+    psycopg.RawCursor(conn).execute(numbered_rows(text, len(params) // width), params)
 
 
-@lru_cache(maxsize=PIPELINED_MAX)
-def _numbered(text: str, n: int) -> str:
-    """``text`` (one row of ``%s`` after ``VALUES``) with its row ``n`` times, numbered."""
-    head, row = text.split(" VALUES ", 1)
-    parts = row.split("%s")
-    width = len(parts) - 1
-    rows = []
-    for r in range(n):
-        numbered = [f"{p}${r * width + i + 1}" for i, p in enumerate(parts[:-1])]
-        rows.append("".join(numbered) + parts[-1])
-    return f"{head} VALUES {', '.join(rows)}"
+@lru_cache(maxsize=2 * PIPELINED_MAX)
+def numbered_rows(text: str, n: int) -> str:
+    """``text``, one ``INSERT`` with one row after ``VALUES`` (and maybe ``%s`` before it
+    and a ``RETURNING`` after it), with that row ``n`` times and every ``%s`` numbered
+    in order: ``$1``, ``$2``…"""
+    head, rest = _VALUES.split(text, 1)
+    row, *tail = _RETURNING.split(rest, 1)
+    whole = f"{head} VALUES {', '.join([row.strip()] * n)}" + "".join(
+        f" RETURNING {t}" for t in tail
+    )
+    parts = whole.split("%s")
+    return "".join(f"{p}${i + 1}" for i, p in enumerate(parts[:-1])) + parts[-1]
+
+
+_VALUES = re.compile(r"\sVALUES\s")
+_RETURNING = re.compile(r"\sRETURNING\s")
 
 
 def _group(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted] | JobctlError:
@@ -438,5 +479,6 @@ __all__ = [
     "insert_prepared",
     "insert_rows",
     "insert_tx",
+    "numbered_rows",
     "over_queued_quota",
 ]

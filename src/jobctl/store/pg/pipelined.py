@@ -1,19 +1,30 @@
-"""A group commit in two round trips: the hot path of single-job enqueues on PostgreSQL.
+"""A group commit in one round trip: the hot path of single-job enqueues on PostgreSQL.
 
 A write that can say up front which statements it will send (a :class:`Staged` write:
 keyless enqueues, the audit trail's flush) runs in one pipeline with ``BEGIN`` and
-``COMMIT`` sent as statements of their own: ``BEGIN`` and every write's reads in the first
-round trip, every write's ``INSERT``, the audit rows riding along and ``COMMIT`` in the
-second. No savepoints: in a pipeline the server skips every statement after a failed one
-until the next sync, ``COMMIT`` included, so one failure leaves nothing committed; the
-group commit then runs the same writes the checked way (:class:`jobctl.store.pg.db.GroupCommit`:
-savepoints, one write's failure answered to it alone), and nobody was answered before.
+``COMMIT`` sent as statements of their own: ``BEGIN``, every write's statements, the
+audit rows riding along and ``COMMIT`` go out together, and the answers come back
+together, one round trip. No savepoints: in a pipeline the server skips every statement
+after a failed one until the next sync, ``COMMIT`` included, so one failure leaves
+nothing committed; the group commit then runs the same writes the checked way
+(:class:`jobctl.store.pg.db.GroupCommit`: savepoints, one write's failure answered to it
+alone), and nobody was answered before. A write that finds it must be answered the
+checked way (a job for a worker queue, an owner past the ``queued`` quota) makes its own
+statement fail, for the same effect.
 
 Why: the checked way costs five round trips per commit (``BEGIN``, the reads, savepoint
 + ``INSERT`` + release, the audit's savepoint + ``INSERT`` + release, ``COMMIT``), and on
 a loaded host each one waits for the server process and then for the committer thread to
-be scheduled; with 8 clients a commit carries 3-4 jobs, so that was about 1.4 round trips
-per job (issue 15's benchmark, docs/benchmarks.md "PostgreSQL single-job enqueue").
+be scheduled; the two round trips of branch ``pgenq`` (the reads, then the writes) are
+one since the writes read what they need themselves (issue 15's benchmark,
+docs/benchmarks.md "PostgreSQL single-job enqueue").
+
+A connection lost during the round trip may have committed (``COMMIT`` went out with the
+rest, and the server answers nothing before it has run everything): every write of the
+batch is then :class:`Unreachable` (503), none acknowledged. A connection the server
+hung up on while it sat in the pool (a restart, ``pg_terminate_backend``, a timeout: its
+farewell or end of stream waits on the socket) is not used: it is dropped and the batch
+runs on another (:func:`_hung_up`).
 
 The connection runs in autocommit while it is here (so psycopg sends no ``BEGIN`` of its
 own, which in a pipeline costs a sync), and is handed back to the pool idle, in
@@ -22,6 +33,7 @@ transaction mode again.
 
 from __future__ import annotations
 
+import select
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -35,27 +47,29 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _IDLE = pq.TransactionStatus.IDLE
+#: Pooled connections found hung up that one commit drops before it goes the checked way
+#: (whose transaction reconnects): after a server restart every idle one has.
+HUNG_UP_MAX = 3
 
 
 class Staged(ABC, Generic[T]):
     """A group-commit write that can be pipelined (see the module docstring).
 
     Calling it is the checked way (its statements in a savepoint of the group commit);
-    the pipelined way is :meth:`stage`, then :meth:`reads` and :meth:`writes` on a
-    connection in pipeline mode, in the transaction of the group commit."""
+    the pipelined way is :meth:`stage`, then :meth:`queue` on a connection in pipeline
+    mode, in the transaction of the group commit, and :meth:`answer` once it committed."""
 
     @abstractmethod
     def stage(self) -> bool:
         """Whether this write can run pipelined now (called once, before any statement)."""
 
     @abstractmethod
-    def reads(self, conn: PgConn) -> None:
-        """Queue the statements whose rows :meth:`writes` needs; fetch nothing."""
+    def queue(self, conn: PgConn) -> None:
+        """Queue the write's statements; fetch nothing (the round trip is the commit's)."""
 
     @abstractmethod
-    def writes(self, conn: PgConn) -> T:
-        """Fetch the reads, queue the writes (fetching nothing after them); the answer,
-        given to the caller only once the transaction committed."""
+    def answer(self) -> T:
+        """The answer, from the results of :meth:`queue`'s statements, once committed."""
 
     @abstractmethod
     def __call__(self, conn: PgConn) -> T:
@@ -68,10 +82,10 @@ class Nothing(Staged[None]):
     def stage(self) -> bool:
         return True
 
-    def reads(self, conn: PgConn) -> None:
+    def queue(self, conn: PgConn) -> None:
         return None
 
-    def writes(self, conn: PgConn) -> None:
+    def answer(self) -> None:
         return None
 
     def __call__(self, conn: PgConn) -> None:
@@ -85,24 +99,42 @@ def commit_pipelined(
     db: PgDb, ops: Sequence[Staged[Any]], rider: Rider | None, taken: list[Any]
 ) -> list[Any] | None:
     """Each op's answer once committed in one pipelined transaction; None if nothing was
-    committed and the ops should run the checked way (a statement failed, or the
-    connection was lost before ``COMMIT`` was sent). :class:`Unreachable` when no
-    connection came in time, or one was lost after ``COMMIT`` was sent (it may have gone
-    through: nobody may be told it did)."""
+    committed and the ops should run the checked way (a statement failed, or every
+    connection lent had hung up). :class:`Unreachable` when no connection came in time,
+    or the one in use broke during the round trip (it may have committed: nobody may be
+    told it did)."""
     try:
-        with db.pool.connection() as conn:
-            return _run(conn, ops, rider, taken)
+        for _ in range(HUNG_UP_MAX):
+            with db.pool.connection() as conn:
+                if not _hung_up(conn):
+                    return _run(conn, ops, rider, taken)
+                conn.close()  # the pool drops it, and the others the server left
+            db.pool.check()
     except PoolTimeout as exc:
         raise Unreachable(exc) from exc
+    return None
 
 
 class Unreachable(Exception):
-    """No connection, or the one in use broke after ``COMMIT`` was sent (see
+    """No connection, or the one in use broke during the round trip (see
     :func:`commit_pipelined`); ``error`` is psycopg's."""
 
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _hung_up(conn: PgConn) -> bool:
+    """Whether the server has ended this idle connection: it says so (a ``FATAL``) and
+    closes, and either waits on the socket, where nothing else arrives unasked on a pool's
+    connection (no ``LISTEN``). A poll of the socket, no round trip: the whole transaction
+    is sent at once, and one sent to a dead connection cannot be told from one lost after
+    it committed."""
+    if conn.closed:
+        return True
+    poll = select.poll()
+    poll.register(conn.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 def _run(
@@ -114,19 +146,19 @@ def _run(
         with conn.pipeline():
             conn.execute(b"BEGIN", prepare=False)
             for op in ops:
-                op.reads(conn)
-            values = [op.writes(conn) for op in ops]  # the first fetch: round trip 1
+                op.queue(conn)
             if rider is not None:
                 rider.queue(conn, taken)
             sent = True
             conn.execute(b"COMMIT", prepare=False)
-        return values  # the pipeline's sync: round trip 2
+        # the pipeline's sync: the round trip
+        return [op.answer() for op in ops]
     except Exception as exc:
-        if sent and conn.broken:  # COMMIT may have reached the server: unknown outcome
+        if sent and conn.broken:  # everything went out at once: COMMIT may have run
             raise Unreachable(exc) from exc
-        # A statement failed (the server skipped the rest, COMMIT included), an op raised
-        # before COMMIT was queued, or the connection broke before it was: nothing is
-        # committed, and the checked way runs the ops again and answers what they raise.
+        # A statement failed (the server skipped the rest, COMMIT included), or an op
+        # raised before COMMIT was queued: nothing is committed, and the checked way runs
+        # the ops again and answers what they raise.
         return None
     finally:
         _idle(conn)

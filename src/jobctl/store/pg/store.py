@@ -45,6 +45,7 @@ from jobctl.store.base import Cancelled, Inserted, T, Wakeups
 from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
+from jobctl.store.pg.counts import fold
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.inserts import KeylessPlan, insert_groups_tx
 from jobctl.store.pg.jobs import PgJobs
@@ -311,6 +312,11 @@ class PostgresStore(ScheduleMethods):
     def checkpoint(self) -> tuple[int, int]:
         return 0, 0  # no write-ahead log of ours to bound: the server checkpoints itself
 
+    def fold_counts(self) -> int | None:
+        """Fold the striped job counters into stripe 0 (store/pg/counts.py); rows moved,
+        or None if another daemon was folding."""
+        return fold(self.db)
+
     # -- the audit trail -----------------------------------------------------------------
 
     def audit(self, records: Sequence[AuditRecord]) -> None:
@@ -444,13 +450,13 @@ class _InsertWrite(Staged[_Outcomes]):
         self._plan = KeylessPlan.make(self._db, self._groups())
         return self._plan is not None
 
-    def reads(self, conn: PgConn) -> None:
+    def queue(self, conn: PgConn) -> None:
         assert self._plan is not None  # stage() said so
-        self._plan.reads(conn)
+        self._plan.queue(conn)
 
-    def writes(self, conn: PgConn) -> _Outcomes:
+    def answer(self) -> _Outcomes:
         assert self._plan is not None
-        return self._plan.writes(conn)
+        return self._plan.answer()
 
     def __call__(self, conn: PgConn) -> _Outcomes:
         return insert_groups_tx(self._db, conn, self._groups())

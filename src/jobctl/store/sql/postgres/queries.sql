@@ -14,6 +14,31 @@ COPY jobs ({job_insert_columns}, status) FROM STDIN;
 -- can be pipelined with its savepoint and release.
 INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'scheduled');
 
+-- name: insert_keyless
+-- Keyless jobs in one statement, the group commit's one round trip (jobctl.store.pg.inserts
+-- KeylessPlan.queue): the row after VALUES is repeated per job, placeholders numbered in
+-- order. Ids come from the sequence, keys from the caller (random, unique by the index).
+-- First, whether every job fits: none names a worker queue (the jobs' queues, a JSON
+-- array: read after the queues' locks, a statement earlier) and no owner passes the
+-- queued quota (a JSON array of {uid, room}: the room each has left before these jobs).
+-- JSON, not arrays: psycopg sends a JSON text for a fraction of what a list costs it. If one does not, the ids are NULL, the
+-- primary key refuses the statement, and the group commit answers each group the checked
+-- way (jobctl.store.pg.pipelined). The RETURNING rows are matched by key.
+WITH fits AS MATERIALIZED (
+    SELECT NOT EXISTS (
+               SELECT FROM queues WHERE workers IS NOT NULL
+               AND name IN (SELECT json_array_elements_text(%s::json)))
+       AND NOT EXISTS (
+               SELECT FROM json_to_recordset(%s::json) AS l (uid bigint, room bigint)
+               LEFT JOIN job_counts AS c
+                      ON c.owner_uid = l.uid AND c.bucket IN ('scheduled', 'due')
+               GROUP BY l.uid, l.room HAVING coalesce(sum(c.n), 0) > l.room) AS ok
+)
+INSERT INTO jobs ({job_insert_columns}, status)
+VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, '',
+        {job_tail_params}, 'scheduled')
+RETURNING id, key;
+
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
 
@@ -62,7 +87,9 @@ opened AS (
 SELECT * FROM claimed;
 
 -- name: due_lanes
-SELECT queue, owner_uid, n FROM job_counts WHERE bucket = 'due' AND n > 0;
+-- job_counts is striped (migration 0009): every count is a sum over stripes.
+SELECT queue, owner_uid, sum(n)::bigint AS n FROM job_counts WHERE bucket = 'due'
+GROUP BY queue, owner_uid HAVING sum(n) > 0;
 
 -- name: running_by_queue
 SELECT queue, sum(n)::bigint AS n FROM job_counts WHERE bucket = 'running' GROUP BY queue;
@@ -318,16 +345,13 @@ VALUES (%(at)s, %(request_id)s, %(uid)s, %(gid)s, %(pid)s, %(action)s, %(target)
         %(status)s, %(error)s, %(denied)s);
 
 -- name: insert_audit_rows
--- Queued records in one statement, in their order (jobctl.store.pg.audit): one array per
--- column.
+-- Queued records in one statement, in their order (jobctl.store.pg.audit): one JSON
+-- array of objects named by column, one parameter (ten arrays cost the daemon more to
+-- send than the statement cost the server).
 INSERT INTO audit (at, request_id, uid, gid, pid, action, target, status, error, denied)
 SELECT at, request_id, uid, gid, pid, action, target, status, error, denied
-FROM unnest(%(at)s::bigint[], %(request_id)s::text[], %(uid)s::bigint[], %(gid)s::bigint[],
-            %(pid)s::integer[], %(action)s::text[], %(target)s::text[], %(status)s::integer[],
-            %(error)s::text[], %(denied)s::smallint[])
-     WITH ORDINALITY AS r (at, request_id, uid, gid, pid, action, target, status, error,
-                           denied, n)
-ORDER BY n;
+FROM json_populate_recordset(NULL::audit, %(rows)s::json) WITH ORDINALITY AS r
+ORDER BY r.ordinality;
 
 -- name: list_audit
 SELECT * FROM audit
@@ -649,6 +673,14 @@ SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
 -- name: worker_queues
 SELECT name, workers FROM queues WHERE workers IS NOT NULL;
 
+-- name: lock_queues_shared
+-- lock_queues with every lock shared (a keyless enqueue's), the names (each once, sorted
+-- by the caller) as one JSON array: psycopg sends a JSON text for a fraction of what its
+-- two lists cost (the group commit's one round trip, jobctl.store.pg.inserts).
+SELECT count(pg_advisory_xact_lock_shared(
+                 1785684593, hashtext(current_schema() || '.' || q))::text) AS locked
+FROM json_array_elements_text(%(names)s::json) AS q;
+
 -- name: lock_queues
 -- Transaction-scoped advisory locks on queue names, taken in the order given (the caller
 -- sorts them: no two transactions wait on each other in a cycle): exclusive where a queue
@@ -661,8 +693,49 @@ FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
       FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS l;
 
 -- name: queue_live
+-- A stripe's row may be negative; each lane's sum never is, so the queue's total says it.
 SELECT 1 AS live FROM job_counts
-WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') AND n > 0 LIMIT 1;
+WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') HAVING sum(n) > 0;
+
+-- name: fold_counts
+-- Every job_counts row of a stripe other than 0 that no open transaction holds, moved into
+-- stripe 0 (jobctl.store.pg.counts): SKIP LOCKED, so the fold never waits for a writer;
+-- only folds write stripe 0, one at a time (the caller's advisory lock). Stripe 0's rows
+-- that reach 0 go.
+WITH picked AS MATERIALIZED (
+    SELECT queue, owner_uid, bucket, stripe FROM job_counts
+    WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM job_counts c USING picked p
+    WHERE c.queue = p.queue AND c.owner_uid = p.owner_uid AND c.bucket = p.bucket
+      AND c.stripe = p.stripe
+    RETURNING c.queue, c.owner_uid, c.bucket, c.n),
+folded AS (
+    INSERT INTO job_counts AS j (queue, owner_uid, bucket, stripe, n)
+    SELECT queue, owner_uid, bucket, 0, sum(n) FROM gone GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (queue, owner_uid, bucket, stripe) DO UPDATE SET n = j.n + excluded.n
+    RETURNING 1)
+SELECT (SELECT count(*) FROM gone) AS moved, (SELECT count(*) FROM folded) AS kept;
+
+-- name: drop_zero_counts
+DELETE FROM job_counts WHERE stripe = 0 AND n = 0;
+
+-- name: fold_log_usage
+-- As fold_counts, for the log bytes per owner (striped by migration 0009 too).
+WITH picked AS MATERIALIZED (
+    SELECT owner_uid, stripe FROM log_usage WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM log_usage u USING picked p
+    WHERE u.owner_uid = p.owner_uid AND u.stripe = p.stripe
+    RETURNING u.owner_uid, u.bytes)
+INSERT INTO log_usage AS u (owner_uid, stripe, bytes)
+SELECT owner_uid, 0, sum(bytes) FROM gone GROUP BY 1 ORDER BY 1
+ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = u.bytes + excluded.bytes;
+
+-- name: try_fold_lock
+-- One fold at a time per store (schema): the others skip theirs, never wait; 1785684579
+-- is "jobc".
+SELECT pg_try_advisory_xact_lock(1785684579, hashtext(current_schema())) AS locked;
 
 -- name: mark_worker_queue
 INSERT INTO queues (name, workers) VALUES (%(name)s, %(workers)s)

@@ -60,13 +60,7 @@ class QueueOps:
         """:meth:`claim_due`'s rows and queue limits without waiting (for
         :func:`claims_in_order`): the daemon's timer awaits this future from its loop, no
         pool thread parked on it."""
-
-        # ahead of the batch's other writes: the claimed commands wait for this commit,
-        # the finishes it would share one with wait for nothing (issue 17)
-        def claim(conn: sqlite3.Connection) -> ClaimRows:
-            return _claim_tx(self.db, conn, owner, limit, lease_ttl)
-
-        return self.db.submit(claim, ahead=True)
+        return self.db.submit(lambda conn: _claim_tx(self.db, conn, owner, limit, lease_ttl))
 
     def lease(
         self, queues: Sequence[str], lessee: Lessee, limit: int, lease_ttl: float

@@ -101,10 +101,9 @@ class SqliteDb:
         """Run ``fn`` in the next group commit; its answer once that is on disk."""
         return self.writer.call(fn)
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T], ahead: bool = False) -> Future[T]:
-        """:meth:`write` without waiting: the future resolves after the commit
-        (``ahead``: see :meth:`Writer.submit`)."""
-        return self.writer.submit(fn, ahead=ahead)
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+        """:meth:`write` without waiting: the future resolves after the commit."""
+        return self.writer.submit(fn)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a read transaction on this thread's read-only connection."""

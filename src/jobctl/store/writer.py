@@ -96,10 +96,7 @@ def resource_error(exc: BaseException) -> OutOfResources | None:
     )
 
 
-#: How an op runs: in the batch's transaction, in a transaction of its own kind that
-#: commits ahead of the batch's (:meth:`Writer.submit`, ``ahead``), or outside any.
-TX, AHEAD, BARE = 0, 1, 2
-_Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], int]
+_Op = tuple[Callable[[sqlite3.Connection], Any], Future[Any], bool]  # bool: no transaction
 #: Queued by :meth:`Writer.nudge`: a rider has rows; commit them soon even if idle.
 _RIDE = object()
 #: How long rows of a rider wait for another write to share its commit.
@@ -156,14 +153,7 @@ class Writer:
         if self._error is not None:
             raise self._error
 
-    def submit(
-        self, fn: Callable[[sqlite3.Connection], T], bare: bool = False, ahead: bool = False
-    ) -> Future[T]:
-        """Queue ``fn``: run in the next group commit (``bare``: between transactions).
-        ``ahead``: the ops of this kind that a batch holds commit first, in a transaction
-        of their own, so their callers need not wait for the rest of the batch to run
-        (issue 17: the executor's claim, whose commit the next commands wait for, ahead
-        of the finishes of the commands that just ended, which wait for nothing)."""
+    def submit(self, fn: Callable[[sqlite3.Connection], T], bare: bool = False) -> Future[T]:
         fut: Future[T] = Future()
         if not self._thread.is_alive():
             fut.set_exception(RuntimeError("store writer is closed"))
@@ -172,7 +162,7 @@ class Writer:
         if refused is not None:
             fut.set_exception(refused)
             return fut
-        self._queue.put((fn, fut, BARE if bare else AHEAD if ahead else TX))
+        self._queue.put((fn, fut, bare))
         return fut
 
     def outside_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -217,13 +207,11 @@ class Writer:
             conn.close()
 
     def _handle(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
-        for kind in (AHEAD, TX):
-            ops = [op for op in batch if op[2] == kind]
-            if ops:
-                self._commit_unless_refused(conn, ops)
-        for fn, fut, kind in batch:
-            if kind == BARE:
-                _resolve(fut, fn, conn, self._translate)
+        bare = [op for op in batch if op[2]]
+        if len(bare) < len(batch):
+            self._commit_unless_refused(conn, [op for op in batch if not op[2]])
+        for fn, fut, _ in bare:
+            _resolve(fut, fn, conn, self._translate)
 
     def _wait_first(self) -> object:
         """The first item of the next batch, or ``_RIDE`` when a rider's rows wait.
@@ -246,7 +234,7 @@ class Writer:
             try:
                 first = self._queue.get(timeout=self._ride_wait)
             except queue.Empty:
-                first = (_nothing, Future(), TX)
+                first = (_nothing, Future(), False)
         if first is None:
             return None
         batch: list[_Op] = [first]  # type: ignore[list-item]

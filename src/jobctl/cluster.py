@@ -7,6 +7,8 @@
 - this daemon's row in ``daemons``, written before recovery and then every
   ``lease_ttl / 3`` (:class:`jobctl.engine.beat.DaemonBeats`), marked stopped on a clean
   stop;
+- the fold of the striped job counters every :data:`~jobctl.store.pg.counts.FOLD_EVERY`
+  seconds (:mod:`jobctl.store.pg.counts`; one daemon at a time folds, the others skip);
 - LISTEN/NOTIFY wake-ups from the other daemons (an enqueue, cancel, replay or
   materialization wakes the timer and the materializer), with a 1 s safety poll behind
   them (:attr:`jobctl.engine.service.Service.max_sleep`).
@@ -24,10 +26,11 @@ from typing import TYPE_CHECKING
 
 from jobctl import __version__, files
 from jobctl.domain.cluster import DaemonBeat
-from jobctl.engine.beat import DaemonBeats
+from jobctl.engine.beat import CountFolds, DaemonBeats
 from jobctl.engine.service import Service
 from jobctl.store.aio import AsyncStore
 from jobctl.store.pg.clock import ServerClock
+from jobctl.store.pg.counts import FOLD_EVERY
 from jobctl.store.pg.notify import Listener
 from jobctl.store.pg.store import PostgresStore
 
@@ -78,6 +81,8 @@ class Cluster:
         for service in woken:
             service.max_sleep = SAFETY_POLL
         self.beats = DaemonBeats(astore, cfg.clock, self.beat, self._write, cfg.lease_ttl / 3)
+        #: Folds the striped job counters (store/pg/counts.py) every FOLD_EVERY seconds.
+        self.folds = CountFolds(astore, cfg.clock, store.fold_counts, FOLD_EVERY)
         self._listener: Listener | None = None
 
     def beat(self) -> DaemonBeat:

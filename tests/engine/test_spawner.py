@@ -4,6 +4,7 @@ and both ways it drops privileges (setpriv and the fork fallback)."""
 from __future__ import annotations
 
 import asyncio
+import marshal
 import os
 import pwd
 import secrets
@@ -254,3 +255,18 @@ def _drain(fd: int) -> bytes:
         return os.read(fd, 1 << 16)
     except BlockingIOError:
         return b""
+
+
+def test_a_pass_of_answers_is_one_message_when_it_fits_and_split_in_order_when_not() -> None:
+    """chunks(): one marshal of the whole pass when it fits (issue 17, branch spawnh3:
+    no second marshal of each answer to size it), else pieces in order, none over the
+    limit unless one answer alone is."""
+    small = [("exit", pid, 0, True, 0, b"") for pid in range(100)]
+    assert spawner.chunks(small) == [marshal.dumps(small)]
+    big = [("exit", pid, 0, True, 4096, bytes([pid % 256]) * 4096) for pid in range(40)]
+    pieces = spawner.chunks(big, limit=20_000)
+    assert len(pieces) > 1
+    assert [m for p in pieces for m in marshal.loads(p)] == big
+    assert all(len(p) <= 20_000 for p in pieces)
+    huge = [("exit", 1, 0, True, 9, b"x" * 50_000)]
+    assert [marshal.loads(p) for p in spawner.chunks(huge, limit=20_000)] == [huge]

@@ -146,7 +146,7 @@ class Daemon:
             self._pg, astore, self.config, self.owner, woken, lambda: executor.running_count
         )
         cluster.start(asyncio.get_running_loop())
-        parts.extra = (cluster.beats,)
+        parts.extra = (cluster.beats, cluster.folds)
         return cluster
 
     async def _serve_started(

@@ -127,7 +127,7 @@ class Parts:
     access: Access
     admission: Admission = field(default_factory=Admission)
     notifier: Notifier | None = None
-    #: Services of the cluster (PostgreSQL): the heartbeat row.
+    #: Services of the cluster (PostgreSQL): the heartbeat row, the counters' fold.
     extra: tuple[Service, ...] = ()
 
     @property

@@ -19,7 +19,13 @@
  * code is the spawn helper's start path: jobctl_spawn() takes the launcher's whole argv and
  * runs it in a vfork child, so a command that would have gone through the launcher costs
  * no exec of it. The child touches no heap and no lock (it shares the helper's memory until
- * its exec): arguments are parsed in place, the groups go into a static array. */
+ * its exec): arguments are parsed in place, the groups go into a static array.
+ *
+ * Each start also gives the command's start time (/proc/PID/stat field 22, clock ticks since
+ * boot) without a read of /proc (issue 17, branch spawnh3): the parent reads the boot clock
+ * just before the system call that makes the child, the child reads it first thing (into
+ * memory it shares with the parent until its exec); the kernel stamps the child between the
+ * two, so when both fall in one tick that tick is its start time. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +37,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_GROUPS 65536
@@ -231,18 +238,41 @@ static void block_all(sigset_t *old) {
     sigprocmask(SIG_SETMASK, &all, old);
 }
 
+static long long boot_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return -1;
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The start time in clock ticks when BEFORE (the parent's reading) and CHILD (the child's
+ * first) fall in one tick, else -1 (the caller reads /proc). */
+static long long born_ticks(long long before, long long child_ns) {
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0 || before < 0 || child_ns < 0) return -1;
+    long long tick = 1000000000LL / hz;
+    return before / tick == child_ns / tick ? before / tick : -1;
+}
+
 /* Start ARGV (the launcher's words, then the command) in a new process: stdin IN,
- * stdout and stderr OUT. Returns its pid, or -errno when no process could be made; what
- * fails after that (the drop, the directory, the exec) ends the child with the
- * launcher's own line and status, exactly as an exec of the launcher would. */
-static int spawn_lists(int argc, char **argv, char **envp, int in, int out) {
+ * stdout and stderr OUT; *BORN: its start time in ticks, or -1. Returns its pid, or
+ * -errno when no process could be made; what fails after that (the drop, the directory,
+ * the exec) ends the child with the launcher's own line and status, exactly as an exec
+ * of the launcher would. */
+static int spawn_lists(int argc, char **argv, char **envp, int in, int out, long long *born) {
+    *born = -1;
     if (!valid(argc, argv)) return -EINVAL;
     sigset_t old;
     block_all(&old);
+    volatile long long child_ns = -1; /* written by the child: it shares this frame */
+    long long before = boot_ns();
     pid_t pid = vfork();
-    if (pid == 0) child(argv, envp, in, out);
+    if (pid == 0) {
+        child_ns = boot_ns();
+        child(argv, envp, in, out);
+    }
     int err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0) *born = born_ticks(before, child_ns);
     return pid < 0 ? -err : pid;
 }
 
@@ -270,11 +300,13 @@ struct job {
     char **argv, **envp;
     int in, out, nice;
     volatile int nice_errno;
+    volatile long long born_ns; /* the child's first reading of the boot clock */
 };
 
 static char child_stack[CHILD_STACK] __attribute__((aligned(64)));
 
 static void run_job(struct job *job) {
+    job->born_ns = boot_ns();
     if (job->nice != NO_NICE && setpriority(PRIO_PROCESS, 0, job->nice) != 0) {
         job->nice_errno = errno ? errno : EPERM;
         _exit(126);
@@ -305,11 +337,12 @@ static long clone3_call(struct clone3_args *args, struct job *job) {
 /* jobctl_spawn, the command born in the cgroup whose directory CGROUP is open on, with
  * niceness NICE (NO_NICE: the helper's). -errno when the kernel refused (the helper then
  * starts it the other way); a niceness refused: the child is reaped, -errno, and
- * *NICE_ERROR set. */
+ * *NICE_ERROR set. *BORN as spawn_lists. */
 static int spawn_into_lists(int argc, char **argv, char **envp, int in, int out, int cgroup,
-                            int nice, int *nice_error) {
+                            int nice, int *nice_error, long long *born) {
+    *born = -1;
     if (!valid(argc, argv)) return -EINVAL;
-    struct job job = {argv, envp, in, out, nice, 0};
+    struct job job = {argv, envp, in, out, nice, 0, -1};
     struct clone3_args args = {0};
     args.flags = CLONE_VM_ | CLONE_VFORK_ | CLONE_INTO_CGROUP_;
     args.exit_signal = SIGCHLD;
@@ -318,8 +351,10 @@ static int spawn_into_lists(int argc, char **argv, char **envp, int in, int out,
     args.cgroup = (unsigned long long)cgroup;
     sigset_t old;
     block_all(&old);
+    long long before = boot_ns();
     long pid = clone3_call(&args, &job);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0) *born = born_ticks(before, job.born_ns);
     if (pid > 0 && job.nice_errno) {
         *nice_error = 1;
         while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR) {
@@ -346,9 +381,10 @@ static char **split(char *blob, int n) {
 
 /* Start the ARGC strings of ARGS (the launcher's words, then the command) with the ENVC
  * strings of ENVS as its environment; see spawn_lists. */
-int jobctl_spawn(int argc, char *args, int envc, char *envs, int in, int out) {
+int jobctl_spawn(int argc, char *args, int envc, char *envs, int in, int out, long long *born) {
     char **argv = split(args, argc), **envp = split(envs, envc);
-    int pid = argv && envp ? spawn_lists(argc, argv, envp, in, out) : -ENOMEM;
+    *born = -1;
+    int pid = argv && envp ? spawn_lists(argc, argv, envp, in, out, born) : -ENOMEM;
     free(argv);
     free(envp);
     return pid;
@@ -357,10 +393,12 @@ int jobctl_spawn(int argc, char *args, int envc, char *envs, int in, int out) {
 #if defined(__x86_64__)
 /* The same, born in a cgroup with a niceness; see spawn_into_lists. */
 int jobctl_spawn_into(int argc, char *args, int envc, char *envs, int in, int out, int cgroup,
-                      int nice, int *nice_error) {
+                      int nice, int *nice_error, long long *born) {
     char **argv = split(args, argc), **envp = split(envs, envc);
-    int pid = argv && envp ? spawn_into_lists(argc, argv, envp, in, out, cgroup, nice, nice_error)
-                           : -ENOMEM;
+    *born = -1;
+    int pid = argv && envp
+                  ? spawn_into_lists(argc, argv, envp, in, out, cgroup, nice, nice_error, born)
+                  : -ENOMEM;
     free(argv);
     free(envp);
     return pid;

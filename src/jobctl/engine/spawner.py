@@ -398,10 +398,12 @@ class Helper:
                 return fork_exec(argv, env, out, stdin, creds)
             argv = [*drop_argv(SETPRIV, creds), *argv]
         if self.native is not None and self.native.takes(argv):
-            before = boot_ticks()
+            # the library reads the clock around the child's birth, not its exec: a
+            # window of microseconds, so /proc is read almost never (launch.c)
             pid = self.native.spawn(argv, env, stdin, out, cgroup, nice)
-        else:
-            before, pid = posix_spawn(argv, env, cwd, out, stdin)
+            self.born = self.native.born
+            return pid
+        before, pid = posix_spawn(argv, env, cwd, out, stdin)
         # The kernel stamped the child between the two readings: within one tick, that
         # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
         after = boot_ticks()
@@ -431,7 +433,11 @@ class Helper:
 
 def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
     """``items`` as marshal-ed lists of at most about ``limit`` bytes each (one item
-    alone may be larger, up to :data:`MAX_MESSAGE`), in order."""
+    alone may be larger, up to :data:`MAX_MESSAGE`), in order. A pass's answers nearly
+    always fit one message: then each is marshal-ed once, not once to size it and again."""
+    whole = marshal.dumps(items)
+    if len(whole) <= limit:
+        return [whole]
     out: list[bytes] = []
     group: list[Any] = []
     size = 0

@@ -310,15 +310,22 @@ class Native:
         self.launcher = library.removesuffix(".so")
         lib = ctypes.CDLL(library)
         text, num = ctypes.c_char_p, ctypes.c_int
+        #: The last start's start time (``/proc/PID/stat`` field 22) as the library saw it
+        #: (the boot clock read just before the child was made and by the child first
+        #: thing, one tick apart at most: launch.c), or None: read it from ``/proc``.
+        self.born: int | None = None
+        self._born = ctypes.c_longlong(-1)
+        self._born_ref = ctypes.byref(self._born)
+        ticks = ctypes.POINTER(ctypes.c_longlong)
         self._spawn = lib.jobctl_spawn
-        self._spawn.argtypes = [num, text, num, text, num, num]
+        self._spawn.argtypes = [num, text, num, text, num, num, ticks]
         self._spawn.restype = ctypes.c_int
         #: ``clone3`` with ``CLONE_INTO_CGROUP`` (x86-64 builds; None: not built, or it
         #: failed its start test): a command born in its cgroup, the helper never in it.
         self.into: Any = getattr(lib, "jobctl_spawn_into", None)
         if self.into is not None:
-            self.into.argtypes = [*self._spawn.argtypes, ctypes.c_int, ctypes.c_int,
-                                  ctypes.POINTER(ctypes.c_int)]  # fmt: skip
+            self.into.argtypes = [num, text, num, text, num, num, num, num,
+                                  ctypes.POINTER(ctypes.c_int), ticks]  # fmt: skip
             self.into.restype = ctypes.c_int
 
     def takes(self, argv: list[str]) -> bool:
@@ -342,21 +349,28 @@ class Native:
         """Start ``argv`` (the launcher's words, then the command): its pid; ``cgroup``
         (a descriptor of its directory): born in it with niceness ``nice`` (:attr:`into`
         first). Raises ValueError as ``posix_spawn`` does, OSError when no process could
-        be made, :class:`Refused` when the niceness could not be set (nothing ran)."""
+        be made, :class:`Refused` when the niceness could not be set (nothing ran).
+        Sets :attr:`born`."""
         for key in env:
             if not key or "=" in key:
                 raise ValueError("illegal environment variable name")
         args, envs = _blob(argv), _blob(list(map("=".join, env.items())))
+        self.born = None
+        born = self._born_ref
         if cgroup < 0:
-            pid = self._spawn(len(argv), args, len(env), envs, stdin, out)
+            pid = self._spawn(len(argv), args, len(env), envs, stdin, out, born)
         else:
             refused = ctypes.c_int(0)
             level = NO_NICE if nice is None else nice
-            pid = self.into(len(argv), args, len(env), envs, stdin, out, cgroup, level, refused)
+            pid = self.into(
+                len(argv), args, len(env), envs, stdin, out, cgroup, level, refused, born
+            )
             if pid < 0 and refused.value:
                 raise Refused(f"cannot set nice {nice}: {os.strerror(-pid)}")
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid))
+        ticks = self._born.value
+        self.born = ticks if ticks >= 0 else None
         return int(pid)
 
 

@@ -45,6 +45,7 @@ from jobctl.store.base import Cancelled, Inserted, T, Wakeups
 from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
+from jobctl.store.pg.counts import fold
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.inserts import KeylessPlan, insert_groups_tx
 from jobctl.store.pg.jobs import PgJobs
@@ -310,6 +311,11 @@ class PostgresStore(ScheduleMethods):
 
     def checkpoint(self) -> tuple[int, int]:
         return 0, 0  # no write-ahead log of ours to bound: the server checkpoints itself
+
+    def fold_counts(self) -> int | None:
+        """Fold the striped job counters into stripe 0 (store/pg/counts.py); rows moved,
+        or None if another daemon was folding."""
+        return fold(self.db)
 
     # -- the audit trail -----------------------------------------------------------------
 

@@ -62,7 +62,9 @@ opened AS (
 SELECT * FROM claimed;
 
 -- name: due_lanes
-SELECT queue, owner_uid, n FROM job_counts WHERE bucket = 'due' AND n > 0;
+-- job_counts is striped (migration 0009): every count is a sum over stripes.
+SELECT queue, owner_uid, sum(n)::bigint AS n FROM job_counts WHERE bucket = 'due'
+GROUP BY queue, owner_uid HAVING sum(n) > 0;
 
 -- name: running_by_queue
 SELECT queue, sum(n)::bigint AS n FROM job_counts WHERE bucket = 'running' GROUP BY queue;
@@ -661,8 +663,49 @@ FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
       FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS l;
 
 -- name: queue_live
+-- A stripe's row may be negative; each lane's sum never is, so the queue's total says it.
 SELECT 1 AS live FROM job_counts
-WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') AND n > 0 LIMIT 1;
+WHERE queue = %(name)s AND bucket IN ('scheduled', 'due', 'running') HAVING sum(n) > 0;
+
+-- name: fold_counts
+-- Every job_counts row of a stripe other than 0 that no open transaction holds, moved into
+-- stripe 0 (jobctl.store.pg.counts): SKIP LOCKED, so the fold never waits for a writer;
+-- only folds write stripe 0, one at a time (the caller's advisory lock). Stripe 0's rows
+-- that reach 0 go.
+WITH picked AS MATERIALIZED (
+    SELECT queue, owner_uid, bucket, stripe FROM job_counts
+    WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM job_counts c USING picked p
+    WHERE c.queue = p.queue AND c.owner_uid = p.owner_uid AND c.bucket = p.bucket
+      AND c.stripe = p.stripe
+    RETURNING c.queue, c.owner_uid, c.bucket, c.n),
+folded AS (
+    INSERT INTO job_counts AS j (queue, owner_uid, bucket, stripe, n)
+    SELECT queue, owner_uid, bucket, 0, sum(n) FROM gone GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (queue, owner_uid, bucket, stripe) DO UPDATE SET n = j.n + excluded.n
+    RETURNING 1)
+SELECT (SELECT count(*) FROM gone) AS moved, (SELECT count(*) FROM folded) AS kept;
+
+-- name: drop_zero_counts
+DELETE FROM job_counts WHERE stripe = 0 AND n = 0;
+
+-- name: fold_log_usage
+-- As fold_counts, for the log bytes per owner (striped by migration 0009 too).
+WITH picked AS MATERIALIZED (
+    SELECT owner_uid, stripe FROM log_usage WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM log_usage u USING picked p
+    WHERE u.owner_uid = p.owner_uid AND u.stripe = p.stripe
+    RETURNING u.owner_uid, u.bytes)
+INSERT INTO log_usage AS u (owner_uid, stripe, bytes)
+SELECT owner_uid, 0, sum(bytes) FROM gone GROUP BY 1 ORDER BY 1
+ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = u.bytes + excluded.bytes;
+
+-- name: try_fold_lock
+-- One fold at a time per store (schema): the others skip theirs, never wait; 1785684579
+-- is "jobc".
+SELECT pg_try_advisory_xact_lock(1785684579, hashtext(current_schema())) AS locked;
 
 -- name: mark_worker_queue
 INSERT INTO queues (name, workers) VALUES (%(name)s, %(workers)s)

@@ -38,7 +38,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import bench_spawn  # noqa: E402
 
-BENCH_USER = "jcbench"
+#: Per run (pid in the name): two runs at once must not delete each other's account.
+BENCH_USER = f"jcb{os.getpid()}"
 _ENQUEUE_AS = r"""
 import http.client, json, socket, sys
 class C(http.client.HTTPConnection):

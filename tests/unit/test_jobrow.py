@@ -110,3 +110,33 @@ def test_claimed_rows_decode_the_same_through_dicts(tmp_path: Path) -> None:
     by_row = claims.claims_from_rows(sorted(rows, key=lambda r: (r["sort_key"], r["id"])), limits)
     assert claims.claims_in_order(found, limits) == by_row
     assert claims.claims_in_order(rows, limits) == by_row
+
+
+def test_a_spec_is_decoded_from_spec_columns_only_and_shared_by_equal_rows(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the rows of one read share a decoded spec (with each its own key) when
+    their SPEC_COLUMNS are equal, so the spec decoder may read no other column but the
+    key (a new JobSpec field decoded from a column left out of SPEC_COLUMNS would give
+    one job another's value)."""
+    store = SqliteStore(tmp_path / "s.db", FakeClock(T0))
+    try:
+        store.insert([replace(SPEC, key=None), replace(SPEC, key=None), SPEC])
+        rows = store.db.read(lambda c: c.execute("SELECT * FROM jobs ORDER BY id").fetchall())
+    finally:
+        store.close()
+    read: set[str] = set()
+
+    class Recording(dict[str, Any]):
+        def __getitem__(self, name: str) -> Any:
+            read.add(name)
+            return super().__getitem__(name)
+
+    jobrow._spec_from_row(Recording(dict(rows[2])), jobrow.RowMemo())
+    assert read == {*jobrow.SPEC_COLUMNS, "key"}
+    memo = jobrow.RowMemo()
+    a, b, c = (jobrow.job_from_row(r, memo=memo) for r in rows)
+    assert a.spec.key != b.spec.key and c.spec.key == "k-1"
+    assert a.spec.command is b.spec.command  # decoded once
+    assert [a, b, c] == [jobrow.job_from_row(r) for r in rows]
+    assert [replace(a.spec, key=None), replace(b.spec, key=None)] == [replace(SPEC, key=None)] * 2

@@ -50,3 +50,18 @@ async def test_wake_and_past_deadlines_return_at_once() -> None:
     assert not sleeper.done()
     wake.set()
     await asyncio.wait_for(sleeper, 1)
+
+
+async def test_a_wake_up_reaches_the_sleeper_in_one_turn_of_the_loop() -> None:
+    """Issue 17: the timer woken by freed slots claims before the work queued behind the
+    wake-up in the same turn (the finishes of the exits that freed them), so its claim
+    reaches the store first; ``wait_for``'s inner task took three turns."""
+    for deadline in (None, T0 + timedelta(hours=1)):
+        clock = SteppedClock()
+        wake = asyncio.Event()
+        sleeper = asyncio.create_task(clock.sleep_until(deadline, wake))
+        await asyncio.sleep(0.02)
+        assert not sleeper.done()
+        wake.set()
+        await asyncio.sleep(0)  # one turn: the sleeper's own step runs in it
+        assert sleeper.done()

@@ -52,8 +52,14 @@ class SystemClock:
                 if left <= 0:
                     return
                 timeout = min(left, self.nap)
+            # ``asyncio.timeout``, not ``wait_for``: the sleeper's own task waits on the
+            # event, so a wake-up reaches it in one turn of the loop instead of three
+            # (wait_for's inner task, then its waiter). Issue 17: the timer, woken as
+            # a helper message's exits free the slots, then claims before the finishes
+            # of those exits are handed to the store, and its claim commits first.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await wake.wait()
 
 
 #: Moves the daemon's clock by this many seconds (``JOBCTL_CLOCK_SKEW=30``): several

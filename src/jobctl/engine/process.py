@@ -66,7 +66,9 @@ class Running:
     #: The command's process (its pid leads its session and process group).
     proc: Child
     exited: asyncio.Future[int]
-    log_path: Path
+    #: A string on the spawn helper's path (issue 17: a Path per attempt cost ~2% of the
+    #: daemon's loop); whatever it is, ``open`` and ``os.stat`` take it.
+    log_path: str | Path
     #: The process's start time (pid-reuse guard), read on a thread; see :func:`spawn`.
     start_time: asyncio.Future[int | None] = field(repr=False)
     stop_reason: StopReason | None = None
@@ -576,7 +578,7 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
+def read_tail(path: str | Path, size: int = TAIL_BYTES) -> str:
     """The last ``size`` bytes of the log (raw descriptor calls: most logs are empty)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -416,7 +416,7 @@ def reap_strays(keep: set[int]) -> int:
 async def spawn(
     helper: SpawnHelper,
     claim: Claim,
-    log_path: Path,
+    log_path: str | Path,
     lease_owner: str,
     loop: asyncio.AbstractEventLoop,
     log_cap: int | None = None,

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,9 +84,24 @@ PARALLEL_ORDER = ("api", "integration", "drills", "contract", "engine", "cli")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a pytest-xdist worker, order the files as :data:`PARALLEL_ORDER` says (every
-    worker collects the same order, which ``--dist loadfile`` with
-    ``--no-loadscope-reorder`` follows); a run in one process keeps pytest's own order."""
+    """Give each test a node id of its own, and in a pytest-xdist worker order the files
+    as :data:`PARALLEL_ORDER` says (every worker collects the same order, which ``--dist
+    loadfile`` with ``--no-loadscope-reorder`` follows); a run in one process keeps
+    pytest's own order.
+
+    schemathesis names all its tests of one function alike (``test_api``, one per
+    operation): pytest-xdist, which hands out tests by node id, ran one of the 40 (580
+    requests instead of 8,000). Such a test's id gets its name, which has the operation."""
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    for item in items:
+        if seen[item.nodeid] > 1 and item.parent is not None:
+            parent: Any = item.parent
+            if hasattr(item, "_id"):  # pytest 9: a NodeId
+                setattr(item, "_id", parent.id.child(item.name))  # noqa: B010
+            else:  # pytest 8: a str
+                setattr(item, "_nodeid", f"{parent.nodeid}::{item.name}")  # noqa: B010
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
 

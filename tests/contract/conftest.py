@@ -5,13 +5,16 @@ needs a part names it with ``@pytest.mark.store_parts(...)`` and runs on the bac
 that have it (the others are not parametrized, not skipped).
 
 PostgreSQL: each test gets a schema of its own in the database of
-``JOBCTL_TEST_POSTGRES`` (default: the local server, user postgres), dropped afterwards.
+``JOBCTL_TEST_POSTGRES`` (default: the local server, user postgres): a migrated one the
+process made for an earlier test, put back as its migrations left it
+(tests/contract/pgschemas.py), or a new one; all dropped at the end of the session.
 Without a server or psycopg the PostgreSQL tests skip, unless ``JOBCTL_REQUIRE_POSTGRES=1``
 (CI sets it), which turns that skip into a failure.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import secrets
@@ -25,7 +28,8 @@ import pytest
 from jobctl.domain.clock import FakeClock
 from jobctl.store.base import Store
 from jobctl.store.sqlite import SqliteStore
-from tests.conftest import migrated
+from tests.conftest import T0, migrated
+from tests.contract.pgschemas import Schemas, reused
 
 PG_DSN = os.environ.get("JOBCTL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("JOBCTL_REQUIRE_POSTGRES") == "1"
@@ -82,14 +86,36 @@ def _pg_made(kind: str, name: str, drop: str) -> Iterator[str]:
 
 
 def _postgres(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
-    for schema in pg_schema():
-        from jobctl.store.pg.store import PostgresStore
+    from jobctl.store.pg.store import PostgresStore
 
+    for schema in reused(_schemas()):
         store = PostgresStore(PG_DSN, clock, random.Random(7), schema=schema, pool_size=4)
         try:
             yield store
         finally:
             store.close()
+
+
+@functools.cache
+def _schemas() -> Schemas:
+    """This process's migrated schemas (tests/contract/pgschemas.py); the first call
+    checks that there is a server (a skip, or a failure under REQUIRE_PG)."""
+    for _ in pg_schema():  # a server to reach, or a skip (a failure under REQUIRE_PG)
+        pass
+
+    def migrate(schema: str) -> None:
+        from jobctl.store.pg.store import PostgresStore
+
+        PostgresStore(PG_DSN, FakeClock(T0), schema=schema, pool_size=1).close()
+
+    return Schemas(PG_DSN, migrate)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_reused_schemas() -> Iterator[None]:
+    yield
+    if _schemas.cache_info().currsize:
+        _schemas().drop_all()
 
 
 BACKENDS: dict[str, Backend] = {

@@ -1,9 +1,13 @@
 """Real Unix users for tests of a root daemon serving several users.
 
-``host_users`` creates them once per session (names prefixed ``jcth``) and removes them
-afterwards; it skips cleanly when the tests do not run as root or ``useradd`` is
-missing. ``as_user`` runs a small stdlib-only Python script as one of them (the system
-Python: a virtual environment under /root is out of their reach).
+``host_users`` creates them once per session and removes them afterwards; it skips
+cleanly when the tests do not run as root or ``useradd`` is missing. Their names (and their
+groups') carry the pid of the process that made them (``jcth<pid>own``): the workers of
+one parallel run (pytest-xdist), or two suites on one machine, each have users of their
+own and never delete each other's; the leftovers of a process that is gone (a run killed
+before its teardown) are removed when the next session starts. ``as_user`` runs a small
+stdlib-only Python script as one of them (the system Python: a virtual environment under
+/root is out of their reach).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,8 +28,12 @@ from typing import Any
 import pytest
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-GROUP = "jcthgrp"  # both users' supplementary group, and the socket's group
-EXTRA = "jcthext"  # a second supplementary group of the owner only
+_TAG = f"jcth{os.getpid()}"
+GROUP = f"{_TAG}grp"  # both users' supplementary group, and the socket's group
+EXTRA = f"{_TAG}ext"  # a second supplementary group of the owner only
+OWNER, OTHER = f"{_TAG}own", f"{_TAG}oth"
+#: The names this module makes, in any process: the pid that made them, then the role.
+_MADE = re.compile(r"jcth(\d+)(own|oth|grp|ext)")
 
 
 @dataclass(frozen=True)
@@ -54,11 +63,9 @@ def host_users() -> Iterator[Users]:
         pytest.skip("needs root and useradd (CI runs as root)")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"needs {SYSTEM_PYTHON} for scripts run as the test users")
-    names = ("jcthown", "jcthoth")
-    for name in names:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+    _remove_leftovers()
+    names = (OWNER, OTHER)
     for group in (GROUP, EXTRA):
-        subprocess.run(["groupdel", group], capture_output=True)
         _run("groupadd", group)
     _run("useradd", "-m", "-G", f"{GROUP},{EXTRA}", names[0])
     _run("useradd", "-m", "-G", GROUP, names[1])
@@ -74,6 +81,25 @@ def host_users() -> Iterator[Users]:
             subprocess.run(["userdel", "-r", name], capture_output=True)
         for group in (GROUP, EXTRA):
             subprocess.run(["groupdel", group], capture_output=True)
+
+
+def _remove_leftovers() -> None:
+    """Delete the users and groups of earlier processes that are gone (this one's too,
+    should its pid have been used before), users first (a group cannot go while it is a
+    user's primary one)."""
+
+    def stale(name: str) -> bool:
+        made = _MADE.fullmatch(name)
+        return made is not None and (
+            int(made[1]) == os.getpid() or not os.path.exists(f"/proc/{made[1]}")
+        )
+
+    for pw in pwd.getpwall():
+        if stale(pw.pw_name):
+            subprocess.run(["userdel", "-r", pw.pw_name], capture_output=True)
+    for gr in grp.getgrall():
+        if stale(gr.gr_name):
+            subprocess.run(["groupdel", gr.gr_name], capture_output=True)
 
 
 def shared_socket() -> Path:

@@ -61,12 +61,12 @@ def _spec() -> JobSpec:
     return JobSpec(("true",), T0, 1000)
 
 
-def test_every_session_of_both_pools_bounds_statements_and_idle_transactions(
+def test_every_session_of_every_pool_bounds_statements_and_idle_transactions(
     schema: str,
 ) -> None:
     store = _open(schema, FakeClock(T0))
     try:
-        for pool in (store.db.pool, store.db.lease_pool):
+        for pool in (store.db.pool, store.db.lease_pool, *store.db.commit_pools):
             with pool.connection() as conn:
                 shown = conn.execute(
                     "SELECT current_setting('statement_timeout') AS s,"
@@ -119,7 +119,7 @@ def test_notify_carries_no_payload(schema: str) -> None:
 def _terminate_store_connections(store: Any) -> int:
     """End the store's own idle connections from outside (never another test's)."""
     pids = []
-    for pool in (store.db.pool, store.db.lease_pool):
+    for pool in (store.db.pool, store.db.lease_pool, *store.db.commit_pools):
         with pool.connection() as conn:
             pids.append(conn.info.backend_pid)
     with psycopg.connect(PG_DSN, autocommit=True) as killer:
@@ -134,7 +134,7 @@ def test_connections_the_server_closed_are_replaced_without_an_error(schema: str
         first = store.insert([_spec()])[0]
         claim = store.claim_due("w", 1, 30)[0]
         for _ in range(3):
-            assert _terminate_store_connections(store) == 2
+            assert _terminate_store_connections(store) == 4  # main, leases, 2 committers
             assert first.job.id in {j.id for j in store.list_jobs(None, None, 10, None)}
             assert store.heartbeat([(claim.job.id, claim.generation)], 30) == []
             store.insert([_spec()])  # a write, before its commit was sent: run again

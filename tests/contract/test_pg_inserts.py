@@ -141,7 +141,8 @@ def test_the_one_insert_runs_on_a_generic_plan(store: Any) -> None:
     for _ in range(40):
         store.submit_insert_groups([[_job()], [_job()]]).result()
     generic = custom = 0
-    with store.db.pool.connection() as one, store.db.pool.connection() as two:  # all (2)
+    first, second = store.db.commit_pools  # the committers' connections: every write's
+    with first.connection() as one, second.connection() as two:
         for conn in (one, two):
             for p in conn.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements"

@@ -77,13 +77,13 @@ def test_the_url_s_own_parameters_win() -> None:
     }  # with keepalives=0 libpq ignores the others: the user's choice holds
 
 
-def test_every_connection_of_both_pools_and_the_listener_carries_them(schema: str) -> None:
+def test_every_connection_of_every_pool_and_the_listener_carries_them(schema: str) -> None:
     from jobctl.store.pg.store import PostgresStore
 
     store = PostgresStore(PG_DSN, FakeClock(T0), random.Random(), schema=schema, lease_ttl=60)
     try:
         want = keepalive_params(60)
-        for pool in (store.db.pool, store.db.lease_pool):
+        for pool in (store.db.pool, store.db.lease_pool, *store.db.commit_pools):
             with pool.connection() as conn:
                 assert _socket_options(conn) == {**want, "keepalives": 1}
                 params = conn.info.get_parameters()

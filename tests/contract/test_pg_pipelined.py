@@ -108,7 +108,7 @@ class _Note(Staged[str]):
 def _run(store: Any, *ops: Any) -> list[Future[Any]]:
     """``ops`` as one batch of the group commit (as its thread would take them)."""
     batch: list[tuple[Any, Future[Any]]] = [(op, Future()) for op in ops]
-    store.db.commits._commit(batch)
+    store.db.commits._commit(batch, store.db.commit_pools[0])
     return [fut for _, fut in batch]
 
 
@@ -163,9 +163,8 @@ def test_a_connection_the_server_ended_in_the_pool_is_not_used(store: Any) -> No
     """Sent to a dead connection, the whole transaction would be a 503 (it cannot be
     told from one lost after it committed): the server's farewell on the socket is seen
     first, and the batch goes pipelined on a fresh connection."""
-    pool = store.db.pool
-    with pool.connection() as one, pool.connection() as two:  # every connection (2)
-        pids = [one.info.backend_pid, two.info.backend_pid]
+    with store.db.commit_pools[0].connection() as one:  # the committer's connection
+        pids = [one.info.backend_pid]
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         for pid in pids:  # waits (up to 5 s) until each is gone
             assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
@@ -217,7 +216,7 @@ def test_a_connection_lost_after_commit_was_sent_is_unavailable_to_all(
 
 def test_a_connection_is_handed_back_to_the_pool_as_lent(store: Any) -> None:
     _run(store, _Note(store, 1, fail=True))
-    for _ in range(3):  # every connection of the pool (2)
-        with store.db.pool.connection() as conn:
+    for _ in range(3):
+        with store.db.commit_pools[0].connection() as conn:  # the one _run wrote on
             assert not conn.autocommit
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -11,6 +11,12 @@ pipelined commit of one round trip, without savepoints, and the checked way abov
 that committed nothing (:mod:`jobctl.store.pg.pipelined`). Reads run in their own short
 transactions on the pool.
 
+Each committer thread writes through a connection of its own (a pool of one), not the
+main pool: the striped counters (:mod:`jobctl.store.pg.counts`) keep a stripe per server
+process, and the main pool hands its connections out in turn, so a daemon's writes went
+through every one of them (about 10 stripes per daemon between folds, and every claim
+and ``status`` sums them all). Now a daemon writes at most ``committers`` stripes.
+
 A database that cannot be reached answers fast: a connection is given up after
 :data:`CONNECT_TIMEOUT`, a caller waits at most :data:`POOL_TIMEOUT` for one, and either
 is :class:`StoreUnavailable` (HTTP 503 with ``Retry-After``), never a request hung for the
@@ -116,16 +122,20 @@ class PgDb:
         #: Leases' own small pool: heartbeats are never starved by a busy main pool (a
         #: lease that cannot be renewed in time is lost, and its command stopped).
         self.lease_pool = self._pool(dsn, LEASE_POOL, "jobctl-leases")
+        #: One connection per committer thread: a daemon's group commits write at most
+        #: ``committers`` counter stripes (see the module docstring).
+        self.commit_pools = [self._pool(dsn, 1, f"jobctl-commit-{i}") for i in range(committers)]
+        pools = [self.pool, self.lease_pool, *self.commit_pools]
         try:
-            self.pool.open(wait=True, timeout=10)
-            self.lease_pool.open(wait=True, timeout=10)
+            for pool in pools:
+                pool.open(wait=True, timeout=10)
             with self.pool.connection() as conn:
                 migrate(conn)
         except BaseException:
-            self.pool.close()
-            self.lease_pool.close()
+            for pool in pools:
+                pool.close()
             raise
-        self.commits = GroupCommit(self, committers)
+        self.commits = GroupCommit(self, self.commit_pools)
         #: The connection of this thread's :meth:`together`, if it is inside one.
         self._held = threading.local()
 
@@ -234,6 +244,8 @@ class PgDb:
         self.commits.close()
         self.pool.close()
         self.lease_pool.close()
+        for pool in self.commit_pools:
+            pool.close()
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable:
@@ -266,14 +278,18 @@ class Rider(Protocol):
 class GroupCommit:
     """Concurrent writes, a batch per transaction (see the module docstring)."""
 
-    def __init__(self, db: PgDb, threads: int) -> None:
+    def __init__(self, db: PgDb, pools: list[ConnectionPool[PgConn]]) -> None:
+        """One committer thread per pool of ``pools``, each writing through its own."""
         self._db = db
         self._queue: queue.SimpleQueue[tuple[Op, Future[Any]] | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(
-                target=self._run, args=(i == 0,), name=f"jobctl-pg-commit-{i}", daemon=True
+                target=self._run,
+                args=(pool, i == 0),
+                name=f"jobctl-pg-commit-{i}",
+                daemon=True,
             )
-            for i in range(threads)
+            for i, pool in enumerate(pools)
         ]
         self._closed = False
         #: Carried by every transaction of this group commit (set by the store).
@@ -296,7 +312,7 @@ class GroupCommit:
         for t in self._threads:
             t.join()
 
-    def _run(self, rides: bool) -> None:
+    def _run(self, pool: ConnectionPool[PgConn], rides: bool) -> None:
         """Commit what is waiting, batch after batch. The ``rides`` thread also looks at
         the rider every :data:`RIDE_EVERY` seconds while idle, and commits what it holds
         (one thread-pool wake-up per interval while idle, instead of a timer thread started
@@ -306,7 +322,7 @@ class GroupCommit:
                 first = self._queue.get(timeout=RIDE_EVERY if rides else None)
             except queue.Empty:
                 if self.rider is not None and self.rider.waiting():
-                    self._commit([(NOTHING, Future())])
+                    self._commit([(NOTHING, Future())], pool)
                 continue
             if first is None:
                 return
@@ -320,26 +336,28 @@ class GroupCommit:
                     self._queue.put(None)  # this thread stops after the batch
                     break
                 batch.append(item)
-            self._commit(batch)
+            self._commit(batch, pool)
 
-    def _commit(self, batch: list[tuple[Op, Future[Any]]]) -> None:
-        if self._pipelined(batch):
+    def _commit(self, batch: list[tuple[Op, Future[Any]]], pool: ConnectionPool[PgConn]) -> None:
+        """``batch`` in one transaction on ``pool`` (the committer thread's own)."""
+        if self._pipelined(batch, pool):
             return
         if len(batch) == 1:
-            self._alone(*batch[0])
+            self._alone(*batch[0], pool)
             return
         taken: list[Any] = []
         try:
             outcomes = self._db.transaction(
                 lambda conn: self._carried(
                     conn, [_in_savepoint(conn, fn) for fn, _ in batch], taken
-                )
+                ),
+                pool,
             )
         except BaseException as exc:  # nothing of the batch is committed
             self._landed(taken, False)
             if len(batch) > 1 and isinstance(exc, psycopg.Error):
                 for op in batch:  # one op's failure must not sink the others: alone
-                    self._commit([op])
+                    self._commit([op], pool)
                 return
             if isinstance(exc, psycopg.Error):
                 log.error("event=pg_commit_failed writes=%d error=%s", len(batch), exc)
@@ -350,7 +368,7 @@ class GroupCommit:
         for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
             _settle(fut, ok, value)
 
-    def _pipelined(self, batch: list[tuple[Op, Future[Any]]]) -> bool:
+    def _pipelined(self, batch: list[tuple[Op, Future[Any]]], pool: ConnectionPool[PgConn]) -> bool:
         """True if ``batch`` was settled by a pipelined commit (one round trip, see
         :mod:`jobctl.store.pg.pipelined`); False if it must run the checked way: a write
         that cannot be pipelined, or a pipelined commit that committed nothing."""
@@ -362,7 +380,7 @@ class GroupCommit:
             return False
         taken: list[Any] = []
         try:
-            values = commit_pipelined(self._db, staged, self.rider, taken)
+            values = commit_pipelined(pool, staged, self.rider, taken)
         except BaseException as exc:  # nobody's write is known to be stored
             self._landed(taken, False)
             if isinstance(exc, Unreachable):
@@ -377,13 +395,13 @@ class GroupCommit:
             _settle(fut, True, value)
         return True
 
-    def _alone(self, fn: Op, fut: Future[Any]) -> None:
+    def _alone(self, fn: Op, fut: Future[Any], pool: ConnectionPool[PgConn]) -> None:
         """One write in its own transaction, without a savepoint: its failure rolls back
         that transaction, which holds nothing else (a savepoint and its release are two
         round trips, and under one-at-a-time enqueues most commits carry one write)."""
         taken: list[Any] = []
         try:
-            value = self._db.transaction(lambda conn: self._carried(conn, fn(conn), taken))
+            value = self._db.transaction(lambda conn: self._carried(conn, fn(conn), taken), pool)
         except BaseException as exc:  # nothing of it is committed
             self._landed(taken, False)
             if isinstance(

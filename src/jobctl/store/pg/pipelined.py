@@ -43,7 +43,9 @@ from psycopg import pq
 from psycopg_pool import PoolTimeout
 
 if TYPE_CHECKING:
-    from jobctl.store.pg.db import PgConn, PgDb, Rider
+    from psycopg_pool import ConnectionPool
+
+    from jobctl.store.pg.db import PgConn, Rider
 
 T = TypeVar("T")
 _IDLE = pq.TransactionStatus.IDLE
@@ -96,20 +98,23 @@ NOTHING = Nothing()
 
 
 def commit_pipelined(
-    db: PgDb, ops: Sequence[Staged[Any]], rider: Rider | None, taken: list[Any]
+    pool: ConnectionPool[PgConn],
+    ops: Sequence[Staged[Any]],
+    rider: Rider | None,
+    taken: list[Any],
 ) -> list[Any] | None:
-    """Each op's answer once committed in one pipelined transaction; None if nothing was
-    committed and the ops should run the checked way (a statement failed, or every
-    connection lent had hung up). :class:`Unreachable` when no connection came in time,
-    or the one in use broke during the round trip (it may have committed: nobody may be
-    told it did)."""
+    """Each op's answer once committed in one pipelined transaction on ``pool`` (the
+    committer thread's own); None if nothing was committed and the ops should run the
+    checked way (a statement failed, or every connection lent had hung up).
+    :class:`Unreachable` when no connection came in time, or the one in use broke during
+    the round trip (it may have committed: nobody may be told it did)."""
     try:
         for _ in range(HUNG_UP_MAX):
-            with db.pool.connection() as conn:
+            with pool.connection() as conn:
                 if not _hung_up(conn):
                     return _run(conn, ops, rider, taken)
                 conn.close()  # the pool drops it, and the others the server left
-            db.pool.check()
+            pool.check()
     except PoolTimeout as exc:
         raise Unreachable(exc) from exc
     return None

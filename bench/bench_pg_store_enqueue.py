@@ -49,9 +49,9 @@ def measure(store: PostgresStore, dsn: str, seconds: float, clients: int) -> str
     commits = [0]
     real = store.db.commits._commit
 
-    def counted(batch: list[object]) -> None:
+    def counted(batch: list[object], pool: object) -> None:
         commits[0] += 1
-        real(batch)  # type: ignore[arg-type]
+        real(batch, pool)  # type: ignore[arg-type]
 
     store.db.commits._commit = counted  # type: ignore[method-assign,assignment]
     stop = threading.Event()

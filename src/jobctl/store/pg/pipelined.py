@@ -130,9 +130,9 @@ class Unreachable(Exception):
 
 
 def _hung_up(conn: PgConn) -> bool:
-    """Whether the server has ended this idle connection: it says so (a ``FATAL``) and
-    closes, and either waits on the socket, where nothing else arrives unasked on a pool's
-    connection (no ``LISTEN``). A poll of the socket, no round trip: the whole transaction
+    """Whether the server has ended this idle connection: it sends a ``FATAL`` and closes,
+    and either one leaves the socket readable, where nothing else arrives unasked on a
+    pool's connection (no ``LISTEN``). A poll of the socket, no round trip: the whole transaction
     is sent at once, and one sent to a dead connection cannot be told from one lost after
     it committed."""
     if conn.closed:

@@ -21,9 +21,10 @@ INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'sc
 -- First, whether every job fits: none names a worker queue (the jobs' queues, a JSON
 -- array: read after the queues' locks, a statement earlier) and no owner passes the
 -- queued quota (a JSON array of {uid, room}: the room each has left before these jobs).
--- JSON, not arrays: psycopg sends a JSON text for a fraction of what a list costs it. If one does not, the ids are NULL, the
--- primary key refuses the statement, and the group commit answers each group the checked
--- way (jobctl.store.pg.pipelined). The RETURNING rows are matched by key.
+-- If they do not all fit, the ids are NULL, the primary key refuses the statement, and the
+-- group commit answers each group the checked way (jobctl.store.pg.pipelined). The
+-- RETURNING rows are matched by key. JSON, not arrays: psycopg sends a JSON text for a
+-- fraction of what a list costs it.
 WITH fits AS MATERIALIZED (
     SELECT NOT EXISTS (
                SELECT FROM queues WHERE workers IS NOT NULL

@@ -1,5 +1,5 @@
 """The striped counters of the PostgreSQL backend (``job_counts`` and ``log_usage``,
-migration 0009), and their fold.
+migration 0009; ``schedule_counts``, migration 0010), and their fold.
 
 Why striped: the statement-level trigger that keeps the counts used to upsert one row per
 (queue, owner, bucket). Two daemons' group commits, each several statements (promote,
@@ -9,7 +9,8 @@ Now each server process adds to rows of its own stripe (``pg_backend_pid()``): n
 open transactions share a counter row, so writers never wait for each other here, and
 every reader sums over the stripes. ``log_usage`` (log bytes per owner, row triggers
 that took the owners' rows in the order of the rows a statement touched) is striped the
-same way.
+same way, and so is ``schedule_counts`` (schedule totals per owner: two daemons changing
+schedules of two owners in opposite orders deadlocked the same way).
 
 Why fold: stripes would otherwise pile up (lanes x buckets x every process that ever
 wrote), and the reads (a claim's due lanes, ``status``) sum them all. :func:`fold` moves
@@ -40,6 +41,8 @@ def fold(db: PgDb) -> int | None:
         moved = conn.execute(db.q("fold_counts")).fetchone()
         conn.execute(db.q("drop_zero_counts"))
         conn.execute(db.q("fold_log_usage"))
+        conn.execute(db.q("fold_schedule_counts"))
+        conn.execute(db.q("drop_zero_schedule_counts"))
         return 0 if moved is None else int(moved["moved"])
 
     return db.transaction(tx)

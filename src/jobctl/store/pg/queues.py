@@ -7,7 +7,11 @@ plan with :func:`jobctl.domain.dispatch.plan_claims`, and take every lane's jobs
 statement (``claim_lanes``: ``FOR UPDATE SKIP LOCKED`` per lane inside a materialized
 CTE, the lease and the attempt rows). Holding the queue rows is what makes
 ``concurrency``, ``rate`` and pause hold across daemons: two claims on one limited queue
-take turns; claims on unlimited queues never wait for each other.
+take turns; claims on unlimited queues never wait for each other. A group commit may run
+several claims in one transaction: a claim waits only for queues named after every queue
+its transaction already holds, and skips one named before that another transaction holds
+(``lock_limited_queues``), so two daemons' transactions never wait for each other in a
+cycle (tests/contract/test_pg_lock_order.py).
 """
 
 from __future__ import annotations
@@ -98,6 +102,12 @@ class PgQueues:
         held = {
             r["name"]: r for r in conn.execute(self.db.q("lock_limited_queues"), {"names": names})
         }
+        # A limited queue not locked is held by another transaction and named before one
+        # this transaction holds (lock_limited_queues): skipped this time, never waited for.
+        skipped = set(names) - held.keys()
+        lanes = {lane: n for lane, n in lanes.items() if lane[0] not in skipped}
+        if not lanes:
+            return [], {}
         running = {r["queue"]: r["n"] for r in conn.execute(self.db.q("running_by_queue"))}
         allow, weights, tokens = {}, {}, {}
         for name in {q for q, _ in lanes}:

@@ -61,9 +61,29 @@ WITH ready AS MATERIALIZED (
 UPDATE jobs SET due = 1 FROM ready WHERE jobs.id = ready.id AND jobs.status = 'scheduled';
 
 -- name: lock_limited_queues
--- The limited queues a claim takes from, locked in name order for the rest of the claim:
--- concurrency, rate and pause hold across every daemon on the database.
-SELECT * FROM queues WHERE name = ANY(%(names)s) ORDER BY name FOR UPDATE;
+-- The limited queues a claim takes from, locked for the rest of the transaction:
+-- concurrency, rate and pause hold across every daemon on the database. A group commit
+-- may run several claims in one transaction, so name order within a statement is not
+-- enough (two daemons' transactions could lock qa then qb and qb then qa, across
+-- statements: a deadlock). The rule: wait only for a queue named after every queue this
+-- transaction holds ('jobctl.queue_lock_top', transaction-local, undone with a rolled-back
+-- savepoint as the locks are); one named before it is taken only if free (SKIP LOCKED:
+-- the claim skips that queue this time, jobctl.store.pg.queues). No wait then points
+-- backwards in name order, so no wait closes a cycle.
+WITH top AS (SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') AS name),
+ahead AS MATERIALIZED (
+    SELECT q.* FROM queues q
+    WHERE q.name = ANY(%(names)s) AND q.name > (SELECT name FROM top)
+    ORDER BY q.name FOR UPDATE),
+behind AS MATERIALIZED (
+    SELECT q.* FROM queues q
+    WHERE q.name = ANY(%(names)s) AND q.name <= (SELECT name FROM top)
+    FOR UPDATE SKIP LOCKED),
+got AS (SELECT * FROM behind UNION ALL SELECT * FROM ahead)
+SELECT got.*,
+       set_config('jobctl.queue_lock_top',
+                  greatest((SELECT name FROM top), max(got.name) OVER ()), true) AS lock_top
+FROM got;
 
 -- name: claim_lanes
 -- Every lane's planned jobs in one statement: per lane (queue, owner, n) the first n due
@@ -533,7 +553,8 @@ SELECT coalesce(sum(live), 0)::bigint AS total, coalesce(sum(paused), 0)::bigint
 FROM schedule_counts;
 
 -- name: owner_schedules
-SELECT coalesce((SELECT live FROM schedule_counts WHERE owner_uid = %(uid)s), 0) AS n;
+-- Summed over the stripes (migration 0010): rows of one owner, a range of the key.
+SELECT coalesce(sum(live), 0)::bigint AS n FROM schedule_counts WHERE owner_uid = %(uid)s;
 
 -- materializer ------------------------------------------------------------------------
 -- Lean rows for jobctl.store.materialize (tuples, in this column order). The due and the
@@ -732,6 +753,31 @@ gone AS (
 INSERT INTO log_usage AS u (owner_uid, stripe, bytes)
 SELECT owner_uid, 0, sum(bytes) FROM gone GROUP BY 1 ORDER BY 1
 ON CONFLICT (owner_uid, stripe) DO UPDATE SET bytes = u.bytes + excluded.bytes;
+
+-- name: fold_schedule_counts
+-- As fold_log_usage, for the schedule totals per owner (striped by migration 0010).
+WITH picked AS MATERIALIZED (
+    SELECT owner_uid, stripe FROM schedule_counts WHERE stripe <> 0 FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM schedule_counts s USING picked p
+    WHERE s.owner_uid = p.owner_uid AND s.stripe = p.stripe
+    RETURNING s.*)
+INSERT INTO schedule_counts AS s (owner_uid, stripe, live, paused, broken, misfire_skips,
+                                  overlap_skips, pause_skips)
+SELECT owner_uid, 0, sum(live), sum(paused), sum(broken), sum(misfire_skips),
+       sum(overlap_skips), sum(pause_skips)
+FROM gone GROUP BY 1 ORDER BY 1
+ON CONFLICT (owner_uid, stripe) DO UPDATE SET
+    live = s.live + excluded.live, paused = s.paused + excluded.paused,
+    broken = s.broken + excluded.broken,
+    misfire_skips = s.misfire_skips + excluded.misfire_skips,
+    overlap_skips = s.overlap_skips + excluded.overlap_skips,
+    pause_skips = s.pause_skips + excluded.pause_skips;
+
+-- name: drop_zero_schedule_counts
+DELETE FROM schedule_counts
+WHERE stripe = 0 AND live = 0 AND paused = 0 AND broken = 0 AND misfire_skips = 0
+  AND overlap_skips = 0 AND pause_skips = 0;
 
 -- name: try_fold_lock
 -- One fold at a time per store (schema): the others skip theirs, never wait; 1785684579

@@ -1,0 +1,166 @@
+"""PostgreSQL only: two transactions that take the same rows in opposite orders never
+deadlock (issue 15, after migration 0009 did it for ``job_counts``).
+
+A group commit runs several writes in one transaction, so a write's own ordered locking
+is not enough: daemon A's transaction may lock X then Y, daemon B's Y then X, across
+statements. PostgreSQL breaks such a cycle only after ``deadlock_timeout`` (1 s), rolls
+one back with ``deadlock detected``, and the write runs again. Each test runs that exact
+interleaving by hand, A's second statement in a thread (it may wait) and B's on the main
+thread: both must commit.
+
+- ``schedule_counts`` (per-owner schedule totals) was kept by row triggers that updated
+  the owner's one row: A pauses a schedule of owner 1 then one of owner 2, B the reverse.
+  Striped per server process by migration 0010, as ``job_counts``.
+- The rows of limited queues a claim locks: two claims in one transaction, A's from
+  ``qa`` then ``qb``, B's from ``qb`` then ``qa``. A claim now waits only for queues
+  named after every queue its transaction holds, and skips (this time) one named before
+  that another transaction holds: no wait ever points backwards, so none closes a cycle.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from jobctl.domain.clock import FakeClock
+from jobctl.domain.dispatch import QueuePolicy
+from jobctl.domain.models import JobSpec, JobTemplate
+from jobctl.domain.schedule import Misfire, Overlap, Policy, ScheduleSpec, Timing
+from tests.contract.conftest import PG_DSN, pg_schema
+
+pytestmark = pytest.mark.postgres
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+#: Guards against a hang on code that waits: far above what a write without waits takes.
+LOCK_TIMEOUT_MS = 5000
+#: Generous for a wait that ends when the other transaction commits, on a loaded host.
+WAIT_S = LOCK_TIMEOUT_MS / 1000 + 5
+
+
+@pytest.fixture
+def env() -> Iterator[tuple[Any, str]]:
+    from jobctl.store.pg.store import PostgresStore
+
+    for schema in pg_schema():
+        store = PostgresStore(PG_DSN, FakeClock(T0), random.Random(5), schema=schema, pool_size=4)
+        try:
+            yield store, schema
+        finally:
+            store.close()
+
+
+def _conn(schema: str) -> psycopg.Connection[dict[str, Any]]:
+    """A connection of its own (a second daemon's), in the store's schema."""
+    conn = psycopg.connect(PG_DSN, row_factory=dict_row)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    conn.commit()
+    return conn
+
+
+def _schedule(store: Any, uid: int) -> str:
+    timing = Timing("UTC", every=60, anchor=T0)
+    policy = Policy(Misfire.SKIP, 1, Overlap.ALLOW)
+    spec = ScheduleSpec(timing, policy, JobTemplate(("true",), max_attempts=1), uid)
+    sid: str = store.create_schedule(spec).id
+    return sid
+
+
+def test_schedule_changes_of_two_owners_in_opposite_orders_do_not_deadlock(
+    env: tuple[Any, str],
+) -> None:
+    store, schema = env
+    a1, a2, b1, b2 = (_schedule(store, uid) for uid in (1001, 1002, 1001, 1002))
+    pause = store.db.q("pause_schedule")
+
+    def paused(conn: Any, sid: str) -> int:
+        return int(conn.execute(pause, {"id": sid}).rowcount)
+
+    a, b = _conn(schema), _conn(schema)
+    try:
+        assert paused(a, a1) == 1  # A holds owner 1001's counters (before 0010)
+        assert paused(b, b2) == 1  # B holds owner 1002's
+        with ThreadPoolExecutor(1) as pool:
+            second_a: Future[int] = pool.submit(paused, a, a2)  # waited for B's 1002
+            assert paused(b, b1) == 1  # waited for A's 1001: deadlock detected
+            assert second_a.result(timeout=WAIT_S) == 1
+        a.commit()
+        b.commit()
+    finally:
+        a.close()
+        b.close()
+    totals = store.schedule_totals()
+    assert (totals["total"], totals["paused"]) == (4, 4)
+    assert store.fold_counts() is not None
+    rows = store.db.read(lambda c: c.execute("SELECT stripe FROM schedule_counts").fetchall())
+    assert {r["stripe"] for r in rows} == {0}  # folded, and the totals unchanged
+    assert store.schedule_totals() == totals
+
+
+def _claim_lane(store: Any, conn: Any, queue: str, owner: str) -> int:
+    """The store's claim of one job, from ``queue``'s lanes only; how many it took."""
+
+    def only(_conn: Any, lanes: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return {lane: n for lane, n in lanes.items() if lane[0] == queue}
+
+    found, _ = store._queues._claim_tx(conn, owner, 1, 30.0, only)
+    return len(found)
+
+
+def test_two_claims_per_transaction_on_limited_queues_in_opposite_orders_do_not_deadlock(
+    env: tuple[Any, str],
+) -> None:
+    store, schema = env
+    for name in ("qa", "qb"):
+        store.set_queue(QueuePolicy(name, concurrency=10))
+        store.insert([JobSpec(("true",), T0 - timedelta(seconds=1), 1000, queue=name)] * 3)
+    store.promote_due(100)
+    a, b = _conn(schema), _conn(schema)
+    try:
+        assert _claim_lane(store, a, "qa", "daemon-a") == 1  # A holds qa's row
+        assert _claim_lane(store, b, "qb", "daemon-b") == 1  # B holds qb's row
+        with ThreadPoolExecutor(1) as pool:
+            second_a: Future[int] = pool.submit(_claim_lane, store, a, "qb", "daemon-a")
+            # B holds qb and qa is named before it: B skips qa (A holds it) instead of
+            # waiting, which would close the cycle; A waits for qb until B commits.
+            assert _claim_lane(store, b, "qa", "daemon-b") == 0
+            b.commit()
+            assert second_a.result(timeout=WAIT_S) == 1
+        a.commit()
+        assert _claim_lane(store, b, "qa", "daemon-b") == 1  # next time, qa is free
+        b.commit()
+    finally:
+        a.close()
+        b.close()
+    running = {s.queue: s.running for s in store.stats()}
+    assert running == {"qa": 2, "qb": 2}
+
+
+def test_a_claim_still_waits_for_a_limited_queue_named_after_those_it_holds(
+    env: tuple[Any, str],
+) -> None:
+    """The limits still hold across daemons: a claim never takes from a limited queue
+    without its row; it skips only a queue named before one its transaction holds."""
+    store, schema = env
+    store.set_queue(QueuePolicy("qa", concurrency=1))
+    store.insert([JobSpec(("true",), T0 - timedelta(seconds=1), 1000, queue="qa")] * 2)
+    store.promote_due(100)
+    a, b = _conn(schema), _conn(schema)
+    try:
+        assert _claim_lane(store, a, "qa", "daemon-a") == 1
+        with ThreadPoolExecutor(1) as pool:
+            later: Future[int] = pool.submit(_claim_lane, store, b, "qa", "daemon-b")
+            a.commit()
+            assert later.result(timeout=WAIT_S) == 0  # waited, then saw qa full
+        b.commit()
+    finally:
+        a.close()
+        b.close()
+    assert {s.queue: s.running for s in store.stats()} == {"qa": 1}

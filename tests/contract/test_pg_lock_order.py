@@ -20,6 +20,7 @@ thread: both must commit.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -143,6 +144,21 @@ def test_two_claims_per_transaction_on_limited_queues_in_opposite_orders_do_not_
     assert running == {"qa": 2, "qb": 2}
 
 
+def _waits_for_a_lock(store: Any, pid: int) -> None:
+    """Return once server process ``pid`` waits for a heavyweight lock (polled)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        row = store.db.read(
+            lambda c: c.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+        )
+        if row is not None and row["wait_event_type"] == "Lock":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server process {pid} never waited for a lock")
+
+
 def test_a_claim_still_waits_for_a_limited_queue_named_after_those_it_holds(
     env: tuple[Any, str],
 ) -> None:
@@ -157,8 +173,10 @@ def test_a_claim_still_waits_for_a_limited_queue_named_after_those_it_holds(
         assert _claim_lane(store, a, "qa", "daemon-a") == 1
         with ThreadPoolExecutor(1) as pool:
             later: Future[int] = pool.submit(_claim_lane, store, b, "qa", "daemon-b")
+            _waits_for_a_lock(store, b.info.backend_pid)  # not skipped: B waits for A
+            assert not later.done()
             a.commit()
-            assert later.result(timeout=WAIT_S) == 0  # waited, then saw qa full
+            assert later.result(timeout=WAIT_S) == 0  # then saw qa full
         b.commit()
     finally:
         a.close()

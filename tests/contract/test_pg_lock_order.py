@@ -99,10 +99,13 @@ def test_schedule_changes_of_two_owners_in_opposite_orders_do_not_deadlock(
         b.close()
     totals = store.schedule_totals()
     assert (totals["total"], totals["paused"]) == (4, 4)
+    # each owner has rows in several stripes (the creations', A's and B's): summed
+    assert [store.owner_usage(uid)["schedules"] for uid in (1001, 1002)] == [2, 2]
     assert store.fold_counts() is not None
     rows = store.db.read(lambda c: c.execute("SELECT stripe FROM schedule_counts").fetchall())
     assert {r["stripe"] for r in rows} == {0}  # folded, and the totals unchanged
     assert store.schedule_totals() == totals
+    assert [store.owner_usage(uid)["schedules"] for uid in (1001, 1002)] == [2, 2]
 
 
 def _claim_lane(store: Any, conn: Any, queue: str, owner: str) -> int:

@@ -11,7 +11,7 @@ from jobctl import daemon
 from jobctl.cli.bodies import PAST_GRACE
 from jobctl.cli.errors import user_words
 from jobctl.client import Client
-from jobctl.client.client import _error_from
+from jobctl.client.wire import error_from
 from jobctl.errors import InvalidInput
 from jobctl.localzone import local_zone_name
 from tests.cli.test_cli import run_cli
@@ -60,7 +60,7 @@ def test_a_bad_tz_refuses_the_daemon_start(monkeypatch: pytest.MonkeyPatch) -> N
 
 def _refusal(message: str) -> InvalidInput:
     body = json.dumps({"error": {"code": "invalid_input", "message": message}}).encode()
-    err = _error_from(422, body)
+    err = error_from(422, body)
     assert isinstance(err, InvalidInput)
     return err
 

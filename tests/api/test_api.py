@@ -101,7 +101,9 @@ async def test_get_list_cancel_and_not_found(api: Any) -> None:
     assert (await client.get("/v1/jobs?status=weird")).status_code == 422
     r = await client.post(f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    assert (await client.post(f"/v1/jobs/{job['id']}/cancel")).status_code == 200
+    assert r.json()["already_cancelled"] is False
+    again = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert again.status_code == 200 and again.json() == r.json() | {"already_cancelled": True}
     missing = await client.get("/v1/jobs/999")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     assert (await client.get("/v1/nowhere")).status_code == 404

@@ -308,18 +308,21 @@ _TEXT = "text/plain; charset=utf-8"
 @router.post(
     "/jobs/{job_id}/cancel",
     summary="Cancel a scheduled or running job",
-    description="Idempotent: a job already cancelled answers 200 with the job unchanged; "
-    "one that ended otherwise (succeeded, dead) answers 409 `illegal_transition`.",
+    description="Idempotent: a job already cancelled answers 200 with the job unchanged and "
+    "`already_cancelled: true`; one that ended otherwise (succeeded, dead) answers 409 "
+    "`illegal_transition` with its `status`.",
 )
 async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
-    await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
+    """The job as cancelled, and whether it was so before this request: ``jobctl cancel``
+    says "was already cancelled" from the answer alone (it read the job first)."""
+    before = await visible_job(ctx, who, job_id)  # the owner never changes: check it first
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
         ctx.hooks.stop_job(job_id, StopReason.CANCEL)
     ctx.hooks.wake()
     if result.job.spec.schedule_id is not None:
         ctx.hooks.schedules_changed()  # a queued occurrence may wait for this job
-    return job_out(result.job)
+    return job_out(result.job) | {"already_cancelled": before.status is JobStatus.CANCELLED}
 
 
 @router.get("/status", summary="Daemon, counts and per-queue health")

@@ -129,6 +129,28 @@ async def test_openapi_document_is_served(api: Any) -> None:
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/status", "/v1/dlq/replay"} <= set(doc["paths"])
 
 
+async def test_a_repeated_cancel_is_answered_from_the_read_without_a_write(
+    api: Any, app_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``jobctl cancel`` of a cancelled job read it (GET); the cancel that replaced the
+    read must not cost a write transaction (nor wake the engine) for nothing."""
+    client, events = api
+    job = (await _post(client, {"command": ["true"], "queue": "q1"})).json()
+    first = (await client.post(f"/v1/jobs/{job['id']}/cancel")).json()
+    writes: list[int] = []
+    real = app_store.cancel
+
+    def cancel(job_id: int, reason: str) -> Any:
+        writes.append(job_id)
+        return real(job_id, reason)
+
+    monkeypatch.setattr(app_store, "cancel", cancel)
+    events.clear()
+    again = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert again.status_code == 200 and again.json() == first | {"already_cancelled": True}
+    assert (writes, events) == ([], [])
+
+
 async def test_daemon_retry_defaults_fill_what_a_job_leaves_out(app_store: Any) -> None:
     from jobctl.api.app import Hooks, create_app
     from jobctl.domain.models import Backoff

@@ -101,7 +101,9 @@ async def test_get_list_cancel_and_not_found(api: Any) -> None:
     assert (await client.get("/v1/jobs?status=weird")).status_code == 422
     r = await client.post(f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    assert (await client.post(f"/v1/jobs/{job['id']}/cancel")).status_code == 200
+    assert r.json()["already_cancelled"] is False
+    again = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert again.status_code == 200 and again.json() == r.json() | {"already_cancelled": True}
     missing = await client.get("/v1/jobs/999")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     assert (await client.get("/v1/nowhere")).status_code == 404
@@ -125,6 +127,28 @@ async def test_openapi_document_is_served(api: Any) -> None:
     client, _ = api
     doc = (await client.get("/v1/openapi.json")).json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/status", "/v1/dlq/replay"} <= set(doc["paths"])
+
+
+async def test_a_repeated_cancel_is_answered_from_the_read_without_a_write(
+    api: Any, app_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``jobctl cancel`` of a cancelled job read it (GET); the cancel that replaced the
+    read must not cost a write transaction (nor wake the engine) for nothing."""
+    client, events = api
+    job = (await _post(client, {"command": ["true"], "queue": "q1"})).json()
+    first = (await client.post(f"/v1/jobs/{job['id']}/cancel")).json()
+    writes: list[int] = []
+    real = app_store.cancel
+
+    def cancel(job_id: int, reason: str) -> Any:
+        writes.append(job_id)
+        return real(job_id, reason)
+
+    monkeypatch.setattr(app_store, "cancel", cancel)
+    events.clear()
+    again = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert again.status_code == 200 and again.json() == first | {"already_cancelled": True}
+    assert (writes, events) == ([], [])
 
 
 async def test_daemon_retry_defaults_fill_what_a_job_leaves_out(app_store: Any) -> None:

@@ -120,11 +120,11 @@ def test_entry_point_is_declared() -> None:
 
 def test_a_403_from_the_daemon_is_forbidden_exit_77() -> None:
     from jobctl.cli.errors import exit_code_for
-    from jobctl.client.client import _error_from
+    from jobctl.client.wire import error_from
     from jobctl.errors import Forbidden
 
     body = b'{"error": {"code": "forbidden", "message": "only admins may act on all"}}'
-    err = _error_from(403, body)
+    err = error_from(403, body)
     assert isinstance(err, Forbidden) and err.message == "only admins may act on all"
     assert exit_code_for(err) == 77
 

@@ -283,6 +283,59 @@ def test_a_socket_path_too_long_for_unix_is_a_usage_error_for_daemon_and_client(
     assert code == 5 and "the daemon is not running" in err  # the limit itself is allowed
 
 
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+def test_a_db_in_a_directory_tree_that_does_not_exist_is_refused(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    started: list[DaemonConfig],
+    source: str,
+) -> None:
+    """A typo in --db built the whole tree (``mkdir -p``) and started a fresh, empty
+    database in it. Now the daemon makes only the database's own directory."""
+    db = tmp_path / "typo" / "state" / "j.db"
+    sock = tmp_path / "run" / "j.sock"
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'db = "{db}"\n' if source == "file" else "", encoding="utf-8")
+    argv = ["daemon", "--config", str(conf), "--socket", str(sock)]
+    if source == "flag":
+        argv += ["--db", str(db)]
+    if source == "env":
+        monkeypatch.setenv("JOBCTL_DB", str(db))
+    where = {"flag": "option --db", "env": "environment variable JOBCTL_DB"}
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out, started) == (2, "", [])
+    assert err == (
+        f"jobctl: error: {where.get(source, f'{conf}: db')}: no directory {db.parent.parent} "
+        f"(the daemon makes {db.parent} but no directory above it); fix the path, or make "
+        f"it first: mkdir -p {db.parent}\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
+def test_the_dbs_own_directory_and_the_default_tree_are_still_made(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, started: list[DaemonConfig]
+) -> None:
+    from jobctl.cli.admin import state_dir_problem
+
+    one_level = tmp_path / "state" / "j.db"  # the test daemons' own layout
+    assert run_cli(capsys, "daemon", "--db", str(one_level))[0] == 0
+    assert started[0].db == one_level
+    host = Host(euid=1000, home=tmp_path / "no-home-yet", cwd=tmp_path)  # ~/.local/state too
+    settings, sources = load(None, {}, {}, host=host)
+    assert settings.db == tmp_path / "no-home-yet/.local/state/jobctl/jobctl.db"
+    assert state_dir_problem(settings, sources) is None
+    url = "postgresql://u@h/d"  # with PostgreSQL the state_dir is the daemon's directory
+    flags = {"db": url, "state_dir": tmp_path / "a" / "b"}
+    settings, sources = load(None, {}, flags, host=host)
+    assert state_dir_problem(settings, sources) == (
+        f"option --state-dir: no directory {tmp_path / 'a'} (the daemon makes "
+        f"{tmp_path / 'a' / 'b'} but no directory above it); fix the path, or make it "
+        f"first: mkdir -p {tmp_path / 'a' / 'b'}"
+    )
+    assert state_dir_problem(*load(None, {}, {"db": url}, host=host)) is None
+
+
 def test_daemon_settings_and_config(tmp_path: Path) -> None:
     env = {"JOBCTL_SOCKET_GROUP": "jobs", CONFIG_ENV: str(tmp_path / "none.toml")}
     (tmp_path / "none.toml").write_text("", encoding="utf-8")

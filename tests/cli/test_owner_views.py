@@ -12,7 +12,7 @@ import pwd
 
 import pytest
 
-from jobctl.cli import cells, render
+from jobctl.cli import cells, render, schedule_views
 
 JOB = {
     "id": 7,
@@ -78,7 +78,9 @@ def test_the_schedules_table_names_owners_with_all_users(
         "misfire_skips": 0, "overlap_skips": 0, "pause_skips": 0, "paused": False,
         "deleted": False, "owner_uid": 0,
     }  # fmt: skip
-    render.console.print(render.schedules_table([sched, sched | {"owner_uid": _unknown()}], True))
+    render.console.print(
+        schedule_views.schedules_table([sched, sched | {"owner_uid": _unknown()}], True)
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["ID", "NAME", "OWNER"]
     assert lines[1].split()[:3] == ["sch-1", "backup", pwd.getpwuid(0).pw_name]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl.cli import cells, render
+from jobctl.cli import cells, render, schedule_views
 
 JOB = {
     "id": 7,
@@ -84,7 +84,7 @@ def test_an_edit_summary_says_none_and_intervals_in_words() -> None:
         "jitter": {"from": 30, "to": 0},
         "job": {"from": {"queue": "a", "timeout": None}, "to": {"queue": "b", "timeout": 5}},
     }
-    assert render.edit_summary(changes) == (
+    assert schedule_views.edit_summary(changes) == (
         "cron '0 7 * * *' -> none; every none -> 5 minutes; jitter 30 seconds -> none; "
         "job.queue 'a' -> 'b'; job.timeout none -> 5 seconds"
     )

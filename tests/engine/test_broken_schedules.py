@@ -175,7 +175,7 @@ async def test_a_schedule_whose_zone_left_tzdata_is_listed_and_breaks_alone(
     """Not user input, but the same isolation: an OS update that removes a zone must not
     make `schedules list` fail for everyone, nor stop the other schedules."""
     from jobctl.api.schedule_schemas import schedule_out
-    from jobctl.cli.render import in_zone
+    from jobctl.cli.schedule_views import in_zone
 
     store = astore.store
     assert isinstance(store, SqliteStore)

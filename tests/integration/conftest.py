@@ -35,6 +35,8 @@ class DaemonProc:
         self.prefix: list[str] = []
 
     def start(self, *extra: str, wait: bool = True) -> DaemonProc:
+        # The daemon makes its database's (or --state-dir's) directory but none above it.
+        self.tmp.mkdir(parents=True, exist_ok=True)
         cmd = [
             *self.prefix,
             sys.executable,

@@ -5,9 +5,10 @@ cleanly when the tests do not run as root or ``useradd`` is missing. Their names
 groups') carry the pid of the process that made them (``jcth<pid>own``): the workers of
 one parallel run (pytest-xdist), or two suites on one machine, each have users of their
 own and never delete each other's; the leftovers of a process that is gone (a run killed
-before its teardown) are removed when the next session starts. ``as_user`` runs a small
-stdlib-only Python script as one of them (the system Python: a virtual environment under
-/root is out of their reach).
+before its teardown) are removed when the next session starts. Other modules that make
+users or groups name them with :func:`tagged` and clean up with :func:`remove_leftovers`.
+``as_user`` runs a small stdlib-only Python script as one of them (the system Python: a
+virtual environment under /root is out of their reach).
 """
 
 from __future__ import annotations
@@ -29,11 +30,22 @@ import pytest
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 _TAG = f"jcth{os.getpid()}"
-GROUP = f"{_TAG}grp"  # both users' supplementary group, and the socket's group
-EXTRA = f"{_TAG}ext"  # a second supplementary group of the owner only
-OWNER, OTHER = f"{_TAG}own", f"{_TAG}oth"
-#: The names this module makes, in any process: the pid that made them, then the role.
-_MADE = re.compile(r"jcth(\d+)(own|oth|grp|ext)")
+#: The names made this way, in any process: the pid that made them, then the role.
+_MADE = re.compile(r"jcth(\d+)([a-z]{3})")
+
+
+def tagged(role: str) -> str:
+    """This process's user or group name for ``role`` (three lowercase letters): fixed
+    names collided when two runs (two checkouts' CI, xdist workers) made them at once,
+    and one run's teardown deleted the other's users mid-test."""
+    name = f"{_TAG}{role}"
+    assert _MADE.fullmatch(name), role
+    return name
+
+
+GROUP = tagged("grp")  # both users' supplementary group, and the socket's group
+EXTRA = tagged("ext")  # a second supplementary group of the owner only
+OWNER, OTHER = tagged("own"), tagged("oth")
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,7 @@ def host_users() -> Iterator[Users]:
         pytest.skip("needs root and useradd (CI runs as root)")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"needs {SYSTEM_PYTHON} for scripts run as the test users")
-    _remove_leftovers()
+    remove_leftovers(OWNER, OTHER, GROUP, EXTRA)
     names = (OWNER, OTHER)
     for group in (GROUP, EXTRA):
         _run("groupadd", group)
@@ -83,16 +95,14 @@ def host_users() -> Iterator[Users]:
             subprocess.run(["groupdel", group], capture_output=True)
 
 
-def _remove_leftovers() -> None:
-    """Delete the users and groups of earlier processes that are gone (this one's too,
-    should its pid have been used before), users first (a group cannot go while it is a
-    user's primary one)."""
+def remove_leftovers(*mine: str) -> None:
+    """Delete the users and groups :func:`tagged` made in earlier processes that are gone,
+    and ``mine`` (this process's, should its pid have been used before), users first (a
+    group cannot go while it is a user's primary one)."""
 
     def stale(name: str) -> bool:
         made = _MADE.fullmatch(name)
-        return made is not None and (
-            int(made[1]) == os.getpid() or not os.path.exists(f"/proc/{made[1]}")
-        )
+        return made is not None and (name in mine or not os.path.exists(f"/proc/{made[1]}"))
 
     for pw in pwd.getpwall():
         if stale(pw.pw_name):

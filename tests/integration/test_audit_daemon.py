@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import DaemonProc, daemon_env
+from tests.integration.hostusers import remove_leftovers, tagged
 from tests.integration.test_daemon import cli
 
-USER = "jctaudit"
+USER = tagged("aud")  # per process: two runs at once deleted each other's user
 
 
 def test_jobctl_audit_shows_who_did_what(daemon: DaemonProc) -> None:
@@ -65,7 +66,7 @@ def test_a_secrets_target_is_a_secret_not_a_queue(daemon: DaemonProc) -> None:
 def other_user() -> Iterator[pwd.struct_passwd]:
     if os.geteuid() != 0 or shutil.which("useradd") is None:
         pytest.skip("needs root and useradd to create a second user")
-    subprocess.run(["userdel", USER], capture_output=True)
+    remove_leftovers(USER)
     subprocess.run(["useradd", "--no-create-home", "--user-group", USER], check=True)
     try:
         yield pwd.getpwnam(USER)

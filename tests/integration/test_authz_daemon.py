@@ -1,10 +1,11 @@
 """Authorization end to end: a root daemon, real Unix users, its real socket.
 
-Three users are created for the session (root only; skipped elsewhere): ``jctown`` (the
-owner), ``jctoth`` (another user) and ``jctadm`` (a member of the admin group), all in the
-socket's group. Each talks to the daemon from its own process, which drops to that user
-before it connects, so the daemon sees the user's real peer credentials. The isolation
-matrix (tests/authz_matrix.py: owner, other user, admin x every route) runs over that.
+Three users are created for the session (root only; skipped elsewhere), named per
+process (``jcth<pid>zow``, see tests/integration/hostusers.py): the owner, another user
+and a member of the admin group, all in the socket's group. Each talks to the daemon
+from its own process, which drops to that user before it connects, so the daemon sees
+the user's real peer credentials. The isolation matrix (tests/authz_matrix.py: owner,
+other user, admin x every route) runs over that.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import pytest
 from jobctl.cli.main import run
 from tests.authz_matrix import ADMIN, OTHER, OWNER, run_matrix
 from tests.integration.conftest import DaemonProc
+from tests.integration.hostusers import remove_leftovers, tagged
 
-SOCKET_GROUP, ADMIN_GROUP = "jctsock", "jctadmins"
-USERS = {OWNER: "jctown", OTHER: "jctoth", ADMIN: "jctadm"}
+SOCKET_GROUP, ADMIN_GROUP = tagged("zsk"), tagged("zag")
+USERS = {OWNER: tagged("zow"), OTHER: tagged("zot"), ADMIN: tagged("zad")}
 
 #: Runs as root, imports what it needs, drops to the user (groups, gid, uid), then answers
 #: one request per stdin line: [method, path, body] -> [status, data]. The interpreter
@@ -76,7 +78,7 @@ def unix_users() -> Iterator[dict[str, str]]:
         pytest.skip("needs root (creates Unix users and runs a root daemon)")
     if not all(shutil.which(t) for t in ("useradd", "userdel", "groupadd", "groupdel")):
         pytest.skip("useradd/groupadd not available")
-    _remove(USERS)  # leftovers of an interrupted run
+    remove_leftovers(*USERS.values(), SOCKET_GROUP, ADMIN_GROUP)  # of interrupted runs
     _run("groupadd", SOCKET_GROUP)
     _run("groupadd", ADMIN_GROUP)
     try:

@@ -42,7 +42,7 @@ from jobctl.domain.notify import NotifyDefaults
 from jobctl.domain.resources import Resources
 from jobctl.domain.retention import DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
-from jobctl.domain.states import JobStatus, StopReason
+from jobctl.domain.states import JobStatus, Op, StopReason, check_transition
 from jobctl.metrics import Metrics, log_jobs
 from jobctl.store.aio import AsyncStore
 from jobctl.store.base import Store
@@ -308,18 +308,29 @@ _TEXT = "text/plain; charset=utf-8"
 @router.post(
     "/jobs/{job_id}/cancel",
     summary="Cancel a scheduled or running job",
-    description="Idempotent: a job already cancelled answers 200 with the job unchanged; "
-    "one that ended otherwise (succeeded, dead) answers 409 `illegal_transition`.",
+    description="Idempotent: a job already cancelled answers 200 with the job unchanged and "
+    "`already_cancelled: true`; one that ended otherwise (succeeded, dead) answers 409 "
+    "`illegal_transition` with its `status`.",
 )
 async def cancel(job_id: JobIdPath, ctx: Ctx, who: Who) -> dict[str, Any]:
-    await visible_job(ctx, who, job_id)  # the owner never changes: checked, then cancelled
+    """The job as cancelled, and whether it was so before this request: ``jobctl cancel``
+    says "was already cancelled" from the answer alone (it read the job first). A job in
+    a final state is answered from the read: nothing can move it, so no write is needed
+    (a repeated cancel cost a write transaction, where the CLI's read had cost a read)."""
+    before = await visible_job(ctx, who, job_id)  # the owner never changes: check it first
+    if before.status is JobStatus.CANCELLED:
+        return job_out(before) | {"already_cancelled": True}
+    if before.status.is_final:  # succeeded: the store's own 409
+        check_transition(job_id, before.status, JobStatus.CANCELLED, Op.CANCEL)
     result = await ctx.store.run(ctx.st.cancel, job_id, "cancelled by user")
     if result.was_running:
         ctx.hooks.stop_job(job_id, StopReason.CANCEL)
     ctx.hooks.wake()
     if result.job.spec.schedule_id is not None:
         ctx.hooks.schedules_changed()  # a queued occurrence may wait for this job
-    return job_out(result.job)
+    # Two cancels racing past the read both say "cancelled": harmless, and the store's
+    # answer does not tell the two apart.
+    return job_out(result.job) | {"already_cancelled": False}
 
 
 @router.get("/status", summary="Daemon, counts and per-queue health")

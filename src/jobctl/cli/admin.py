@@ -124,7 +124,33 @@ def checked_settings(
     if group is not None and not (group_exists or _group_exists)(group):
         where = sources["socket_group"].blame("socket_group")
         raise ConfigError(f'{where}: no such group "{group}"')
+    problem = state_dir_problem(settings, sources)
+    if problem:
+        raise ConfigError(problem)
     return settings, sources
+
+
+def state_dir_problem(settings: Settings, sources: Mapping[str, Source]) -> str | None:
+    """Why the daemon's directory (the SQLite database's, or ``state_dir`` beside a
+    PostgreSQL db) may not be made, or None.
+
+    The default one is made with its parents (``~/.local/state`` may not exist yet). A
+    path the user gave is made only if its parent exists, as ``mkdir`` would: a typo in
+    ``--db /srv/jobctl/jobs.db`` must not build a tree and start a fresh, empty database
+    there, which would look like every job had been lost.
+    """
+    pg = isinstance(settings.db, str)
+    key = "state_dir" if pg else "db"
+    if sources[key].kind == "default":
+        return None
+    directory = settings.state_dir if pg else Path(settings.db).parent
+    if directory.is_dir() or directory.parent.is_dir():
+        return None
+    return (
+        f"{sources[key].blame(key)}: no directory {directory.parent} (the daemon makes "
+        f"{directory} but no directory above it); fix the path, or make it first: "
+        f"mkdir -p {directory}"
+    )
 
 
 def _group_exists(name: str) -> bool:

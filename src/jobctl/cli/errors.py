@@ -96,6 +96,30 @@ def _flag(field: str) -> str | None:
     return None
 
 
+def parser_words(exc: Exception, message: str) -> str:
+    """The command-line parser's refusal of a value (``message``), with the value in it.
+
+    Typer checks values with pydantic, whose words never show what was typed ("Invalid
+    value for 'ID': Input should be a valid integer, unable to parse string as an
+    integer"): a user who gave ``jobctl show`` the job's key, or ``#3``, was left to guess.
+    ``exc`` is the parser's error; without pydantic's details the message stays as it is.
+    """
+    details = getattr(exc.__cause__, "errors", None)
+    try:
+        first = details()[0] if callable(details) else None
+        typed, kind = first["input"], first["type"]  # type: ignore[index]
+    except (TypeError, IndexError, KeyError):
+        return message
+    message = message.replace("Value error, ", "")
+    if kind == "int_parsing":
+        head = message.split(": ", 1)[0]
+        message = f"{head}: '{typed}' is not a whole number"
+        if getattr(getattr(exc, "param", None), "name", None) == "job_id":
+            message += " (a job's id is the number 'jobctl add' printed; a --key is not an id)"
+        return message
+    return message.replace("Input should be", f"'{typed}' should be")
+
+
 def fail(message: str) -> None:
     """Print the one-line error form to stderr."""
     first = " ".join(message.split())

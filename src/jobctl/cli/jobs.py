@@ -355,14 +355,16 @@ def cancel(
     otherwise (succeeded or dead) cannot be cancelled: exit 4.
     """
     with client(socket) as c:
-        job = c.get(job_id)  # tells "was already cancelled" from "cancelled now"
-        already = job["status"] == "cancelled"
-        if job["status"] in ("succeeded", "dead"):
-            raise IllegalTransition(
-                f"job {job_id} already ended ({job['status']}): nothing to cancel", job_id=job_id
-            )
-        if not already:
+        try:  # one request: the answer says what happened
             job = c.cancel(job_id)
+        except IllegalTransition as exc:
+            ended = exc.details.get("status")
+            if ended not in ("succeeded", "dead"):
+                raise
+            raise IllegalTransition(
+                f"job {job_id} already ended ({ended}): nothing to cancel", job_id=job_id
+            ) from None
+    already = job.pop("already_cancelled", False)  # --json prints the job, as before
     if json_:
         job_actions.print_json(job)
     else:

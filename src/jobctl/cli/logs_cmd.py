@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from jobctl.cli.cells import short_when
 from jobctl.client.client import Client
 from jobctl.errors import InvalidInput
 
@@ -82,12 +83,28 @@ def _header(job_id: int, attempt: int, *, earlier: bool = False) -> None:
 def _latest(c: Client, job_id: int, follow: bool, sleep: Callable[[float], None]) -> int | None:
     """The job's latest attempt; one that has not run yet is an error, or with
     ``--follow`` waited for (None: the job ended without running)."""
-    number = int(c.get(job_id)["attempt"] or 0)
+    job = c.get(job_id)
+    number = int(job["attempt"] or 0)
     if number:
         return number
     if not follow:
-        raise InvalidInput(f"job {job_id} has not run yet")
+        raise InvalidInput(_not_run(job))
     return _next_attempt(c, job_id, 0, sleep)
+
+
+def _not_run(job: dict[str, Any]) -> str:
+    """Why a job has no output: it read "has not run yet" alone, which neither said when
+    it runs nor that ``--follow`` waits for it (``jobctl add --in 1m ...`` then ``jobctl
+    logs``), and said "yet" of a job cancelled before it ran, which never will."""
+    job_id = job["id"]
+    if job["status"] in _WAITING:
+        return (
+            f"job {job_id} has not run yet: it is due {short_when(job['run_at'])}; "
+            f"'jobctl logs {job_id} -f' waits for it and follows its output"
+        )
+    if job["status"] == "cancelled":
+        return f"job {job_id} never ran: it was cancelled before it started"
+    return f"job {job_id} never ran: it is {job['status']} ('jobctl show {job_id}' says why)"
 
 
 def _next_attempt(c: Client, job_id: int, after: int, sleep: Callable[[float], None]) -> int | None:

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail, user_words
+from jobctl.cli.errors import INTERNAL, USAGE, exit_code_for, fail, parser_words, user_words
 from jobctl.errors import JobctlError
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def _run_typer(args: list[str]) -> int:
         fail("aborted")
         return 130
     except typer.TyperException as exc:  # usage errors of the parser (bad option, value)
-        fail(exc.format_message())
+        fail(parser_words(exc, exc.format_message()))
         return USAGE if exc.exit_code in (1, 2) else exc.exit_code
     return result if isinstance(result, int) else 0
 

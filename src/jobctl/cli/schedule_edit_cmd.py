@@ -76,7 +76,7 @@ def edit(
     if json_:
         print_json(out)
         return
-    from jobctl.cli.render import edit_summary
+    from jobctl.cli.schedule_views import edit_summary
 
     summary = edit_summary(out["edit"]["changes"])
     print(f"schedule {out['id']} edited: {summary}; next run {out['next_run_at']}")

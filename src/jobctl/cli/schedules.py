@@ -114,9 +114,9 @@ def list_(
 
 
 def _table(items: list[dict[str, Any]], owners: bool) -> Any:
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+    from jobctl.cli import schedule_views  # rich costs start-up time: load it only to draw
 
-    return render.schedules_table(items, owners)
+    return schedule_views.schedules_table(items, owners)
 
 
 @app.command("show")
@@ -127,9 +127,9 @@ def show(ref: Ref, json_: JsonOpt = False, socket: SocketOpt = None) -> None:
     if json_:
         print_json(found)
         return
-    from jobctl.cli import render  # rich costs start-up time: load it only to draw
+    from jobctl.cli import schedule_views  # rich costs start-up time: load it only to draw
 
-    render.schedule_detail(found)
+    schedule_views.schedule_detail(found)
 
 
 def _action(ref: str, action: str, json_: bool, socket: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Policy (paths, error mapping, JSON) lives in :class:`Client`; I/O lives in a
 :class:`Transport`: :class:`~jobctl.client.transport.UnixTransport` speaks HTTP/1.1 over
 the socket with the socket module alone (no HTTP library: the CLI starts fast and a
 request costs little CPU), and tests may pass any other transport. Error bodies become
-the same :mod:`jobctl.errors` classes the daemon raised.
+the same :mod:`jobctl.errors` classes the daemon raised (client/wire.py).
 """
 
 from __future__ import annotations
@@ -17,38 +17,12 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
-import orjson
-
 from jobctl import errors
 from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
+from jobctl.client.wire import error_from, loads, not_utf8
 from jobctl.paths import socket_path_problem
 
-__all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport"]
-
-_BY_CODE: dict[str, type[errors.JobctlError]] = {
-    cls.code: cls
-    for cls in (
-        errors.InvalidInput,
-        errors.InvalidSchedule,
-        errors.HeaderTooLarge,
-        errors.NotFound,
-        errors.Forbidden,
-        errors.Conflict,
-        errors.KeyConflict,
-        errors.IllegalTransition,
-        errors.LeaseLost,
-        errors.DaemonLocked,
-        errors.TooManyConnections,
-        errors.StoreError,
-        errors.StoreCorrupt,
-        errors.UnsafePath,
-        errors.Unavailable,
-        errors.DiskLow,
-        errors.StorageFull,
-        errors.StoreUnavailable,
-        errors.QuotaExceeded,
-    )
-}
+__all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport", "loads"]
 
 
 class Transport(Protocol):
@@ -121,7 +95,7 @@ class Client:
             if body is not None and b"\\ud" in body:  # an escaped surrogate: test it
                 json.dumps(json_body, ensure_ascii=False).encode()
         except UnicodeEncodeError as exc:
-            raise _not_utf8(exc) from None
+            raise not_utf8(exc) from None
         headers = {"content-type": "application/json"} if body is not None else {}
         try:  # the context manager only on a failure: entering one cost every call
             status, ctype, data = self._transport.request(method, path, body, headers)
@@ -129,7 +103,7 @@ class Client:
             with self._reaching():
                 raise
         if status >= 400:
-            raise _error_from(status, data)
+            raise error_from(status, data)
         if ctype.startswith("application/json"):
             return loads(data)
         return data.decode("utf-8", errors="replace")
@@ -213,7 +187,7 @@ class Client:
             with self._reaching():
                 status, fields, data = stream(path, sink)
         if status >= 400:
-            raise _error_from(status, data)
+            raise error_from(status, data)
         if stream is None:
             sink(data)
         return fields
@@ -438,58 +412,7 @@ def _quote(ref: str, what: str = "schedule id or name") -> str:
     try:
         return quote(ref, safe="")
     except UnicodeEncodeError as exc:
-        raise _not_utf8(exc) from None
-
-
-def _not_utf8(exc: UnicodeEncodeError) -> errors.InvalidInput:
-    """An argument with bytes that are not UTF-8 (a Latin-1 file name, say): Python holds
-    them as lone surrogates, which neither JSON nor a URL can carry; the daemon answered
-    "the body is not valid JSON", or the client failed with an internal error."""
-    text = exc.object if isinstance(exc.object, str) else str(exc.object)
-    start = text.rfind('"', 0, exc.start) + 1  # the JSON string it is in, if any
-    end = text.find('"', exc.end)
-    shown = text[start : end if end >= 0 else len(text)]
-    raw = shown.encode("utf-8", "surrogateescape") if shown else b""
-    return errors.InvalidInput(
-        f"{raw!r} is not UTF-8 text: jobctl carries commands, names and values as JSON, "
-        "which holds UTF-8 only"
-    )
-
-
-#: ``data.translate(_DIGIT)`` marks each ASCII digit 1 and every other byte 0.
-_DIGIT = bytes(int(48 <= b <= 57) for b in range(256))
-#: 19 digits in a row: the shortest number orjson might read otherwise than json (an
-#: integer past 64 bits becomes a float there); 18 digits are below 2^63.
-_LONG_NUMBER = b"\x01" * 19
-
-
-def loads(data: bytes) -> Any:
-    """A JSON answer exactly as :func:`json.loads` reads it, in about half the time.
-
-    orjson reads a 500-job batch's answer in about half json's time, a millisecond and more
-    of the client's CPU per batch. Where the two could differ, :mod:`json` reads it: an
-    answer with 19 digits in a row (an integer past 64 bits is a float to orjson), and
-    whatever orjson refuses (an escaped lone surrogate, a byte-order mark, ``NaN``), whose
-    result or error is then json's.
-    """
-    if _LONG_NUMBER not in data.translate(_DIGIT):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
-
-
-def _error_from(status: int, data: bytes) -> errors.JobctlError:
-    try:
-        err = loads(data)["error"]
-        code, message = str(err["code"]), str(err["message"])
-    except (ValueError, KeyError, TypeError):
-        text = data[:200].decode("utf-8", errors="replace")
-        return errors.JobctlError(f"daemon answered HTTP {status}: {text}")
-    cls = _BY_CODE.get(code, errors.JobctlError)
-    details = {k: v for k, v in err.items() if k not in ("code", "message")}
-    return cls(message, **details, http_status=status)
+        raise not_utf8(exc) from None
 
 
 def start_hint(socket: Path) -> str:

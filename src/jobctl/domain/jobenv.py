@@ -1,6 +1,6 @@
 """The ``PATH`` a job's command is looked up on, and the submitter's environment for
 ``jobctl add --env-from-shell``: one definition for the daemon (which builds the
-environment, engine/process.py), ``jobctl show`` (which prints the resolved ``PATH``) and
+environment, engine/commandline.py), ``jobctl show`` (which prints the resolved ``PATH``) and
 ``jobctl add`` (which warns when the command is not on it).
 
 Pure: the caller passes the environment and the owner's uid.

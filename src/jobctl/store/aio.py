@@ -273,7 +273,8 @@ class AsyncStore:
         ``record``: the attempt's process record, not written yet (its command ended
         before the executor sent it): written just before the finish, in the same
         transaction where the backend submits both at once, so a quick command costs one
-        commit, not two."""
+        commit, not two; where the backend takes both in one op
+        (``submit_finish_riding``), a success's record is written with its attempt's end."""
         if record is not None:
             self._riding[(job_id, generation)] = record
         outcome = await self.finishes.submit((job_id, generation, result))

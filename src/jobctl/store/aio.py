@@ -58,6 +58,16 @@ class SubmitsBatches(Protocol):
 
 
 @runtime_checkable
+class SubmitsRidingFinishes(Protocol):
+    """A backend that writes process records riding with their finishes in the finishes'
+    own op (SQLite: a success's record by the statement that ends its attempt)."""
+
+    def submit_finish_riding(
+        self, items: Sequence[tuple[int, int, AttemptResult]], records: Sequence[ProcessRecord]
+    ) -> Future[list[Finished | JobctlError]]: ...
+
+
+@runtime_checkable
 class SubmitsClaims(Protocol):
     """A backend whose claims can be awaited without a thread (SQLite's writer future);
     its rows become claims with :func:`~jobctl.store.claims.claims_in_order`."""
@@ -193,6 +203,9 @@ class AsyncStore:
         # Checked once: a runtime protocol check looks up each method, on every write.
         self._submits: SubmitsBatches | None = store if isinstance(store, SubmitsBatches) else None
         self._claims: SubmitsClaims | None = store if isinstance(store, SubmitsClaims) else None
+        self._rides: SubmitsRidingFinishes | None = None
+        if isinstance(store, SubmitsRidingFinishes):
+            self._rides = store
         self.finishes: Batcher[tuple[int, int, AttemptResult], Finished | JobctlError]
         self.finishes = Batcher(self._finish_many)
         self.records: Batcher[ProcessRecord, bool] = Batcher(self._record_processes)
@@ -260,7 +273,8 @@ class AsyncStore:
         ``record``: the attempt's process record, not written yet (its command ended
         before the executor sent it): written just before the finish, in the same
         transaction where the backend submits both at once, so a quick command costs one
-        commit, not two."""
+        commit, not two; where the backend takes both in one op
+        (``submit_finish_riding``), a success's record is written with its attempt's end."""
         if record is not None:
             self._riding[(job_id, generation)] = record
         outcome = await self.finishes.submit((job_id, generation, result))
@@ -276,6 +290,8 @@ class AsyncStore:
         self, items: list[tuple[int, int, AttemptResult]]
     ) -> list[Finished | JobctlError]:
         riding = [r for i in items if (r := self._riding.pop((i[0], i[1]), None)) is not None]
+        if riding and self._rides is not None:  # one op; a success's row written once
+            return await asyncio.wrap_future(self._rides.submit_finish_riding(items, riding))
         if self._submits is not None:
             # Queued back to back: the writer takes both into one transaction, in order.
             first = self._submits.submit_record_processes(riding) if riding else None

@@ -53,6 +53,16 @@ class FinishOps:
         """:meth:`finish_many` without waiting: the future resolves after the commit."""
         return self.db.submit(lambda conn: self.finish_many_tx(conn, items))
 
+    def submit_finish_riding(
+        self, items: Sequence[FinishItem], records: Sequence[ProcessRecord]
+    ) -> Future[list[Finished | JobctlError]]:
+        """:meth:`submit_finish_many` with the process records of attempts whose command
+        ended before its record was written (they ride with their finish, in the same
+        op): as ``record_processes(records)`` then ``finish_many(items)`` in one
+        transaction, but a success's record is written by the statement that ends its
+        attempt (one write of the row, issue 17)."""
+        return self.db.submit(lambda conn: self.finish_many_tx(conn, items, records))
+
     def log_bytes(self, uid: int | None = None) -> int:
         """Bytes of attempt logs on disk as accounted when attempts ended (``uid``: that
         owner's), from the running totals in ``log_usage``: no scan, no stat."""
@@ -70,9 +80,13 @@ class FinishOps:
         return self.db.submit(lambda conn: record_processes_tx(conn, records))
 
     def finish_many_tx(
-        self, conn: sqlite3.Connection, items: Sequence[FinishItem]
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[FinishItem],
+        records: Sequence[ProcessRecord] = (),
     ) -> list[Finished | JobctlError]:
-        """Successes in bulk (one read, two ``executemany``); anything else one by one."""
+        """Successes in bulk (one read, two ``executemany``); anything else one by one.
+        ``records`` (see :meth:`submit_finish_riding`) land before their attempts end."""
         out: list[Finished | JobctlError | None] = [None] * len(items)
         bulk: list[int] = []  # successes that are their job's first item in the batch
         seen: set[int] = set()
@@ -80,8 +94,14 @@ class FinishOps:
             if result.outcome is Outcome.SUCCEEDED and job_id not in seen:
                 bulk.append(i)
             seen.add(job_id)  # a later item of the same job goes after the bulk, in order
+        riding = _riding(items, bulk, records)
+        if records and len(riding) < len(records):  # the others first, as they were
+            ridden = set(riding)
+            record_processes_tx(
+                conn, [r for r in records if (r.job_id, r.generation) not in ridden]
+            )
         if bulk:
-            _succeed_many(self.db.now_ms(), conn, items, bulk, out)
+            _succeed_many(self.db.now_ms(), conn, items, bulk, out, riding)
         for i, (job_id, generation, result) in enumerate(items):
             if out[i] is None:  # the rare path (and a job repeated): the policy needs the job
                 out[i] = self._finish_one(conn, job_id, generation, result)
@@ -126,12 +146,26 @@ def record_processes_tx(conn: sqlite3.Connection, records: Sequence[ProcessRecor
     return [r.job_id for r in records if r.job_id not in stored]
 
 
+def _riding(
+    items: Sequence[FinishItem], bulk: list[int], records: Sequence[ProcessRecord]
+) -> dict[tuple[int, int], ProcessRecord]:
+    """The records that ``succeed_attempts`` writes with their attempt's end: those of a
+    bulk success at the same generation. Such a record stands exactly when its finish
+    does: ``record_processes`` and the finish check the same fence (the job running at
+    that generation, its attempt open), in the same transaction."""
+    if not records:
+        return {}
+    mine = {(items[i][0], items[i][1]) for i in bulk}
+    return {k: r for r in records if (k := (r.job_id, r.generation)) in mine}
+
+
 def _succeed_many(
     now_ms: int,
     conn: sqlite3.Connection,
     items: Sequence[FinishItem],
     bulk: list[int],
     out: list[Finished | JobctlError | None],
+    riding: dict[tuple[int, int], ProcessRecord],
 ) -> None:
     """Check every success's fence from one read, then end the attempts and the jobs."""
     ids = json.dumps([items[i][0] for i in bulk])
@@ -147,7 +181,9 @@ def _succeed_many(
         elif row["status"] != "running" or row["generation"] != generation:
             out[i] = stale(job_id, generation, row)
         else:
-            attempts.append([job_id, generation, result.exit_code, result.output_tail])
+            rec = riding.get((job_id, generation))
+            process = (None, None, None) if rec is None else (rec.pid, rec.pid_start, rec.log_path)
+            attempts.append([job_id, generation, result.exit_code, result.output_tail, *process])
             jobs.append([job_id, generation])
             ms = row["run_at"]
             run_at = when.get(ms) or when.setdefault(ms, rows.ms_to_dt(ms))

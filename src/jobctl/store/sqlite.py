@@ -187,6 +187,11 @@ class SqliteStore(ScheduleMethods):
     ) -> Future[list[Finished | JobctlError]]:
         return self._finishing.submit_finish_many(items)
 
+    def submit_finish_riding(
+        self, items: Sequence[FinishItem], records: Sequence[ProcessRecord]
+    ) -> Future[list[Finished | JobctlError]]:
+        return self._finishing.submit_finish_riding(items, records)
+
     def record_processes(self, records: Sequence[ProcessRecord]) -> list[int]:
         return self._finishing.record_processes(records)
 

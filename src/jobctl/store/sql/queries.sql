@@ -467,13 +467,20 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: succeed_attempts
 -- End the attempts of a batch of successes; :items is a JSON array of
--- [job_id, generation, exit_code, output_tail]. Compare-and-set: only an open attempt of
--- that generation changes (the caller checked every job's fence in this transaction).
+-- [job_id, generation, exit_code, output_tail, pid, pid_start, log_path]: the last three
+-- are the attempt's process record riding with its finish (issue 17: one write of the
+-- row, not a record_processes then this), or null to keep what was recorded.
+-- Compare-and-set: only an open attempt of that generation changes (the caller checked
+-- every job's fence in this transaction).
 UPDATE attempts
 SET finished_at = :now, outcome = 'succeeded', exit_code = b.exit_code, error = NULL,
-    output_tail = b.output_tail
+    output_tail = b.output_tail, pid = coalesce(b.pid, attempts.pid),
+    pid_start = coalesce(b.pid_start, attempts.pid_start),
+    log_path = coalesce(b.log_path, attempts.log_path)
 FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS generation,
-             json_extract(value, '$[2]') AS exit_code, json_extract(value, '$[3]') AS output_tail
+             json_extract(value, '$[2]') AS exit_code, json_extract(value, '$[3]') AS output_tail,
+             json_extract(value, '$[4]') AS pid, json_extract(value, '$[5]') AS pid_start,
+             json_extract(value, '$[6]') AS log_path
       FROM json_each(:items)) AS b
 WHERE attempts.job_id = b.job_id AND attempts.generation = b.generation
   AND attempts.outcome IS NULL;

@@ -8,13 +8,14 @@ import asyncio
 import os
 import secrets
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from jobctl.domain.models import Claim
-from jobctl.engine import cgpool, cgroup, process, proctree, spawnclient
+from jobctl.engine import cgpool, cgroup, process, proctree, spawnclient, spawner
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.spawnclient import Limits, SpawnHelper, Started
 from tests.unit.test_retry import job
@@ -284,3 +285,19 @@ def test_an_adopted_commands_cgroup_is_the_one_proc_names(prefix: str, tmp_path:
             d.helper.close()
 
     asyncio.run(main())
+
+
+def test_past_its_most_slots_an_attempt_gets_the_cgroup_it_asked_for(prefix: str) -> None:
+    """Slots hold descriptors: a full pool makes the attempt's own cgroup (named after
+    it, removed at its exit) rather than fail a start for want of a descriptor."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        helper = spawner.Helper(ours, None, cgpool.Pool(prefix, most=1))
+        base = os.path.dirname(prefix)
+        first, _ = helper.make(f"{base}/asked-1", {})
+        second, _ = helper.make(f"{base}/asked-2", {})
+        assert first is not None and first.startswith(f"{prefix}h{os.getpid()}.")
+        assert second == f"{base}/asked-2" and os.path.isdir(second)
+        helper.drop(second)
+        assert not os.path.exists(second)
+    assert 0 < cgpool.Pool(prefix).most <= min(cgpool.MOST, os.sysconf("SC_OPEN_MAX") // 4)

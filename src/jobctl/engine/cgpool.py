@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 
 from jobctl.engine.spawnsys import Refused, rmdir_empty, write_file
 
@@ -52,6 +53,10 @@ RESET = {
 }
 #: Most free slots kept (each holds two descriptors); more are removed at the hand-back.
 KEEP = 128
+#: Most slots at once (and at most a quarter of the open-file limit: two descriptors
+#: each, and the commands' logs need theirs); past that, attempts get a cgroup made for
+#: them and removed at their exit, as without the pool.
+MOST = 1024
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
@@ -89,14 +94,19 @@ class Pool:
     """The helper's slots: free ones, and those holding an attempt or awaiting its
     hand-back (``used``, by path)."""
 
-    def __init__(self, prefix: str, keep: int = KEEP) -> None:
+    def __init__(self, prefix: str, keep: int = KEEP, most: int = MOST) -> None:
         #: ``prefix``: the daemon's attempts directory and its name prefix.
         self.prefix = f"{prefix}h{os.getpid()}."
         self.keep = keep
+        self.most = min(most, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4)
         self.free: list[Slot] = []
         self.used: dict[str, Slot] = {}
         self.made = 0
         sweep(prefix, self.prefix)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`take` may be used: a free slot, or room for one more."""
+        return bool(self.free) or len(self.used) < self.most
 
     def take(self, files: dict[str, str]) -> tuple[str | None, str | None]:
         """A slot for an attempt, ``files`` written: (path, None), or (None, why) when

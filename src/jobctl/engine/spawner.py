@@ -297,9 +297,10 @@ class Helper:
         return pid, moved, error
 
     def make(self, cg: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
-        """The attempt's cgroup (asked for: ``cg``): a slot of the pool, else made here
-        (spawnsys.make_cgroup); (None, why) without one; raises Refused."""
-        if self.pool is not None and cg is not None:
+        """The attempt's cgroup (asked for: ``cg``): a slot of the pool, else (no pool, or
+        it is full) ``cg`` made here (spawnsys.make_cgroup); (None, why) without one;
+        raises Refused."""
+        if self.pool is not None and cg is not None and self.pool.has_room():
             return self.pool.take(files)
         return make_cgroup(cg, files)
 

@@ -11,11 +11,21 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobctl.domain.models import Claim
-from jobctl.engine import cgpool, cgroup, process, proctree, spawnclient, spawner
+from jobctl.engine import (
+    cgpool,
+    cgroup,
+    launcher,
+    process,
+    proctree,
+    spawnclient,
+    spawner,
+    spawnsys,
+)
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.spawnclient import Limits, SpawnHelper, Started
 from tests.unit.test_retry import job
@@ -301,3 +311,43 @@ def test_past_its_most_slots_an_attempt_gets_the_cgroup_it_asked_for(prefix: str
         helper.drop(second)
         assert not os.path.exists(second)
     assert 0 < cgpool.Pool(prefix).most <= min(cgpool.MOST, os.sysconf("SC_OPEN_MAX") // 4)
+
+
+def test_a_command_of_the_own_user_is_born_in_its_slot_without_the_helper_entering_it(
+    prefix: str, tmp_path: Path
+) -> None:
+    """With the launcher's library, a plain command (the daemon's own user, no limits)
+    is started by clone3 into its cgroup: the helper never writes itself into the
+    cgroup and back (issue 17); its words, directory and errors are posix_spawn's."""
+    library = launcher.library(launcher.default())
+    home = spawnsys.own_cgroup_procs()
+    native = None if library is None or home is None else spawnsys.load_native(
+        library, os.path.dirname(home))  # fmt: skip
+    if native is None or native.into is None:
+        pytest.skip("no launcher library with clone3 here")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        pool = cgpool.Pool(prefix)
+        helper = spawner.Helper(ours, native, pool)
+
+        def never(cg: str) -> tuple[bool, str | None]:
+            raise AssertionError(f"the helper stepped into {cg}")
+
+        helper.step_in = never  # type: ignore[method-assign]
+        base = os.path.dirname(prefix)
+        cmd = ["sh", "-c", "pwd; grep ^0:: /proc/self/cgroup; tr '\\0' ' ' < /proc/$$/cmdline"]
+        log = tmp_path / "1.log"
+        req: tuple[Any, ...] = ("spawn", 1, cmd, dict(ENV), str(tmp_path), str(log), None,
+                                False, f"{base}/asked-1", {}, None)  # fmt: skip
+        helper.spawn(req)
+        kind, _, pid, _, cg, error = helper.out.pop()
+        assert (kind, error) == ("started", None) and cg in pool.used
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        where, group, words = log.read_text().splitlines()
+        assert where == str(tmp_path) and group.endswith("/" + os.path.basename(cg))
+        assert words.split()[:2] == ["sh", "-c"]  # its own words, not the launcher's
+        missing: tuple[Any, ...] = ("spawn", 2, ["no-such-program-x"], dict(ENV), "/",
+                                    str(log), None, False, f"{base}/asked-2", {}, None)  # fmt: skip
+        helper.spawn(missing)
+        assert helper.out.pop()[:3] == ("failed", 2, "os")
+        assert list(pool.used) == [cg]

@@ -320,8 +320,11 @@ class Helper:
         no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
         gate: the helper is never inside a cgroup whose limits could stop or kill it."""
         native = self.native
-        if cg is not None and native is not None and native.into and native.takes(argv):
-            return self.start_into(argv, env, log, cg)
+        if cg is not None and native is not None and native.into:
+            if native.takes(argv):
+                return self.start_into(argv, env, log, cg)
+            if creds is None:
+                return self.start_plain_into(argv, env, cwd, log, cg)
         inside = False
         try:
             out = self.open_log(log)
@@ -370,6 +373,26 @@ class Helper:
             raise
         finally:
             os.close(out)
+
+    def start_plain_into(
+        self, argv: list[str], env: dict[str, str], cwd: str | None, log: str, cg: str
+    ) -> tuple[int, str | None, str | None]:
+        """A command of the daemon's own user in its cgroup, born there by ``clone3`` in
+        the launcher's words (spawnsys.Native: no ``exec`` of the launcher), not with the
+        helper stepping into the cgroup and out around a ``posix_spawn`` (two writes of
+        ``cgroup.procs``, each a migration: ~70 µs of the helper's CPU per start,
+        issue 17). As :meth:`start` would: the program is looked up on the job's
+        ``PATH`` first (not found: the same error, no process made) and the directory is
+        entered by the helper (the same user); the command's words are unchanged."""
+        assert self.native is not None
+        try:
+            resolve(argv[0], env)
+            if cwd is not None:
+                os.chdir(cwd)
+        except BaseException:
+            self.drop(cg)
+            raise
+        return self.start_into([*self.native.own_words(), *argv], env, log, cg)
 
     def start_limited(
         self, argv: list[str], env: dict[str, str], log: str, cg: str, nice: int | None

@@ -333,6 +333,11 @@ class Native:
                                   ctypes.POINTER(ctypes.c_int), ticks]  # fmt: skip
             self.into.restype = ctypes.c_int
 
+    def own_words(self) -> list[str]:
+        """The launcher's words for a command of the helper's own user, in the directory
+        the helper is in, with nothing else to set (``jobctl_spawn`` runs the rest)."""
+        return [self.launcher, "-", "-", "-", ".", "", "", "", "--"]
+
     def takes(self, argv: list[str]) -> bool:
         """Whether ``argv`` is the launcher's (and not held at a gate)."""
         return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"

@@ -351,3 +351,21 @@ def test_a_command_of_the_own_user_is_born_in_its_slot_without_the_helper_enteri
         helper.spawn(missing)
         assert helper.out.pop()[:3] == ("failed", 2, "os")
         assert list(pool.used) == [cg]
+
+
+def test_a_slot_name_taken_by_an_earlier_helper_of_the_same_pid_is_skipped(
+    prefix: str,
+) -> None:
+    """A pid comes back: an earlier helper's slot of that name with a process in it
+    (its sweep cannot remove it) is passed over, never used or failed on."""
+    taken = f"{prefix}h{os.getpid()}.0"
+    os.mkdir(taken)
+    held = os.posix_spawn("/bin/sleep", ["sleep", "30"], dict(ENV))
+    try:
+        Cgroup(Path(taken)).add_pid(held)
+        pool = cgpool.Pool(prefix)
+        path, error = pool.take({})
+        assert error is None and path == f"{prefix}h{os.getpid()}.1"
+    finally:
+        os.kill(held, signal.SIGKILL)
+        os.waitpid(held, 0)

@@ -102,7 +102,7 @@ class Pool:
         self.free: list[Slot] = []
         self.used: dict[str, Slot] = {}
         self.made = 0
-        sweep(prefix, self.prefix)
+        sweep(prefix)
 
     def has_room(self) -> bool:
         """Whether :meth:`take` may be used: a free slot, or room for one more."""
@@ -129,9 +129,14 @@ class Pool:
         return slot.path, None
 
     def _make(self) -> Slot:
-        path = f"{self.prefix}{self.made}"
-        self.made += 1
-        os.mkdir(path, 0o755)
+        while True:
+            path = f"{self.prefix}{self.made}"
+            self.made += 1
+            try:
+                os.mkdir(path, 0o755)
+                break
+            except FileExistsError:  # an earlier helper's of the same pid, with a process
+                continue
         try:
             return Slot(path)
         except OSError:
@@ -217,16 +222,16 @@ def _remove(slot: Slot) -> None:
         rmdir_empty(slot.path)
 
 
-def sweep(prefix: str, own: str) -> int:
-    """Remove the empty slots of this daemon's earlier helpers (one that died: the new
-    helper never reuses their names); those with a process in them are the daemon's
-    (adopted commands: it removes them at their end). Returns how many were removed."""
+def sweep(prefix: str) -> int:
+    """At a helper's start: remove the empty slots of this daemon's earlier helpers (one
+    that died; the new helper's names carry its own pid, so a name the daemon may still
+    hold never comes back); those with a process in them are the daemon's (adopted
+    commands: it removes them at their end). Returns how many were removed."""
     folder, start = os.path.split(prefix)
     start += "h"
     removed = 0
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if name.startswith(start) and not path.startswith(own) and rmdir_empty(path):
+            if name.startswith(start) and rmdir_empty(os.path.join(folder, name)):
                 removed += 1
     return removed

@@ -380,10 +380,11 @@ class Helper:
         """A command of the daemon's own user in its cgroup, born there by ``clone3`` in
         the launcher's words (spawnsys.Native: no ``exec`` of the launcher), not with the
         helper stepping into the cgroup and out around a ``posix_spawn`` (two writes of
-        ``cgroup.procs``, each a migration: ~70 µs of the helper's CPU per start,
-        issue 17). As :meth:`start` would: the program is looked up on the job's
-        ``PATH`` first (not found: the same error, no process made) and the directory is
-        entered by the helper (the same user); the command's words are unchanged."""
+        ``cgroup.procs``, each a migration: ~45 µs of the helper's CPU per start, issue
+        17, docs/benchmarks.md "Cgroup pool"). As :meth:`start` would: the program is
+        looked up on the job's ``PATH`` first (not found: the same error, no process
+        made) and the directory is entered by the helper (the same user); the command's
+        words are unchanged."""
         assert self.native is not None
         try:
             resolve(argv[0], env)

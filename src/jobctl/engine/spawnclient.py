@@ -192,10 +192,9 @@ class SpawnHelper:
         return await req.answer
 
     def release(self, path: str) -> None:
-        """Hand the cgroup ``path`` back to the helper's pool, with the next message."""
-        assert self._loop is not None
-        if not self._releases and not self._queue:
-            self._loop.call_soon(self._flush)
+        """Hand the cgroup ``path`` back to the helper's pool with the next start request
+        (ahead of it): no message, and no wake-up of the helper, of its own; until a start
+        comes the helper has no use for it (it removes the cgroup when the daemon goes)."""
         self._releases.append(("release", path))
 
     def _flush(self) -> None:
@@ -203,7 +202,7 @@ class SpawnHelper:
             return
         if self._queue:
             self.before_send()
-        while self._queue or self._releases:
+        while self._queue:
             data, n, r = self._next_message()
             try:
                 self._sock.send(data)

@@ -66,9 +66,12 @@ def _run_job(d: DaemonProc, owner: str, **extra: object) -> int:
 
 
 def _cgroup_gone(owner: str, job_id: int) -> bool:
+    """No cgroup of the daemon's holds a process: the attempt's (named after it, or a
+    slot of the spawn helper's pool, which stays, empty, for the next attempt) is empty."""
     found = cgroup.detect("auto")[0]
     assert found is not None
-    return not any(found.base.glob(f"{cgroup.owner_prefix(owner)}{job_id}.*"))
+    mine = list(found.base.glob(f"{cgroup.owner_prefix(owner)}*"))
+    return not any(cgroup.Cgroup(p).populated() for p in mine)
 
 
 def _assert_all_stopped(mechanism: str, owner: str, job_id: int) -> None:

@@ -205,7 +205,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         launch,
         lambda uid: quotas.limits_for(uid).log_bytes,
         cgroups,
-        _helper(cfg, launch, owner),
+        _helper(cfg, launch, owner, cgroups),
         webhooks=webhook_config(cfg),
         give_up_leases=cfg.database_url is not None,
     )
@@ -252,11 +252,15 @@ def prune_with(astore: AsyncStore, clock: Clock) -> Callable[[Mapping[str, float
     return prune
 
 
-def _helper(cfg: DaemonConfig, launch: process.Launch, owner: str) -> SpawnHelper | None:
-    """The spawn helper (``job_spawner = "helper"``); started by :meth:`Daemon._serve`."""
+def _helper(
+    cfg: DaemonConfig, launch: process.Launch, owner: str, cgroups: cgroup.Cgroups | None
+) -> SpawnHelper | None:
+    """The spawn helper (``job_spawner = "helper"``), with its pool of attempt cgroups
+    where there are cgroups (engine/cgpool.py); started by :meth:`Daemon._serve`."""
     if cfg.job_spawner != "helper":
         return None
-    return SpawnHelper(launch.umask, launch.nofile, owner)
+    pool = None if cgroups is None else cgroups.pool_prefix(owner)
+    return SpawnHelper(launch.umask, launch.nofile, owner, pool)
 
 
 def db_text(cfg: DaemonConfig) -> str:

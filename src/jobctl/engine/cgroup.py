@@ -39,7 +39,7 @@ import signal
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -66,6 +66,11 @@ class Cgroups:
         path.mkdir(mode=0o755)
         return Cgroup(path, self.kill_file)
 
+    def pool_prefix(self, lease_owner: str) -> str:
+        """Where the spawn helper's pooled cgroups go and how their names start (this
+        daemon's :func:`owner_prefix`: :meth:`sweep` reads the pid back; engine/cgpool.py)."""
+        return f"{self.base}/{owner_prefix(lease_owner)}"
+
     def sweep(self) -> int:
         """Remove the empty attempt cgroups of daemons that are gone (names start with the
         daemon's pid, see ``cgroup.attempt_name``); a live daemon's are left alone, and a
@@ -82,12 +87,21 @@ class Cgroups:
         return removed
 
 
-@dataclass(frozen=True)
+@dataclass
 class Cgroup:
     """One attempt's cgroup directory."""
 
     path: Path
     kill_file: bool = True
+    #: Handed back to the spawn helper's pool (:meth:`hand_back`): no longer the
+    #: attempt's, so nothing here reads, signals, kills or removes it any more.
+    handed_back: bool = field(default=False, compare=False)
+
+    def hand_back(self) -> None:
+        """Fence this handle before its cgroup goes back to the pool (engine/cgpool.py):
+        a stop of the ended attempt still in progress (a cancel in its grace period) must
+        never signal or kill the next attempt started in the same cgroup."""
+        self.handed_back = True
 
     def limit(self, files: dict[str, str]) -> None:
         """Write resource limits (``memory.max``, ``cpu.max``); raises OSError."""
@@ -99,6 +113,8 @@ class Cgroup:
         _write(self.path / "cgroup.procs", str(pid))
 
     def pids(self) -> list[int]:
+        if self.handed_back:
+            return []
         try:
             text = (self.path / "cgroup.procs").read_text()
         except OSError:
@@ -107,6 +123,8 @@ class Cgroup:
 
     def populated(self) -> bool:
         """Whether any process is left in it (``cgroup.events``)."""
+        if self.handed_back:
+            return False
         try:
             text = (self.path / "cgroup.events").read_text()
         except OSError:
@@ -121,6 +139,8 @@ class Cgroup:
 
     def kill(self) -> None:
         """SIGKILL every member, including ones being forked."""
+        if self.handed_back:
+            return
         if self.kill_file:
             with contextlib.suppress(FileNotFoundError):
                 _write(self.path / "cgroup.kill", "1")
@@ -147,6 +167,8 @@ class Cgroup:
 
     def remove(self) -> bool:
         """Remove the directory; False while a process is left in it."""
+        if self.handed_back:  # the pool's now
+            return True
         try:
             self.path.rmdir()
         except FileNotFoundError:

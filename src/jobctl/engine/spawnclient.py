@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import marshal
 import os
@@ -67,6 +68,10 @@ class Started:
     #: The log's size and end read by the helper at the exit (None: the daemon reads it,
     #: e.g. a command adopted after the helper died).
     log_end: tuple[int, bytes] | None = None
+    #: Hands the cgroup back to the helper's pool (it reported it kept, empty, at the
+    #: exit): called once no stop of the attempt can target it (proctree.end); None:
+    #: the daemon ends and removes the cgroup itself.
+    release: Callable[[], None] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -99,8 +104,14 @@ class Limits:
 class SpawnHelper:
     """Starts commands through a helper process; restarts it when it dies."""
 
-    def __init__(self, umask: int, nofile: int | None, tag: str = "") -> None:
+    def __init__(
+        self, umask: int, nofile: int | None, tag: str = "", pool: str | None = None
+    ) -> None:
         self._umask, self._nofile, self._tag = umask, nofile, tag
+        #: The attempts' directory and name prefix of the helper's cgroup pool
+        #: (engine/cgpool.py: ``cgroup.Cgroups.pool_prefix``), or None: one per attempt.
+        self._pool = pool
+        self._releases: list[tuple[str, str]] = []  # ("release", cgroup), not sent yet
         #: The start-up launcher (engine/launcher.py) commands that drop privileges or
         #: wait at a gate go through, or None: the trampoline (and the helper's setpriv).
         self.launcher = launcher.default()
@@ -141,6 +152,9 @@ class SpawnHelper:
         nofile = "" if self._nofile is None else str(self._nofile)
         argv = [sys.executable, "-m", "jobctl.engine.spawner", str(theirs.fileno()),
                 f"{self._umask:o}", nofile, self._tag, self.library or ""]  # fmt: skip
+        if self._pool is not None:  # the helper's pool, by the protocol's version
+            argv.append(f"{spawner.POOL}:{self._pool}")
+        self._releases.clear()  # a dead helper's slots: its successor removes them
         try:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
@@ -177,13 +191,19 @@ class SpawnHelper:
             self._loop.call_soon(self._flush)  # one batch per loop turn
         return await req.answer
 
+    def release(self, path: str) -> None:
+        """Hand the cgroup ``path`` back to the helper's pool with the next start request
+        (ahead of it): no message, and no wake-up of the helper, of its own; until a start
+        comes the helper has no use for it (it removes the cgroup when the daemon goes)."""
+        self._releases.append(("release", path))
+
     def _flush(self) -> None:
         if self._sock is None or self._restarting is not None:
             return
         if self._queue:
             self.before_send()
         while self._queue:
-            data, n = self._next_message()
+            data, n, r = self._next_message()
             try:
                 self._sock.send(data)
             except BlockingIOError:
@@ -193,18 +213,21 @@ class SpawnHelper:
             except OSError:  # the helper is gone: the reader sees it and restarts
                 return
             self.messages += 1
+            del self._releases[:r]
             for _ in range(n):
                 req = self._queue.popleft()
                 self._pending[req.rid] = req
 
-    def _next_message(self) -> tuple[bytes, int]:
-        """The first queued requests as one message (issue 17: one send and one wake-up
-        of the helper per loop turn, not per start), and how many it holds."""
+    def _next_message(self) -> tuple[bytes, int, int]:
+        """The hand-backs and first queued requests as one message (issue 17: one send
+        and one wake-up of the helper per loop turn, not per start), and how many
+        requests and hand-backs it holds (the hand-backs first: a start may reuse one)."""
+        r = min(len(self._releases), BATCH_MAX * 4)
         n = min(len(self._queue), BATCH_MAX)
         while True:
-            data = marshal.dumps([self._queue[i].message for i in range(n)])
-            if n == 1 or len(data) <= spawner.MAX_MESSAGE // 2:
-                return data, n
+            data = marshal.dumps([*self._releases[:r], *(self._queue[i].message for i in range(n))])
+            if n <= 1 or len(data) <= spawner.MAX_MESSAGE // 2:
+                return data, n, r
             n //= 2
 
     def _writable(self) -> None:
@@ -233,6 +256,8 @@ class SpawnHelper:
             child = self._exits.pop(msg[1], None)
             if child is not None and not child.exited.done():
                 child.cgroup_removed = msg[3]
+                if len(msg) > 6 and msg[6] and child.cgroup is not None:
+                    child.release = functools.partial(self.release, child.cgroup)
                 child.log_end = None if msg[4] < 0 else (msg[4], msg[5])
                 child.exited.set_result(msg[2])
             return
@@ -299,8 +324,9 @@ class SpawnHelper:
         fut: asyncio.Future[int] = self._loop.create_future()
         self._adopt(found, fut)
         log.warning("event=spawn_adopted pid=%s", found)
-        # Past its gate, it is in its cgroup if that exists (a gate never opened ends it).
-        cg = req.cgroup if req.cgroup is not None and os.path.isdir(req.cgroup) else None
+        # Past its gate, it is in its cgroup if it has one (a gate never opened ends it):
+        # the one /proc names (a slot of the pool is not the one asked for).
+        cg = None if req.cgroup is None else _cgroup_of(found)
         req.answer.set_result(Started(found, proc_mod.process_start_time(found), fut, cg))
 
     def _adopt(self, pid: int, fut: asyncio.Future[int]) -> None:
@@ -385,6 +411,18 @@ def _settle(helper_pid: int, tag: str) -> None:
     deadline = time.monotonic() + SETTLE_LIMIT
     while _half_started(helper_pid, tag) and time.monotonic() < deadline:
         time.sleep(0.005)
+
+
+def _cgroup_of(pid: int) -> str | None:
+    """The directory of ``pid``'s cgroup (v2) below the attempts' directory, or None."""
+    try:
+        own = cgroup.own_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+    except OSError:
+        return None
+    mount = cgroup.mount_point()
+    if mount is None or own is None or f"/{cgroup.SUBDIR}/" not in own:
+        return None
+    return f"{mount}{own}"
 
 
 def _find_command(markers: dict[str, str]) -> int | None:

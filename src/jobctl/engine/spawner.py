@@ -35,9 +35,21 @@ the helper's, issue 17; both ends are the daemon's own code at the daemon's own 
 
     daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate,
                        cgroup|None, {limit file: value}, nice|None)
+                      ("release", cgroup)                       [pool1]
     helper -> daemon  ("started", rid, pid, start_time, cgroup entered|None, error|None)
                       ("failed", rid, kind, errno, strerror, filename)
-                      ("exit", pid, returncode, cgroup removed, log size, log tail)
+                      ("exit", pid, returncode, cgroup removed, log size, log tail,
+                       cgroup kept)                             [pool1: the last field]
+
+Cgroup pool (:data:`POOL`, engine/cgpool.py): a daemon that passes ``pool1:PREFIX`` as
+the helper's sixth argument gets its attempts' cgroups from the helper's pool (the
+``cgroup`` of a request is then only asked for, the answer names the one used); an exit
+that leaves its cgroup empty reports it *kept*, and the daemon sends ``release`` with
+that cgroup once no stop of the attempt can target it any more; only then is it used
+again. The two ends are versioned by that argument and that field: a helper of another
+version never gets the argument it does not know (an older one ignores it: it never
+reports a cgroup kept, so the daemon never sends it a ``release``), and the daemon
+hands back only what was reported kept.
 
 ``gate``: the command (the launcher or trampoline) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
@@ -60,10 +72,10 @@ too, so what a command leaves behind (a double fork) is reaped here, not by the 
 End-of-file on the socket (the daemon is gone) ends the helper; its running commands go
 on, as they did without a helper, and the next daemon's recovery finds them.
 
-Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE TAG LIBRARY`` (``NOFILE`` empty:
-keep the open-file soft limit; ``TAG`` names the daemon's helpers in ``/proc``;
-``LIBRARY`` empty: none, every launcher request execs the launcher, see
-spawnsys.Native); it imports nothing of jobctl.
+Run as ``python -m jobctl.engine.spawner FD UMASK NOFILE TAG LIBRARY [POOL]``
+(``NOFILE`` empty: keep the open-file soft limit; ``TAG`` names the daemon's helpers in
+``/proc``; ``LIBRARY`` empty: none, every launcher request execs the launcher, see
+spawnsys.Native; ``POOL``: see above); it imports nothing of jobctl but its siblings.
 """
 
 from __future__ import annotations
@@ -78,12 +90,16 @@ import socket
 import sys
 from typing import Any
 
+from jobctl.engine.cgpool import Pool
 from jobctl.engine.spawnsys import (
+    MAX_MESSAGE,
     SETPRIV,
     TAIL_BYTES,
     Native,
     Refused,
     boot_ticks,
+    chunks,
+    drain,
     drop_argv,
     filename_text,
     fork_exec,
@@ -93,6 +109,7 @@ from jobctl.engine.spawnsys import (
     open_gate,
     own_cgroup_procs,
     posix_spawn,
+    recv,
     release,
     resolve,
     returncode,
@@ -105,9 +122,11 @@ from jobctl.engine.spawnsys import (
 #: Re-exported: tests, benchmarks and spawnclient know these as spawner.*.
 __all__ = [
     "MAX_MESSAGE",
+    "POOL",
     "SETPRIV",
     "TAIL_BYTES",
     "Helper",
+    "chunks",
     "drop_argv",
     "fork_exec",
     "main",
@@ -115,18 +134,22 @@ __all__ = [
     "set_subreaper",
 ]
 
-#: Largest message either side sends (a job's payload is at most 64 KiB).
-MAX_MESSAGE = 1 << 20
+#: The pool protocol's version: ``POOL:PREFIX`` as the sixth argument turns the pool on.
+POOL = "pool1"
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Helper:
     """The helper's side: read requests, start commands, report starts and exits."""
 
-    def __init__(self, sock: socket.socket, native: Native | None = None) -> None:
+    def __init__(
+        self, sock: socket.socket, native: Native | None = None, pool: Pool | None = None
+    ) -> None:
         self.sock = sock
         #: Starts the launcher's requests without its exec (spawnsys.Native), or None.
         self.native = native
+        #: Where attempts' cgroups come from (engine/cgpool.py); None: one made per attempt.
+        self.pool = pool
         #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
         self.children: dict[int, tuple[str | None, str]] = {}
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -167,10 +190,12 @@ class Helper:
         while True:
             for key, _ in sel.select():
                 if key.data == "child":
-                    _drain(wake_r)
+                    drain(wake_r)
                     self.reap()
                 elif not self.read_requests():
                     self.flush()
+                    if self.pool is not None:
+                        self.pool.close()
                     return
             self.flush()
 
@@ -188,7 +213,11 @@ class Helper:
             for fd in fds:  # none is sent: never keep one
                 os.close(fd)
             for req in marshal.loads(data):
-                self.spawn(req)
+                if req[0] == "release":
+                    if self.pool is not None:
+                        self.pool.release(req[1])
+                else:
+                    self.spawn(req)
             self.reap()  # a quick command may be done already
 
     def spawn(self, req: tuple[Any, ...]) -> None:
@@ -223,14 +252,14 @@ class Helper:
         """Start the command held at its gate (when it has one), set its niceness, move
         it into its cgroup, let it go; without a gate, start it in its cgroup from birth
         (:meth:`start_inside`). Returns (pid, cgroup it is in, why none)."""
-        cg, error = make_cgroup(cg, files)
+        cg, error = self.make(cg, files)
         if not gate:
             return self.start_inside(argv, env, cwd, log, creds, cg, error)
         if cg is not None and self.native is not None and self.native.takes_gated(argv):
             try:
                 done = self.start_limited(argv, env, log, cg, nice)
             except BaseException:
-                rmdir_empty(cg)
+                self.drop(cg)
                 raise
             if done is not None:
                 return done
@@ -243,16 +272,37 @@ class Helper:
                 os.close(out)
         except BaseException:
             if cg is not None:
-                rmdir_empty(cg)
+                self.drop(cg)
             os.close(held[1])
             raise
         finally:
             os.close(held[0])
+        return self.let_go(pid, held[1], cg, error, nice)
+
+    def let_go(
+        self, pid: int, gate: int, cg: str | None, error: str | None, nice: int | None
+    ) -> tuple[int, str | None, str | None]:
+        """Set the niceness of the command held at ``gate``, move it into ``cg``, open
+        the gate (spawnsys.release); a cgroup it could not enter is removed."""
         try:
-            cg, error = release(pid, cg, error, nice)
+            moved, error = release(pid, cg, error, nice)
+        except Refused:
+            if cg is not None:
+                self.drop(cg)  # removed already; a slot leaves the pool
+            raise
         finally:
-            open_gate(held[1])  # after a refusal the command is killed already
-        return pid, cg, error
+            open_gate(gate)  # after a refusal the command is killed already
+        if cg is not None and moved is None:
+            self.drop(cg)
+        return pid, moved, error
+
+    def make(self, cg: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
+        """The attempt's cgroup (asked for: ``cg``): a slot of the pool, else (no pool, or
+        it is full) ``cg`` made here (spawnsys.make_cgroup); (None, why) without one;
+        raises Refused."""
+        if self.pool is not None and cg is not None and self.pool.has_room():
+            return self.pool.take(files)
+        return make_cgroup(cg, files)
 
     def start_inside(
         self,
@@ -270,8 +320,11 @@ class Helper:
         no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
         gate: the helper is never inside a cgroup whose limits could stop or kill it."""
         native = self.native
-        if cg is not None and native is not None and native.into and native.takes(argv):
-            return self.start_into(argv, env, log, cg)
+        if cg is not None and native is not None and native.into:
+            if native.takes(argv):
+                return self.start_into(argv, env, log, cg)
+            if creds is None:
+                return self.start_plain_into(argv, env, cwd, log, cg)
         inside = False
         try:
             out = self.open_log(log)
@@ -287,7 +340,7 @@ class Helper:
                 os.close(out)
         except BaseException:
             if cg is not None:
-                rmdir_empty(cg)
+                self.drop(cg)
             raise
         return pid, (cg if inside else None), error
 
@@ -301,24 +354,46 @@ class Helper:
         try:
             out = self.open_log(log)
         except BaseException:
-            rmdir_empty(cg)
+            self.drop(cg)
             raise
         try:
             try:
-                fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                fd, opened = self.dir_fd(cg)
                 try:
                     return self.start(argv, env, None, out, self.devnull, None, fd), cg, None
                 finally:
-                    os.close(fd)
+                    if opened:
+                        os.close(fd)
             except OSError as exc:  # no process was made: it is empty
-                rmdir_empty(cg)
+                self.drop(cg)
                 error = f"cannot enter {cg}: {exc}"
             return self.start(argv, env, None, out, self.devnull, None), None, error
         except BaseException:
-            rmdir_empty(cg)
+            self.drop(cg)
             raise
         finally:
             os.close(out)
+
+    def start_plain_into(
+        self, argv: list[str], env: dict[str, str], cwd: str | None, log: str, cg: str
+    ) -> tuple[int, str | None, str | None]:
+        """A command of the daemon's own user in its cgroup, born there by ``clone3`` in
+        the launcher's words (spawnsys.Native: no ``exec`` of the launcher), not with the
+        helper stepping into the cgroup and out around a ``posix_spawn`` (two writes of
+        ``cgroup.procs``, each a migration: ~45 µs of the helper's CPU per start, issue
+        17, docs/benchmarks.md "Cgroup pool"). As :meth:`start` would: the program is
+        looked up on the job's ``PATH`` first (not found: the same error, no process
+        made) and the directory is entered by the helper (the same user); the command's
+        words are unchanged."""
+        assert self.native is not None
+        try:
+            resolve(argv[0], env)
+            if cwd is not None:
+                os.chdir(cwd)
+        except BaseException:
+            self.drop(cg)
+            raise
+        return self.start_into([*self.native.own_words(), *argv], env, log, cg)
 
     def start_limited(
         self, argv: list[str], env: dict[str, str], log: str, cg: str, nice: int | None
@@ -331,11 +406,12 @@ class Helper:
         ungated = [*argv[:7], "", *argv[8:]]
         out = self.open_log(log)
         try:
-            fd = os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd, opened = self.dir_fd(cg)
             try:
                 pid = self.start(ungated, env, None, out, self.devnull, None, fd, nice)
             finally:
-                os.close(fd)
+                if opened:
+                    os.close(fd)
         except Refused:
             raise
         except OSError:
@@ -344,16 +420,31 @@ class Helper:
             os.close(out)
         return pid, cg, None
 
+    def dir_fd(self, cg: str) -> tuple[int, bool]:
+        """``cg``'s directory, open for ``clone3``, and whether it was opened here (to be
+        closed): a slot's is held open by the pool."""
+        fd = None if self.pool is None else self.pool.dir_fd(cg)
+        if fd is not None:
+            return fd, False
+        return os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), True
+
+    def drop(self, cg: str) -> None:
+        """Remove ``cg``, in which no process ran (a start failed): a slot leaves the pool."""
+        if self.pool is not None:
+            self.pool.discard(cg)
+        else:
+            rmdir_empty(cg)
+
     def step_in(self, cg: str) -> tuple[bool, str | None]:
         """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
         (the command then starts outside it; its tree is found in ``/proc``)."""
         if self.home is None:
-            rmdir_empty(cg)
+            self.drop(cg)
             return False, "the spawn helper's own cgroup is unknown"
         try:
             write_bytes(os.path.join(cg, "cgroup.procs"), self.me)
         except OSError as exc:
-            rmdir_empty(cg)
+            self.drop(cg)
             return False, f"cannot enter {cg}: {exc}"
         return True, None
 
@@ -412,8 +503,9 @@ class Helper:
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
-        A command's cgroup is removed first if its exit left it empty (the report says
-        so; one left populated is the daemon's to kill and remove)."""
+        A command's cgroup is removed first if its exit left it empty, or kept for the
+        daemon's hand-back if it is a slot of the pool (the report says which; one left
+        populated is the daemon's to kill and remove)."""
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -424,53 +516,12 @@ class Helper:
             pid = info.si_pid
             if pid in self.children:
                 cg, log = self.children.pop(pid)
-                removed = cg is not None and rmdir_empty(cg)
+                kept = None if cg is None or self.pool is None else self.pool.exited(cg)
+                removed = kept is None and cg is not None and rmdir_empty(cg)
                 code = returncode(info.si_code, info.si_status)
-                self.send(("exit", pid, code, removed, *log_end(log)))
+                self.send(("exit", pid, code, removed, *log_end(log), bool(kept)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-
-
-def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
-    """``items`` as marshal-ed lists of at most about ``limit`` bytes each (one item
-    alone may be larger, up to :data:`MAX_MESSAGE`), in order. A pass's answers nearly
-    always fit one message: then each is marshal-ed once, not once to size it and again."""
-    whole = marshal.dumps(items)
-    if len(whole) <= limit:
-        return [whole]
-    out: list[bytes] = []
-    group: list[Any] = []
-    size = 0
-    for item in items:
-        one = len(marshal.dumps(item))
-        if group and size + one > limit:
-            out.append(marshal.dumps(group))
-            group, size = [], 0
-        group.append(item)
-        size += one
-    if group:
-        out.append(marshal.dumps(group))
-    return out
-
-
-def recv(sock: socket.socket) -> tuple[bytes, list[int]]:
-    """One message and the descriptors that came with it (close-on-exec at once: a
-    command must never inherit another's gate)."""
-    data, anc, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(16), socket.MSG_CMSG_CLOEXEC)
-    fds: list[int] = []
-    for level, kind, body in anc:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(body) - len(body) % 4
-            fds.extend(int.from_bytes(body[i : i + 4], sys.byteorder) for i in range(0, usable, 4))
-    return data, fds
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
 
 
 def main(argv: list[str]) -> int:
@@ -485,7 +536,8 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(fd, False)
     home = own_cgroup_procs()
     native = load_native(argv[4] if len(argv) > 4 else "", home and os.path.dirname(home))
-    Helper(sock, native).serve()
+    kind, _, prefix = (argv[5] if len(argv) > 5 else "").partition(":")
+    Helper(sock, native, Pool(prefix) if kind == POOL and prefix else None).serve()
     return 0
 
 

@@ -1,5 +1,6 @@
 """The spawn helper's system work (engine/spawner.py), apart from its loop: privilege
-drops, the attempt's cgroup, the gate, start times and the log's end at an exit.
+drops, the attempt's cgroup, the gate, start times, the log's end at an exit, and the
+socket's messages.
 
 Like the helper, it imports nothing of jobctl (the helper is a small process: the
 standard library and these two modules).
@@ -13,10 +14,14 @@ import errno
 import marshal
 import os
 import signal
+import socket
 import stat
+import sys
 import time
 from typing import Any
 
+#: Largest message either side sends (a job's payload is at most 64 KiB).
+MAX_MESSAGE = 1 << 20
 #: Bytes of the log's end an exit report carries (engine/process.py ``TAIL_BYTES``).
 TAIL_BYTES = 4096
 PR_SET_CHILD_SUBREAPER = 36
@@ -328,6 +333,11 @@ class Native:
                                   ctypes.POINTER(ctypes.c_int), ticks]  # fmt: skip
             self.into.restype = ctypes.c_int
 
+    def own_words(self) -> list[str]:
+        """The launcher's words for a command of the helper's own user, in the directory
+        the helper is in, with nothing else to set (``jobctl_spawn`` runs the rest)."""
+        return [self.launcher, "-", "-", "-", ".", "", "", "", "--"]
+
     def takes(self, argv: list[str]) -> bool:
         """Whether ``argv`` is the launcher's (and not held at a gate)."""
         return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"
@@ -415,3 +425,45 @@ def _true_starts(native: Native, cgroup: str | None) -> bool:
         os.close(null)
         if fd >= 0:
             os.close(fd)
+
+
+def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:
+    """``items`` as marshal-ed lists of at most about ``limit`` bytes each (one item
+    alone may be larger, up to :data:`MAX_MESSAGE`), in order. A pass's answers nearly
+    always fit one message: then each is marshal-ed once, not once to size it and again."""
+    whole = marshal.dumps(items)
+    if len(whole) <= limit:
+        return [whole]
+    out: list[bytes] = []
+    group: list[Any] = []
+    size = 0
+    for item in items:
+        one = len(marshal.dumps(item))
+        if group and size + one > limit:
+            out.append(marshal.dumps(group))
+            group, size = [], 0
+        group.append(item)
+        size += one
+    if group:
+        out.append(marshal.dumps(group))
+    return out
+
+
+def recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One message and the descriptors that came with it (close-on-exec at once: a
+    command must never inherit another's gate)."""
+    data, anc, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(16), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, body in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(body) - len(body) % 4
+            fds.extend(int.from_bytes(body[i : i + 4], sys.byteorder) for i in range(0, usable, 4))
+    return data, fds
+
+
+def drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

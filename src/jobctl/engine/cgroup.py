@@ -4,8 +4,9 @@ A command may leave its process group (``setsid``, a double fork): its group no 
 names all of it. A cgroup does: every process a command starts stays in the command's
 cgroup, whatever it does with sessions and groups. The daemon makes one per attempt
 where it may (:func:`detect`), moves the command into it before the command runs
-(engine/process.py holds the command at a gate until then), stops the tree through it
-and removes it when the attempt ends.
+(until then the command waits at a gate: the trampoline of engine/commandline.py or the
+launcher, engine/launch.c), stops the tree through it and removes it when the attempt
+ends.
 
 Interface, for the stop paths and for resource limits (``memory.max``, ``cpu.max``)
 written on the same directory later::
@@ -221,7 +222,8 @@ def _enter(cg: Cgroup, pid: int, gate: int, slot: threading.Semaphore | None = N
 
 def open_gate(gate: int) -> None:
     """Let a command held at its gate go: one line, then the pipe is closed (closed
-    without the line, the trampoline ends without running the command: engine/process.py)."""
+    without the line, the trampoline ends without running the command:
+    engine/commandline.py)."""
     with contextlib.suppress(OSError):  # it is gone already: nothing to let go
         os.write(gate, b"\n")
     os.close(gate)

@@ -4,30 +4,12 @@ Why a separate process: starting a command from the daemon meant ``Popen`` on th
 loop, ~300 µs of the loop's time per command, and for a root daemon running a command as
 another user a full ``fork`` of a large process (CPython cannot use ``vfork`` when the
 child changes its credentials). This helper is started by the daemon at start-up with
-nothing but the standard library loaded (a few MB), so:
-
-* commands of the daemon's own user start with ``os.posix_spawn`` (``vfork``: the cost
-  does not grow with any process's size), one exec, the helper entering the working
-  directory first (it is the same user, so it enters it as the owner would);
-* commands that change user start the same way through the start-up launcher the daemon
-  puts in front of them (engine/launch.c: the owner's groups, group and user, then the
-  directory entered as the owner, one small ``exec``); without one, through util-linux
-  ``setpriv`` and the trampoline (engine/process.py) that enters the directory as the
-  owner; without ``setpriv``, with a ``fork`` of this small process whose child drops
-  the same way before it runs the trampoline;
-* the attempt's log is created and opened here, off the daemon;
-* the attempt's cgroup is made here (its limits written) and removed here when the
-  command's exit leaves it empty: the daemon reads no file and hands nothing to a thread
-  for any of it (issue 17: those hops cost the daemon more CPU than the start itself). A
-  command without limits or niceness is *born* in it (``clone3`` into it with the
-  launcher's library, else the helper steps into the cgroup for the spawn and back out);
-  one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
-  is in the cgroup, except with ``clone3``: born in it, its niceness set in the child;
-* a request that names the launcher runs the launcher's code in a ``vfork`` child of the
-  helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
-* the start time is the boot clock's tick around the spawn (``/proc`` read only when the
-  spawn straddled a tick);
-* the daemon only sends a request and reads answers: the exec waits happen here.
+nothing but the standard library loaded (a few MB), so the daemon only sends a request
+and reads answers: the exec waits, the log's ``open``, the cgroup's files and the start
+time's reading happen here. How a command is started (``posix_spawn``, the launcher or
+its library, ``setpriv`` and the trampoline, a ``fork``; at its gate or born in its
+cgroup) is :class:`Starter`'s (engine/spawnstart.py), which :class:`Helper` is; this
+module is the helper's loop and protocol.
 
 Protocol (``SOCK_SEQPACKET`` socketpair; each message a ``marshal``-ed list of the tuples
 below: the requests of one turn of the daemon's loop, the answers and exits of one pass of
@@ -54,10 +36,11 @@ hands back only what was reported kept.
 ``gate``: the command (the launcher or trampoline) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
 move into ``cgroup`` (made here, ``limit files`` written first). A gate closed without
-that line (the helper died in between) makes the trampoline end with :data:`GATE_SHUT`,
-never run the command without its limits. ``kind`` ``refused``: a limit could not be
-applied (the daemon's ``StartRefused``). A cgroup that could not be made or entered when
-the job has no limits in it is reported as ``error`` (its tree is found in ``/proc``).
+that line (the helper died in between) makes the trampoline end with ``GATE_SHUT``
+(engine/commandline.py), never run the command without its limits. ``kind``
+``refused``: a limit could not be applied (the daemon's ``StartRefused``). A cgroup that
+could not be made or entered when the job has no limits in it is reported as ``error``
+(its tree is found in ``/proc``).
 No ``gate`` with a ``cgroup``: the command is born in it (the helper is inside it only for
 the ``posix_spawn``; if it cannot step back out it ends, never to start another attempt's
 command there).
@@ -91,13 +74,13 @@ import sys
 from typing import Any
 
 from jobctl.engine.cgpool import Pool
+from jobctl.engine.spawnstart import Starter
 from jobctl.engine.spawnsys import (
     MAX_MESSAGE,
     SETPRIV,
     TAIL_BYTES,
     Native,
     Refused,
-    boot_ticks,
     chunks,
     drain,
     drop_argv,
@@ -105,18 +88,13 @@ from jobctl.engine.spawnsys import (
     fork_exec,
     load_native,
     log_end,
-    make_cgroup,
-    open_gate,
     own_cgroup_procs,
-    posix_spawn,
     recv,
-    release,
     resolve,
     returncode,
     rmdir_empty,
     set_subreaper,
     start_time,
-    write_bytes,
 )
 
 #: Re-exported: tests, benchmarks and spawnclient know these as spawner.*.
@@ -136,32 +114,20 @@ __all__ = [
 
 #: The pool protocol's version: ``POOL:PREFIX`` as the sixth argument turns the pool on.
 POOL = "pool1"
-_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class Helper:
-    """The helper's side: read requests, start commands, report starts and exits."""
+class Helper(Starter):
+    """The helper's side: read requests, start commands (:class:`Starter`), report
+    starts and exits."""
 
     def __init__(
         self, sock: socket.socket, native: Native | None = None, pool: Pool | None = None
     ) -> None:
+        super().__init__(native, pool)
         self.sock = sock
-        #: Starts the launcher's requests without its exec (spawnsys.Native), or None.
-        self.native = native
-        #: Where attempts' cgroups come from (engine/cgpool.py); None: one made per attempt.
-        self.pool = pool
         #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
         self.children: dict[int, tuple[str | None, str]] = {}
-        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        self.made_dirs: set[str] = set()
         self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
-        #: The helper's own cgroup (``cgroup.procs`` of it), where it steps back to after
-        #: starting a command inside an attempt's cgroup; None: not found.
-        self.home = own_cgroup_procs()
-        self.me = str(os.getpid()).encode()
-        #: Clock ticks since boot at the last start, when the start fell within one tick
-        #: (its start time, known without reading ``/proc``); None: read it.
-        self.born: int | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         self.out.append(message)
@@ -236,270 +202,6 @@ class Helper:
         self.children[pid] = (cg, log)
         born = self.born if self.born is not None else start_time(pid)
         self.send(("started", rid, pid, born, cg, error))
-
-    def start_gated(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        log: str,
-        creds: tuple[int, int, list[int]] | None,
-        gate: bool,
-        cg: str | None,
-        files: dict[str, str],
-        nice: int | None,
-    ) -> tuple[int, str | None, str | None]:
-        """Start the command held at its gate (when it has one), set its niceness, move
-        it into its cgroup, let it go; without a gate, start it in its cgroup from birth
-        (:meth:`start_inside`). Returns (pid, cgroup it is in, why none)."""
-        cg, error = self.make(cg, files)
-        if not gate:
-            return self.start_inside(argv, env, cwd, log, creds, cg, error)
-        if cg is not None and self.native is not None and self.native.takes_gated(argv):
-            try:
-                done = self.start_limited(argv, env, log, cg, nice)
-            except BaseException:
-                self.drop(cg)
-                raise
-            if done is not None:
-                return done
-        held = os.pipe2(os.O_CLOEXEC)
-        try:
-            out = self.open_log(log)
-            try:
-                pid = self.start(argv, env, cwd, out, held[0], creds)
-            finally:
-                os.close(out)
-        except BaseException:
-            if cg is not None:
-                self.drop(cg)
-            os.close(held[1])
-            raise
-        finally:
-            os.close(held[0])
-        return self.let_go(pid, held[1], cg, error, nice)
-
-    def let_go(
-        self, pid: int, gate: int, cg: str | None, error: str | None, nice: int | None
-    ) -> tuple[int, str | None, str | None]:
-        """Set the niceness of the command held at ``gate``, move it into ``cg``, open
-        the gate (spawnsys.release); a cgroup it could not enter is removed."""
-        try:
-            moved, error = release(pid, cg, error, nice)
-        except Refused:
-            if cg is not None:
-                self.drop(cg)  # removed already; a slot leaves the pool
-            raise
-        finally:
-            open_gate(gate)  # after a refusal the command is killed already
-        if cg is not None and moved is None:
-            self.drop(cg)
-        return pid, moved, error
-
-    def make(self, cg: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
-        """The attempt's cgroup (asked for: ``cg``): a slot of the pool, else (no pool, or
-        it is full) ``cg`` made here (spawnsys.make_cgroup); (None, why) without one;
-        raises Refused."""
-        if self.pool is not None and cg is not None and self.pool.has_room():
-            return self.pool.take(files)
-        return make_cgroup(cg, files)
-
-    def start_inside(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        log: str,
-        creds: tuple[int, int, list[int]] | None,
-        cg: str | None,
-        error: str | None,
-    ) -> tuple[int, str | None, str | None]:
-        """Start the command in its cgroup (no limits, no niceness: no gate). A process
-        starts in its parent's cgroup, so the helper steps into the attempt's for the
-        ``posix_spawn`` and back out: the command is in it before it runs, with no gate,
-        no trampoline ``exec`` and no move of the command (issue 17). Limits keep the
-        gate: the helper is never inside a cgroup whose limits could stop or kill it."""
-        native = self.native
-        if cg is not None and native is not None and native.into:
-            if native.takes(argv):
-                return self.start_into(argv, env, log, cg)
-            if creds is None:
-                return self.start_plain_into(argv, env, cwd, log, cg)
-        inside = False
-        try:
-            out = self.open_log(log)
-            try:
-                if cg is not None:
-                    inside, error = self.step_in(cg)
-                try:
-                    pid = self.start(argv, env, cwd, out, self.devnull, creds)
-                finally:
-                    if inside:
-                        self.step_out(str(cg))
-            finally:
-                os.close(out)
-        except BaseException:
-            if cg is not None:
-                self.drop(cg)
-            raise
-        return pid, (cg if inside else None), error
-
-    def start_into(
-        self, argv: list[str], env: dict[str, str], log: str, cg: str
-    ) -> tuple[int, str | None, str | None]:
-        """:meth:`start_inside` with ``clone3`` into the cgroup (spawnsys.Native): the
-        command is born in it and the helper never enters it (no ``cgroup.procs`` write
-        in, none out). A cgroup the kernel will not start it in is removed and the
-        command starts outside it, its error reported (as :meth:`step_in`'s)."""
-        try:
-            out = self.open_log(log)
-        except BaseException:
-            self.drop(cg)
-            raise
-        try:
-            try:
-                fd, opened = self.dir_fd(cg)
-                try:
-                    return self.start(argv, env, None, out, self.devnull, None, fd), cg, None
-                finally:
-                    if opened:
-                        os.close(fd)
-            except OSError as exc:  # no process was made: it is empty
-                self.drop(cg)
-                error = f"cannot enter {cg}: {exc}"
-            return self.start(argv, env, None, out, self.devnull, None), None, error
-        except BaseException:
-            self.drop(cg)
-            raise
-        finally:
-            os.close(out)
-
-    def start_plain_into(
-        self, argv: list[str], env: dict[str, str], cwd: str | None, log: str, cg: str
-    ) -> tuple[int, str | None, str | None]:
-        """A command of the daemon's own user in its cgroup, born there by ``clone3`` in
-        the launcher's words (spawnsys.Native: no ``exec`` of the launcher), not with the
-        helper stepping into the cgroup and out around a ``posix_spawn`` (two writes of
-        ``cgroup.procs``, each a migration: ~45 µs of the helper's CPU per start, issue
-        17, docs/benchmarks.md "Cgroup pool"). As :meth:`start` would: the program is
-        looked up on the job's ``PATH`` first (not found: the same error, no process
-        made) and the directory is entered by the helper (the same user); the command's
-        words are unchanged."""
-        assert self.native is not None
-        try:
-            resolve(argv[0], env)
-            if cwd is not None:
-                os.chdir(cwd)
-        except BaseException:
-            self.drop(cg)
-            raise
-        return self.start_into([*self.native.own_words(), *argv], env, log, cg)
-
-    def start_limited(
-        self, argv: list[str], env: dict[str, str], log: str, cg: str, nice: int | None
-    ) -> tuple[int, str | None, str | None] | None:
-        """A command with limits or a niceness, without its gate: born in its cgroup by
-        ``clone3`` (the limit files are written already), its niceness set in the child
-        before the drop (spawnsys.Native): no gate, no launcher ``exec``, no move. None:
-        the kernel would not start it there (it takes the gate's way); raises
-        :class:`Refused` when the niceness could not be set (nothing ran)."""
-        ungated = [*argv[:7], "", *argv[8:]]
-        out = self.open_log(log)
-        try:
-            fd, opened = self.dir_fd(cg)
-            try:
-                pid = self.start(ungated, env, None, out, self.devnull, None, fd, nice)
-            finally:
-                if opened:
-                    os.close(fd)
-        except Refused:
-            raise
-        except OSError:
-            return None
-        finally:
-            os.close(out)
-        return pid, cg, None
-
-    def dir_fd(self, cg: str) -> tuple[int, bool]:
-        """``cg``'s directory, open for ``clone3``, and whether it was opened here (to be
-        closed): a slot's is held open by the pool."""
-        fd = None if self.pool is None else self.pool.dir_fd(cg)
-        if fd is not None:
-            return fd, False
-        return os.open(cg, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), True
-
-    def drop(self, cg: str) -> None:
-        """Remove ``cg``, in which no process ran (a start failed): a slot leaves the pool."""
-        if self.pool is not None:
-            self.pool.discard(cg)
-        else:
-            rmdir_empty(cg)
-
-    def step_in(self, cg: str) -> tuple[bool, str | None]:
-        """Move the helper into ``cg``: (True, None), or (False, why) with ``cg`` removed
-        (the command then starts outside it; its tree is found in ``/proc``)."""
-        if self.home is None:
-            self.drop(cg)
-            return False, "the spawn helper's own cgroup is unknown"
-        try:
-            write_bytes(os.path.join(cg, "cgroup.procs"), self.me)
-        except OSError as exc:
-            self.drop(cg)
-            return False, f"cannot enter {cg}: {exc}"
-        return True, None
-
-    def step_out(self, cg: str) -> None:
-        """Back to the helper's own cgroup. Failing that, the helper ends (the daemon
-        starts a new one): it must never start a command in another attempt's cgroup."""
-        assert self.home is not None
-        try:
-            write_bytes(self.home, self.me)
-        except OSError as exc:
-            raise SystemExit(f"jobctl spawn helper: cannot leave {cg}: {exc}") from exc
-
-    def open_log(self, path: str) -> int:
-        """Create (0600, never through a symlink) and open the attempt's log."""
-        folder = os.path.dirname(path)
-        if folder not in self.made_dirs:
-            os.makedirs(folder, 0o700, exist_ok=True)
-            self.made_dirs.add(folder)
-        try:
-            return os.open(path, _LOG_FLAGS, 0o600)
-        except FileNotFoundError:  # the directory was removed meanwhile
-            os.makedirs(folder, 0o700, exist_ok=True)
-            return os.open(path, _LOG_FLAGS, 0o600)
-
-    def start(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        out: int,
-        stdin: int,
-        creds: tuple[int, int, list[int]] | None,
-        cgroup: int = -1,
-        nice: int | None = None,
-    ) -> int:
-        """Start the command; ``cgroup`` and ``nice`` (a launcher request through
-        spawnsys.Native only): born in the cgroup whose directory it is open on, with
-        that niceness."""
-        if creds is not None:
-            if SETPRIV is None:
-                self.born = None
-                return fork_exec(argv, env, out, stdin, creds)
-            argv = [*drop_argv(SETPRIV, creds), *argv]
-        if self.native is not None and self.native.takes(argv):
-            # the library reads the clock around the child's birth, not its exec: a
-            # window of microseconds, so /proc is read almost never (launch.c)
-            pid = self.native.spawn(argv, env, stdin, out, cgroup, nice)
-            self.born = self.native.born
-            return pid
-        before, pid = posix_spawn(argv, env, cwd, out, stdin)
-        # The kernel stamped the child between the two readings: within one tick, that
-        # tick is its start time (no /proc read; across a tick boundary, spawn() reads it).
-        after = boot_ticks()
-        self.born = before if before == after else None
-        return pid
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.client import Client
-from tests.engine.test_systemd import SHIM, listener
+from tests.engine.test_systemd_activation import SHIM, listener
 from tests.integration.conftest import DaemonProc, daemon_env
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from jobctl.api.coalesce import HeldHead, coalescing
 from jobctl.api.worksignal import Hangup
 from jobctl.errors import DaemonLocked
 
@@ -141,8 +142,9 @@ class GilFreeWrites:
 class PeerCredProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
     in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, writes that leave the GIL
-    to other threads (:class:`GilFreeWrites`) and the connection bounds of a
-    :class:`Gate`: count per uid, header size and header time."""
+    to other threads (:class:`GilFreeWrites`), each answer in one write
+    (:mod:`jobctl.api.coalesce`) and the connection bounds of a :class:`Gate`: count per
+    uid, header size and header time."""
 
     def __init__(self, *args: Any, gate: Gate | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -158,13 +160,16 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._hangup = Hangup()
         #: Half-closed with a request in flight: its answer is written, then the close.
         self._answer_then_close = False
+        self._writer: HeldHead | None = None  # the request cycles' transport
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         if sock is None or sock.family != socket.AF_UNIX:
             super().connection_made(transport)
+            self._writer = HeldHead(self.transport)
             return
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
+        self._writer = HeldHead(self.transport)
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
         pid, uid, gid = _PEERCRED.unpack(raw)
         self.app_state = {
@@ -244,6 +249,12 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._header_started = None  # the timer, when it fires, finds nothing to time
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and self._writer is not None:
+            # a new request's cycle (not an upgrade's): its answer leaves in one write.
+            # Its task has not run yet, so run_asgi hands the app this send.
+            cycle.transport = self._writer  # type: ignore[assignment]
+            cycle.send = coalescing(cycle.send, self.scope["method"], self._writer)  # type: ignore[method-assign,assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

@@ -397,7 +397,11 @@ def make_server(
     app: Any,
     limits: ConnectionLimits | None = None,
     is_admin: Callable[[int], bool] | None = None,
+    fast_path: bool = True,
 ) -> Server:
+    """``fast_path``: answer a plain ``POST /v1/jobs`` without ASGI when the app offers it
+    (``app.fast_enqueue``, :mod:`jobctl.api.fastproto`); off, it goes through ASGI (the
+    differential test compares the two)."""
     limits = limits or ConnectionLimits()
     gate = Gate(limits, is_admin=is_admin)
     if gate.total_cap < limits.total:
@@ -407,7 +411,7 @@ def make_server(
             gate.total_cap,
             json.dumps("half the open-file limit"),
         )
-    fast = getattr(app, "fast_enqueue", None)
+    fast = getattr(app, "fast_enqueue", None) if fast_path else None
     config = uvicorn.Config(
         app,
         http=functools.partial(PeerCredProtocol, gate=gate, fast=fast),  # type: ignore[arg-type]

@@ -315,3 +315,43 @@ async def test_each_answer_leaves_in_one_write(
                 assert writes[0].startswith(b"HTTP/1.1 ") and writes[0].endswith(
                     orjson.dumps(answer[2])
                 )
+
+
+async def test_shutdown_drains_an_enqueue_in_flight_alike(
+    tmp_path: Path, sqlite_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shutdown while an enqueue waits for its commit: the answer still comes (with
+    ``connection: close``), then the connection closes, by both paths."""
+    access = Access(tmp_path / "jobctl.allow", tmp_path / "jobctl.deny")
+    answers = []
+    for fast_path in (True, False):
+        d = Daemon(tmp_path / str(fast_path), sqlite_template, fast_path, access)
+        entered, release = asyncio.Event(), asyncio.Event()
+        real = d.astore.insert
+
+        async def held(
+            specs: Any, real: Any = real, entered: Any = entered, release: Any = release
+        ) -> Any:
+            entered.set()
+            await release.wait()
+            return await real(specs)
+
+        monkeypatch.setattr(d.astore, "insert", held)
+        async with d.running():
+            pending = asyncio.create_task(d.exchange(post(js(FAR)), 1))
+            await entered.wait()
+            d.server.should_exit = True  # uvicorn's shutdown begins at its next tick
+            while not _told_to_close(d):
+                await asyncio.sleep(0.01)  # until it has told the connection to close
+            release.set()
+            (answer,), closed = await pending
+            assert closed and answer[0] == 201
+            answers.append(_comparable(answer))
+        assert d.fast_served == int(fast_path)
+    assert answers[0] == answers[1] and ("connection", "close") in answers[0][1]
+
+
+def _told_to_close(d: Daemon) -> bool:
+    """Whether the server's shutdown has told its connection's cycle not to keep alive."""
+    cycles = [getattr(c, "cycle", None) for c in d.server.server_state.connections]
+    return bool(cycles) and all(c is not None and not c.keep_alive for c in cycles)

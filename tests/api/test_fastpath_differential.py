@@ -27,8 +27,10 @@ from typing import Any
 import orjson
 import pytest
 
+from jobctl import errors
 from jobctl.access import Access
 from jobctl.api import fast
+from jobctl.api.admission import Admission
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import bind_socket, make_server
 from jobctl.domain.clock import FakeClock
@@ -85,7 +87,9 @@ MATRIX: list[tuple[str, bytes, int]] = [
 class Daemon:
     """A real server on a Unix socket over its own store; ``fast``: the fast path on."""
 
-    def __init__(self, tmp: Path, template: Path, fast_path: bool, access: Access) -> None:
+    def __init__(
+        self, tmp: Path, template: Path, fast_path: bool, access: Access, **hooks: Any
+    ) -> None:
         tmp.mkdir(mode=0o755, exist_ok=True)
         self.clock = FakeClock(T0)
         name = "fast" if fast_path else "asgi"
@@ -93,7 +97,7 @@ class Daemon:
             migrated(template, tmp / f"{name}.db"), self.clock, random.Random(1)
         )
         self.astore = AsyncStore(self.store, threads=2)
-        self.app = create_app(self.astore, Hooks(access=access))
+        self.app = create_app(self.astore, Hooks(access=access, **hooks))
         self.fast_served = 0
         if fast_path:
             inner = self.app.fast_enqueue
@@ -355,3 +359,32 @@ def _told_to_close(d: Daemon) -> bool:
     """Whether the server's shutdown has told its connection's cycle not to keep alive."""
     cycles = [getattr(c, "cycle", None) for c in d.server.server_state.connections]
     return bool(cycles) and all(c is not None and not c.keep_alive for c in cycles)
+
+
+class FullDisk:
+    """The disk guard's part (:class:`jobctl.api.admission.DiskFloor`) when the free space
+    is below the floor: what makes the API refuse new work with 503 and Retry-After."""
+
+    def check(self, now: Any = None) -> None:
+        raise errors.StorageFull("free space below the floor", retry_after=2.5)
+
+    def info(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+async def test_a_refusal_for_now_carries_the_same_retry_after(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    access = Access(tmp_path / "jobctl.allow", tmp_path / "jobctl.deny")
+    admission = Admission(disk=FullDisk())
+    pair = [
+        Daemon(tmp_path / k, sqlite_template, k == "f", access, admission=admission) for k in "fa"
+    ]
+    async with pair[0].running(), pair[1].running():
+        got = [(await d.exchange(post(js(FAR)), 1))[0][0] for d in pair]
+    assert got[0][0] == 503 and ("retry-after", "3") in got[0][1]
+    assert got[0][2]["error"]["code"] == "storage_full"
+    assert _comparable(got[0]) == _comparable(got[1]) and pair[0].fast_served == 1

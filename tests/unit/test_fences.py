@@ -73,6 +73,48 @@ def test_uvicorn_http_protocol_still_has_what_peer_cred_protocol_overrides() -> 
         assert httptools_impl.STATUS_LINE[status].startswith(f"HTTP/1.1 {status} ".encode())
 
 
+def test_uvicorn_request_cycle_still_has_what_the_fast_path_uses() -> None:
+    """``api/fastproto.py``'s ``FastCycle`` subclasses uvicorn's ``RequestResponseCycle``
+    (built as its protocol builds one, started with its ``_start_asgi_task``), and
+    ``api/coalesce.py`` replaces a cycle's ``transport`` and ``send``."""
+    from uvicorn.protocols.http import httptools_impl
+
+    from jobctl.api.fastproto import FastCycle
+
+    cycle = httptools_impl.RequestResponseCycle
+    params = list(inspect.signature(cycle.__init__).parameters)
+    assert params == [
+        "self",
+        "scope",
+        "transport",
+        "flow",
+        "logger",
+        "access_logger",
+        "access_log",
+        "default_headers",
+        "message_event",
+        "expect_100_continue",
+        "keep_alive",
+        "on_response",
+    ], f"uvicorn's RequestResponseCycle.__init__ is now {params}"
+    assert set(vars(FastCycle)) >= {"run_asgi"}
+    for name in ("run_asgi", "send", "receive", "send_500_response"):
+        assert inspect.iscoroutinefunction(getattr(cycle, name)), name
+    start = list(inspect.signature(httptools_impl.HttpToolsProtocol._start_asgi_task).parameters)
+    assert start == ["self", "cycle", "app"], f"its _start_asgi_task is now {start}"
+    source = inspect.getsource(cycle)
+    for used in (
+        "self.body",
+        "self.more_body",
+        "self.disconnected",
+        "self.response_complete",
+        "self.default_headers",
+        "self.transport.write",
+        "self.send",
+    ):
+        assert used in source, f"RequestResponseCycle no longer uses {used}"
+
+
 async def test_uvicorn_http_protocol_serves_peer_cred_protocol_on_a_real_socket() -> None:
     """Its ``__init__`` keeps ``app_state``, ``loop`` and ``transport``, and a connection
     made through it carries the peer's uid, as the daemon's requests rely on."""

@@ -30,6 +30,7 @@ from jobctl.api import errors as api_errors
 from jobctl.api import fast, logfile, pages, policy
 from jobctl.api.admission import Admission
 from jobctl.api.effective import effective_out
+from jobctl.api.fastproto import FastEnqueue
 from jobctl.api.middleware import AuditMiddleware
 from jobctl.api.schemas import EnqueueBody
 from jobctl.api.views import attempt_out, job_out, queue_out
@@ -472,8 +473,9 @@ def create_app(
     ctx: Context = app.state.ctx
     # outermost: request ids, the audit trail and 500s see every request, fast path too;
     # inside it the gate decides who may do what and marks its decision in the scope
-    return AuditMiddleware(
-        policy.Gate(fast.EnqueueFront(app, routes), ctx.hooks.access),
-        store.store,
-        store.clock,
-    )
+    front = fast.EnqueueFront(app, routes)
+    gate = policy.Gate(front, ctx.hooks.access)
+    audited = AuditMiddleware(gate, store.store, store.clock)
+    # the server answers a plain POST /v1/jobs with these same layers, without ASGI
+    audited.fast_enqueue = FastEnqueue(audited, gate, front)
+    return audited

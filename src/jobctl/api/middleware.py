@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -41,6 +42,9 @@ log = logging.getLogger("jobctl.api")
 audit_log = logging.getLogger("jobctl.audit")
 #: Bodies read back for their error code (or a new id) at most this long.
 MAX_PEEK = 64 * 1024
+#: A whole answer: status, headers (all but uvicorn's own), body.
+Whole = tuple[int, list[tuple[bytes, bytes]], bytes]
+WholeAnswer = Callable[[Scope], Awaitable[Whole]]
 
 
 class RequestIds:
@@ -76,6 +80,9 @@ class AuditMiddleware:
         self._store = store
         self._clock = clock
         self._new_id = RequestIds()
+        #: What the server answers ``POST /v1/jobs`` with, without ASGI (``create_app``
+        #: sets it: :class:`jobctl.api.fastproto.FastEnqueue`); None: ASGI only.
+        self.fast_enqueue: Any = None
 
     def __getattr__(self, name: str) -> Any:  # state, openapi(), routes… are the app's
         return getattr(self.app, name)
@@ -84,9 +91,7 @@ class AuditMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        ex = _Exchange(self._new_id())
-        state = scope.setdefault("state", {})
-        state["request_id"] = ex.request_id
+        ex = self._begin(scope)
         failure: Exception | None = None
         try:
             await self.app(scope, receive, self._sender(scope, ex, send))
@@ -98,8 +103,39 @@ class AuditMiddleware:
                 ex.status, ex.started = 500, True
                 ex.held.append({"type": "http.response.start", "status": 500, "headers": []})
                 await _send_rewritten(send, ex)
+        self._end(scope, ex, failure)
+
+    async def serve(self, scope: Scope, answer: WholeAnswer) -> Whole:
+        """What :meth:`__call__` does around the app, for an app that makes its answer
+        whole (the server's enqueue fast path, :mod:`jobctl.api.fastproto`): the same
+        request id and header, 500 and audit record. Returns (status, headers, body)."""
+        ex = self._begin(scope)
+        failure: Exception | None = None
+        try:
+            status, headers, data = await answer(scope)
+            ex.status, ex.started = status, True
+            if status >= 400 or _wants_target(scope):
+                ex.peek += data
+            if status == 500:
+                headers, data = _rewritten(headers, ex)
+            else:
+                headers = [*headers, (b"x-request-id", ex.request_id.encode())]
+        except Exception as exc:
+            failure = exc
+            ex.status, ex.started = 500, True
+            headers, data = _rewritten([], ex)
+        self._end(scope, ex, failure)
+        return ex.status, headers, data
+
+    def _begin(self, scope: Scope) -> _Exchange:
+        ex = _Exchange(self._new_id())
+        scope.setdefault("state", {})["request_id"] = ex.request_id
+        return ex
+
+    def _end(self, scope: Scope, ex: _Exchange, failure: Exception | None) -> None:
         if ex.status == 500 or failure is not None:  # (a failure after a 200 began, too)
             _log_500(scope, ex, failure)
+        state = scope["state"]
         if scope["method"] not in READ_METHODS or state.get("denied") or ex.status == 403:
             self._record(scope, state, ex)
 
@@ -227,20 +263,29 @@ def _internal_body(original: Any, request_id: str) -> dict[str, Any]:
 async def _send_rewritten(send: Send, ex: _Exchange) -> None:
     """Send a held 500 with its body as :func:`_internal_body`."""
     start = ex.held.pop()
+    headers, data = _rewritten(start.get("headers", ()), ex)
+    await send({"type": "http.response.start", "status": 500, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _rewritten(
+    headers: Iterable[tuple[bytes, bytes]], ex: _Exchange
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A 500's headers and body (:func:`_internal_body`), from the app's headers and the
+    body it sent (``ex.peek``)."""
     data = orjson.dumps(_internal_body(_json(ex.peek), ex.request_id))
     ex.peek = bytearray(data)  # what the audit record reads the error code from
-    headers = [
+    kept = [
         (k, v)
-        for k, v in start.get("headers", ())
+        for k, v in headers
         if k.lower() not in (b"content-length", b"content-type", b"x-request-id")
     ]
-    headers += [
+    kept += [
         (b"content-type", b"application/json"),
         (b"content-length", b"%d" % len(data)),
         (b"x-request-id", ex.request_id.encode()),
     ]
-    await send({"type": "http.response.start", "status": 500, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    return kept, data
 
 
 def _log_500(scope: Scope, ex: _Exchange, failure: Exception | None) -> None:

@@ -262,6 +262,15 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        refused = self.refusal(scope)
+        if refused is not None:
+            await _forbidden(send, refused)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> str | None:
+        """Why the request is refused (a 403's message, the denial marked in its state),
+        or None: it may go on. The server's enqueue fast path asks here too."""
         caller = caller_of(scope, self.access)
         route = route_for(scope["method"], scope["path"])
         action = None if route is None else ROUTES[route]
@@ -275,15 +284,17 @@ class Gate:
             refused = f"only admins may {MEANING[action]}"  # type: ignore[index]
         if refused is not None:
             caller.state["denied"] = True
-            await _forbidden(send, refused)
-            return
-        await self.app(scope, receive, send)
+        return refused
+
+
+def forbidden_body(message: str) -> dict[str, Any]:
+    return {"error": {"code": Forbidden.code, "message": message}}
 
 
 async def _forbidden(send: Send, message: str) -> None:
     import orjson
 
-    body = orjson.dumps({"error": {"code": Forbidden.code, "message": message}})
+    body = orjson.dumps(forbidden_body(message))
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 403, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -35,6 +35,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from jobctl.api.coalesce import HeldHead, coalescing
+from jobctl.api.fastproto import FastCycle, FastEnqueue
 from jobctl.api.worksignal import Hangup
 from jobctl.errors import DaemonLocked
 
@@ -141,12 +143,17 @@ class GilFreeWrites:
 class PeerCredProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, plus the peer's uid, gid and pid (``SO_PEERCRED`` at accept)
     in ``request.state.peer_uid`` / ``peer_gid`` / ``peer_pid``, writes that leave the GIL
-    to other threads (:class:`GilFreeWrites`) and the connection bounds of a
-    :class:`Gate`: count per uid, header size and header time."""
+    to other threads (:class:`GilFreeWrites`), each answer in one write
+    (:mod:`jobctl.api.coalesce`) and the connection bounds of a :class:`Gate`: count per
+    uid, header size and header time."""
 
-    def __init__(self, *args: Any, gate: Gate | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, gate: Gate | None = None, fast: FastEnqueue | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._gate = gate
+        #: Answers a plain ``POST /v1/jobs`` without ASGI (:mod:`jobctl.api.fastproto`).
+        self._fast = fast
         self._counted: int | None = None  # the uid this connection counts against
         self._header_bytes = 0  # of the request whose headers are being read
         self._in_headers = True
@@ -158,13 +165,16 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._hangup = Hangup()
         #: Half-closed with a request in flight: its answer is written, then the close.
         self._answer_then_close = False
+        self._writer: HeldHead | None = None  # the request cycles' transport
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         if sock is None or sock.family != socket.AF_UNIX:
             super().connection_made(transport)
+            self._writer = HeldHead(self.transport)
             return
         super().connection_made(GilFreeWrites(transport, sock.fileno()))  # type: ignore[arg-type]
+        self._writer = HeldHead(self.transport)
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
         pid, uid, gid = _PEERCRED.unpack(raw)
         self.app_state = {
@@ -243,7 +253,54 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._in_headers = False
         self._header_bytes = 0
         self._header_started = None  # the timer, when it fires, finds nothing to time
+        if self._fast is not None and self._plain_enqueue():
+            self._start_fast(self._fast)
+            return
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and self._writer is not None:
+            # a new request's cycle (not an upgrade's): its answer leaves in one write.
+            # Its task has not run yet, so run_asgi hands the app this send.
+            cycle.transport = self._writer  # type: ignore[assignment]
+            cycle.send = coalescing(cycle.send, self.scope["method"], self._writer)  # type: ignore[method-assign,assignment]
+
+    def _plain_enqueue(self) -> bool:
+        """A ``POST /v1/jobs`` the fast path may answer: anything unusual about it, or
+        an answer still owed on the connection (pipelining), and it goes through ASGI."""
+        parser = self.parser
+        cycle = self.cycle
+        return (
+            self.url == b"/v1/jobs"
+            and parser.get_method() == b"POST"
+            and parser.get_http_version() == "1.1"
+            and not self.expect_100_continue
+            and not parser.should_upgrade()
+            and not self.access_log
+            and self.limit_concurrency is None
+            and (cycle is None or cycle.response_complete)
+        )
+
+    def _start_fast(self, fast: FastEnqueue) -> None:
+        """What uvicorn's ``on_headers_complete`` does, for a :class:`FastCycle`."""
+        scope = self.scope
+        scope["method"] = "POST"
+        scope["path"] = "/v1/jobs"
+        scope["raw_path"] = b"/v1/jobs"
+        scope["query_string"] = b""
+        self.cycle = FastCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=False,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=self.parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        self._start_asgi_task(self.cycle, fast)  # type: ignore[arg-type]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -340,7 +397,11 @@ def make_server(
     app: Any,
     limits: ConnectionLimits | None = None,
     is_admin: Callable[[int], bool] | None = None,
+    fast_path: bool = True,
 ) -> Server:
+    """``fast_path``: answer a plain ``POST /v1/jobs`` without ASGI when the app offers it
+    (``app.fast_enqueue``, :mod:`jobctl.api.fastproto`); off, it goes through ASGI (the
+    differential test compares the two)."""
     limits = limits or ConnectionLimits()
     gate = Gate(limits, is_admin=is_admin)
     if gate.total_cap < limits.total:
@@ -350,9 +411,10 @@ def make_server(
             gate.total_cap,
             json.dumps("half the open-file limit"),
         )
+    fast = getattr(app, "fast_enqueue", None) if fast_path else None
     config = uvicorn.Config(
         app,
-        http=functools.partial(PeerCredProtocol, gate=gate),  # type: ignore[arg-type]
+        http=functools.partial(PeerCredProtocol, gate=gate, fast=fast),  # type: ignore[arg-type]
         lifespan="off",
         access_log=False,
         log_config=None,

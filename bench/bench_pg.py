@@ -48,7 +48,7 @@ def run(R: Results, tmp: Path, sz: Sizes, only: set[str]) -> None:
             f"{backend}_{mode}": C.attempt(
                 f"enqueue {backend} {mode}", W.enqueue, tmp, sz, backend, mode
             )
-            for mode in ("single", "batch")
+            for mode in ("single", "batch", "client")
             for backend in ("sqlite", "pg")
         }
     if "2" in only:

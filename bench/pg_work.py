@@ -28,7 +28,9 @@ ENGINE = str(Path(__file__).resolve().parent / "pg_engine.py")
 
 
 def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
-    """bench_core's workload 1 against one daemon on ``backend`` (``sqlite``/``pg``)."""
+    """bench_core's workload 1 against one daemon on ``backend`` (``sqlite``/``pg``):
+    ``single``/``batch`` with the bench's lean HTTP client, ``client`` with the shipped
+    ``jobctl.client`` (what a Python producer pays: its CPU competes with the daemon's)."""
     per = sz.batch if mode == "batch" else 1
     job = {"command": ["true"], "run_at": FAR}
     body = json.dumps(job if per == 1 else [job] * per).encode()
@@ -40,10 +42,16 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
         try:
             sampler = CpuSampler(d.pid)
             pg = PgCpu(dsn) if dsn else None
-            res = C.run_clients(
-                C.jobctl_enqueue_client,
-                [(str(d.sock), body, per, warmup, sz.enqueue_seconds)] * sz.clients,
-            )
+            if mode == "client":  # the shipped jobctl.client, one job per call
+                res = C.run_clients(
+                    C.jobctl_client_enqueue_client,
+                    [(str(d.sock), job, warmup, sz.enqueue_seconds)] * sz.clients,
+                )
+            else:
+                res = C.run_clients(
+                    C.jobctl_enqueue_client,
+                    [(str(d.sock), body, per, warmup, sz.enqueue_seconds)] * sz.clients,
+                )
             sampler.stop()
             pg_cpu = pg.stop() if pg else 0.0
             s = _summarise_clients(res)

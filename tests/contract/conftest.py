@@ -20,8 +20,9 @@ import random
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -66,6 +67,34 @@ def pg_database(prefix: str) -> Iterator[str]:
     which take a URL), dropped afterwards; its name."""
     name = prefix + secrets.token_hex(4)
     yield from _pg_made("DATABASE", name, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def pg_store_schema(t0: datetime) -> Iterator[tuple[Any, str]]:
+    """A ``PostgresStore`` (its clock at ``t0``) on a schema of its own, and that schema's
+    name, for the tests that play a second daemon's transactions beside it
+    (:func:`second_conn`); a fixture yields from it."""
+    from jobctl.store.pg.store import PostgresStore
+
+    for schema in pg_schema():
+        store = PostgresStore(PG_DSN, FakeClock(t0), random.Random(5), schema=schema, pool_size=4)
+        try:
+            yield store, schema
+        finally:
+            store.close()
+
+
+def second_conn(schema: str, lock_timeout_ms: int) -> Any:
+    """A connection of its own (a second daemon's) in ``schema``, rows as dicts, whose
+    lock waits end after ``lock_timeout_ms`` (a deadlock test then fails, never hangs)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.rows import dict_row
+
+    conn = psycopg.connect(PG_DSN, row_factory=dict_row)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    conn.execute(f"SET lock_timeout = {lock_timeout_ms}")
+    conn.commit()
+    return conn
 
 
 def _pg_made(kind: str, name: str, drop: str) -> Iterator[str]:

@@ -25,13 +25,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.rows import dict_row
 
-from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, JobSpec
 from jobctl.domain.states import Outcome
-from tests.contract.conftest import PG_DSN, pg_schema
+from tests.contract.conftest import pg_store_schema, second_conn
 
 pytestmark = pytest.mark.postgres
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -43,22 +40,12 @@ OK = AttemptResult(Outcome.SUCCEEDED, 0)
 
 @pytest.fixture
 def env() -> Iterator[tuple[Any, str]]:
-    from jobctl.store.pg.store import PostgresStore
-
-    for schema in pg_schema():
-        store = PostgresStore(PG_DSN, FakeClock(T0), random.Random(5), schema=schema, pool_size=4)
-        try:
-            yield store, schema
-        finally:
-            store.close()
+    yield from pg_store_schema(T0)
 
 
 def _conn(schema: str) -> psycopg.Connection[dict[str, Any]]:
     """A connection of its own (a second daemon's), in the store's schema."""
-    conn = psycopg.connect(PG_DSN, row_factory=dict_row)
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-    conn.commit()
+    conn: psycopg.Connection[dict[str, Any]] = second_conn(schema, LOCK_TIMEOUT_MS)
     return conn
 
 

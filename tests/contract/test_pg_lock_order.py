@@ -19,7 +19,6 @@ thread: both must commit.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,14 +27,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.rows import dict_row
 
-from jobctl.domain.clock import FakeClock
 from jobctl.domain.dispatch import QueuePolicy
 from jobctl.domain.models import JobSpec, JobTemplate
 from jobctl.domain.schedule import Misfire, Overlap, Policy, ScheduleSpec, Timing
-from tests.contract.conftest import PG_DSN, pg_schema
+from tests.contract.conftest import pg_store_schema, second_conn
 
 pytestmark = pytest.mark.postgres
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -47,22 +43,12 @@ WAIT_S = LOCK_TIMEOUT_MS / 1000 + 5
 
 @pytest.fixture
 def env() -> Iterator[tuple[Any, str]]:
-    from jobctl.store.pg.store import PostgresStore
-
-    for schema in pg_schema():
-        store = PostgresStore(PG_DSN, FakeClock(T0), random.Random(5), schema=schema, pool_size=4)
-        try:
-            yield store, schema
-        finally:
-            store.close()
+    yield from pg_store_schema(T0)
 
 
 def _conn(schema: str) -> psycopg.Connection[dict[str, Any]]:
     """A connection of its own (a second daemon's), in the store's schema."""
-    conn = psycopg.connect(PG_DSN, row_factory=dict_row)
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-    conn.commit()
+    conn: psycopg.Connection[dict[str, Any]] = second_conn(schema, LOCK_TIMEOUT_MS)
     return conn
 
 

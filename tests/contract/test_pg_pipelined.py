@@ -85,7 +85,13 @@ class _Note(Staged[str]):
         self._write(conn)
         if self.kill:
             self.kill = False  # once: the checked way's run is not killed
-            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            # After a pause, so that the whole round trip (COMMIT included) has gone out
+            # before the session ends, however slow the client thread: ended at once, the
+            # broken connection could surface while the next statement was queued, before
+            # COMMIT (then nothing was committed and the checked way rightly runs again).
+            conn.execute(
+                "SELECT pg_terminate_backend(pg_backend_pid()) FROM (SELECT pg_sleep(0.3)) s"
+            )
         if self.block:  # waits for the test's advisory lock
             conn.execute("SELECT pg_advisory_xact_lock(4242)")
         self.read = conn.execute("SELECT 1 AS one")

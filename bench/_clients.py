@@ -115,6 +115,18 @@ def run_clients(
     return results
 
 
+def run_enqueue_clients(
+    sock: str, mode: str, job: dict[str, Any], per: int, warmup: int, seconds: float, n: int
+) -> list[dict[str, Any]]:
+    """``n`` enqueue clients against the daemon on ``sock``: ``client`` calls the shipped
+    ``jobctl.client`` one job at a time, any other mode sends ``per`` copies of ``job`` per
+    request with the bench's lean client (bench_core workload 1, bench_pg's enqueue)."""
+    if mode == "client":
+        return run_clients(jobctl_client_enqueue_client, [(sock, job, warmup, seconds)] * n)
+    body = json.dumps(job if per == 1 else [job] * per).encode()
+    return run_clients(jobctl_enqueue_client, [(sock, body, per, warmup, seconds)] * n)
+
+
 def jobctl_enqueue_client(
     sock: str, body: bytes, per_request: int, warmup: int, duration: float, barrier: Any, out: Any
 ) -> None:

@@ -47,6 +47,7 @@ from _clients import (
     jobctl_client_enqueue_client,
     jobctl_enqueue_client,
     run_clients,
+    run_enqueue_clients,
 )
 from _daemons import (
     BACKGROUND,
@@ -129,6 +130,7 @@ __all__ = [
     "proc_status_kb",
     "render_saved",
     "run_clients",
+    "run_enqueue_clients",
     "save_json",
     "section",
     "source_info",

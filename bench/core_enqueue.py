@@ -4,7 +4,6 @@ request, 500 per request, one per call through ``jobctl.client``; huey and APSch
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, cast
@@ -29,23 +28,15 @@ def w1_jobctl(tmp: Path, sz: Sizes, mode: str) -> Throughput:
     """``single``/``batch``: the bench's raw client; ``client``: the shipped jobctl.client."""
     per = sz.batch if mode == "batch" else 1
     job = {"command": ["true"], "run_at": FAR}
-    body = json.dumps(job if per == 1 else [job] * per).encode()
     warmup = 20 if per == 1 else 2
     runs: list[Run] = []
     for r in guarded_runs(sz.runs, runs, f"jobctl enqueue {mode}"):
         d = Daemon(tmp / f"w1-{mode}-{r}", sz.concurrency)
         try:
             sampler = CpuSampler(d.pid)
-            if mode == "client":
-                res = C.run_clients(
-                    C.jobctl_client_enqueue_client,
-                    [(str(d.sock), job, warmup, sz.enqueue_seconds)] * sz.clients,
-                )
-            else:
-                res = C.run_clients(
-                    C.jobctl_enqueue_client,
-                    [(str(d.sock), body, per, warmup, sz.enqueue_seconds)] * sz.clients,
-                )
+            res = C.run_enqueue_clients(
+                str(d.sock), mode, job, per, warmup, sz.enqueue_seconds, sz.clients
+            )
             sampler.stop()
             s = _summarise_clients(res)
             if mode == "client":

@@ -33,7 +33,6 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
     ``jobctl.client`` (what a Python producer pays: its CPU competes with the daemon's)."""
     per = sz.batch if mode == "batch" else 1
     job = {"command": ["true"], "run_at": FAR}
-    body = json.dumps(job if per == 1 else [job] * per).encode()
     warmup = 20 if per == 1 else 2
     wd = tmp / f"enqueue-{backend}-{mode}"
     load = uptime()
@@ -42,16 +41,9 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
         try:
             sampler = CpuSampler(d.pid)
             pg = PgCpu(dsn) if dsn else None
-            if mode == "client":  # the shipped jobctl.client, one job per call
-                res = C.run_clients(
-                    C.jobctl_client_enqueue_client,
-                    [(str(d.sock), job, warmup, sz.enqueue_seconds)] * sz.clients,
-                )
-            else:
-                res = C.run_clients(
-                    C.jobctl_enqueue_client,
-                    [(str(d.sock), body, per, warmup, sz.enqueue_seconds)] * sz.clients,
-                )
+            res = C.run_enqueue_clients(
+                str(d.sock), mode, job, per, warmup, sz.enqueue_seconds, sz.clients
+            )
             sampler.stop()
             pg_cpu = pg.stop() if pg else 0.0
             s = _summarise_clients(res)

@@ -255,18 +255,19 @@ def prune_with(astore: AsyncStore, clock: Clock) -> Callable[[Mapping[str, float
 def _helper(
     cfg: DaemonConfig, launch: process.Launch, owner: str, cgroups: cgroup.Cgroups | None
 ) -> SpawnHelper | None:
-    """The spawn helper (``job_spawner = "helper"``); started by :meth:`Daemon._serve`.
+    """The spawn helper (``job_spawner = "helper"``), with its pool of attempt cgroups
+    where there are cgroups (engine/cgpool.py, protocol ``pool2``); started by
+    :meth:`Daemon._serve`.
 
-    Its pool of attempt cgroups (engine/cgpool.py, protocol ``pool1``) is not turned on:
-    with it, an attempt stopped because its lease could not be renewed left its retry,
-    started in the same slot, killed by SIGKILL within milliseconds, twice
-    (tests/integration/test_pg_cluster_safety.py, first test, fails with the pool on).
-    Until that path is understood every attempt gets a cgroup of its own, as before the
-    pool; ``SpawnHelper(..., pool=cgroups.pool_prefix(owner))`` turns it on."""
-    del cgroups  # the pool's prefix would come from it (see above)
+    The pool was off for a while (issue 17): the retry of an attempt stopped because its
+    lease could not be renewed was SIGKILLed at its birth in the reused slot. The stop had
+    written ``cgroup.kill`` in the (already empty) slot, and the kernel kills every process
+    ``clone3`` starts into a cgroup killed that way; a slot with ``cgroup.kill`` written is
+    now never used again, and an empty cgroup is never killed (``cgroup.Cgroup.killed``)."""
     if cfg.job_spawner != "helper":
         return None
-    return SpawnHelper(launch.umask, launch.nofile, owner, None)
+    pool = None if cgroups is None else cgroups.pool_prefix(owner)
+    return SpawnHelper(launch.umask, launch.nofile, owner, pool)
 
 
 def db_text(cfg: DaemonConfig) -> str:

@@ -27,7 +27,15 @@ left in it, reported to the daemon, which kills what is in it and removes it):
   still in its grace period) can write ``cgroup.kill`` once the slot holds another
   attempt (engine/proctree.py);
 * every limit file an attempt wrote in it was written back to its default
-  (:data:`RESET`; a file without a known default makes the slot one-use).
+  (:data:`RESET`; a file without a known default makes the slot one-use);
+* no ``cgroup.kill`` was ever written in it (the daemon's hand-back says so): the kernel
+  SIGKILLs, at its birth, every process started by ``clone3`` (``CLONE_INTO_CGROUP``)
+  into a cgroup killed that way from a process in another cgroup (seen on 6.18:
+  ``cgroup_css_set_fork`` takes the kill sequence number of the parent's cgroup, not
+  the target's, and ``cgroup_post_fork`` compares it with the target's). Issue 17: a
+  stop that wrote it on an attempt's slot left every later attempt in the slot killed
+  within milliseconds. The daemon writes it only with a process in the cgroup
+  (``cgroup.Cgroup.kill``), so a stop that ended its command with SIGTERM keeps the slot.
 
 Like the helper, this imports nothing of jobctl but its sibling spawnsys.
 """
@@ -162,18 +170,18 @@ class Pool:
         slot.ended = True
         return True
 
-    def release(self, path: str) -> None:
+    def release(self, path: str, reuse: bool = True) -> None:
         """The daemon handed ``path`` back (no stop of its attempt can target it now):
-        free again, clean, or removed. A path of a helper that died is removed if
-        empty; anything else (a slot still running its attempt, one handed back twice)
-        is left as it is."""
+        free again, clean, or removed (always when not ``reuse``: its ``cgroup.kill`` was
+        written). A path of a helper that died is removed if empty; anything else (a slot
+        still running its attempt, one handed back twice) is left as it is."""
         slot = self.used.get(path)
         if slot is None or not slot.ended:
             if slot is None and not path.startswith(self.prefix):
                 rmdir_empty(path)  # a dead helper's; one of ours is free or gone already
             return
         del self.used[path]
-        if len(self.free) >= self.keep or slot.populated() or not _reset(slot):
+        if not reuse or len(self.free) >= self.keep or slot.populated() or not _reset(slot):
             _remove(slot)
             return
         slot.ended = False

@@ -97,6 +97,10 @@ class Cgroup:
     #: Handed back to the spawn helper's pool (:meth:`hand_back`): no longer the
     #: attempt's, so nothing here reads, signals, kills or removes it any more.
     handed_back: bool = field(default=False, compare=False)
+    #: ``cgroup.kill`` was written in it (:meth:`kill`): the kernel then SIGKILLs every
+    #: process later started *into* it by ``clone3`` (``CLONE_INTO_CGROUP``) from another
+    #: cgroup, so a slot of the spawn helper's pool is never used again (engine/cgpool.py).
+    killed: bool = field(default=False, compare=False)
 
     def hand_back(self) -> None:
         """Fence this handle before its cgroup goes back to the pool (engine/cgpool.py):
@@ -139,10 +143,13 @@ class Cgroup:
                 os.kill(pid, sig)
 
     def kill(self) -> None:
-        """SIGKILL every member, including ones being forked."""
-        if self.handed_back:
+        """SIGKILL every member, including ones being forked. An empty cgroup is left
+        alone: nothing is in it to kill or fork (a zombie is not counted), and a write of
+        ``cgroup.kill`` would mark it for the kernel (:attr:`killed`)."""
+        if self.handed_back or not self.populated():
             return
         if self.kill_file:
+            self.killed = True
             with contextlib.suppress(FileNotFoundError):
                 _write(self.path / "cgroup.kill", "1")
             return

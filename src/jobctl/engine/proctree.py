@@ -53,16 +53,18 @@ async def stop(run: process.Running, grace: float) -> None:
 async def end(run: process.Running) -> None:
     """The attempt ended: kill what is left in its cgroup, then remove the cgroup
     (unless the spawn helper removed it already, found empty at the exit, or kept it
-    empty for its pool: then the handle is fenced and the cgroup handed back)."""
+    empty for its pool: then the handle is fenced and the cgroup handed back, to be
+    used again unless a ``cgroup.kill`` was written in it: see ``Cgroup.killed``)."""
     if getattr(run.proc, "cgroup_removed", False):
         return
     proc: Any = run.proc  # spawnclient.Started (the helper's), or a Popen
-    release: Callable[[], None] | None = getattr(proc, "release", None)
+    release: Callable[[bool], None] | None = getattr(proc, "release", None)
     if release is not None:
+        reuse = run.cgroup is not None and not run.cgroup.killed
         if run.cgroup is not None:
             run.cgroup.hand_back()  # before the helper may start another attempt in it
         proc.release = None  # once: a second hand-back could free the next attempt's
-        release()
+        release(reuse)
         return
     cg = await run.tree_cgroup()
     if cg is None:

@@ -69,9 +69,10 @@ class Started:
     #: e.g. a command adopted after the helper died).
     log_end: tuple[int, bytes] | None = None
     #: Hands the cgroup back to the helper's pool (it reported it kept, empty, at the
-    #: exit): called once no stop of the attempt can target it (proctree.end); None:
-    #: the daemon ends and removes the cgroup itself.
-    release: Callable[[], None] | None = field(default=None, repr=False)
+    #: exit): called once no stop of the attempt can target it (proctree.end), with
+    #: whether it may be used again (False: its ``cgroup.kill`` was written, the helper
+    #: removes it); None: the daemon ends and removes the cgroup itself.
+    release: Callable[[bool], None] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -111,7 +112,8 @@ class SpawnHelper:
         #: The attempts' directory and name prefix of the helper's cgroup pool
         #: (engine/cgpool.py: ``cgroup.Cgroups.pool_prefix``), or None: one per attempt.
         self._pool = pool
-        self._releases: list[tuple[str, str]] = []  # ("release", cgroup), not sent yet
+        #: ("release", cgroup, may it be used again), not sent yet
+        self._releases: list[tuple[str, str, bool]] = []
         #: The start-up launcher (engine/launcher.py) commands that drop privileges or
         #: wait at a gate go through, or None: the trampoline (and the helper's setpriv).
         self.launcher = launcher.default()
@@ -191,11 +193,12 @@ class SpawnHelper:
             self._loop.call_soon(self._flush)  # one batch per loop turn
         return await req.answer
 
-    def release(self, path: str) -> None:
+    def release(self, path: str, reuse: bool = True) -> None:
         """Hand the cgroup ``path`` back to the helper's pool with the next start request
         (ahead of it): no message, and no wake-up of the helper, of its own; until a start
-        comes the helper has no use for it (it removes the cgroup when the daemon goes)."""
-        self._releases.append(("release", path))
+        comes the helper has no use for it (it removes the cgroup when the daemon goes).
+        ``reuse`` False: the helper removes it (its ``cgroup.kill`` was written)."""
+        self._releases.append(("release", path, reuse))
 
     def _flush(self) -> None:
         if self._sock is None or self._restarting is not None:

@@ -17,21 +17,24 @@ the helper's, issue 17; both ends are the daemon's own code at the daemon's own 
 
     daemon -> helper  ("spawn", rid, argv, env, cwd|None, log, creds|None, gate,
                        cgroup|None, {limit file: value}, nice|None)
-                      ("release", cgroup)                       [pool1]
+                      ("release", cgroup, reuse)                [pool2; pool1: no reuse]
     helper -> daemon  ("started", rid, pid, start_time, cgroup entered|None, error|None)
                       ("failed", rid, kind, errno, strerror, filename)
                       ("exit", pid, returncode, cgroup removed, log size, log tail,
                        cgroup kept)                             [pool1: the last field]
 
-Cgroup pool (:data:`POOL`, engine/cgpool.py): a daemon that passes ``pool1:PREFIX`` as
+Cgroup pool (:data:`POOL`, engine/cgpool.py): a daemon that passes ``pool2:PREFIX`` as
 the helper's sixth argument gets its attempts' cgroups from the helper's pool (the
 ``cgroup`` of a request is then only asked for, the answer names the one used); an exit
 that leaves its cgroup empty reports it *kept*, and the daemon sends ``release`` with
 that cgroup once no stop of the attempt can target it any more; only then is it used
-again. The two ends are versioned by that argument and that field: a helper of another
-version never gets the argument it does not know (an older one ignores it: it never
-reports a cgroup kept, so the daemon never sends it a ``release``), and the daemon
-hands back only what was reported kept.
+again, and only if ``reuse`` (no ``cgroup.kill`` was written in it: the kernel would
+SIGKILL every command started into it by ``clone3``; else the helper removes it). The two
+ends are versioned by that argument and those fields: a helper of another version never
+gets the argument it does not know (an older one ignores it: it never reports a cgroup
+kept, so the daemon never sends it a ``release``; a ``pool1`` helper, which would reuse a
+killed slot, is not given ``pool2``), the daemon hands back only what was reported kept,
+and a ``pool1`` daemon's ``release`` (no ``reuse``) is taken as before.
 
 ``gate``: the command (the launcher or trampoline) waits reading its stdin, a pipe
 the helper holds, until the helper wrote a line: after ``setpriority`` (``nice``) and the
@@ -112,8 +115,11 @@ __all__ = [
     "set_subreaper",
 ]
 
-#: The pool protocol's version: ``POOL:PREFIX`` as the sixth argument turns the pool on.
-POOL = "pool1"
+#: The pool protocol's version: ``POOL:PREFIX`` as the sixth argument turns the pool on
+#: (``pool2``: a ``release`` says whether the slot may be used again, issue 17).
+POOL = "pool2"
+#: The versions this helper serves (an older daemon's ``pool1`` too).
+POOLS = ("pool1", POOL)
 
 
 class Helper(Starter):
@@ -181,7 +187,7 @@ class Helper(Starter):
             for req in marshal.loads(data):
                 if req[0] == "release":
                     if self.pool is not None:
-                        self.pool.release(req[1])
+                        self.pool.release(req[1], len(req) < 3 or bool(req[2]))
                 else:
                     self.spawn(req)
             self.reap()  # a quick command may be done already
@@ -239,7 +245,7 @@ def main(argv: list[str]) -> int:
     home = own_cgroup_procs()
     native = load_native(argv[4] if len(argv) > 4 else "", home and os.path.dirname(home))
     kind, _, prefix = (argv[5] if len(argv) > 5 else "").partition(":")
-    Helper(sock, native, Pool(prefix) if kind == POOL and prefix else None).serve()
+    Helper(sock, native, Pool(prefix) if kind in POOLS and prefix else None).serve()
     return 0
 
 

@@ -111,6 +111,25 @@ async def test_lost_lease_is_fenced_and_the_process_stopped(engine: Engine) -> N
     assert got.attempts[0].error == "reclaimed elsewhere"
 
 
+async def test_a_lease_found_lost_for_an_ended_attempt_never_stops_the_next_one(
+    engine: Engine,
+) -> None:
+    """A heartbeat sent while attempt 1 was live may be answered after attempt 2 started
+    (issue 17: 9 ms apart after a database cut): that loss is attempt 1's, keyed by its
+    generation; it neither stops attempt 2 nor counts against it."""
+    job = engine.add("sleep 30", max_attempts=3)
+    await engine.started(job.id)
+    gen = engine.store.get(job.id).generation
+    run = engine.executor._live[job.id]
+    engine.executor._lease_lost_hb(job.id, gen - 1)  # what the heartbeat calls
+    assert not engine.executor.stop(job.id, StopReason.LEASE_LOST, generation=gen - 1)
+    assert run.stopping is None and run.stop_reason is None
+    assert job.id not in engine.executor._reporter.lost
+    assert engine.executor.stop(job.id, StopReason.CANCEL, "done with test", generation=gen)
+    [result] = await engine.finishes(1)
+    assert result.outcome is Outcome.CANCELLED
+
+
 async def test_heartbeat_keeps_a_long_job_leased(engine: Engine) -> None:
     job = engine.add("sleep 30")
     await engine.started(job.id)

@@ -16,6 +16,7 @@ and the live http attempts (httpcalls.py).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from collections.abc import Callable, Coroutine
@@ -94,6 +95,9 @@ class Executor:
         self.on_slot_free = on_slot_free
         self._on_finish = on_finish
         self._live: dict[int, process.Running] = {}
+        #: The generation of each job's attempt this executor holds (from its start to
+        #: its finish): a lease found lost for another generation is an ended attempt's.
+        self._gens: dict[int, int] = {}
         self._http = HttpCalls(store, clock, config.webhooks)
         self._tasks: set[asyncio.Task[None]] = set()
         #: Tasks whose command has ended (or never started) and that only wait for their
@@ -155,12 +159,24 @@ class Executor:
         self._metrics.claim_started(claim, self._clock.now())
         task = asyncio.get_running_loop().create_task(self._run(claim))
         self._tasks.add(task)
+        self._gens[claim.job.id] = claim.generation
+        task.add_done_callback(functools.partial(self._claim_done, claim))
         task.add_done_callback(self._done)
         if self._watch is not None:
             self._watch.claimed(claim.job.id, claim.lease_until)
         self._heartbeats.start()
         if not self._trimmer.running and self.config.log_bytes(claim.job.spec.owner_uid):
             self._trimmer.start()  # runs while attempts do: an idle daemon does not wake for it
+
+    def _claim_done(self, claim: Claim, _: asyncio.Task[None]) -> None:
+        if self._gens.get(claim.job.id) == claim.generation:
+            del self._gens[claim.job.id]
+
+    def _stale(self, job_id: int, gen: int) -> bool:
+        """Whether the job's attempt here is of another generation than ``gen`` (a store
+        answer about an ended attempt, read once the next one started): then that loss
+        must neither stop the live attempt nor drop its lease from the lease watch."""
+        return self._gens.get(job_id, gen) != gen
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -283,9 +299,10 @@ class Executor:
         except Exception as exc:  # the store failed: recovery can still find it by env
             log.error("event=record_failed job=%s error=%s", c.job_id, logval(exc))
             return
-        if not alive:
+        if not alive and not self._stale(c.job_id, c.generation):
             self._lease_lost("record", c.job_id, c.generation, f"job {c.job_id}: lease lost")
-            self.stop(c.job_id, StopReason.LEASE_LOST, "lease lost before the command started")
+            why = "lease lost before the command started"
+            self.stop(c.job_id, StopReason.LEASE_LOST, why, generation=c.generation)
 
     async def _wait(self, run: process.Running) -> AttemptResult:
         timeout = run.claim.job.spec.timeout
@@ -345,14 +362,17 @@ class Executor:
         reason: StopReason,
         detail: str | None = None,
         grace: float | None = None,
+        generation: int | None = None,
     ) -> bool:
         """Stop a live attempt (cancel, lost lease, shutdown); False if none is live.
         ``detail``: the attempt's error if it ends cancelled (else ``reason.text``);
-        ``grace``: before SIGKILL (``kill_grace`` when not given)."""
-        if self._http.stop(job_id, reason, detail):
+        ``grace``: before SIGKILL (``kill_grace`` when not given); ``generation``: only
+        the attempt of that claim (a lease found lost is an attempt's, and the job's next
+        attempt may be live by the time the store's answer is read)."""
+        if self._http.stop(job_id, reason, detail, generation):
             return True
         run = self._live.get(job_id)
-        if run is None:
+        if run is None or generation not in (None, run.claim.generation):
             return False
         if run.stop_reason is None:
             run.stop_reason = reason
@@ -376,9 +396,14 @@ class Executor:
         return [(c.job.id, c.generation) for c in live]
 
     def _lease_lost_hb(self, job_id: int, gen: int) -> None:
-        """A lease the heartbeat found lost: its command is stopped at once."""
+        """A lease the heartbeat found lost: its command is stopped at once (not the job's
+        next attempt, if the heartbeat was sent before the lost one ended)."""
+        if self._stale(job_id, gen):
+            log.info("event=lease_lost_stale job=%s gen=%s live_gen=%s", job_id, gen,
+                     self._gens.get(job_id))  # fmt: skip
+            return
         self._lease_lost("heartbeat", job_id, gen, "lease lost at heartbeat")
-        self.stop(job_id, StopReason.LEASE_LOST)
+        self.stop(job_id, StopReason.LEASE_LOST, generation=gen)
 
     def _give_up(self, job_ids: list[int]) -> None:
         """The leases of ``job_ids`` could not be renewed in time: stop their commands

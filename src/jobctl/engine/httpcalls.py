@@ -28,10 +28,13 @@ class HttpCalls:
             if self.live.get(claim.job.id) is call:  # a reclaimed job's new attempt stays
                 del self.live[claim.job.id]
 
-    def stop(self, job_id: int, reason: StopReason, detail: str | None) -> bool:
-        """Stop the live call of ``job_id``; False if there is none."""
+    def stop(
+        self, job_id: int, reason: StopReason, detail: str | None, generation: int | None = None
+    ) -> bool:
+        """Stop the live call of ``job_id`` (of that claim's ``generation`` if given);
+        False if there is none."""
         call = self.live.get(job_id)
-        if call is None:
+        if call is None or generation not in (None, call.claim.generation):
             return False
         call.stop(reason, detail)
         return True

@@ -260,7 +260,7 @@ def test_after_a_helper_is_killed_its_slots_still_stop_their_trees_and_no_name_r
             run = await d.start(cmd)
             assert _slot(run) in (_slot(a), _slot(b))
             spare = _slot(b) if _slot(run) == _slot(a) else _slot(a)
-            await _until(left.exists)
+            await _until(lambda: left.exists() and left.read_text().strip() != "")
             stray = int(left.read_text())
             dead = d.helper.pid
             assert dead is not None

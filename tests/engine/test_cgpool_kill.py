@@ -63,12 +63,10 @@ def test_the_next_attempt_in_the_slot_of_a_stopped_one_runs(prefix: str, tmp_pat
     asyncio.run(main())
 
 
-def test_a_slot_its_cgroup_kill_was_written_in_is_never_used_again(
-    prefix: str, tmp_path: Path
-) -> None:
-    """A stop that reached ``cgroup.kill`` with the command still in it: the exit leaves
-    the slot empty (kept), but it is handed back to be removed, and the next attempt
-    gets another slot and runs."""
+def test_a_slot_whose_command_was_killed_is_never_used_again(prefix: str, tmp_path: Path) -> None:
+    """A stop that reached ``cgroup.kill`` with the command still in it: the command ends
+    by SIGKILL, so its slot is not kept (the helper removes it); the next attempt gets
+    another slot and runs."""
 
     async def main() -> None:
         d = Daemon(prefix, tmp_path)
@@ -80,13 +78,69 @@ def test_a_slot_its_cgroup_kill_was_written_in_is_never_used_again(
             assert await first.exited == -signal.SIGKILL
             assert first.cgroup.killed
             child = first.proc
-            assert isinstance(child, Started) and child.release is not None  # kept, empty
+            assert isinstance(child, Started) and child.release is None
+            assert child.cgroup_removed and not os.path.exists(_slot(first))
+            await proctree.end(first)
+            nxt = await d.start("exit 0")
+            assert _slot(nxt) != _slot(first)
+            assert await nxt.exited == 0
+            await proctree.end(nxt)
+        finally:
+            d.helper.close()
+
+    asyncio.run(main())
+
+
+def test_a_cgroup_kill_written_from_outside_in_a_free_slot_costs_one_attempt(
+    prefix: str, tmp_path: Path
+) -> None:
+    """Someone else (an operator, a kill of an ancestor cgroup) wrote ``cgroup.kill`` in a
+    free slot: the kernel kills the next attempt started in it, and that slot is then
+    dropped, so the attempt after it runs."""
+
+    async def main() -> None:
+        d = Daemon(prefix, tmp_path)
+        d.helper.start(asyncio.get_running_loop())
+        try:
+            first = await d.start("exit 0")
+            assert await first.exited == 0
+            await proctree.end(first)  # free again
+            Path(_slot(first), "cgroup.kill").write_text("1")
+            victim = await d.start("exit 0")
+            assert _slot(victim) == _slot(first)
+            assert await victim.exited == -signal.SIGKILL  # the kernel's, at its birth
+            await proctree.end(victim)
+            nxt = await d.start("exit 0")
+            assert _slot(nxt) != _slot(first)
+            assert await nxt.exited == 0
+        finally:
+            d.helper.close()
+
+    asyncio.run(main())
+
+
+def test_a_kept_slot_the_daemon_killed_in_is_handed_back_to_be_removed(
+    prefix: str, tmp_path: Path
+) -> None:
+    """The daemon wrote ``cgroup.kill`` while the command was still in its slot, and the
+    command's exit (not by SIGKILL: it was ending already) left the slot empty, so kept:
+    the hand-back says not to reuse it, and the helper removes it."""
+
+    async def main() -> None:
+        d = Daemon(prefix, tmp_path)
+        d.helper.start(asyncio.get_running_loop())
+        try:
+            first = await d.start("exit 0")
+            assert await first.exited == 0
+            child = first.proc
+            assert isinstance(child, Started) and child.release is not None
+            assert first.cgroup is not None
+            first.cgroup.killed = True  # the race's outcome, made certain
             await proctree.end(first)
             nxt = await d.start("exit 0")
             assert _slot(nxt) != _slot(first)
             assert await nxt.exited == 0
             assert not os.path.exists(_slot(first))  # removed at the hand-back
-            await proctree.end(nxt)
         finally:
             d.helper.close()
 

@@ -36,6 +36,9 @@ left in it, reported to the daemon, which kills what is in it and removes it):
   stop that wrote it on an attempt's slot left every later attempt in the slot killed
   within milliseconds. The daemon writes it only with a process in the cgroup
   (``cgroup.Cgroup.kill``), so a stop that ended its command with SIGTERM keeps the slot.
+  And a slot whose command was SIGKILLed is not kept at all (someone else, an operator or
+  a kill of an ancestor cgroup, may have written it): an outside write costs one attempt,
+  not every later one in the slot.
 
 Like the helper, this imports nothing of jobctl but its sibling spawnsys.
 """
@@ -156,12 +159,18 @@ class Pool:
         slot = self.used.get(path)
         return None if slot is None else slot.fd
 
-    def exited(self, path: str) -> bool | None:
+    def exited(self, path: str, killed: bool = False) -> bool | None:
         """The attempt in ``path`` exited: True when it is kept for the daemon's hand-back
         (empty), False when a process is left in it (no longer a slot: the daemon kills
-        what is in it and removes it), None when it is no slot."""
+        what is in it and removes it), None when it is no slot, or no longer one: its
+        command was ``killed`` by SIGKILL (a ``cgroup.kill`` may have been written in it,
+        by the daemon or by anyone: see the module's doc; the caller removes it)."""
         slot = self.used.get(path)
         if slot is None:
+            return None
+        if killed:
+            del self.used[path]
+            slot.close()
             return None
         if slot.populated():
             del self.used[path]

@@ -212,8 +212,8 @@ class Helper(Starter):
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
         A command's cgroup is removed first if its exit left it empty, or kept for the
-        daemon's hand-back if it is a slot of the pool (the report says which; one left
-        populated is the daemon's to kill and remove)."""
+        daemon's hand-back if it is a slot of the pool and its command was not SIGKILLed
+        (the report says which; one left populated is the daemon's to kill and remove)."""
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -224,9 +224,10 @@ class Helper(Starter):
             pid = info.si_pid
             if pid in self.children:
                 cg, log = self.children.pop(pid)
-                kept = None if cg is None or self.pool is None else self.pool.exited(cg)
-                removed = kept is None and cg is not None and rmdir_empty(cg)
                 code = returncode(info.si_code, info.si_status)
+                killed = code == -signal.SIGKILL  # the slot may be marked: used once only
+                kept = None if cg is None or self.pool is None else self.pool.exited(cg, killed)
+                removed = kept is None and cg is not None and rmdir_empty(cg)
                 self.send(("exit", pid, code, removed, *log_end(log), bool(kept)))
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)

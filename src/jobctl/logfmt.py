@@ -115,18 +115,20 @@ class LogfmtFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__(LOGFMT)
-        self._second = -1
-        self._stamp = ""
+        #: (second, its date part): one tuple, so that threads logging at once never
+        #: pair one second with another's text.
+        self._stamp: tuple[int, str] = (-1, "")
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return f"{self._date(record.created)},{int(record.msecs):03d}"
 
     def _date(self, created: float) -> str:
         second = int(created)
-        if second != self._second:
-            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(created))
-            self._second = second
-        return self._stamp
+        stamp = self._stamp
+        if stamp[0] != second:
+            stamp = (second, time.strftime("%Y-%m-%d %H:%M:%S", self.converter(created)))
+            self._stamp = stamp
+        return stamp[1]
 
     def head(self, second: int, msecs: int, levelname: str, name: str) -> str:
         """What :meth:`format` puts before the message of a record of these made in
@@ -258,17 +260,18 @@ class _Writer:
         self.formatter = formatter
         self._put = handler.put_line
         self._name = name
-        self._second = self._msecs = -1
-        self._head = ""
+        #: (second, milliseconds, head): one tuple, as LogfmtFormatter's date part.
+        self._head: tuple[int, int, str] = (-1, -1, "")
 
     def __call__(self, message: str) -> None:
         created = time.time()
         second = int(created)
         msecs = int((created - second) * 1000)  # as LogRecord's msecs
-        if msecs != self._msecs or second != self._second:
-            self._head = self.formatter.head(second, msecs, "INFO", self._name)
-            self._second, self._msecs = second, msecs
-        self._put(self._head + message)
+        head = self._head
+        if head[1] != msecs or head[0] != second:
+            head = (second, msecs, self.formatter.head(second, msecs, "INFO", self._name))
+            self._head = head
+        self._put(head[2] + message)
 
 
 def _only_handler(logger: logging.Logger) -> logging.Handler | None:

@@ -390,3 +390,19 @@ def test_an_answer_arriving_in_pieces_is_read_whole(cuts: list[int]) -> None:
     assert theirs.recv(65536).startswith(b"POST /x HTTP/1.1\r\n")
     t.close()
     theirs.close()
+
+
+def test_more_kinds_of_request_than_the_cache_holds_are_written_right(tmp_path: Path) -> None:
+    """Past 64 kinds the cache of encoded heads starts again (a walk of pages sends a new
+    path per page): each request is still written whole, on the one connection."""
+    ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    paths = [f"/v1/jobs?cursor={i}" for i in range(150)]
+    server = ScriptedServer(tmp_path / "s.sock", [ok] * len(paths))
+    t = UnixTransport(tmp_path / "s.sock", timeout=5)
+    assert [t.request("GET", p, None, {})[2] for p in paths] == [b"ok"] * len(paths)
+    t.close()
+    server.close()
+    assert server.requests == [
+        f"GET {p} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode() for p in paths
+    ]
+    assert server.connections == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, process, spawner, witness
+from jobctl.engine import cgroup, process, spawner, spawnsys, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
@@ -39,6 +39,37 @@ def test_resolve_searches_the_jobs_path_like_execvpe(tmp_path: Path) -> None:
     if os.geteuid() != 0:  # root may execute anything with an x bit; 0644 has none
         with pytest.raises(PermissionError):
             spawner.resolve("other", env)
+
+
+def test_the_path_check_trusts_the_file_found_last_only_while_it_is_there(
+    tmp_path: Path,
+) -> None:
+    """spawnsys.OnPath (issue 17): a program found before is checked at that file alone;
+    once it is gone the search runs again, so a missing program is never taken as there."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    late = tmp_path / "b" / "tool"
+    late.write_text("#!/bin/sh\n")
+    late.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
+    on_path = spawnsys.OnPath()
+    on_path.check("tool", env)
+    assert on_path.found == {("tool", env["PATH"]): str(late)}
+    on_path.check("tool", env)  # known: one stat of b/tool
+    late.unlink()
+    with pytest.raises(FileNotFoundError):
+        on_path.check("tool", env)
+    early = tmp_path / "a" / "tool"
+    early.write_text("#!/bin/sh\n")
+    early.chmod(0o755)
+    on_path.check("tool", env)
+    assert on_path.found[("tool", env["PATH"])] == str(early)
+    early.chmod(0o644)  # no longer runnable: searched again, and found nowhere
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError):
+            on_path.check("tool", env)
+    on_path.check("/bin/true", {})  # a path is not searched
+    assert len(on_path.found) == 1
 
 
 async def _run(helper: SpawnHelper, argv: list[str], log: Path) -> tuple[int, str]:

@@ -8,6 +8,7 @@ import marshal
 import os
 import pwd
 import secrets
+import signal
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -239,6 +240,40 @@ def test_both_drops_set_every_id_and_exactly_the_owners_groups(
     uid, gid = str(nb.pw_uid), str(nb.pw_gid)
     assert lines[:3] == [uid, gid, gid]
     assert lines[3].split()[1:] == [uid] * 4 and lines[4].split()[1:] == [gid] * 4
+
+
+def test_commands_start_with_an_empty_signal_mask_though_the_helper_blocks_sigchld(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the helper blocks SIGCHLD during each pass of its loop (the exits of a
+    pass wake it once); no command may inherit that: posix_spawn's, the fork's."""
+    probe = ["sh", "-c", "grep ^SigBlk: /proc/self/status | cut -f2"]
+
+    async def main() -> list[str]:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        try:
+            runs = [_run(helper, probe, tmp_path / f"{i}.log") for i in range(8)]
+            return [out for _, out in await asyncio.gather(*runs)]
+        finally:
+            helper.close()
+
+    assert {int(out, 16) for out in asyncio.run(main())} == {0}
+    if os.geteuid() != 0:
+        return  # the fork drops to its owner: root only
+    nb = pwd.getpwnam("nobody")
+    os.chmod(tmp_path, 0o777)
+    log = tmp_path / "fork.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o666)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, spawner.CHILD)
+    try:
+        pid = spawner.fork_exec(probe, {"PATH": "/usr/bin:/bin"}, fd, 0,
+                                (nb.pw_uid, nb.pw_gid, [nb.pw_gid]))  # fmt: skip
+        os.waitpid(pid, 0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        os.close(fd)
+    assert int(log.read_text(), 16) == 0
 
 
 def test_a_turns_witness_lines_go_out_in_one_write_before_its_spawn_requests(

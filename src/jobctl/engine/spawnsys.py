@@ -295,6 +295,7 @@ def fork_exec(
             for sig in (*DEFAULT_SIGNALS, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
             signal.set_wakeup_fd(-1)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the helper blocks SIGCHLD
             os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)

@@ -215,33 +215,46 @@ class Feed:
 
     seq: int = 0
     complete: bool = True
-    #: (job id, generation) -> [log path or None, exit status or None]
-    attempts: dict[tuple[int, int], list[str | int | None]] = field(default_factory=dict)
+    #: (job id, generation) -> [log path, exit status]: each as its line wrote it (bytes,
+    #: read by :meth:`evidence` only: issue 17, a JSON decode and an ``int`` per attempt
+    #: were most of the witness's CPU), or None
+    attempts: dict[tuple[int, int], list[bytes | None]] = field(default_factory=dict)
 
     def take(self, line: bytes) -> None:
+        parts = line.split(b" ", 4)
         try:
-            parts = line.decode().split(" ", 4)
             seq, kind, key = int(parts[0]), parts[1], (int(parts[2]), int(parts[3]))
-            if kind == "i":
-                self.attempts[key] = [json.loads(parts[4]) if len(parts) > 4 else None, None]
-            elif kind == "x" and key in self.attempts:
-                self.attempts[key][1] = int(parts[4])
-            elif kind == "d":
-                self.attempts.pop(key, None)
         except (ValueError, IndexError):  # not a line of ours: the account is not whole
             self.complete = False
             return
+        rest = parts[4] if len(parts) > 4 else None
+        if kind == b"i":
+            self.attempts[key] = [rest, None]
+        elif kind == b"x" and key in self.attempts:
+            self.attempts[key][1] = rest if rest is not None else b""
+        elif kind == b"d":
+            self.attempts.pop(key, None)
         if seq != self.seq + 1:
             self.complete = False
         self.seq = seq
 
     def evidence(self) -> list[list[int | bool | None]]:
         """[job id, generation, started, exit status] of each attempt not done; started is
-        whether the log file exists now (None: its path was not sent)."""
+        whether the log file exists now (None: its path was not sent). A path or status
+        that does not read makes the account incomplete."""
         out: list[list[int | bool | None]] = []
         for (job_id, gen), (log, code) in self.attempts.items():
-            started = None if not isinstance(log, str) else os.path.exists(log)
-            out.append([job_id, gen, started, code if isinstance(code, int) else None])
+            started, status = None, None
+            try:
+                path = None if log is None else json.loads(log.decode())
+                if path is not None:
+                    started = os.path.exists(path) if isinstance(path, str) else None
+                    self.complete = self.complete and started is not None
+                if code is not None:
+                    status = int(code)
+            except (ValueError, TypeError):  # not a line of ours
+                self.complete = False
+            out.append([job_id, gen, started, status])
         return out
 
 
@@ -361,12 +374,13 @@ def main(folder: str, owner: str) -> int:
         return 0
     time.sleep(SETTLE)
     alive = sorted(alive_jobs(owner))
+    attempts = feed.evidence()  # first: a line that does not read makes it incomplete
     evidence = {
         "owner": owner,
         "alive": alive,
         "at": time.time(),
         "complete": feed.complete and not _file(Path(folder), owner, ".gap").exists(),
-        "attempts": feed.evidence(),
+        "attempts": attempts,
     }
     path = _file(Path(folder), owner)
     tmp = path.with_suffix(".tmp")

@@ -37,6 +37,10 @@ def test_the_witness_is_not_woken_by_each_write_yet_sees_the_death(tmp_path: Pat
         time.sleep(0.001)
     periodic = (time.monotonic() - began) / witness.DRAIN + 2
     assert _switches(w._proc.pid) - before < periodic + 10 < writes
+    time.sleep(3 * witness.DRAIN)  # lines stopped: it reads once more, finds none
+    idle = _switches(w._proc.pid)
+    time.sleep(10 * witness.DRAIN)  # woken every DRAIN, it would be ~10 times
+    assert _switches(w._proc.pid) - idle <= 2  # an idle daemon's witness sleeps
     w.done(1, 1)
     w.flush()
     os.close(w._write)  # the daemon's death

@@ -339,18 +339,23 @@ def follow(fd: int, feed: Feed, every: float = DRAIN) -> bool:
     """Read the daemon's lines into ``feed`` until end-of-file (the daemon is gone: True)
     or its goodbye (a clean stop: False).
 
-    Woken by the pipe's hang-up only (``poll`` for no event: ``POLLHUP`` is always
-    reported, and a write's wake-up is keyed ``POLLIN``, which such a waiter does not
-    take), and every ``every`` seconds to empty the pipe: a line written does not wake
-    the witness (issue 17: three wake-ups per attempt's lines, each a switch to this
-    process and its reads, cost the daemon's writes and ~30 µs of this process's CPU per
-    job). The death is still seen at once: the last writer's close wakes every waiter."""
+    While lines come, the witness is not woken by them (issue 17: a wake-up per loop
+    turn's lines, each a switch to this process and its reads, cost the daemon's writes
+    and ~20-30 µs of this process's CPU per job): it waits in ``poll`` for no event,
+    which only the pipe's hang-up ends (``POLLHUP`` is always reported; a write's
+    wake-up is keyed ``POLLIN``, which such a waiter does not take), for at most
+    ``every`` seconds, then empties the pipe. Once a read finds nothing it waits for the
+    next line (``POLLIN``): an idle daemon's witness sleeps. The death is seen at once
+    either way: the last writer's close wakes every waiter."""
     poller = select.poll()
-    poller.register(fd, 0)
+    poller.register(fd, select.POLLIN)
     os.set_blocking(fd, False)
     rest = b""
+    quiet = True  # nothing came at the last read: wait for a line
     while True:
-        poller.poll(int(every * 1000))
+        poller.modify(fd, select.POLLIN if quiet else 0)
+        poller.poll(None if quiet else int(every * 1000))
+        quiet = True
         while True:
             try:
                 chunk = os.read(fd, 1 << 16)
@@ -360,6 +365,7 @@ def follow(fd: int, feed: Feed, every: float = DRAIN) -> bool:
                 if rest:
                     feed.complete = False  # a line cut short
                 return True
+            quiet = False
             *lines, rest = (rest + chunk).split(b"\n")
             for line in lines:
                 if line == BYE:

@@ -78,6 +78,8 @@ class Enqueue(TypedDict):
     pg_cpu_s: float  # the database's backends over the run (SQLite: 0)
     verified: bool
     load: str
+    #: ``client`` mode: each client process's own CPU per call, median (µs).
+    client_cpu_us: NotRequired[float]
 
 
 class Ceiling(TypedDict):

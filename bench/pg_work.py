@@ -64,9 +64,13 @@ def enqueue(tmp: Path, sz: Sizes, backend: str, mode: str) -> Enqueue:
         "load": load,
         "verified": stored == s["jobs"] + s["warm_jobs"] and s["errors"] == 0,
     }
+    cpu = ""
+    if mode == "client":
+        out["client_cpu_us"] = C.median([r["client_cpu_us"] for r in res])
+        cpu = f", client CPU {out['client_cpu_us']:.0f} us/call"
     log(
         f"enqueue {backend} {mode}: {out['rate']:,.0f} jobs/s (daemon "
-        f"{out['daemon_cores']:.2f} cores, verified {out['verified']}; load {load})"
+        f"{out['daemon_cores']:.2f} cores{cpu}, verified {out['verified']}; load {load})"
     )
     return out
 

@@ -38,7 +38,7 @@ from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Job, QueueStats
 from jobctl.domain.states import JobStatus
 from jobctl.errors import JobctlError
-from jobctl.logfmt import logval
+from jobctl.logfmt import direct, logval
 from jobctl.store.aio import AsyncStore
 
 log = logging.getLogger("jobctl.metrics")
@@ -48,6 +48,7 @@ log = logging.getLogger("jobctl.metrics")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Above this many jobs in one request, the per-job lines drop to debug behind one summary.
 PER_JOB_LINES = 100
+_JOB_LINE = "event=%s job=%s queue=%s run_at=%s key=%s%s"
 #: Seconds a TCP client may take to send its request head.
 REQUEST_TIMEOUT = 10.0
 
@@ -89,10 +90,18 @@ def log_jobs(
         level = logging.DEBUG
     if not logger.isEnabledFor(level):
         return logger.isEnabledFor(logging.INFO)
+    write = direct(logger) if level == logging.INFO else None
+    if write is not None:  # the same lines, without a LogRecord each (see direct)
+        for job in jobs:
+            write(
+                _JOB_LINE
+                % (event, job.id, logval(job.spec.queue), iso(job.run_at), logval(job.key), rid)
+            )
+        return True
     for job in jobs:
         logger.log(
             level,
-            "event=%s job=%s queue=%s run_at=%s key=%s%s",
+            _JOB_LINE,
             event,
             job.id,
             logval(job.spec.queue),

@@ -71,7 +71,11 @@ async def test_batch_enqueue_is_atomic(api: Any) -> None:
         ([], "batch"),
         ("not an object", "job object"),
         ([{"command": ["x"]}, {"command": []}], "1.command"),
-        ({"command": []}, "command: List should have at least 1 item"),
+        ({"command": []}, "command: at least 1 item (got 0)"),
+        ({"command": ["x"], "priority": 5000}, "priority: must be at most 1000 (got 5000)"),
+        ({"command": ["x"], "key": "k" * 600}, "key: at most 512 characters (got 600)"),
+        ({"command": ["x"], "queue": ""}, "queue: must not be empty"),
+        ({"command": ["x"], "max_attempts": "many"}, "max_attempts: must be a number"),
     ],
 )
 async def test_bad_input_is_422_with_a_json_error(api: Any, body: Any, fragment: str) -> None:

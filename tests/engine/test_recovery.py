@@ -238,6 +238,15 @@ def test_a_gap_in_the_feed_makes_an_unnamed_attempt_unknown_not_unstarted() -> N
     garbled = witness.Feed()
     garbled.take(b"1 i nonsense")
     assert not garbled.complete
+    for bad in (b'1 i 5 1 "/no\\q.log', b"1 i 5 1 7", b'1 i 5 1 "\xff"'):
+        unread = witness.Feed()  # a path that does not read: found out at the death
+        unread.take(bad)
+        assert unread.complete and unread.evidence() == [[5, 1, None, None]]
+        assert not unread.complete
+    status = witness.Feed()
+    status.take(b'1 i 5 1 "/nowhere/5.1.log"')
+    status.take(b"2 x 5 1 zero")
+    assert status.evidence() == [[5, 1, False, None]] and not status.complete
     old = witness.Seen({3})  # a witness file of an older release: nothing but "alive"
     assert old.started(4, 1) is None
 

@@ -8,13 +8,14 @@ import marshal
 import os
 import pwd
 import secrets
+import signal
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, process, spawner, witness
+from jobctl.engine import cgroup, process, spawner, spawnsys, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
@@ -39,6 +40,37 @@ def test_resolve_searches_the_jobs_path_like_execvpe(tmp_path: Path) -> None:
     if os.geteuid() != 0:  # root may execute anything with an x bit; 0644 has none
         with pytest.raises(PermissionError):
             spawner.resolve("other", env)
+
+
+def test_the_path_check_trusts_the_file_found_last_only_while_it_is_there(
+    tmp_path: Path,
+) -> None:
+    """spawnsys.OnPath (issue 17): a program found before is checked at that file alone;
+    once it is gone the search runs again, so a missing program is never taken as there."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    late = tmp_path / "b" / "tool"
+    late.write_text("#!/bin/sh\n")
+    late.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
+    on_path = spawnsys.OnPath()
+    on_path.check("tool", env)
+    assert on_path.found == {("tool", env["PATH"]): str(late)}
+    on_path.check("tool", env)  # known: one stat of b/tool
+    late.unlink()
+    with pytest.raises(FileNotFoundError):
+        on_path.check("tool", env)
+    early = tmp_path / "a" / "tool"
+    early.write_text("#!/bin/sh\n")
+    early.chmod(0o755)
+    on_path.check("tool", env)
+    assert on_path.found[("tool", env["PATH"])] == str(early)
+    early.chmod(0o644)  # no longer runnable: searched again, and found nowhere
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError):
+            on_path.check("tool", env)
+    on_path.check("/bin/true", {})  # a path is not searched
+    assert len(on_path.found) == 1
 
 
 async def _run(helper: SpawnHelper, argv: list[str], log: Path) -> tuple[int, str]:
@@ -208,6 +240,40 @@ def test_both_drops_set_every_id_and_exactly_the_owners_groups(
     uid, gid = str(nb.pw_uid), str(nb.pw_gid)
     assert lines[:3] == [uid, gid, gid]
     assert lines[3].split()[1:] == [uid] * 4 and lines[4].split()[1:] == [gid] * 4
+
+
+def test_commands_start_with_an_empty_signal_mask_though_the_helper_blocks_sigchld(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the helper blocks SIGCHLD during each pass of its loop (the exits of a
+    pass wake it once); no command may inherit that: posix_spawn's, the fork's."""
+    probe = ["sh", "-c", "grep ^SigBlk: /proc/self/status | cut -f2"]
+
+    async def main() -> list[str]:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        try:
+            runs = [_run(helper, probe, tmp_path / f"{i}.log") for i in range(8)]
+            return [out for _, out in await asyncio.gather(*runs)]
+        finally:
+            helper.close()
+
+    assert {int(out, 16) for out in asyncio.run(main())} == {0}
+    if os.geteuid() != 0:
+        return  # the fork drops to its owner: root only
+    nb = pwd.getpwnam("nobody")
+    os.chmod(tmp_path, 0o777)
+    log = tmp_path / "fork.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o666)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, spawner.CHILD)
+    try:
+        pid = spawner.fork_exec(probe, {"PATH": "/usr/bin:/bin"}, fd, 0,
+                                (nb.pw_uid, nb.pw_gid, [nb.pw_gid]))  # fmt: skip
+        os.waitpid(pid, 0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        os.close(fd)
+    assert int(log.read_text(), 16) == 0
 
 
 def test_a_turns_witness_lines_go_out_in_one_write_before_its_spawn_requests(

@@ -79,7 +79,10 @@ def test_add_run_show_logs_through_the_cli(daemon: DaemonProc) -> None:
     assert status["counts"]["succeeded"] == 1 and status["pid"] == daemon.proc.pid  # type: ignore[union-attr]
 
 
-def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc) -> None:
+def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc, tmp_path: Path) -> None:
+    # The replayed run (attempt 3) waits for ``go`` so the second replay below finds it
+    # not dead yet however slow the CLI calls are (a 1 s sleep was not always enough).
+    go = tmp_path / "go"
     out = cli(
         daemon,
         "add",
@@ -89,7 +92,8 @@ def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc) -> None:
         "10ms",
         "--shell",
         "--",
-        'echo oops >&2; [ "$JOBCTL_ATTEMPT" -lt 3 ] || sleep 1; exit 4',
+        f'echo oops >&2; [ "$JOBCTL_ATTEMPT" -lt 3 ] || until [ -e {go} ]; do sleep 0.01; done;'
+        " exit 4",
     )
     job_id = int(out.stdout)
     daemon.wait_for_line(f"event=dead job={job_id} ")
@@ -101,6 +105,7 @@ def test_failing_job_retries_then_dies_and_replays(daemon: DaemonProc) -> None:
     replay = cli(daemon, "dlq", "replay", "--limit", "10")
     assert replay.stdout.strip() == f"replayed 1 job(s): {job_id}"
     assert cli(daemon, "dlq", "replay", "--id", str(job_id)).stdout.strip() == "replayed 0 job(s)"
+    go.touch()
     daemon.wait_for_line(f"event=dead job={job_id} ")
     job = json.loads(cli(daemon, "show", str(job_id), "--json").stdout)
     assert [a["number"] for a in job["attempts"]] == [1, 2, 3, 4]

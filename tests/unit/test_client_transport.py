@@ -261,3 +261,148 @@ def test_hang_up_half_closes_and_the_answer_is_still_read(tmp_path: Path, when: 
     assert answer == (200, "text/plain", b"ok")
     transport.close()
     listener.close()
+
+
+class ScriptedServer:
+    """One connection: reads each request whole (head and ``Content-Length`` body), keeps
+    it, and answers it with the next of ``answers``."""
+
+    def __init__(self, path: Path, answers: list[bytes]) -> None:
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(path))
+        self._listener.listen(1)
+        self._answers = answers
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self._listener.accept()
+        self.connections += 1
+        data = b""
+        with conn:
+            for answer in self._answers:
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, data = data.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.lower() == b"content-length":
+                        length = int(value)
+                while len(data) < length:
+                    data += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + data[:length])
+                data = data[length:]
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self._thread.join(5)
+        self._listener.close()
+
+
+def json_answer(status: str, body: bytes) -> bytes:
+    return b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+        status.encode(),
+        len(body),
+        body,
+    )
+
+
+def test_each_kind_of_request_is_written_as_before(tmp_path: Path) -> None:
+    """Request heads are encoded once per kind (method, path, fields) and reused: a path
+    with ``%`` in it, a GET (no length), a POST without a body (length 0), and the same
+    request again all go out as written before the cache."""
+    ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+    server = ScriptedServer(tmp_path / "s.sock", [ok] * 5)
+    t = UnixTransport(tmp_path / "s.sock", timeout=5)
+    json_ct = {"content-type": "application/json"}
+    t.request("PATCH", "/v1/queues/a%2Fb%25d", b'{"x": 1}', json_ct)
+    t.request("GET", "/v1/status", None, {})
+    t.request("POST", "/v1/jobs/7/cancel", None, {})
+    t.request("PATCH", "/v1/queues/a%2Fb%25d", b'{"x": 22}', json_ct)
+    t.request("GET", "/v1/status", None, {})
+    t.close()
+    server.close()
+    assert server.requests == [
+        b"PATCH /v1/queues/a%2Fb%25d HTTP/1.1\r\nHost: localhost\r\n"
+        b'content-type: application/json\r\nContent-Length: 8\r\n\r\n{"x": 1}',
+        b"GET /v1/status HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"POST /v1/jobs/7/cancel HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+        b"PATCH /v1/queues/a%2Fb%25d HTTP/1.1\r\nHost: localhost\r\n"
+        b'content-type: application/json\r\nContent-Length: 9\r\n\r\n{"x": 22}',
+        b"GET /v1/status HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ]
+    assert server.connections == 1
+
+
+def test_the_kept_alive_connection_serves_on_after_an_error_answer(tmp_path: Path) -> None:
+    from jobctl import errors
+    from jobctl.client import Client
+
+    missing = b'{"error": {"code": "not_found", "message": "no job 9"}}'
+    server = ScriptedServer(
+        tmp_path / "s.sock",
+        [json_answer("404 Not Found", missing), json_answer("201 Created", b'{"id": 10}')],
+    )
+    client = Client(tmp_path / "s.sock", timeout=5)
+    with pytest.raises(errors.NotFound, match="no job 9"):
+        client.get(9)
+    assert client.enqueue({"command": ["true"]}) == {"id": 10}
+    client.close()
+    server.close()
+    assert server.connections == 1
+
+
+def unread(sock: socket.socket) -> int:
+    """Bytes waiting in ``sock``'s receive queue."""
+    import fcntl
+    import struct
+    import termios
+
+    got = fcntl.ioctl(sock, termios.FIONREAD, struct.pack("i", 0))
+    return int(struct.unpack("i", got)[0])
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [[5], [30], [45, 46, 47], [74, 75], [85]],
+    ids=["status-line", "mid-head", "byte-by-byte", "head-end", "mid-body"],
+)
+def test_an_answer_arriving_in_pieces_is_read_whole(cuts: list[int]) -> None:
+    """The answer is only in the socket piece by piece (each piece read before the next
+    is sent): the first read has part of it only, the head or the body is cut."""
+    answer = json_answer("201 Created", b'{"id": 1, "x": "yz"}')
+    ours, theirs = socket.socketpair()
+    t = UnixTransport(Path("/unused"), timeout=5)
+    t._sock = ours  # the connection, as if connected
+    got: list[tuple[int, str, bytes]] = []
+    caller = threading.Thread(target=lambda: got.append(t._send("POST", "/x", b"{}", {})))
+    caller.start()
+    for start, end in zip([0, *cuts], [*cuts, len(answer)], strict=True):
+        theirs.sendall(answer[start:end])
+        deadline = time.monotonic() + 5
+        while unread(ours) and time.monotonic() < deadline:  # until the client took it
+            time.sleep(0.001)
+    caller.join(5)
+    assert got == [(201, "application/json", b'{"id": 1, "x": "yz"}')]
+    assert theirs.recv(65536).startswith(b"POST /x HTTP/1.1\r\n")
+    t.close()
+    theirs.close()
+
+
+def test_more_kinds_of_request_than_the_cache_holds_are_written_right(tmp_path: Path) -> None:
+    """Past 64 kinds the cache of encoded heads starts again (a walk of pages sends a new
+    path per page): each request is still written whole, on the one connection."""
+    ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    paths = [f"/v1/jobs?cursor={i}" for i in range(150)]
+    server = ScriptedServer(tmp_path / "s.sock", [ok] * len(paths))
+    t = UnixTransport(tmp_path / "s.sock", timeout=5)
+    assert [t.request("GET", p, None, {})[2] for p in paths] == [b"ok"] * len(paths)
+    t.close()
+    server.close()
+    assert server.requests == [
+        f"GET {p} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode() for p in paths
+    ]
+    assert server.connections == 1

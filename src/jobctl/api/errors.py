@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from jobctl import errors
+from jobctl.api.wording import readable
 from jobctl.domain.limits import MAX_BATCH, PATTERN_HELP
 from jobctl.store.writer import resource_error
 
@@ -111,22 +112,23 @@ def validation_message(errs: Any, body: object) -> str:
         loc = tuple(err.get("loc", ()))
         loc = loc[1:] if loc[:1] == ("body",) else loc  # the request body, not a field "body"
         where = ".".join(str(p) for p in loc if not _is_tag(p))
-        msg = _readable(err)
+        msg = field_problem(err)
         problems.append(f"{where}: {msg}" if where else msg)
     if isinstance(body, (str, int, float, bool)):
         return "the body must be a job object or a list of job objects"
     return "; ".join(problems) or "invalid request"
 
 
-def _readable(err: dict[str, Any]) -> str:
-    """pydantic's message, or what a pattern means when the value did not match it."""
+def field_problem(err: dict[str, Any]) -> str:
+    """What a pattern means when the value did not match it, our validators' words, the
+    common kinds in jobctl's words (api/wording.py), else pydantic's message."""
     if err.get("type") == "string_pattern_mismatch":
         pattern = (err.get("ctx") or {}).get("pattern")
         if pattern in PATTERN_HELP:
             return PATTERN_HELP[pattern]
     if err.get("type") == "value_error":  # our validators' own words, without the prefix
         return str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    return str(err.get("msg", "invalid"))
+    return readable(err) or str(err.get("msg", "invalid"))
 
 
 def _is_tag(part: object) -> bool:

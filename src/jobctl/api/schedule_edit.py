@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from jobctl.api.errors import field_problem
 from jobctl.api.schedule_schemas import (
     AnchorTime,
     CatchUpLimit,
@@ -182,7 +183,7 @@ class SchedulePatch(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])
-            raise InvalidInput(f"job.{where}: {first['msg']}") from None
+            raise InvalidInput(f"job.{where}: {field_problem(dict(first))}") from None
         template = checked.to_template(defaults)
         return dataclasses.replace(template, queue=old.queue) if kept_queue else template
 

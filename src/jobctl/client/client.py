@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from jobctl import errors
 from jobctl.client.transport import IDLE_RECONNECT, UnixTransport
-from jobctl.client.wire import error_from, loads, not_utf8
+from jobctl.client.wire import dumps, error_from, loads, not_utf8
 from jobctl.paths import socket_path_problem
 
 __all__ = ["IDLE_RECONNECT", "Client", "Transport", "UnixTransport", "loads"]
@@ -91,7 +91,7 @@ class Client:
                 path += "?" + urlencode(
                     [(k, v) for k, v in params.items() if v is not None], doseq=True
                 )
-            body = None if json_body is None else json.dumps(json_body).encode()
+            body = None if json_body is None else dumps(json_body)
             if body is not None and b"\\ud" in body:  # an escaped surrogate: test it
                 json.dumps(json_body, ensure_ascii=False).encode()
         except UnicodeEncodeError as exc:

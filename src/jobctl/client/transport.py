@@ -20,6 +20,10 @@ from pathlib import Path
 #: on it just then would fail. A connection idle for longer than this is replaced first.
 IDLE_RECONNECT = 4.0
 _MAX_HEAD = 64 * 1024
+#: Request heads kept encoded (by method, path and fields); past this many, forgotten.
+_PREFIXES = 64
+#: Statuses whose answers have no body, whatever their fields say.
+_NO_BODY = frozenset((*range(100, 200), 204, 304))
 
 
 class ProtocolError(ConnectionError):
@@ -47,6 +51,7 @@ class UnixTransport:
         self._monotonic = monotonic
         self._sock: _socket.socket | None = None
         self._buf = b""
+        self._prefixes: dict[tuple[object, ...], tuple[bytes, bool]] = {}
         self._last_used = monotonic()
         #: :meth:`hang_up` was called: each request is sent, then the sending side shut.
         self._hung_up = False
@@ -97,13 +102,10 @@ class UnixTransport:
     ) -> tuple[int, str, bytes]:
         reused = self._sock is not None
         sock = self._sock or self._connect()
-        data = body or b""
-        head = [f"{method} {path} HTTP/1.1", "Host: localhost"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            head.append(f"Content-Length: {len(data)}")
         try:
-            self._write(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+            head, sized = self._prefix(method, path, headers, body is not None)
+            data = body or b""
+            self._write(sock, head % (len(data), data) if sized else head)
             if self._hung_up:
                 with contextlib.suppress(OSError):
                     sock.shutdown(_socket.SHUT_WR)
@@ -115,6 +117,27 @@ class UnixTransport:
             self.close()
         self._last_used = self._monotonic()
         return status, ctype, payload
+
+    def _prefix(
+        self, method: str, path: str, headers: dict[str, str], has_body: bool
+    ) -> tuple[bytes, bool]:
+        """The request's head, encoded once per kind of request (a producer sends the same
+        one thousands of times): a template for the body's length and the body (True),
+        or the whole request (False: no body, no ``Content-Length``)."""
+        key = (method, path, has_body, *headers.items())
+        got = self._prefixes.get(key)
+        if got is None:
+            head = [f"{method} {path} HTTP/1.1", "Host: localhost"]
+            head += [f"{name}: {value}" for name, value in headers.items()]
+            text = "\r\n".join(head).encode("latin-1")
+            if has_body or method in ("POST", "PUT", "PATCH"):
+                got = text.replace(b"%", b"%%") + b"\r\nContent-Length: %d\r\n\r\n%b", True
+            else:
+                got = text + b"\r\n\r\n", False
+            if len(self._prefixes) >= _PREFIXES:
+                self._prefixes.clear()
+            self._prefixes[key] = got
+        return got
 
     def _write(self, sock: _socket.socket, data: bytes) -> None:
         """Send ``data``. A daemon over its connection limits answers (503) and closes
@@ -134,7 +157,7 @@ class UnixTransport:
         """Read one response: (status, content type, body, connection still usable)."""
         status, fields = self._head(reused)
         keep = fields.get("connection", "").lower() != "close"
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        if status in _NO_BODY or method == "HEAD":
             payload = b""
         elif "chunked" in fields.get("transfer-encoding", "").lower():
             payload = self._chunked()
@@ -173,6 +196,8 @@ class UnixTransport:
             self.close()
 
     def _head(self, reused: bool) -> tuple[int, dict[str, str]]:
+        if not self._buf:  # the usual case: the whole answer in one read
+            self._buf = self._sock.recv(1 << 16)  # type: ignore[union-attr]
         while (end := self._buf.find(b"\r\n\r\n")) < 0:
             if len(self._buf) > _MAX_HEAD:
                 raise ProtocolError("response head too long")

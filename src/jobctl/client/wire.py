@@ -8,13 +8,16 @@ here is pure (bytes in, values or exceptions out) and is tested without a daemon
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
+from json import encoder as _json_encoder
 from typing import Any
 
 import orjson
 
 from jobctl import errors
 
-__all__ = ["error_from", "loads", "not_utf8"]
+__all__ = ["dumps", "error_from", "loads", "not_utf8"]
 
 _BY_CODE: dict[str, type[errors.JobctlError]] = {
     cls.code: cls
@@ -79,6 +82,47 @@ def loads(data: bytes) -> Any:
         except orjson.JSONDecodeError:
             pass
     return json.loads(data)
+
+
+#: The circular-reference marks of :data:`_ENCODE`, emptied before each use (an encoding
+#: that failed midway leaves its own behind), and who is using them.
+_MARKERS: dict[int, Any] = {}
+_ENCODING = threading.Lock()
+#: The C encoder that :func:`json.dumps` builds anew for each call, built once with the
+#: arguments of json's default encoder (what ``json.dumps(obj)`` uses).
+_MAKE_ENCODER: Callable[..., Callable[[Any, int], tuple[str, ...]]] | None = getattr(
+    _json_encoder, "c_make_encoder", None
+)
+_ENCODE = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        _MARKERS,
+        json.JSONEncoder().default,
+        _json_encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        True,
+    )
+)
+
+
+def dumps(obj: Any) -> bytes:
+    """``json.dumps(obj).encode()``: the same bytes and the same errors, for less CPU.
+
+    ``json.dumps`` builds a C encoder for each call, about a third of the time it takes to
+    encode a job; this one is built once. While another thread (or a finalizer run
+    midway) holds it, or where there is no C encoder (another Python), json encodes."""
+    if _ENCODE is None or not _ENCODING.acquire(blocking=False):
+        return json.dumps(obj).encode()
+    try:
+        _MARKERS.clear()
+        return "".join(_ENCODE(obj, 0)).encode()
+    finally:
+        _ENCODING.release()
 
 
 def error_from(status: int, data: bytes) -> errors.JobctlError:

@@ -120,6 +120,8 @@ __all__ = [
 POOL = "pool2"
 #: The versions this helper serves (an older daemon's ``pool1`` too).
 POOLS = ("pool1", POOL)
+#: Blocked during a pass of the helper's loop (:meth:`Helper.serve`).
+CHILD = {signal.SIGCHLD}
 
 
 class Helper(Starter):
@@ -160,16 +162,32 @@ class Helper(Starter):
         sel.register(self.sock, selectors.EVENT_READ, "sock")
         sel.register(wake_r, selectors.EVENT_READ, "child")
         while True:
-            for key, _ in sel.select():
-                if key.data == "child":
-                    drain(wake_r)
-                    self.reap()
-                elif not self.read_requests():
-                    self.flush()
-                    if self.pool is not None:
-                        self.pool.close()
+            ready = sel.select()
+            # The exits of a pass wait for its end as one pending SIGCHLD (one wake-up
+            # after it), not a signal each that interrupts the starts (issue 17: ~one a
+            # start, each a signal frame, a handler and a wake-up write); every command
+            # starts with an empty mask all the same (posix_spawn's setsigmask, launch.c,
+            # fork_exec).
+            signal.pthread_sigmask(signal.SIG_BLOCK, CHILD)
+            try:
+                if not self.serve_ready(ready, wake_r):
                     return
-            self.flush()
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD)
+
+    def serve_ready(self, ready: list[tuple[selectors.SelectorKey, int]], wake_r: int) -> bool:
+        """One pass: exits, then requests, then the answers sent; False at end-of-file."""
+        for key, _ in ready:
+            if key.data == "child":
+                drain(wake_r)
+                self.reap()
+            elif not self.read_requests():
+                self.flush()
+                if self.pool is not None:
+                    self.pool.close()
+                return False
+        self.flush()
+        return True
 
     def read_requests(self) -> bool:
         """Serve every request waiting on the socket; False at end-of-file."""

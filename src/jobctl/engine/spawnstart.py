@@ -37,6 +37,7 @@ from jobctl.engine.cgpool import Pool
 from jobctl.engine.spawnsys import (
     SETPRIV,
     Native,
+    OnPath,
     Refused,
     boot_ticks,
     drop_argv,
@@ -46,7 +47,6 @@ from jobctl.engine.spawnsys import (
     own_cgroup_procs,
     posix_spawn,
     release,
-    resolve,
     rmdir_empty,
     write_bytes,
 )
@@ -74,6 +74,8 @@ class Starter:
         #: Clock ticks since boot at the last start, when the start fell within one tick
         #: (its start time, known without reading ``/proc``); None: read it.
         self.born: int | None = None
+        #: Whether a program is on a job's ``PATH`` (commands born in their cgroup).
+        self.on_path = OnPath()
 
     def start_gated(
         self,
@@ -221,11 +223,11 @@ class Starter:
         ``cgroup.procs``, each a migration: ~45 µs of the helper's CPU per start, issue
         17, docs/benchmarks.md "Cgroup pool"). As :meth:`start` would: the program is
         looked up on the job's ``PATH`` first (not found: the same error, no process
-        made) and the directory is entered by the helper (the same user); the command's
-        words are unchanged."""
+        made; spawnsys.OnPath: the file found last time checked first) and the directory
+        is entered by the helper (the same user); the command's words are unchanged."""
         assert self.native is not None
         try:
-            resolve(argv[0], env)
+            self.on_path.check(argv[0], env)
             if cwd is not None:
                 os.chdir(cwd)
         except BaseException:

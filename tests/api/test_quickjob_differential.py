@@ -280,7 +280,7 @@ _FIELD_VALUES = {
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, Any]:
     names = draw(st.sets(st.sampled_from(sorted(_FIELD_VALUES)), max_size=5))
-    body = {"command": draw(st.lists(_TEXT, min_size=1, max_size=3))}
+    body: dict[str, Any] = {"command": draw(st.lists(_TEXT, min_size=1, max_size=3))}
     body |= {name: draw(_FIELD_VALUES[name]) for name in names}
     return body
 

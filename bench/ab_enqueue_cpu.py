@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as C  # noqa: E402
-from core_harness import CpuSampler  # noqa: E402
-from pg_harness import database  # noqa: E402
+import _common as C
+from core_harness import CpuSampler
+from pg_harness import database
 
 BODY = json.dumps({"command": ["true"], "run_at": "2099-01-01T00:00:00Z"}).encode()
 TICK = os.sysconf("SC_CLK_TCK")

@@ -33,7 +33,14 @@ import orjson
 
 from jobctl.api.fast import ASGIApp, Message, Receive, Scope, Send
 from jobctl.api.policy import path_params
-from jobctl.domain.audit import READ_METHODS, AuditRecord, action_for, clip, target_for
+from jobctl.domain.audit import (
+    READ_METHODS,
+    AuditRecord,
+    action_for,
+    clip,
+    new_record,
+    target_for,
+)
 from jobctl.domain.clock import Clock
 from jobctl.logfmt import logval
 from jobctl.store.base import Store
@@ -168,17 +175,17 @@ class AuditMiddleware:
         body = _json(ex.peek)
         error = body.get("error") if isinstance(body, dict) else None
         code = str(error.get("code")) if isinstance(error, dict) and "code" in error else None
-        record = AuditRecord(
-            at=self._clock.now(),
-            request_id=ex.request_id,
-            uid=state.get("peer_uid"),
-            gid=state.get("peer_gid"),
-            pid=state.get("peer_pid"),
-            action=_action(scope),
-            target=_target(scope, state, body),
-            status=ex.status,
-            error=code or (None if ex.status < 400 else "http_error"),
-            denied=bool(state.get("denied")) or ex.status == 403,
+        record = new_record(
+            self._clock.now(),
+            ex.request_id,
+            state.get("peer_uid"),
+            state.get("peer_gid"),
+            state.get("peer_pid"),
+            _action(scope),
+            _target(scope, state, body),
+            ex.status,
+            code or (None if ex.status < 400 else "http_error"),
+            bool(state.get("denied")) or ex.status == 403,
         )
         try:
             self._store.audit([record])

@@ -40,7 +40,7 @@ def job_out(job: Job, with_attempts: bool = False) -> dict[str, Any]:
         "id": job.id,
         "key": job.key,
         "queue": s.queue,
-        "status": job.status.value,
+        "status": job.status._value_,  # the enum's .value is a Python property: 0.3 µs
         "run_at": iso(job.run_at),
         "priority": s.priority,
         "attempt": job.attempt,

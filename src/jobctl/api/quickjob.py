@@ -1,0 +1,180 @@
+"""The common enqueue body, validated without pydantic: a proof, or nothing.
+
+Validating ``{"command": ["true"], "run_at": "2099-01-01T00:00:00Z"}`` through the
+:class:`jobctl.api.schemas.JobIn` adapter, then ``to_spec``, was about a ninth of the
+daemon's event-loop CPU per single-job request (issue 15: 6.5 % ``validate_json``, 5.5 %
+``to_spec``), most of it pydantic's Python-level validators (``time_text``,
+``require_offset``, ``json_number``, ``_program``, ``_one_body``) and the model instance
+that ``to_spec`` only reads back. :func:`parse` reads such a body with ``orjson`` and
+checks it by hand against the same rules, for the few fields a plain command job carries:
+
+- ``command``: a non-empty list of strings, the first not empty, none holding a NUL;
+- ``queue``: printable ASCII without a space, 1 to ``MAX_QUEUE_NAME`` characters (a
+  subset of ``QUEUE_NAME_PATTERN``: other names go the long way);
+- ``priority``, ``max_attempts``: JSON integers within their bounds (``null`` for
+  ``max_attempts``);
+- ``timeout``: a JSON number (or ``null``) within its bounds, a float as pydantic makes it;
+- ``key``: 1 to ``MAX_KEY`` characters without a NUL (or ``null``);
+- ``cwd``: an absolute path, 1 to ``MAX_CWD`` characters without a NUL;
+- ``run_at``: ``YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|±HH:MM)``, a year 1970-8999 as written.
+
+Anything else (another field, another type or shape, a value at the edge of what these
+checks can prove, a batch, JSON that ``orjson`` refuses) gives ``None``, and the caller
+validates the body with pydantic as before: every refusal, and so every error message, is
+pydantic's. Strings from ``orjson`` are valid UTF-8 (it refuses lone surrogates), so "no
+NUL" is the whole of ``TEXT_PATTERN``. tests/api/test_quickjob_differential.py holds the
+two ways equal: the same :class:`JobSpec` from every body this accepts, and pydantic
+accepting every one of them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from jobctl.domain import limits
+from jobctl.domain.models import JobSpec, check_payload, fields_spec
+from jobctl.domain.retry import RetryDefaults
+
+#: The fields :func:`parse` knows; a body with any other goes to pydantic.
+FIELDS = frozenset(
+    ("command", "queue", "priority", "max_attempts", "timeout", "key", "cwd", "run_at")
+)
+#: A ``run_at`` both ``datetime.fromisoformat`` and pydantic read alike.
+_TIME = re.compile(
+    r"([0-9]{4})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
+_TIME_CHARS = len("2099-01-01T00:00:00.000000+00:00")
+_MIN_YEAR, _END_YEAR = limits.MIN_TIME.year, limits.MAX_TIME.year
+
+
+class QuickJob:
+    """A body :func:`parse` proved valid: what ``JobIn`` would hold, for :meth:`spec`."""
+
+    __slots__ = ("command", "cwd", "key", "max_attempts", "priority", "queue", "run_at", "timeout")
+
+    def __init__(self, body: dict[str, Any], run_at: datetime | None) -> None:
+        self.command: tuple[str, ...] = tuple(body["command"])
+        self.queue: str = body.get("queue", "default")
+        self.priority: int = body.get("priority", 0)
+        self.max_attempts: int | None = body.get("max_attempts")
+        timeout = body.get("timeout")
+        self.timeout: float | None = None if timeout is None else float(timeout)
+        self.key: str | None = body.get("key")
+        self.cwd: str = body.get("cwd", "/")
+        self.run_at = run_at
+
+    def spec(self, owner_uid: int, now: datetime, defaults: RetryDefaults) -> JobSpec:
+        """``JobIn.to_spec`` of the same body (raises its ``InvalidInput`` on the size)."""
+        if sum(map(len, self.command)) * 4 > limits.MAX_PAYLOAD_BYTES:  # else surely under
+            check_payload(self.command, ())
+        fields = {
+            "command": self.command,
+            "queue": self.queue,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts or defaults.max_attempts,
+            "timeout": self.timeout,
+            "backoff": defaults.backoff,
+            "env": (),
+            "cwd": self.cwd,
+            "retry_on": None,
+            "no_retry_on": (),
+            "resources": None,
+            "on_failure": None,
+            "http": None,
+            "payload": None,
+        }
+        run_at = (self.run_at or now).astimezone(UTC)
+        return fields_spec(fields, run_at, self.key, owner_uid)
+
+
+def parse(raw: bytes) -> QuickJob | None:
+    """The job of ``raw`` if it is a common body proved valid, else None (ask pydantic)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(body) is not dict or "command" not in body or not FIELDS.issuperset(body):
+        return None
+    if not all(_CHECKS[name](value) for name, value in body.items()):
+        return None
+    run_at = body.get("run_at")
+    if run_at is None:
+        return QuickJob(body, None)
+    when = _time(run_at) if len(run_at) <= _TIME_CHARS else None  # the cache keeps short keys
+    return None if when is None else QuickJob(body, when)
+
+
+def _command(v: Any) -> bool:
+    if type(v) is not list or not v:
+        return False
+    try:
+        joined = "".join(v)
+    except TypeError:  # an item that is not a string
+        return False
+    return bool(v[0]) and "\x00" not in joined
+
+
+def _int_in(low: int, high: int, null: bool = False) -> Any:
+    def check(v: Any) -> bool:
+        return (null and v is None) or (type(v) is int and low <= v <= high)
+
+    return check
+
+
+def _queue(v: Any) -> bool:
+    return (
+        type(v) is str
+        and 0 < len(v) <= limits.MAX_QUEUE_NAME
+        and v.isascii()
+        and v.isprintable()
+        and " " not in v
+    )
+
+
+def _timeout(v: Any) -> bool:
+    if v is None:
+        return True
+    # a bool is not a number; NaN fails the bounds (orjson refuses it and infinities)
+    return type(v) in (int, float) and limits.MIN_TIMEOUT <= v <= limits.MAX_TIMEOUT
+
+
+def _key(v: Any) -> bool:
+    return v is None or (type(v) is str and 0 < len(v) <= limits.MAX_KEY and "\x00" not in v)
+
+
+def _cwd(v: Any) -> bool:
+    return type(v) is str and 0 < len(v) <= limits.MAX_CWD and v.startswith("/") and "\x00" not in v
+
+
+def _string(v: Any) -> bool:  # run_at: its shape is checked by _time
+    return v is None or type(v) is str
+
+
+_CHECKS = {
+    "command": _command,
+    "queue": _queue,
+    "priority": _int_in(limits.MIN_PRIORITY, limits.MAX_PRIORITY),
+    "max_attempts": _int_in(1, limits.MAX_ATTEMPTS, null=True),
+    "timeout": _timeout,
+    "key": _key,
+    "cwd": _cwd,
+    "run_at": _string,
+}
+
+
+@lru_cache(maxsize=1024)  # clients send one ``run_at`` again and again; datetimes are immutable
+def _time(text: str) -> datetime | None:
+    """``run_at`` as pydantic reads it (an aware datetime), if of the one shape known."""
+    shape = _TIME.fullmatch(text)
+    if shape is None or not _MIN_YEAR <= int(shape[1]) < _END_YEAR:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:  # no such day, hour or offset: pydantic's message
+        return None

@@ -129,6 +129,7 @@ def assert_pipeline_failure_is_seen(jobs: list[dict[str, object]], fetch: object
         assert attempt["exit_code"] != 0, job  # was 0: dash reported gzip's status
 
 
+@pytest.mark.timeout(300)  # ~25 s here; its shell gets 240 s: a loaded machine needs it
 def test_the_tour_as_the_current_user(daemon: DaemonProc, tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -196,6 +197,7 @@ def as_user(users: Users, argv: list[str], env: dict[str, str], **kw: Any) -> ob
     )  # fmt: skip
 
 
+@pytest.mark.timeout(300)
 def test_the_tour_as_a_normal_user_with_their_own_daemon(
     host_users: Users,  # noqa: F811
     user_setup: tuple[Path, dict[str, str]],

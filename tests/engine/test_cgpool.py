@@ -313,18 +313,25 @@ def test_past_its_most_slots_an_attempt_gets_the_cgroup_it_asked_for(prefix: str
     assert 0 < cgpool.Pool(prefix).most <= min(cgpool.MOST, os.sysconf("SC_OPEN_MAX") // 4)
 
 
-def test_a_command_of_the_own_user_is_born_in_its_slot_without_the_helper_entering_it(
-    prefix: str, tmp_path: Path
-) -> None:
-    """With the launcher's library, a plain command (the daemon's own user, no limits)
-    is started by clone3 into its cgroup: the helper never writes itself into the
-    cgroup and back (issue 17); its words, directory and errors are posix_spawn's."""
+def need_clone3() -> spawnsys.Native:
+    """The launcher's library loaded; skip unless it can start a command into a cgroup
+    (clone3)."""
     library = launcher.library(launcher.default())
     home = spawnsys.own_cgroup_procs()
     native = None if library is None or home is None else spawnsys.load_native(
         library, os.path.dirname(home))  # fmt: skip
     if native is None or native.into is None:
         pytest.skip("no launcher library with clone3 here")
+    return native
+
+
+def test_a_command_of_the_own_user_is_born_in_its_slot_without_the_helper_entering_it(
+    prefix: str, tmp_path: Path
+) -> None:
+    """With the launcher's library, a plain command (the daemon's own user, no limits)
+    is started by clone3 into its cgroup: the helper never writes itself into the
+    cgroup and back (issue 17); its words, directory and errors are posix_spawn's."""
+    native = need_clone3()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with ours, theirs:
         pool = cgpool.Pool(prefix)

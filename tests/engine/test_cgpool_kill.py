@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgpool, launcher, proctree, spawner, spawnsys
+from jobctl.engine import cgpool, proctree, spawner
 from jobctl.engine.spawnclient import Started
-from tests.engine.test_cgpool import Daemon, _slot, prefix
+from tests.engine.test_cgpool import Daemon, _slot, need_clone3, prefix
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -30,12 +30,7 @@ __all__ = ["prefix"]  # the fixture, used by name
 @pytest.fixture(autouse=True)
 def _clone3() -> None:
     """The bug is clone3's: without the launcher's library the helper steps in instead."""
-    library = launcher.library(launcher.default())
-    home = spawnsys.own_cgroup_procs()
-    native = None if library is None or home is None else spawnsys.load_native(
-        library, os.path.dirname(home))  # fmt: skip
-    if native is None or native.into is None:
-        pytest.skip("no launcher library with clone3 here")
+    need_clone3()
 
 
 def test_the_next_attempt_in_the_slot_of_a_stopped_one_runs(prefix: str, tmp_path: Path) -> None:

@@ -161,9 +161,10 @@ def _run(
         if rider is not None:
             rider.queue(pipe, taken)
         pipe.execute("COMMIT")
-    except (TypeError, ValueError, psycopg.Error):
-        # An op could not queue its statements (a value with no text form): nothing was
-        # sent for COMMIT, so nothing commits; the checked way runs the ops again.
+    except Exception:
+        # An op could not queue its statements (a value with no text form, say): COMMIT
+        # was not queued, so nothing commits; the checked way runs the ops again and
+        # answers what they raise.
         _idle(conn, pipe, sent=False)
         return None
     try:

@@ -27,7 +27,7 @@ def conn() -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 def _pipe(conn: psycopg.Connection[tuple[object, ...]], wait: float = 5.0) -> Pipe:
     conn.pgconn.enter_pipeline_mode()
-    return Pipe(conn, wait)  # type: ignore[arg-type]
+    return Pipe(conn, wait)
 
 
 def _done(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -103,7 +103,7 @@ def test_a_transaction_in_the_pipe_commits_or_rolls_back_whole(
     for text, params in (("BEGIN", ()), ("INSERT INTO t VALUES ($1)", (1,)), ("COMMIT", ())):
         pipe.execute(text, params)
     pipe.run()
-    pipe = Pipe(conn, 5.0)  # type: ignore[arg-type]  # still in pipeline mode
+    pipe = Pipe(conn, 5.0)  # still in pipeline mode
     pipe.execute("BEGIN")
     pipe.execute("INSERT INTO t VALUES ($1)", (2,))
     pipe.execute("SELECT 1 / 0")

@@ -25,18 +25,17 @@ import select
 import weakref
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Any
 
 import psycopg
 from psycopg import pq
 
-if TYPE_CHECKING:
-    from jobctl.store.pg.db import PgConn
-
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _SYNC = pq.ExecStatus.PIPELINE_SYNC
 #: Statement names prepared on each connection's session, by statement text.
-_PREPARED: weakref.WeakKeyDictionary[PgConn, dict[str, bytes]] = weakref.WeakKeyDictionary()
+_PREPARED: weakref.WeakKeyDictionary[psycopg.Connection[Any], dict[str, bytes]] = (
+    weakref.WeakKeyDictionary()
+)
 #: Statement names: unique in this process, so in every session it opens.
 _NAMES = itertools.count()
 
@@ -56,7 +55,7 @@ class Pipe:
     with :meth:`execute`, send them and read every answer with :meth:`run`, then read a
     statement's rows with :meth:`rows`."""
 
-    def __init__(self, conn: PgConn, wait: float) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], wait: float) -> None:
         """``wait``: seconds :meth:`run` waits for the server at most (a bound above the
         sessions' ``statement_timeout``: past it the connection is taken as broken)."""
         self._conn = conn
@@ -72,7 +71,7 @@ class Pipe:
         """Queue ``text`` (``$1``-style placeholders) with ``params``; the index of its
         answer for :meth:`rows`. Raises :class:`TypeError` or :class:`ValueError` for a
         parameter it will not send (before anything is sent for it)."""
-        values = [_text(p) for p in params]
+        values = _texts(params)
         name = self._names.get(text) or self._preparing.get(text)
         if name is None:
             name = self._preparing[text] = f"jobctl_{next(_NAMES)}".encode()
@@ -146,17 +145,25 @@ class Pipe:
             raise Broken(f"no answer from the server in {self._wait_ms} ms")
 
 
-def _text(value: object) -> bytes | None:
-    """A parameter as psycopg's text dumpers send it (``str``, ``int`` and None only)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-        return value.encode()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value).encode()
-    raise TypeError(f"no text form for a {type(value).__name__} here")
+def _texts(params: Sequence[object]) -> list[bytes | None]:
+    """The parameters as psycopg's text dumpers send them (``str``, ``int`` and None
+    only: anything else is refused, and the commit goes the checked way, psycopg's).
+    One loop, no call per value: a commit of eight jobs sends about 200 of them."""
+    out: list[bytes | None] = []
+    add = out.append
+    for value in params:
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:  # type: ignore[operator]
+                raise ValueError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+            add(value.encode())  # type: ignore[attr-defined]
+        elif value is None:
+            add(None)
+        elif kind is int:  # a bool is not: psycopg sends it as a boolean
+            add(b"%d" % value)  # type: ignore[str-format]
+        else:
+            raise TypeError(f"no text form for a {kind.__name__} here")
+    return out
 
 
 @lru_cache(maxsize=64)

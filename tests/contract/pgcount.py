@@ -62,16 +62,26 @@ _PLAIN = frozenset(
 def round_trips(threads: str = "") -> Iterator[RoundTrips]:
     """Count the round trips of the connections used by the threads whose names start
     with ``threads`` (default: all): each ``Connection.wait`` on one of psycopg's
-    generators that waits for the server's answer. Leans on psycopg's internals (its
-    generators' names): :func:`check_round_trips` fails loudly when they move. A
+    generators that waits for the server's answer, and each
+    :meth:`jobctl.store.pg.rawpipe.Pipe.run` (the pipelined commit's, through libpq). Leans
+    on psycopg's internals (its generators' names): :func:`check_round_trips` fails loudly
+    when they move. A
     statement that opens a transaction by itself (psycopg's implicit ``BEGIN``) counts as
     one: the store's transactions begin explicitly."""
     import threading
 
     import psycopg
 
+    from jobctl.store.pg.rawpipe import Pipe
+
     trips = RoundTrips()
     real: Any = psycopg.Connection.wait
+    real_run: Any = Pipe.run
+
+    def run(pipe: Pipe) -> None:
+        if threading.current_thread().name.startswith(threads):
+            trips.n += 1
+        real_run(pipe)
 
     def wait(conn: Any, gen: Any, *args: Any, **kwargs: Any) -> Any:
         name = gen.gi_code.co_qualname
@@ -81,16 +91,20 @@ def round_trips(threads: str = "") -> Iterator[RoundTrips]:
         return real(conn, gen, *args, **kwargs)
 
     setattr(psycopg.Connection, "wait", wait)  # noqa: B010 - patched for the block only
+    setattr(Pipe, "run", run)  # noqa: B010
     try:
         yield trips
     finally:
         setattr(psycopg.Connection, "wait", real)  # noqa: B010
+        setattr(Pipe, "run", real_run)  # noqa: B010
 
 
 def check_round_trips(dsn: str) -> None:
     """The counter sees psycopg's round trips: BEGIN, a statement and COMMIT are three,
-    and a pipeline of two statements is one."""
+    and a pipeline of two statements is one; so is a :class:`Pipe` of two."""
     import psycopg
+
+    from jobctl.store.pg.rawpipe import Pipe
 
     with psycopg.connect(dsn) as conn, round_trips() as trips:
         with conn.transaction():
@@ -100,3 +114,10 @@ def check_round_trips(dsn: str) -> None:
             conn.execute("SELECT 1")
             conn.execute("SELECT 2")
         assert trips.n == 4, trips.n
+        conn.pgconn.enter_pipeline_mode()
+        pipe = Pipe(conn, 5.0)
+        one, two = pipe.execute("SELECT $1::int", (1,)), pipe.execute("SELECT 2")
+        pipe.run()
+        conn.pgconn.exit_pipeline_mode()
+        assert (pipe.rows(one), pipe.rows(two)) == ([(b"1",)], [(b"2",)])
+        assert trips.n == 5, trips.n

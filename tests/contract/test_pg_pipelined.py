@@ -23,6 +23,7 @@ from jobctl.domain.models import JobSpec
 from jobctl.errors import InvalidInput, StoreUnavailable
 from jobctl.store.audit import audit_params
 from jobctl.store.pg.pipelined import Staged
+from jobctl.store.pg.rawpipe import Pipe, native
 from tests.contract.conftest import PG_DSN
 from tests.contract.pgcount import T0, check_round_trips, pg_store, round_trips
 
@@ -81,23 +82,24 @@ class _Note(Staged[str]):
     def stage(self) -> bool:
         return True
 
-    def queue(self, conn: Any) -> None:
-        self._write(conn)
+    def queue(self, pipe: Pipe) -> None:
+        row = audit_params(_rec(self.n))
+        pipe.execute(native(self.db.q("insert_audit"), tuple(row)), list(row.values()))
+        if self.fail:
+            pipe.execute("SELECT 1 / 0")
         if self.kill:
             self.kill = False  # once: the checked way's run is not killed
             # After a pause, so that the whole round trip (COMMIT included) has gone out
-            # before the session ends, however slow the client thread: ended at once, the
-            # broken connection could surface while the next statement was queued, before
-            # COMMIT (then nothing was committed and the checked way rightly runs again).
-            conn.execute(
+            # before the session ends, however slow the client thread.
+            pipe.execute(
                 "SELECT pg_terminate_backend(pg_backend_pid()) FROM (SELECT pg_sleep(0.3)) s"
             )
         if self.block:  # waits for the test's advisory lock
-            conn.execute("SELECT pg_advisory_xact_lock(4242)")
-        self.read = conn.execute("SELECT 1 AS one")
+            pipe.execute("SELECT pg_advisory_xact_lock(4242)")
+        self.pipe, self.read = pipe, pipe.execute("SELECT 1 AS one")
 
     def answer(self) -> str:
-        assert self.read.fetchone() == {"one": 1}  # fetched in the round trip
+        assert self.pipe.rows(self.read) == [(b"1",)]  # fetched in the round trip
         return f"r-{self.n}"
 
     def __call__(self, conn: Any) -> str:
@@ -198,17 +200,15 @@ def test_a_connection_lost_after_commit_was_sent_is_unavailable_to_all(
 ) -> None:
     """The server process waits on a lock the test holds, behind it ``COMMIT`` was sent;
     the test ends that process then: the client cannot know whether it committed."""
-    real = psycopg.Connection.execute
+    real = Pipe._flush
 
-    def execute(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        cur = real(conn, query, *args, **kwargs)
-        if query == b"COMMIT":  # sent: now the connection is lost
-            admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
-        return cur
+    def flush(pipe: Any) -> None:
+        real(pipe)  # everything went out, COMMIT included: now the connection is lost
+        admin.execute("SELECT pg_terminate_backend(%s)", (pipe._conn.info.backend_pid,))
 
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         admin.execute("SELECT pg_advisory_lock(4242)")
-        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        monkeypatch.setattr(Pipe, "_flush", flush)
         lost, other = _Note(store, 1, block=True), _Note(store, 2)
         futures = _run(store, lost, other)
         monkeypatch.undo()

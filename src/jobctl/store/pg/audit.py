@@ -31,6 +31,7 @@ from jobctl.domain.audit import AuditRecord
 from jobctl.store.audit import MAX_PENDING, audit_params
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.pipelined import NOTHING
+from jobctl.store.pg.rawpipe import Pipe, native
 
 log = logging.getLogger("jobctl.store")
 _SAVEPOINT = "jobctl_audit"
@@ -77,10 +78,10 @@ class PgAuditWriter:
         if taken:
             _insert(self._db, conn, taken)
 
-    def queue(self, conn: PgConn, taken: list[Any]) -> None:
+    def queue(self, pipe: Pipe, taken: list[Any]) -> None:
         self._take(taken)
         if taken:
-            conn.execute(self._db.q("insert_audit_rows"), _columns(taken))
+            pipe.execute(native(self._db.q("insert_audit_rows"), ("rows",)), (_json(taken),))
 
     def waiting(self) -> bool:
         return bool(self._rows)  # one read of a list's length: atomic, no lock needed
@@ -121,7 +122,7 @@ def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
     """All of ``taken`` in one statement, in a savepoint sent with it in one round trip;
     if that fails (a record the server refuses, such as a NUL in a path), each record alone,
     so only the refused ones are lost (and logged), as when each was a write of its own."""
-    params = _columns(taken)
+    params = {"rows": _json(taken)}
     try:
         with conn.pipeline():
             conn.execute(f"SAVEPOINT {_SAVEPOINT}")
@@ -136,10 +137,10 @@ def _insert(db: PgDb, conn: PgConn, taken: list[dict[str, Any]]) -> None:
             _insert_one(db, conn, row)
 
 
-def _columns(taken: list[dict[str, Any]]) -> dict[str, str]:
+def _json(taken: list[dict[str, Any]]) -> str:
     """``insert_audit_rows``'s parameter: the records as one JSON array of objects named
     by column (:func:`jobctl.store.audit.audit_params`)."""
-    return {"rows": orjson.dumps(taken).decode()}
+    return orjson.dumps(taken).decode()
 
 
 def _insert_one(db: PgDb, conn: PgConn, row: dict[str, Any]) -> None:

@@ -57,6 +57,7 @@ from jobctl.store import rows
 from jobctl.store.pg.keepalive import connect_params
 from jobctl.store.pg.migrate import migrate
 from jobctl.store.pg.pipelined import NOTHING, Staged, Unreachable, commit_pipelined
+from jobctl.store.pg.rawpipe import Pipe
 from jobctl.store.queries import load
 
 log = logging.getLogger("jobctl.store")
@@ -262,7 +263,7 @@ class Rider(Protocol):
 
     def ride(self, conn: PgConn, taken: list[Any]) -> None: ...
 
-    def queue(self, conn: PgConn, taken: list[Any]) -> None:
+    def queue(self, pipe: Pipe, taken: list[Any]) -> None:
         """As :meth:`ride`, in a pipelined commit (:mod:`jobctl.store.pg.pipelined`): its
         statement queued, fetching nothing, in no savepoint (a failure there undoes the
         whole transaction, which then runs the checked way, :meth:`ride` again)."""

@@ -28,6 +28,7 @@ from jobctl.store.base import Inserted
 from jobctl.store.inserts import NewJob, Prepared, auto_key, created_job, refused_by_store
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
 from jobctl.store.pg.db import PgConn, PgDb
+from jobctl.store.pg.rawpipe import Pipe, native
 from jobctl.store.rows import RowLike, ms_to_dt
 
 #: Jobs inserted at most by one pipelined ``INSERT`` (:func:`keyless_tx`); more go by
@@ -140,6 +141,8 @@ class KeylessPlan:
         self._ids: psycopg.Cursor[Any] | None = None
         self._workers: psycopg.Cursor[Any] | None = None
         self._keys: list[str] = []
+        self._pipe: Pipe | None = None
+        self._inserted = 0  # the INSERT's answer in the pipe
 
     @classmethod
     def make(cls, db: PgDb, groups: Sequence[Sequence[JobSpec]]) -> KeylessPlan | None:
@@ -155,14 +158,14 @@ class KeylessPlan:
         except ITEM_ERRORS:
             return None
 
-    def queue(self, conn: PgConn) -> None:
+    def queue(self, pipe: Pipe) -> None:
         """Queue the queues' locks and the ``INSERT`` (in a pipeline: nothing is fetched
         here; the locks are a statement of their own, so that the ``INSERT``'s snapshot,
         taken after them, sees every worker queue marked by a writer that held one: the
         shared locks of :func:`jobctl.store.workerq.lock`)."""
         specs = [s for g in self._groups for s in g]
         queues = orjson.dumps(sorted({s.queue for s in specs})).decode()
-        conn.execute(self._db.q("lock_queues_shared"), {"names": queues})
+        pipe.execute(native(self._db.q("lock_queues_shared"), ("names",)), (queues,))
         self._keys = [auto_key(self._now_ms) for _ in specs]
         adding = Counter(s.owner_uid for s in specs if s.owner_uid in self._limited)
         rooms = [{"uid": uid, "room": self._limited[uid] - n} for uid, n in adding.items()]
@@ -170,12 +173,12 @@ class KeylessPlan:
         for key, tail in zip(self._keys, self._tails, strict=True):
             params += (key, *tail)
         text = numbered_rows(self._db.q("insert_keyless"), len(self._tails))
-        self._ids = psycopg.RawCursor(conn).execute(text, params)
+        self._pipe, self._inserted = pipe, pipe.execute(text, params)
 
     def answer(self) -> list[list[Inserted] | JobctlError]:
         """Each group's outcome, from the ``INSERT``'s rows (after the round trip)."""
-        assert self._ids is not None  # queue() came first
-        ids = {r["key"]: r["id"] for r in self._ids}
+        assert self._pipe is not None  # queue() came first
+        ids = {bytes(k or b"").decode(): int(i or 0) for i, k in self._pipe.rows(self._inserted)}
         keys, tails = iter(self._keys), iter(self._tails)
         created_at = ms_to_dt(self._now_ms)
         out: list[list[Inserted] | JobctlError] = []

@@ -52,6 +52,7 @@ from jobctl.store.pg.jobs import PgJobs
 from jobctl.store.pg.notify import Listener, Notifier
 from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.queues import PgQueues
+from jobctl.store.pg.rawpipe import Pipe
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
 from jobctl.store.schedule_methods import ScheduleMethods
@@ -450,9 +451,9 @@ class _InsertWrite(Staged[_Outcomes]):
         self._plan = KeylessPlan.make(self._db, self._groups())
         return self._plan is not None
 
-    def queue(self, conn: PgConn) -> None:
+    def queue(self, pipe: Pipe) -> None:
         assert self._plan is not None  # stage() said so
-        self._plan.queue(conn)
+        self._plan.queue(pipe)
 
     def answer(self) -> _Outcomes:
         assert self._plan is not None

@@ -9,7 +9,9 @@ nothing of jobctl (the helper is a small process: the standard library and its s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import os
 from typing import Any
 
@@ -18,8 +20,20 @@ class Refused(Exception):
     """A limit that cannot be applied: the command must not run (``StartRefused``)."""
 
 
+class BornKilled(OSError):
+    """The kernel SIGKILLed a command ``clone3`` started into its cgroup before it ran its
+    first instruction (launch.c ``NEVER_RAN``; it is reaped already, so as with any
+    OSError of a start no process of it is left). Seen on 6.18: the kill sequence of the
+    target cgroup differs from that of the helper's own cgroup (``cgroup.kill`` written
+    in one of them, or an ancestor, since: engine/cgpool.py). The helper then finds out
+    which (spawnstart.Starter.born_killed) and starts the command the other way."""
+
+
 #: launch.c's ``NO_NICE``: keep the helper's niceness.
 NO_NICE = 1000
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: launch.c's ``NEVER_RAN``: the start time of a child the kernel killed at its birth.
+NEVER_RAN = -2
 
 
 class Native:
@@ -80,8 +94,9 @@ class Native:
         """Start ``argv`` (the launcher's words, then the command): its pid; ``cgroup``
         (a descriptor of its directory): born in it with niceness ``nice`` (:attr:`into`
         first). Raises ValueError as ``posix_spawn`` does, OSError when no process could
-        be made, :class:`Refused` when the niceness could not be set (nothing ran).
-        Sets :attr:`born`."""
+        be made (:class:`BornKilled`: one was, and the kernel killed it before it ran),
+        :class:`Refused` when the niceness could not be set (nothing ran). Sets
+        :attr:`born`."""
         for key in env:
             if not key or "=" in key:
                 raise ValueError("illegal environment variable name")
@@ -101,6 +116,9 @@ class Native:
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid))
         ticks = self._born.value
+        if ticks == NEVER_RAN:
+            os.waitpid(pid, 0)  # exiting already: vfork's wait ended at its exit
+            raise BornKilled(errno.ECANCELED, "the kernel killed the command at its birth")
         self.born = ticks if ticks >= 0 else None
         return int(pid)
 
@@ -134,15 +152,56 @@ def load_native(library: str, home: str | None = None) -> Native | None:
 
 def _true_starts(native: Native, cgroup: str | None) -> bool:
     """Whether ``/bin/true`` started through ``native`` (in ``cgroup``) exits 0."""
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    fd = -1 if cgroup is None else os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
-        pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null, fd)
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        fd = -1 if cgroup is None else os.open(cgroup, _DIR)
+    except OSError:
+        return False
+    try:
+        return _true_exit(native, fd) == 0
     except OSError:
         return False
     finally:
-        os.close(null)
         if fd >= 0:
             os.close(fd)
+
+
+def kills_at_birth(native: Native, path: str) -> bool:
+    """Whether the kernel kills, at its birth, a command ``clone3`` starts into a new
+    cgroup (made at ``path``, removed after): then it kills every command started into
+    any new cgroup (every new slot) from this process's cgroup, whose kill sequence moved
+    (engine/cgpool.py), and that way of starting is no use here. False also when it
+    cannot tell (no cgroup could be made: the starts will say so themselves)."""
+    rmdir_probe(path)  # one an earlier helper of the same name left
+    try:
+        os.mkdir(path, 0o755)
+        fd = os.open(path, _DIR)
+    except OSError:
+        rmdir_probe(path)
+        return False
+    try:
+        _true_exit(native, fd)
+    except BornKilled:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        rmdir_probe(path)
+    return False
+
+
+def rmdir_probe(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _true_exit(native: Native, cgroup: int) -> int:
+    """The exit code of ``/bin/true`` started through ``native`` (born in the cgroup whose
+    directory ``cgroup`` is open on; -1: none); raises OSError when none ran."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
+        pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null, cgroup)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        os.close(null)

@@ -74,7 +74,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 class Slot:
     """One pooled cgroup: its path, its directory and ``cgroup.events`` held open."""
 
-    __slots__ = ("ended", "events", "fd", "files", "path")
+    __slots__ = ("ended", "events", "fd", "files", "path", "retired")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -88,6 +88,8 @@ class Slot:
         self.files: set[str] = set()
         #: Its attempt has exited (only then may the daemon hand it back).
         self.ended = False
+        #: The kernel killed a command at its birth here (:meth:`Pool.retire`).
+        self.retired = False
 
     def populated(self) -> bool:
         """Whether a process is in it (unreadable: assume so, never reuse it)."""
@@ -164,11 +166,12 @@ class Pool:
         (empty), False when a process is left in it (no longer a slot: the daemon kills
         what is in it and removes it), None when it is no slot, or no longer one: its
         command was ``killed`` by SIGKILL (a ``cgroup.kill`` may have been written in it,
-        by the daemon or by anyone: see the module's doc; the caller removes it)."""
+        by the daemon or by anyone: see the module's doc; the caller removes it), or it
+        was retired (:meth:`retire`)."""
         slot = self.used.get(path)
         if slot is None:
             return None
-        if killed:
+        if killed or slot.retired:
             del self.used[path]
             slot.close()
             return None
@@ -178,6 +181,15 @@ class Pool:
             return False
         slot.ended = True
         return True
+
+    def retire(self, path: str) -> None:
+        """The kernel killed a command ``clone3`` started into ``path`` at its birth, and
+        would not kill one in a new cgroup: ``cgroup.kill`` was written in this slot from
+        outside (the daemon writes it only with a process in it). Its attempt runs on in
+        it (started the other way); at its exit it is removed (:meth:`exited`)."""
+        slot = self.used.get(path)
+        if slot is not None:
+            slot.retired = True
 
     def release(self, path: str, reuse: bool = True) -> None:
         """The daemon handed ``path`` back (no stop of its attempt can target it now):

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from jobctl.engine import cgpool, proctree, spawner, spawnnative, spawnsys
+from jobctl.engine import cgpool, launcher, proctree, spawner, spawnnative, spawnsys
 from jobctl.engine.spawnclient import Started
 from tests.engine.test_cgpool import ENV, Daemon, _slot, need_clone3, prefix
 
@@ -267,14 +267,16 @@ def test_a_helper_started_in_a_cgroup_whose_kill_was_written_still_starts_comman
     assert len(lines) == 1 and "fix='restart the daemon in a fresh cgroup'" in lines[0]
 
 
+@pytest.mark.parametrize("nice", [None, 5], ids=["plain", "gated-with-nice"])
 def test_a_start_killed_at_birth_by_the_helpers_own_cgroup_turns_clone3_off(
-    prefix: str, tmp_path: Path
+    prefix: str, tmp_path: Path, nice: int | None
 ) -> None:
     """After a start-up probe that passed, the helper's cgroup's kill sequence moved
     (here: the helper moved into a killed cgroup): the first start the kernel kills at
     its birth is seen at once (the launcher's child never ran), a new cgroup beside its
     slot is killed too, so ``clone3`` is turned off with the notice, and that command
-    starts by the helper stepping into its slot: no attempt is lost."""
+    starts the other way in its slot (plain: the helper steps in; with a niceness: held
+    at its gate and moved in): no attempt is lost."""
     native = need_clone3()
     killed = _killed_cgroup(prefix)
     _need_the_kernels_kill(native, killed)
@@ -285,9 +287,12 @@ def test_a_start_killed_at_birth_by_the_helpers_own_cgroup_turns_clone3_off(
         helper.probe()
         assert native.into is not None and not helper.out  # fine where it started
         log = tmp_path / "1.log"
-        cmd = ["sh", "-c", "grep ^0:: /proc/self/cgroup"]
-        req: tuple[Any, ...] = ("spawn", 1, cmd, dict(ENV), "/", str(log), None, False,
-                                f"{os.path.dirname(prefix)}/asked-1", {}, None)  # fmt: skip
+        cmd = ["sh", "-c", "grep ^0:: /proc/self/cgroup; cut -d' ' -f19 /proc/$$/stat"]
+        if nice is not None:
+            cmd = [*launcher.argv(native.launcher, None, "/", None, None, True), *cmd]
+        req: tuple[Any, ...] = ("spawn", 1, cmd, dict(ENV), "/", str(log), None,
+                                nice is not None, f"{os.path.dirname(prefix)}/asked-1", {},
+                                nice)  # fmt: skip
         with _inside(killed):
             helper.spawn(req)
         notice, started = helper.out
@@ -295,7 +300,9 @@ def test_a_start_killed_at_birth_by_the_helpers_own_cgroup_turns_clone3_off(
         kind, _, pid, _, cg, error = started
         assert (kind, error) == ("started", None) and cg in pool.used
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-        assert log.read_text().strip().endswith("/" + os.path.basename(cg))
+        group, niceness = log.read_text().split()
+        assert group.endswith("/" + os.path.basename(cg))
+        assert int(niceness) == (nice or os.getpriority(os.PRIO_PROCESS, 0))
         assert native.into is None
         assert not os.path.exists(f"{cg}.probe")
 

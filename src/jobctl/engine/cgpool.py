@@ -37,8 +37,15 @@ left in it, reported to the daemon, which kills what is in it and removes it):
   within milliseconds. The daemon writes it only with a process in the cgroup
   (``cgroup.Cgroup.kill``), so a stop that ended its command with SIGTERM keeps the slot.
   And a slot whose command was SIGKILLed is not kept at all (someone else, an operator or
-  a kill of an ancestor cgroup, may have written it): an outside write costs one attempt,
-  not every later one in the slot.
+  a kill of an ancestor cgroup, may have written it), nor one the kernel killed a command
+  in at its birth (:meth:`Pool.retire`: the helper sees that, spawnstart.Starter
+  .born_killed, and starts that command the other way): an outside write costs at most
+  the attempt it hit, not every later one in the slot.
+
+A new cgroup's kill sequence starts at 0 (it is not its parent's): a helper whose own
+cgroup was killed before it started there would have every command born in a new slot
+killed. Its start-up probe (spawnstart.Starter.probe) finds that out, and the helper then
+starts commands by stepping into their slots instead (docs/architecture.md).
 
 Like the helper, this imports nothing of jobctl but its sibling spawnsys.
 """

@@ -23,6 +23,8 @@ only the standard library loaded). How a command starts:
   launcher's library, else the helper steps into the cgroup for the spawn and back out);
   one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
   is in the cgroup, except with ``clone3``: born in it, its niceness set in the child;
+  one the kernel kills at its birth there is started the other way
+  (:meth:`Starter.born_killed`, and :meth:`Starter.probe` at the helper's start);
 * a request that names the launcher runs the launcher's code in a ``vfork`` child of the
   helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
 * the start time is the boot clock's tick around the spawn (``/proc`` read only when the
@@ -56,10 +58,11 @@ _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEX
 #: The warning the daemon logs when the kernel would kill every command born in a new
 #: cgroup (:meth:`Starter.clone3_off`): the cause, and the fix (docs/operations.md).
 CLONE3_OFF = (
-    "event=spawn_clone3_off helper={pid} cgroup={cgroup} reason='the kernel kills, at "
+    "event=spawn_clone3_off helper={pid} cgroup={cgroup!r} reason='the kernel kills, at "
     "birth, every command clone3 starts into a new cgroup from this cgroup: cgroup.kill "
     "was written in it or an ancestor' fix='restart the daemon in a fresh cgroup' "
-    "fallback='the helper steps into each attempt cgroup to start its command'"
+    "fallback='commands enter their cgroups without clone3 (the helper steps in, or "
+    "moves them in at their gate)'"
 )
 
 

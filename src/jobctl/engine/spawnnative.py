@@ -171,12 +171,12 @@ def kills_at_birth(native: Native, path: str) -> bool:
     any new cgroup (every new slot) from this process's cgroup, whose kill sequence moved
     (engine/cgpool.py), and that way of starting is no use here. False also when it
     cannot tell (no cgroup could be made: the starts will say so themselves)."""
-    rmdir_probe(path)  # one an earlier helper of the same name left
+    _rmdir(path)  # one an earlier helper of the same name left
     try:
         os.mkdir(path, 0o755)
         fd = os.open(path, _DIR)
     except OSError:
-        rmdir_probe(path)
+        _rmdir(path)
         return False
     try:
         _true_exit(native, fd)
@@ -186,11 +186,12 @@ def kills_at_birth(native: Native, path: str) -> bool:
         return False
     finally:
         os.close(fd)
-        rmdir_probe(path)
+        _rmdir(path)
     return False
 
 
-def rmdir_probe(path: str) -> None:
+def _rmdir(path: str) -> None:
+    """Remove the probe's cgroup, if it is there and empty."""
     with contextlib.suppress(OSError):
         os.rmdir(path)
 

@@ -37,8 +37,15 @@ left in it, reported to the daemon, which kills what is in it and removes it):
   within milliseconds. The daemon writes it only with a process in the cgroup
   (``cgroup.Cgroup.kill``), so a stop that ended its command with SIGTERM keeps the slot.
   And a slot whose command was SIGKILLed is not kept at all (someone else, an operator or
-  a kill of an ancestor cgroup, may have written it): an outside write costs one attempt,
-  not every later one in the slot.
+  a kill of an ancestor cgroup, may have written it), nor one the kernel killed a command
+  in at its birth (:meth:`Pool.retire`: the helper sees that, spawnstart.Starter
+  .born_killed, and starts that command the other way): an outside write costs at most
+  the attempt it hit, not every later one in the slot.
+
+A new cgroup's kill sequence starts at 0 (it is not its parent's): a helper whose own
+cgroup was killed before it started there would have every command born in a new slot
+killed. Its start-up probe (spawnstart.Starter.probe) finds that out, and the helper then
+starts commands by stepping into their slots instead (docs/architecture.md).
 
 Like the helper, this imports nothing of jobctl but its sibling spawnsys.
 """
@@ -74,7 +81,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 class Slot:
     """One pooled cgroup: its path, its directory and ``cgroup.events`` held open."""
 
-    __slots__ = ("ended", "events", "fd", "files", "path")
+    __slots__ = ("ended", "events", "fd", "files", "path", "retired")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -88,6 +95,8 @@ class Slot:
         self.files: set[str] = set()
         #: Its attempt has exited (only then may the daemon hand it back).
         self.ended = False
+        #: The kernel killed a command at its birth here (:meth:`Pool.retire`).
+        self.retired = False
 
     def populated(self) -> bool:
         """Whether a process is in it (unreadable: assume so, never reuse it)."""
@@ -164,11 +173,12 @@ class Pool:
         (empty), False when a process is left in it (no longer a slot: the daemon kills
         what is in it and removes it), None when it is no slot, or no longer one: its
         command was ``killed`` by SIGKILL (a ``cgroup.kill`` may have been written in it,
-        by the daemon or by anyone: see the module's doc; the caller removes it)."""
+        by the daemon or by anyone: see the module's doc; the caller removes it), or it
+        was retired (:meth:`retire`)."""
         slot = self.used.get(path)
         if slot is None:
             return None
-        if killed:
+        if killed or slot.retired:
             del self.used[path]
             slot.close()
             return None
@@ -178,6 +188,15 @@ class Pool:
             return False
         slot.ended = True
         return True
+
+    def retire(self, path: str) -> None:
+        """The kernel killed a command ``clone3`` started into ``path`` at its birth, and
+        would not kill one in a new cgroup: ``cgroup.kill`` was written in this slot from
+        outside (the daemon writes it only with a process in it). Its attempt runs on in
+        it (started the other way); at its exit it is removed (:meth:`exited`)."""
+        slot = self.used.get(path)
+        if slot is not None:
+            slot.retired = True
 
     def release(self, path: str, reuse: bool = True) -> None:
         """The daemon handed ``path`` back (no stop of its attempt can target it now):

@@ -301,11 +301,18 @@ struct job {
     int in, out, nice;
     volatile int nice_errno;
     volatile long long born_ns; /* the child's first reading of the boot clock */
+    volatile int ran;           /* the child ran its first instruction */
 };
+
+/* *BORN when the child never ran: the kernel killed it at its birth (SIGKILL from
+ * cgroup_post_fork: the target cgroup's kill sequence differs from that of the helper's
+ * own, engine/cgpool.py). Its pid is returned; the caller reaps it. */
+#define NEVER_RAN (-2)
 
 static char child_stack[CHILD_STACK] __attribute__((aligned(64)));
 
 static void run_job(struct job *job) {
+    job->ran = 1;
     job->born_ns = boot_ns();
     if (job->nice != NO_NICE && setpriority(PRIO_PROCESS, 0, job->nice) != 0) {
         job->nice_errno = errno ? errno : EPERM;
@@ -337,12 +344,13 @@ static long clone3_call(struct clone3_args *args, struct job *job) {
 /* jobctl_spawn, the command born in the cgroup whose directory CGROUP is open on, with
  * niceness NICE (NO_NICE: the helper's). -errno when the kernel refused (the helper then
  * starts it the other way); a niceness refused: the child is reaped, -errno, and
- * *NICE_ERROR set. *BORN as spawn_lists. */
+ * *NICE_ERROR set. *BORN as spawn_lists, or NEVER_RAN (the helper reaps the child: its
+ * pid is returned all the same). */
 static int spawn_into_lists(int argc, char **argv, char **envp, int in, int out, int cgroup,
                             int nice, int *nice_error, long long *born) {
     *born = -1;
     if (!valid(argc, argv)) return -EINVAL;
-    struct job job = {argv, envp, in, out, nice, 0, -1};
+    struct job job = {argv, envp, in, out, nice, 0, -1, 0};
     struct clone3_args args = {0};
     args.flags = CLONE_VM_ | CLONE_VFORK_ | CLONE_INTO_CGROUP_;
     args.exit_signal = SIGCHLD;
@@ -354,7 +362,7 @@ static int spawn_into_lists(int argc, char **argv, char **envp, int in, int out,
     long long before = boot_ns();
     long pid = clone3_call(&args, &job);
     sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid > 0) *born = born_ticks(before, job.born_ns);
+    if (pid > 0) *born = job.ran ? born_ticks(before, job.born_ns) : NEVER_RAN;
     if (pid > 0 && job.nice_errno) {
         *nice_error = 1;
         while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR) {

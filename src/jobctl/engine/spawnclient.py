@@ -255,6 +255,9 @@ class SpawnHelper:
 
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
+        if kind == "notice":  # the helper's warning, a logfmt line (spawnstart.CLONE3_OFF)
+            log.warning("%s", msg[1])
+            return
         if kind == "exit":
             child = self._exits.pop(msg[1], None)
             if child is not None and not child.exited.done():
@@ -387,10 +390,8 @@ class SpawnHelper:
 
 def _helper_env() -> dict[str, str]:
     """The helper's own environment: enough to import jobctl, nothing else."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     path = os.pathsep.join(p for p in sys.path if p)
-    env["PYTHONPATH"] = path
-    return env
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": path}
 
 
 def _half_started(helper_pid: int, tag: str) -> list[int]:

@@ -22,6 +22,7 @@ the helper's, issue 17; both ends are the daemon's own code at the daemon's own 
                       ("failed", rid, kind, errno, strerror, filename)
                       ("exit", pid, returncode, cgroup removed, log size, log tail,
                        cgroup kept)                             [pool1: the last field]
+                      ("notice", logfmt line)     [a warning for the daemon's log]
 
 Cgroup pool (:data:`POOL`, engine/cgpool.py): a daemon that passes ``pool2:PREFIX`` as
 the helper's sixth argument gets its attempts' cgroups from the helper's pool (the
@@ -139,6 +140,10 @@ class Helper(Starter):
 
     def send(self, message: tuple[Any, ...]) -> None:
         self.out.append(message)
+
+    def notice(self, line: str) -> None:
+        """A line for the daemon's log, in its logfmt (``("notice", line)``)."""
+        self.send(("notice", line))
 
     def flush(self) -> None:
         """Send this pass's answers and exits, in order, as few messages as fit."""
@@ -264,7 +269,10 @@ def main(argv: list[str]) -> int:
     home = own_cgroup_procs()
     native = load_native(argv[4] if len(argv) > 4 else "", home and os.path.dirname(home))
     kind, _, prefix = (argv[5] if len(argv) > 5 else "").partition(":")
-    Helper(sock, native, Pool(prefix) if kind in POOLS and prefix else None).serve()
+    helper = Helper(sock, native, Pool(prefix) if kind in POOLS and prefix else None)
+    helper.probe()
+    helper.flush()  # a notice of the probe, at once
+    helper.serve()
     return 0
 
 

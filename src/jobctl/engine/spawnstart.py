@@ -23,6 +23,8 @@ only the standard library loaded). How a command starts:
   launcher's library, else the helper steps into the cgroup for the spawn and back out);
   one with them is held at its gate (its stdin, a pipe) until its niceness is set and it
   is in the cgroup, except with ``clone3``: born in it, its niceness set in the child;
+  one the kernel kills at its birth there is started the other way
+  (:meth:`Starter.born_killed`, and :meth:`Starter.probe` at the helper's start);
 * a request that names the launcher runs the launcher's code in a ``vfork`` child of the
   helper when its library loaded (spawnsys.Native): no ``exec`` of the launcher;
 * the start time is the boot clock's tick around the spawn (``/proc`` read only when the
@@ -34,11 +36,10 @@ from __future__ import annotations
 import os
 
 from jobctl.engine.cgpool import Pool
+from jobctl.engine.spawnnative import BornKilled, Native, Refused, kills_at_birth
 from jobctl.engine.spawnsys import (
     SETPRIV,
-    Native,
     OnPath,
-    Refused,
     boot_ticks,
     drop_argv,
     fork_exec,
@@ -54,6 +55,15 @@ from jobctl.engine.spawnsys import (
 __all__ = ["Starter"]
 
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+#: The warning the daemon logs when the kernel would kill every command born in a new
+#: cgroup (:meth:`Starter.clone3_off`): the cause, and the fix (docs/operations.md).
+CLONE3_OFF = (
+    "event=spawn_clone3_off helper={pid} cgroup={cgroup!r} reason='the kernel kills, at "
+    "birth, every command clone3 starts into a new cgroup from this cgroup: cgroup.kill "
+    "was written in it or an ancestor' fix='restart the daemon in a fresh cgroup' "
+    "fallback='commands enter their cgroups without clone3 (the helper steps in, or "
+    "moves them in at their gate)'"
+)
 
 
 class Starter:
@@ -76,6 +86,8 @@ class Starter:
         self.born: int | None = None
         #: Whether a program is on a job's ``PATH`` (commands born in their cgroup).
         self.on_path = OnPath()
+        #: Lines for the daemon's log not sent (:meth:`notice`).
+        self.notices: list[str] = []
 
     def start_gated(
         self,
@@ -161,10 +173,27 @@ class Starter:
         gate: the helper is never inside a cgroup whose limits could stop or kill it."""
         native = self.native
         if cg is not None and native is not None and native.into:
+            born = None
             if native.takes(argv):
-                return self.start_into(argv, env, log, cg)
-            if creds is None:
-                return self.start_plain_into(argv, env, cwd, log, cg)
+                born = self.start_into(argv, env, log, cg)
+            elif creds is None:
+                born = self.start_plain_into(argv, env, cwd, log, cg)
+            if born is not None:
+                return born
+        return self.step_in_start(argv, env, cwd, log, creds, cg, error)
+
+    def step_in_start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        log: str,
+        creds: tuple[int, int, list[int]] | None,
+        cg: str | None,
+        error: str | None,
+    ) -> tuple[int, str | None, str | None]:
+        """:meth:`start_inside` without ``clone3``: the helper steps into ``cg`` for the
+        start and back out."""
         inside = False
         try:
             out = self.open_log(log)
@@ -186,11 +215,12 @@ class Starter:
 
     def start_into(
         self, argv: list[str], env: dict[str, str], log: str, cg: str
-    ) -> tuple[int, str | None, str | None]:
+    ) -> tuple[int, str | None, str | None] | None:
         """:meth:`start_inside` with ``clone3`` into the cgroup (spawnsys.Native): the
         command is born in it and the helper never enters it (no ``cgroup.procs`` write
         in, none out). A cgroup the kernel will not start it in is removed and the
-        command starts outside it, its error reported (as :meth:`step_in`'s)."""
+        command starts outside it, its error reported (as :meth:`step_in`'s). None: the
+        kernel killed it at its birth (:meth:`born_killed`): start it the other way."""
         try:
             out = self.open_log(log)
         except BaseException:
@@ -204,6 +234,9 @@ class Starter:
                 finally:
                     if opened:
                         os.close(fd)
+            except BornKilled:
+                self.born_killed(cg)
+                return None
             except OSError as exc:  # no process was made: it is empty
                 self.drop(cg)
                 error = f"cannot enter {cg}: {exc}"
@@ -216,7 +249,7 @@ class Starter:
 
     def start_plain_into(
         self, argv: list[str], env: dict[str, str], cwd: str | None, log: str, cg: str
-    ) -> tuple[int, str | None, str | None]:
+    ) -> tuple[int, str | None, str | None] | None:
         """A command of the daemon's own user in its cgroup, born there by ``clone3`` in
         the launcher's words (spawnsys.Native: no ``exec`` of the launcher), not with the
         helper stepping into the cgroup and out around a ``posix_spawn`` (two writes of
@@ -224,7 +257,8 @@ class Starter:
         17, docs/benchmarks.md "Cgroup pool"). As :meth:`start` would: the program is
         looked up on the job's ``PATH`` first (not found: the same error, no process
         made; spawnsys.OnPath: the file found last time checked first) and the directory
-        is entered by the helper (the same user); the command's words are unchanged."""
+        is entered by the helper (the same user); the command's words are unchanged.
+        None as :meth:`start_into`."""
         assert self.native is not None
         try:
             self.on_path.check(argv[0], env)
@@ -241,8 +275,9 @@ class Starter:
         """A command with limits or a niceness, without its gate: born in its cgroup by
         ``clone3`` (the limit files are written already), its niceness set in the child
         before the drop (spawnsys.Native): no gate, no launcher ``exec``, no move. None:
-        the kernel would not start it there (it takes the gate's way); raises
-        :class:`Refused` when the niceness could not be set (nothing ran)."""
+        the kernel would not start it there, or killed it at its birth
+        (:meth:`born_killed`): it takes the gate's way; raises :class:`Refused` when the
+        niceness could not be set (nothing ran)."""
         ungated = [*argv[:7], "", *argv[8:]]
         out = self.open_log(log)
         try:
@@ -254,11 +289,50 @@ class Starter:
                     os.close(fd)
         except Refused:
             raise
+        except BornKilled:
+            self.born_killed(cg)
+            return None
         except OSError:
             return None
         finally:
             os.close(out)
         return pid, cg, None
+
+    def born_killed(self, cg: str) -> None:
+        """The kernel killed a command ``clone3`` started into ``cg`` at its birth
+        (spawnnative.BornKilled): whose kill sequence moved? A new cgroup beside it
+        tells. Killed there too: this helper's own cgroup's, so every new cgroup would
+        kill every command: ``clone3`` is off for good (:meth:`clone3_off`). Else
+        ``cg``'s (a ``cgroup.kill`` written in it from outside): a slot leaves the pool
+        at its attempt's end. Either way the caller starts the command the other way, in
+        ``cg``, so no attempt is lost (issue 17)."""
+        assert self.native is not None
+        if kills_at_birth(self.native, f"{cg}.probe"):
+            self.clone3_off()
+        elif self.pool is not None:
+            self.pool.retire(cg)
+
+    def probe(self) -> None:
+        """At the helper's start, before any command: may commands be born in new
+        cgroups (slots) by ``clone3`` from here? One ``/bin/true`` into a new one tells
+        (spawnnative.kills_at_birth); killed at its birth: :meth:`clone3_off`."""
+        native, pool = self.native, self.pool
+        if native and native.into and pool and kills_at_birth(native, f"{pool.prefix}probe"):
+            self.clone3_off()
+
+    def clone3_off(self) -> None:
+        """Start no command by ``clone3`` into its cgroup any more (the helper steps into
+        it, or moves the command held at its gate) and tell the daemon why, once."""
+        assert self.native is not None
+        if self.native.into is None:
+            return
+        self.native.into = None
+        home = "unknown" if self.home is None else os.path.dirname(self.home)
+        self.notice(CLONE3_OFF.format(pid=os.getpid(), cgroup=home))
+
+    def notice(self, line: str) -> None:
+        """A line for the daemon's log (spawner.Helper sends it); kept here without one."""
+        self.notices.append(line)
 
     def dir_fd(self, cg: str) -> tuple[int, bool]:
         """``cg``'s directory, open for ``clone3``, and whether it was opened here (to be

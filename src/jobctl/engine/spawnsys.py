@@ -2,8 +2,9 @@
 drops, the attempt's cgroup, the gate, start times, the log's end at an exit, and the
 socket's messages.
 
-Like the helper, it imports nothing of jobctl (the helper is a small process: the
-standard library and these two modules).
+Like the helper, it imports nothing of jobctl but its siblings (the helper is a small
+process: the standard library and these modules). What calls into the launcher's library
+(spawnsys.Native) is in engine/spawnnative.py, re-exported here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import stat
 import sys
 import time
 from typing import Any
+
+from jobctl.engine.spawnnative import NO_NICE, Native, Refused, load_native
+
+#: Re-exported: the launcher's library code moved to spawnnative (split from here); the
+#: helper, tests and benchmarks know these as spawnsys.* too.
+__all__ = ["NO_NICE", "Native", "Refused", "load_native"]
 
 #: Largest message either side sends (a job's payload is at most 64 KiB).
 MAX_MESSAGE = 1 << 20
@@ -152,10 +159,6 @@ class OnPath:
         if len(self.found) >= self.LIMIT:
             self.found.clear()
         self.found[key] = resolve(program, env)
-
-
-class Refused(Exception):
-    """A limit that cannot be applied: the command must not run (``StartRefused``)."""
 
 
 def make_cgroup(path: str | None, files: dict[str, str]) -> tuple[str | None, str | None]:
@@ -330,136 +333,6 @@ def _read_all(fd: int) -> bytes:
 
 def filename_text(filename: object) -> str | None:
     return None if filename is None else os.fsdecode(filename)  # type: ignore[arg-type]
-
-
-#: launch.c's ``NO_NICE``: keep the helper's niceness.
-NO_NICE = 1000
-
-
-class Native:
-    """The launcher's work done in a ``vfork`` child of the helper (engine/launch.c built
-    as a library, ``jobctl_spawn``): a command the daemon sends through the launcher starts
-    with no ``exec`` of the launcher (issue 17: that exec cost more CPU than ``true``
-    itself). Same argv, same lines and statuses on failure, same attributes as the
-    helper's ``posix_spawn`` (new session, stdin, output to the log, SIGPIPE and SIGXFSZ
-    at their default, an empty signal mask); only commands held at a gate still exec the
-    launcher (a ``vfork`` child cannot wait there: the helper waits for its exec)."""
-
-    def __init__(self, library: str) -> None:
-        #: The launcher of the same source: requests naming it are taken here.
-        self.launcher = library.removesuffix(".so")
-        lib = ctypes.CDLL(library)
-        text, num = ctypes.c_char_p, ctypes.c_int
-        #: The last start's start time (``/proc/PID/stat`` field 22) as the library saw it
-        #: (the boot clock read just before the child was made and by the child first
-        #: thing, one tick apart at most: launch.c), or None: read it from ``/proc``.
-        self.born: int | None = None
-        self._born = ctypes.c_longlong(-1)
-        self._born_ref = ctypes.byref(self._born)
-        ticks = ctypes.POINTER(ctypes.c_longlong)
-        self._spawn = lib.jobctl_spawn
-        self._spawn.argtypes = [num, text, num, text, num, num, ticks]
-        self._spawn.restype = ctypes.c_int
-        #: ``clone3`` with ``CLONE_INTO_CGROUP`` (x86-64 builds; None: not built, or it
-        #: failed its start test): a command born in its cgroup, the helper never in it.
-        self.into: Any = getattr(lib, "jobctl_spawn_into", None)
-        if self.into is not None:
-            self.into.argtypes = [num, text, num, text, num, num, num, num,
-                                  ctypes.POINTER(ctypes.c_int), ticks]  # fmt: skip
-            self.into.restype = ctypes.c_int
-
-    def own_words(self) -> list[str]:
-        """The launcher's words for a command of the helper's own user, in the directory
-        the helper is in, with nothing else to set (``jobctl_spawn`` runs the rest)."""
-        return [self.launcher, "-", "-", "-", ".", "", "", "", "--"]
-
-    def takes(self, argv: list[str]) -> bool:
-        """Whether ``argv`` is the launcher's (and not held at a gate)."""
-        return argv[0] == self.launcher and len(argv) > 9 and argv[7] != "gate"
-
-    def takes_gated(self, argv: list[str]) -> bool:
-        """Whether ``argv`` is the launcher's, held at a gate, and can do without it: born
-        in its cgroup with its niceness (:attr:`into`), it needs none."""
-        return self.into is not None and argv[0] == self.launcher and len(argv) > 9
-
-    def spawn(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        stdin: int,
-        out: int,
-        cgroup: int = -1,
-        nice: int | None = None,
-    ) -> int:
-        """Start ``argv`` (the launcher's words, then the command): its pid; ``cgroup``
-        (a descriptor of its directory): born in it with niceness ``nice`` (:attr:`into`
-        first). Raises ValueError as ``posix_spawn`` does, OSError when no process could
-        be made, :class:`Refused` when the niceness could not be set (nothing ran).
-        Sets :attr:`born`."""
-        for key in env:
-            if not key or "=" in key:
-                raise ValueError("illegal environment variable name")
-        args, envs = _blob(argv), _blob(list(map("=".join, env.items())))
-        self.born = None
-        born = self._born_ref
-        if cgroup < 0:
-            pid = self._spawn(len(argv), args, len(env), envs, stdin, out, born)
-        else:
-            refused = ctypes.c_int(0)
-            level = NO_NICE if nice is None else nice
-            pid = self.into(
-                len(argv), args, len(env), envs, stdin, out, cgroup, level, refused, born
-            )
-            if pid < 0 and refused.value:
-                raise Refused(f"cannot set nice {nice}: {os.strerror(-pid)}")
-        if pid < 0:
-            raise OSError(-pid, os.strerror(-pid))
-        ticks = self._born.value
-        self.born = ticks if ticks >= 0 else None
-        return int(pid)
-
-
-def _blob(items: list[str]) -> bytes:
-    """``items`` as one run of NUL-terminated strings, as ``os.fsencode`` encodes each
-    (a NUL inside one would split it: refused, as ``posix_spawn`` refuses it)."""
-    text = "\0".join(items)
-    if text.count("\0") != max(len(items) - 1, 0):
-        raise ValueError("embedded null byte")
-    return os.fsencode(text) + b"\0"
-
-
-def load_native(library: str, home: str | None = None) -> Native | None:
-    """The helper's library when it loads and one start of ``/bin/true`` through it
-    exits 0 (as the daemon tests its launcher once); None: exec the launcher. Its
-    ``into`` is kept when a start into ``home`` (the helper's own cgroup directory)
-    works too."""
-    if not library:
-        return None
-    try:
-        native = Native(library)
-        if not _true_starts(native, None):
-            return None
-    except (OSError, AttributeError, ValueError):
-        return None
-    if native.into is not None and not (home and _true_starts(native, home)):
-        native.into = None
-    return native
-
-
-def _true_starts(native: Native, cgroup: str | None) -> bool:
-    """Whether ``/bin/true`` started through ``native`` (in ``cgroup``) exits 0."""
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    fd = -1 if cgroup is None else os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        words = [native.launcher, "-", "-", "-", "/", "", "", "", "--", "/bin/true"]
-        pid = native.spawn(words, {"PATH": "/usr/bin:/bin"}, null, null, fd)
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-    except OSError:
-        return False
-    finally:
-        os.close(null)
-        if fd >= 0:
-            os.close(fd)
 
 
 def chunks(items: list[Any], limit: int = MAX_MESSAGE // 2) -> list[bytes]:

@@ -4,6 +4,7 @@ and both ways it drops privileges (setpriv and the fork fallback)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import marshal
 import os
 import pwd
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jobctl.engine import cgroup, process, spawner, spawnsys, witness
+from jobctl import logfmt
+from jobctl.engine import cgroup, process, spawnclient, spawner, spawnsys, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
@@ -336,3 +338,38 @@ def test_a_pass_of_answers_is_one_message_when_it_fits_and_split_in_order_when_n
     assert all(len(p) <= 20_000 for p in pieces)
     huge = [("exit", 1, 0, True, 9, b"x" * 50_000)]
     assert [marshal.loads(p) for p in spawner.chunks(huge, limit=20_000)] == [huge]
+
+
+def test_the_helper_writes_to_no_inherited_output_and_its_last_words_reach_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper's stdout is /dev/null and its stderr a pipe the daemon reads, never the
+    daemon's own (a pipe whose reader went away swallowed why a helper died); what it said
+    before it died is in the daemon's ``event=spawn_helper_died`` line."""
+    monkeypatch.setattr(spawnclient, "RESTART_PAUSE", 0.01)
+    caplog.set_level(logging.ERROR, "jobctl.executor")
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.start(asyncio.get_running_loop())
+        try:
+            first = helper.pid
+            assert first is not None
+            assert os.readlink(f"/proc/{first}/fd/1") == os.devnull
+            ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in (1, 2)}
+            assert os.readlink(f"/proc/{first}/fd/2").startswith("pipe:")
+            assert os.readlink(f"/proc/{first}/fd/2") not in ours
+            assert helper._sock is not None
+            helper._sock.send(b"\xff")  # no marshal data: the helper dies of a ValueError
+            async with asyncio.timeout(20):
+                while helper.restarts == 0 or helper._restarting is not None:
+                    await asyncio.sleep(0.01)
+            assert await _run(helper, ["sh", "-c", "echo ok"], tmp_path / "1.log") == (0, "ok\n")
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+    died = [r.getMessage() for r in caplog.records if "event=spawn_helper_died" in r.getMessage()]
+    assert len(died) == 1 and " said=" in died[0], died
+    said = logfmt.parse_logfmt(died[0])
+    assert said is not None and "ValueError: bad marshal data" in said["said"], died

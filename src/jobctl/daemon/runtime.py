@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from jobctl import files
 from jobctl.daemon.wiring import DaemonConfig
@@ -17,7 +18,8 @@ log = logging.getLogger("jobctl.daemon")
 
 
 def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
-    """One line per event on stderr (the journal's input): ``logfmt`` or ``json``."""
+    """One line per event on stderr (the journal's input): ``logfmt`` or ``json``; the
+    daemon's own log file once stderr is gone (:func:`log_fallback`)."""
     handler = BackgroundStreamHandler(sys.stderr)
     handler.setFormatter(make_formatter(fmt))
     # No caller lookup (a stack walk per line) and no thread or process names (a third of
@@ -32,6 +34,14 @@ def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+def log_fallback(path: Path) -> None:
+    """Where the daemon's lines go once its stderr is gone for good (jobctl/daemonlog.py):
+    ``path``, the daemon's own log file, said once there."""
+    for handler in logging.getLogger("jobctl").handlers:
+        if isinstance(handler, BackgroundStreamHandler):
+            handler.fallback = path
 
 
 def harden_process(config: DaemonConfig) -> DaemonConfig:

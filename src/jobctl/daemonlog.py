@@ -45,13 +45,25 @@ def why(exc: BaseException) -> str:
 
 class LogFile:
     """The daemon's own log file, written as a text stream (what the handler needs of one):
-    appended to, never through a symlink, moved aside at :attr:`cap` bytes."""
+    appended to, never through a symlink, moved aside at :attr:`cap` bytes.
 
-    def __init__(self, path: Path, cap: int = CAP) -> None:
+    ``stderr``: the file takes the place of the dead stderr (descriptor 2), so what the
+    process writes there outside the log handler (a fatal traceback, the stacks
+    ``PYTHONFAULTHANDLER`` prints when systemd's watchdog aborts a hung daemon) lands in
+    it too instead of in a pipe nobody reads."""
+
+    def __init__(self, path: Path, cap: int = CAP, stderr: bool = False) -> None:
         self.path = path
         self.cap = cap
-        self._fd = os.open(path, _FLAGS, 0o600)
+        self.stderr = stderr
+        self._fd = self._open()
         self._size = os.fstat(self._fd).st_size
+
+    def _open(self) -> int:
+        fd = os.open(self.path, _FLAGS, 0o600)
+        if self.stderr:
+            os.dup2(fd, 2)
+        return fd
 
     def write(self, text: str) -> int:
         data = text.encode("utf-8", "backslashreplace")
@@ -66,7 +78,7 @@ class LogFile:
     def _move_aside(self) -> None:
         """Keep the full file as ``<name>.1`` (replacing the one before) and begin anew."""
         os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-        fd = os.open(self.path, _FLAGS, 0o600)
+        fd = self._open()
         os.close(self._fd)
         self._fd, self._size = fd, 0
 

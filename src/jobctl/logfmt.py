@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import json
 import logging
 import queue
@@ -218,7 +219,7 @@ class BackgroundStreamHandler(logging.Handler):
             return False
         path, self.fallback = self.fallback, None
         try:
-            sink = daemonlog.LogFile(path)
+            sink = daemonlog.LogFile(path, stderr=_is_stderr(self.stream))
         except OSError:
             return False
         self.stream = sink
@@ -245,6 +246,14 @@ class BackgroundStreamHandler(logging.Handler):
         if isinstance(self.stream, daemonlog.LogFile) and not self._thread.is_alive():
             self.stream.close()
         super().close()
+
+
+def _is_stderr(stream: IO[str] | daemonlog.LogFile) -> bool:
+    """Whether ``stream`` writes to descriptor 2 (the process's stderr)."""
+    try:
+        return isinstance(stream, io.TextIOBase) and stream.fileno() == 2
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
 
 
 def direct(logger: logging.Logger) -> Callable[[str], None] | None:

@@ -118,3 +118,5 @@ def test_jobs_run_on_and_the_daemon_logs_on_after_its_output_pipe_lost_its_reade
     assert len(gone) == 1 and "stream=stderr error=EPIPE" in gone[0], lines
     assert lines[0] == gone[0]  # said first, before the lines it could not write
     assert "event=spawn_helper_died" not in piped.log()
+    # What is written to stderr outside the log handler (a fatal traceback) lands there too.
+    assert os.readlink(f"/proc/{piped.proc.pid}/fd/2") == str(piped.db.parent / "daemon.log")

@@ -1,4 +1,5 @@
-"""The spawn helper's own surroundings: its environment, and where its own output goes.
+"""The spawn helper's own surroundings: its environment, where its own output goes, and
+how soon a dead one's successor starts (:class:`Backoff`).
 
 Why the helper does not inherit the daemon's stdout and stderr: it writes nothing while it
 works, and what it may write (the traceback or the one line it ends with, e.g.
@@ -20,12 +21,16 @@ import asyncio
 import os
 import sys
 
-__all__ = ["KEEP", "LINES", "LastWords", "helper_env"]
+__all__ = ["KEEP", "LINES", "RESTART_MAX", "RESTART_PAUSE", "Backoff", "LastWords", "helper_env"]
 
 #: Bytes of what the helper wrote last that are kept (older ones are dropped).
 KEEP = 4096
 #: Lines of it the daemon's log line shows (a traceback's last: where, and the error).
 LINES = 3
+#: A helper that died within this many seconds of its start is restarted this much later.
+RESTART_PAUSE = 1.0
+#: The longest wait before a restart, reached by doubling :data:`RESTART_PAUSE`.
+RESTART_MAX = 60.0
 
 
 def helper_env() -> dict[str, str]:
@@ -87,3 +92,22 @@ class LastWords:
             self._loop.remove_reader(self._fd)
         os.close(self._fd)
         self._fd = -1
+
+
+class Backoff:
+    """How soon a dead helper's successor starts. At once, unless the helper died within
+    ``first`` seconds of its start: then ``first`` later, and for each next helper in a row
+    that does so too, twice as late as before, up to ``most``. A helper that cannot start at
+    all (a limit it cannot set, its code gone) was restarted every ~1 s for as long as the
+    daemon ran, each time a Python start and a log line; now it is tried about once a
+    minute after six tries, and its ``said=`` tells why (:class:`LastWords`)."""
+
+    def __init__(self, first: float = RESTART_PAUSE, most: float = RESTART_MAX) -> None:
+        self.first, self.most = first, most
+        #: Helpers in a row that died within ``first`` seconds of their start.
+        self.streak = 0
+
+    def after(self, lived: float) -> float:
+        """Seconds to wait before the next helper, after one that lived ``lived`` seconds."""
+        self.streak = self.streak + 1 if lived < self.first else 0
+        return 0.0 if not self.streak else min(self.first * 2 ** (self.streak - 1), self.most)

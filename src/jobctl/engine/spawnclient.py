@@ -40,7 +40,7 @@ from jobctl.domain.models import Claim
 from jobctl.engine import cgroup, launcher, limits, spawner
 from jobctl.engine import process as proc_mod
 from jobctl.engine.cgroup import Cgroup, Cgroups
-from jobctl.engine.helperio import LastWords, helper_env
+from jobctl.engine.helperio import Backoff, LastWords, helper_env
 from jobctl.logfmt import logval
 
 log = logging.getLogger("jobctl.executor")
@@ -48,8 +48,6 @@ log = logging.getLogger("jobctl.executor")
 SETTLE_LIMIT = 2.0
 #: Seconds between looks for re-parented strays once a helper has died.
 STRAY_EVERY = 5.0
-#: A helper that died within this many seconds of its start is restarted this much later.
-RESTART_PAUSE = 1.0
 #: Most start requests in one message to the helper.
 BATCH_MAX = 64
 
@@ -127,6 +125,8 @@ class SpawnHelper:
         self._proc: subprocess.Popen[bytes] | None = None
         #: The helper's stderr, read here: why it died (engine/helperio.py).
         self._words = LastWords()
+        #: How soon a dead helper's successor starts (no restart loop of one that cannot).
+        self.backoff = Backoff()
         self._rids = 0
         self._pending: dict[int, _Request] = {}  # sent, not answered
         self._queue: deque[_Request] = deque()  # not sent yet (socket full, restarting)
@@ -307,9 +307,10 @@ class SpawnHelper:
         assert self._loop is not None and self._proc is not None
         dead = self._proc
         code = await asyncio.to_thread(dead.wait)  # its children are re-parented by now
-        log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d said=%s",
-                  dead.pid, code, len(self._exits), len(self._pending),
-                  logval(self._words.take()))  # fmt: skip
+        pause = self.backoff.after(time.monotonic() - self._started_at)
+        log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d said=%s "
+                  "restart_in=%g", dead.pid, code, len(self._exits), len(self._pending),
+                  logval(self._words.take()), pause)  # fmt: skip
         for pid, child in list(self._exits.items()):
             self._adopt(pid, child.exited)
         self._exits.clear()
@@ -320,8 +321,8 @@ class SpawnHelper:
         if self._strays is None:
             self._strays = self._loop.create_task(self._reap_strays())
         self.restarts += 1
-        if time.monotonic() - self._started_at < RESTART_PAUSE:  # dying at once: no hot loop
-            await asyncio.sleep(RESTART_PAUSE)
+        if pause:  # dying at once: no hot loop
+            await asyncio.sleep(pause)
         self._restarting = None
         if not self._closed:
             self.start(self._loop)

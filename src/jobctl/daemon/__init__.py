@@ -29,20 +29,13 @@ from typing import TYPE_CHECKING, Any
 from jobctl import __version__, files
 from jobctl.api.app import Hooks, create_app
 from jobctl.api.server import Server, bind_socket, make_server
-from jobctl.daemon.runtime import (
-    GC_THRESHOLDS,
-    harden_process,
-    log_fallback,
-    setup_logging,
-    tune_gc,
-)
+from jobctl.daemon.runtime import GC_THRESHOLDS, harden_process, setup_logging, tune_gc
 from jobctl.daemon.wiring import (
     DaemonConfig,
     EngineParts,
     Parts,
     _work_signal,
     build,
-    daemon_log,
     db_text,
     log_dir,
     make_owner,
@@ -323,7 +316,6 @@ def run_daemon(config: DaemonConfig) -> None:
 
     local_zone_name()  # a $TZ naming no zone refuses the start (schedules would drift)
     config = harden_process(config)
-    log_fallback(daemon_log(config))  # once stderr is gone (an ssh session closed, …)
     try:
         import uvloop
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from jobctl import files
-from jobctl.daemon.wiring import DaemonConfig
+from jobctl.daemon.wiring import DaemonConfig, daemon_log
 from jobctl.engine import process
 from jobctl.logfmt import BackgroundStreamHandler, make_formatter
 
@@ -46,9 +46,11 @@ def log_fallback(path: Path) -> None:
 
 def harden_process(config: DaemonConfig) -> DaemonConfig:
     """What the daemon process sets on itself at start: umask 077 (whatever it creates is
-    private) and the open-file soft limit raised to the hard one (idle connections and
-    running commands hold descriptors). Commands get the old limit back."""
+    private), the open-file soft limit raised to the hard one (idle connections and
+    running commands hold descriptors; commands get the old limit back), and the file its
+    log lines go to once its stderr is gone (an ssh session closed, ``| tee`` killed)."""
     os.umask(files.DAEMON_UMASK)
+    log_fallback(daemon_log(config))
     old, new = process.raise_nofile()
     log.debug("event=nofile_limit soft_was=%d soft=%d for_commands=%d", old, new, old)
     return replace(config, child_nofile=old if new != old else None)

@@ -9,6 +9,8 @@ fields, so both formats carry the same keys and a new log call needs no JSON-spe
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import json
 import logging
 import queue
@@ -17,7 +19,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Any
+
+from jobctl import daemonlog
 
 #: The logfmt line of :func:`jobctl.daemon.setup_logging`, kept identical to it.
 LOGFMT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
@@ -148,13 +153,18 @@ class BackgroundStreamHandler(logging.Handler):
     system call that releases the GIL, and getting it back from the store's busy writer
     thread can take a whole switch interval, so per-line writes on the loop halved
     enqueue throughput. Lines queued here are written in order, many per ``write``;
-    :meth:`close` (at exit, via logging's shutdown) writes what is left.
+    :meth:`close` (at exit, via logging's shutdown) writes what is left. Once the stream
+    is gone for good (its reader went away), they go to :attr:`fallback`, said there once
+    (jobctl/daemonlog.py).
     """
 
     def __init__(self, stream: IO[str], gather: float = 0.02) -> None:
         super().__init__()
-        self.stream = stream
+        self.stream: IO[str] | daemonlog.LogFile = stream
         self.gather = gather  # seconds a written batch waits for more lines
+        #: The file the lines go to once ``stream`` is gone for good (jobctl/daemonlog.py);
+        #: None: they are dropped (and once it is in use: there is no second move).
+        self.fallback: Path | None = None
         # a line, an Event to set once everything before it is written, or None: stop
         self._lines: queue.SimpleQueue[str | threading.Event | None] = queue.SimpleQueue()
         #: :func:`direct`'s writers, by logger name.
@@ -197,8 +207,30 @@ class BackgroundStreamHandler(logging.Handler):
         try:
             self.stream.write("\n".join(batch) + "\n")
             self.stream.flush()
-        except (OSError, ValueError):  # stderr closed or gone: nothing better to do
-            pass
+        except (OSError, ValueError) as exc:  # a full disk; stderr closed or gone
+            if self._move_on(exc):
+                self._write(batch)
+
+    def _move_on(self, exc: OSError | ValueError) -> bool:
+        """When ``stream`` is gone for good and there is a :attr:`fallback`: say so there,
+        once, and write there from now on (True: write the batch again). Else False: the
+        batch is dropped (a full disk may pass; with no fallback nothing is better)."""
+        if self.fallback is None or not daemonlog.gone(exc):
+            return False
+        path, self.fallback = self.fallback, None
+        try:
+            sink = daemonlog.LogFile(path, stderr=_is_stderr(self.stream))
+        except OSError:
+            return False
+        self.stream = sink
+        notice = logging.LogRecord(
+            "jobctl.daemon", logging.WARNING, __file__, 0,
+            "event=log_stream_gone stream=stderr error=%s log=%s",
+            (daemonlog.why(exc), logval(path)), None,
+        )  # fmt: skip
+        with contextlib.suppress(OSError):
+            sink.write(self.format(notice) + "\n")
+        return True
 
     def flush(self) -> None:
         """Wait until every line queued so far is written (bounded: 5 s)."""
@@ -211,7 +243,17 @@ class BackgroundStreamHandler(logging.Handler):
         if self._thread.is_alive():
             self._lines.put(None)
             self._thread.join(5)
+        if isinstance(self.stream, daemonlog.LogFile) and not self._thread.is_alive():
+            self.stream.close()
         super().close()
+
+
+def _is_stderr(stream: IO[str] | daemonlog.LogFile) -> bool:
+    """Whether ``stream`` writes to descriptor 2 (the process's stderr)."""
+    try:
+        return isinstance(stream, io.TextIOBase) and stream.fileno() == 2
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
 
 
 def direct(logger: logging.Logger) -> Callable[[str], None] | None:

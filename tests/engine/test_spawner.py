@@ -4,6 +4,7 @@ and both ways it drops privileges (setpriv and the fork fallback)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import marshal
 import os
 import pwd
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from jobctl import logfmt
 from jobctl.engine import cgroup, process, spawner, spawnsys, witness
 from jobctl.engine.cgroup import Cgroup, Cgroups
+from jobctl.engine.helperio import Backoff
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.spawnclient import Limits, SpawnHelper
 
@@ -336,3 +339,68 @@ def test_a_pass_of_answers_is_one_message_when_it_fits_and_split_in_order_when_n
     assert all(len(p) <= 20_000 for p in pieces)
     huge = [("exit", 1, 0, True, 9, b"x" * 50_000)]
     assert [marshal.loads(p) for p in spawner.chunks(huge, limit=20_000)] == [huge]
+
+
+def test_the_helper_writes_to_no_inherited_output_and_its_last_words_reach_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The helper's stdout is /dev/null and its stderr a pipe the daemon reads, never the
+    daemon's own (a pipe whose reader went away swallowed why a helper died); what it said
+    before it died is in the daemon's ``event=spawn_helper_died`` line."""
+    caplog.set_level(logging.ERROR, "jobctl.executor")
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, None, "unit")
+        helper.backoff = Backoff(0.01, 0.01)
+        helper.start(asyncio.get_running_loop())
+        try:
+            first = helper.pid
+            assert first is not None
+            assert os.readlink(f"/proc/{first}/fd/1") == os.devnull
+            ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in (1, 2)}
+            assert os.readlink(f"/proc/{first}/fd/2").startswith("pipe:")
+            assert os.readlink(f"/proc/{first}/fd/2") not in ours
+            assert helper._sock is not None
+            helper._sock.send(b"\xff")  # no marshal data: the helper dies of a ValueError
+            async with asyncio.timeout(20):
+                while helper.restarts == 0 or helper._restarting is not None:
+                    await asyncio.sleep(0.01)
+            assert await _run(helper, ["sh", "-c", "echo ok"], tmp_path / "1.log") == (0, "ok\n")
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+    died = [r.getMessage() for r in caplog.records if "event=spawn_helper_died" in r.getMessage()]
+    assert len(died) == 1 and " said=" in died[0], died
+    said = logfmt.parse_logfmt(died[0])
+    assert said is not None and "ValueError: bad marshal data" in said["said"], died
+
+
+def test_a_helper_that_cannot_start_is_restarted_later_each_time_not_every_second(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A helper that dies at its start every time (here: an open-file limit above the
+    hard one, which it cannot set) was restarted every ~1 s for as long as the daemon ran;
+    now each next try waits twice as long, up to a cap, and each death says why."""
+    caplog.set_level(logging.ERROR, "jobctl.executor")
+
+    async def main() -> None:
+        helper = SpawnHelper(0o077, 1 << 40, "unit")
+        helper.backoff = Backoff(first=0.5, most=0.02)  # each dies within 0.5 s: a streak
+        helper.start(asyncio.get_running_loop())
+        try:
+            async with asyncio.timeout(30):
+                while helper.restarts < 5:
+                    await asyncio.sleep(0.01)
+        finally:
+            helper.close()
+
+    asyncio.run(main())
+    died = [logfmt.parse_logfmt(r.getMessage()) or {} for r in caplog.records]
+    assert all("ValueError" in line["said"] for line in died), died
+    pauses = [float(line["restart_in"]) for line in died][:5]
+    assert pauses == [0.02] * 5  # 0.5, 1, 2, … each capped to 0.02 here
+    backoff = Backoff(1.0, 60.0)
+    assert [backoff.after(0.1) for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert backoff.after(5.0) == 0 and backoff.streak == 0  # one that lived: at once
+    assert backoff.after(0.1) == 1

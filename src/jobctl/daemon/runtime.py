@@ -7,9 +7,10 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from jobctl import files
-from jobctl.daemon.wiring import DaemonConfig
+from jobctl.daemon.wiring import DaemonConfig, daemon_log
 from jobctl.engine import process
 from jobctl.logfmt import BackgroundStreamHandler, make_formatter
 
@@ -17,7 +18,8 @@ log = logging.getLogger("jobctl.daemon")
 
 
 def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
-    """One line per event on stderr (the journal's input): ``logfmt`` or ``json``."""
+    """One line per event on stderr (the journal's input): ``logfmt`` or ``json``; the
+    daemon's own log file once stderr is gone (:func:`log_fallback`)."""
     handler = BackgroundStreamHandler(sys.stderr)
     handler.setFormatter(make_formatter(fmt))
     # No caller lookup (a stack walk per line) and no thread or process names (a third of
@@ -34,11 +36,21 @@ def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
     root.propagate = False
 
 
+def log_fallback(path: Path) -> None:
+    """Where the daemon's lines go once its stderr is gone for good (jobctl/daemonlog.py):
+    ``path``, the daemon's own log file, said once there."""
+    for handler in logging.getLogger("jobctl").handlers:
+        if isinstance(handler, BackgroundStreamHandler):
+            handler.fallback = path
+
+
 def harden_process(config: DaemonConfig) -> DaemonConfig:
     """What the daemon process sets on itself at start: umask 077 (whatever it creates is
-    private) and the open-file soft limit raised to the hard one (idle connections and
-    running commands hold descriptors). Commands get the old limit back."""
+    private), the open-file soft limit raised to the hard one (idle connections and
+    running commands hold descriptors; commands get the old limit back), and the file its
+    log lines go to once its stderr is gone (an ssh session closed, ``| tee`` killed)."""
     os.umask(files.DAEMON_UMASK)
+    log_fallback(daemon_log(config))
     old, new = process.raise_nofile()
     log.debug("event=nofile_limit soft_was=%d soft=%d for_commands=%d", old, new, old)
     return replace(config, child_nofile=old if new != old else None)

@@ -278,3 +278,9 @@ def db_text(cfg: DaemonConfig) -> str:
 def log_dir(cfg: DaemonConfig) -> Path:
     """Attempt logs live beside the database."""
     return cfg.db.parent / "logs"
+
+
+def daemon_log(cfg: DaemonConfig) -> Path:
+    """The daemon's own log file, beside the database: used once its stderr is gone
+    (jobctl/daemonlog.py)."""
+    return cfg.db.parent / "daemon.log"

@@ -40,14 +40,14 @@ from jobctl.domain.models import Claim
 from jobctl.engine import cgroup, launcher, limits, spawner
 from jobctl.engine import process as proc_mod
 from jobctl.engine.cgroup import Cgroup, Cgroups
+from jobctl.engine.helperio import Backoff, LastWords, helper_env
+from jobctl.logfmt import logval
 
 log = logging.getLogger("jobctl.executor")
 #: Seconds to wait, after a helper died, for its half-started children to exec or end.
 SETTLE_LIMIT = 2.0
 #: Seconds between looks for re-parented strays once a helper has died.
 STRAY_EVERY = 5.0
-#: A helper that died within this many seconds of its start is restarted this much later.
-RESTART_PAUSE = 1.0
 #: Most start requests in one message to the helper.
 BATCH_MAX = 64
 
@@ -123,6 +123,10 @@ class SpawnHelper:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        #: The helper's stderr, read here: why it died (engine/helperio.py).
+        self._words = LastWords()
+        #: How soon a dead helper's successor starts (no restart loop of one that cannot).
+        self.backoff = Backoff()
         self._rids = 0
         self._pending: dict[int, _Request] = {}  # sent, not answered
         self._queue: deque[_Request] = deque()  # not sent yet (socket full, restarting)
@@ -157,13 +161,15 @@ class SpawnHelper:
         if self._pool is not None:  # the helper's pool, by the protocol's version
             argv.append(f"{spawner.POOL}:{self._pool}")
         self._releases.clear()  # a dead helper's slots: its successor removes them
+        said = self._words.open(loop)  # never the daemon's stderr (engine/helperio.py)
         try:
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
-                start_new_session=True, env=_helper_env(),
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said,
+                pass_fds=(theirs.fileno(),), start_new_session=True, env=helper_env(),
             )  # fmt: skip
         finally:
             theirs.close()
+            os.close(said)
         ours.setblocking(False)
         self._sock = ours
         loop.add_reader(ours, self._on_readable)
@@ -301,8 +307,10 @@ class SpawnHelper:
         assert self._loop is not None and self._proc is not None
         dead = self._proc
         code = await asyncio.to_thread(dead.wait)  # its children are re-parented by now
-        log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d",
-                  dead.pid, code, len(self._exits), len(self._pending))  # fmt: skip
+        pause = self.backoff.after(time.monotonic() - self._started_at)
+        log.error("event=spawn_helper_died pid=%s code=%s running=%d unanswered=%d said=%s "
+                  "restart_in=%g", dead.pid, code, len(self._exits), len(self._pending),
+                  logval(self._words.take()), pause)  # fmt: skip
         for pid, child in list(self._exits.items()):
             self._adopt(pid, child.exited)
         self._exits.clear()
@@ -313,8 +321,8 @@ class SpawnHelper:
         if self._strays is None:
             self._strays = self._loop.create_task(self._reap_strays())
         self.restarts += 1
-        if time.monotonic() - self._started_at < RESTART_PAUSE:  # dying at once: no hot loop
-            await asyncio.sleep(RESTART_PAUSE)
+        if pause:  # dying at once: no hot loop
+            await asyncio.sleep(pause)
         self._restarting = None
         if not self._closed:
             self.start(self._loop)
@@ -384,14 +392,9 @@ class SpawnHelper:
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(5)
+        self._words.close()
         if self._strays is not None:
             self._strays.cancel()
-
-
-def _helper_env() -> dict[str, str]:
-    """The helper's own environment: enough to import jobctl, nothing else."""
-    path = os.pathsep.join(p for p in sys.path if p)
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": path}
 
 
 def _half_started(helper_pid: int, tag: str) -> list[int]:

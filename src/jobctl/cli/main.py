@@ -172,4 +172,28 @@ def _command() -> typer.core.TyperGroup:
 
 
 def entry() -> None:
+    standard_fds()
     sys.exit(run())
+
+
+def standard_fds() -> None:
+    """Open ``/dev/null`` onto each of fds 0, 1 and 2 the process was started without.
+
+    Why: a program started with one of them closed (by a careless supervisor, a
+    ``>&-``, a ``nohup``-less double fork) would hand that number to the next file it
+    opens: the daemon's database, its lock or its log, and the next line anything writes
+    to stderr (a library, a fatal error's traceback) would land inside that file. Walked
+    in order, ``os.open`` always returns the lowest free number, the one just found
+    closed. Python itself leaves ``sys.stdin``/``stdout``/``stderr`` None then: they are
+    bound to the new descriptors, so output goes nowhere instead of failing."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            got = os.open(os.devnull, os.O_RDWR)
+        if got != fd:  # cannot happen while walking in order; never leave a stray one
+            os.close(got)
+            continue
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 - kept open

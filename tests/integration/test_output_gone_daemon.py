@@ -17,7 +17,7 @@ import pytest
 
 from jobctl.client import Client
 from tests.integration.conftest import TEST_DAEMON_ARGS, daemon_env, wait_until
-from tests.integration.test_spawn_helper import job
+from tests.integration.test_spawn_helper import helper_of, job
 
 JOBS = 6
 #: The command of each job: where its stdout and stderr go.
@@ -77,21 +77,6 @@ def piped(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PipedDaemo
         yield d
     finally:
         d.stop()
-
-
-def helper_of(pid: int) -> int | None:
-    """The daemon's spawn helper (its child running jobctl.engine.spawner), or None."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            ppid = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1]
-        except OSError:
-            continue
-        if b"jobctl.engine.spawner" in args and int(ppid) == pid:
-            return int(entry.name)
-    return None
 
 
 def test_jobs_run_on_and_the_daemon_logs_on_after_its_output_pipe_lost_its_reader(

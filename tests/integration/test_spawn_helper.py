@@ -15,6 +15,15 @@ from tests.integration.conftest import DaemonProc, wait_until
 def helper_pid(d: DaemonProc) -> int:
     """The daemon's spawn helper (its child running jobctl.engine.spawner)."""
     assert d.proc is not None
+    helper = helper_of(d.proc.pid)
+    if helper is None:
+        raise AssertionError("no spawn helper")
+    return helper
+
+
+def helper_of(pid: int) -> int | None:
+    """The spawn helper of the daemon ``pid`` (its child running jobctl.engine.spawner),
+    or None."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -23,9 +32,9 @@ def helper_pid(d: DaemonProc) -> int:
             ppid = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1]
         except OSError:
             continue
-        if b"jobctl.engine.spawner" in args and int(ppid) == d.proc.pid:
+        if b"jobctl.engine.spawner" in args and int(ppid) == pid:
             return int(entry.name)
-    raise AssertionError("no spawn helper")
+    return None
 
 
 def job(command: str, **extra: Any) -> dict[str, Any]:

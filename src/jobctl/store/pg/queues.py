@@ -29,6 +29,7 @@ from jobctl.errors import Conflict
 from jobctl.store.audit import record_from_row
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
+from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.queues import PROMOTE_BATCH, next_token_at, policy_of, queue_limits, queue_params
@@ -195,10 +196,19 @@ class PgQueues:
         return self.db.read(read)
 
     def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        return self.db.write(lambda conn: self.set_queue_tx(conn, policy))
+
+    def set_queue_tx(self, conn: PgConn, policy: QueuePolicy) -> QueuePolicy:
+        """Upsert the queue's policy, its locks taken first by the one lock order
+        (:mod:`jobctl.store.pg.lockorder`): the queue's advisory lock exclusive (so no
+        other writer inserts its row meanwhile), then its row. Several set_queue calls
+        share one group commit: the row of one named before a queue this transaction
+        holds is only tried (:class:`~jobctl.store.pg.lockorder.OutOfOrder` if held
+        elsewhere), and the group commit runs that write again alone."""
+        lockorder.check(lockorder.advisory(self.db, conn, [(policy.name, True)]))
+        lockorder.rows(self.db, conn, [policy.name])
         params = queue_params(policy, self.db.now_ms())
-        return self.db.write(
-            lambda conn: policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
-        )
+        return policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
 
     def queue_policy(self, name: str) -> QueuePolicy:
         def read(conn: PgConn) -> QueuePolicy:

@@ -15,6 +15,11 @@ thread: both must commit.
   ``qa`` then ``qb``, B's from ``qb`` then ``qa``. A claim now waits only for queues
   named after every queue its transaction holds, and skips (this time) one named before
   that another transaction holds: no wait ever points backwards, so none closes a cycle.
+- Every queue lock, one order (branch pglock, jobctl.store.pg.lockorder): ``set_queue``
+  of ``qb`` then ``qa`` beside a claim of ``qa`` then ``qb`` (raw transactions, and a
+  real group commit whose ``qa`` write is bounced and run alone), payload inserts for two
+  worker queues in opposite orders (advisory locks), and the one-round-trip enqueue's
+  lock, which fails rather than wait out of order. On main each of them deadlocked.
 """
 
 from __future__ import annotations
@@ -299,3 +304,33 @@ def test_payload_inserts_of_two_worker_queues_in_opposite_orders_do_not_deadlock
         a.close()
         b.close()
     assert {s.queue: s.scheduled for s in store.stats()} == {"qa": 2, "qb": 2}
+
+
+def test_the_one_round_trip_enqueue_fails_its_lock_out_of_order_rather_than_wait(
+    env: tuple[Any, str],
+) -> None:
+    """``lock_queues_shared`` runs in a pipeline, where nothing can look at an answer: a
+    lock out of order that another transaction holds fails the statement (the group
+    commit then runs its writes the checked way, where the write is bounced alone)."""
+    store, schema = env
+    _limited_with_due_jobs(store, "qz")
+    shared = store.db.q("lock_queues_shared")
+    a, b = _conn(schema), _conn(schema)
+    try:
+        store._queues.set_queue_tx(b, QueuePolicy("qa"))  # B holds qa's lock exclusive
+        assert _claim_lane(store, a, "qz", "daemon-a") == 1  # A holds qz's row
+        with (
+            pytest.raises(psycopg.errors.InvalidTextRepresentation, match="out of order"),
+            a.transaction(),
+        ):
+            a.execute(shared, {"names": '["qa"]'})
+        b.commit()
+        assert a.execute(shared, {"names": '["qa"]'}).fetchone() == {
+            "locked": 1,
+            "lock_top": "r:qz",
+            "in_order": 0,
+        }
+        a.commit()
+    finally:
+        a.close()
+        b.close()

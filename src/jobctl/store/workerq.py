@@ -12,7 +12,11 @@ queue names it checks (:func:`lock`, in name order: no cycle of waits): exclusiv
 the queue may become a worker queue (:func:`mark`, a payload job), shared where a job
 only needs its kind checked (concurrent inserts of command jobs do not wait for each
 other). The reads come after the lock, in a statement of their own, so they see every
-conflicting writer's commit. SQLite has one writer: there the lock is nothing.
+conflicting writer's commit. A mark then writes the queue's row: a batch locks the rows
+of the queues it may mark first, in name order (:func:`lock_rows`), so its marks, in the
+batch's order, find theirs held (PostgreSQL's one lock order for queues, every advisory
+lock before every row: :mod:`jobctl.store.pg.lockorder`). SQLite has one writer: there
+the locks are nothing.
 """
 
 from __future__ import annotations

@@ -8,10 +8,13 @@ statement (``claim_lanes``: ``FOR UPDATE SKIP LOCKED`` per lane inside a materia
 CTE, the lease and the attempt rows). Holding the queue rows is what makes
 ``concurrency``, ``rate`` and pause hold across daemons: two claims on one limited queue
 take turns; claims on unlimited queues never wait for each other. A group commit may run
-several claims in one transaction: a claim waits only for queues named after every queue
-its transaction already holds, and skips one named before that another transaction holds
-(``lock_limited_queues``), so two daemons' transactions never wait for each other in a
-cycle (tests/contract/test_pg_lock_order.py).
+several claims, inserts and ``set_queue`` calls in one transaction: a claim waits only for
+queue locks keyed after every one its transaction already holds, and skips a queue keyed
+before that another transaction holds (``lock_limited_queues``); ``set_queue`` takes the
+queue's advisory lock, then its row, by the same rule, and gives its savepoint up when it
+would have to wait out of order (:mod:`jobctl.store.pg.lockorder`: every path's locks and
+why no two daemons' transactions then wait for each other in a cycle;
+tests/contract/test_pg_lock_order.py).
 """
 
 from __future__ import annotations

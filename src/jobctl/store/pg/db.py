@@ -378,6 +378,8 @@ class GroupCommit:
                 bounced.append((fn, fut))  # its savepoint gave up its locks: alone now
             else:
                 _settle(fut, ok, value)
+        if bounced:
+            log.debug("event=pg_lock_order_bounced writes=%d", len(bounced))
         for fn, fut in bounced:
             self._alone(fn, fut, pool)
 

@@ -266,39 +266,47 @@ def test_a_group_commit_of_set_queue_writes_in_reverse_order_runs_beside_a_claim
     assert "event=pg_retry" not in caplog.text
 
 
+def _in_lock_order(store: Any, *names: str) -> list[str]:
+    """``names`` in the order of their advisory locks (by key: the hash of schema and
+    name, the lock's identity)."""
+    q = "SELECT hashtext(current_schema() || '.' || %s) AS k"
+    keys = {n: store.db.read(lambda c, n=n: c.execute(q, (n,)).fetchone()["k"]) for n in names}
+    return sorted(names, key=keys.__getitem__)
+
+
 def test_payload_inserts_of_two_worker_queues_in_opposite_orders_do_not_deadlock(
     env: tuple[Any, str],
 ) -> None:
-    """The advisory locks of two group commits: A inserts payload jobs for qb then qa,
-    B for qa then qb (each queue's lock exclusive). A's second insert is before the
-    lock it holds and B holds it: tried, not waited for."""
+    """The advisory locks of two group commits: A inserts payload jobs for ``hi`` then
+    ``lo``, B for ``lo`` then ``hi`` (each queue's lock exclusive). A's second insert is
+    before the lock it holds and B holds it: tried, not waited for."""
     from jobctl.store.pg.inserts import insert_groups_tx
     from jobctl.store.pg.lockorder import OutOfOrder
 
     store, schema = env
-    for name in ("qa", "qb"):
+    lo, hi = _in_lock_order(store, "qa", "qb")
+    for name in (lo, hi):
         store.set_worker_queue(name, None)
 
     def insert(conn: Any, queue: str) -> None:
-        spec = JobSpec(
-            command=(), payload=payload_text({"n": 1}), run_at=T0, owner_uid=1000, queue=queue
-        )
+        payload = payload_text({"n": 1})
+        spec = JobSpec(command=(), payload=payload, run_at=T0, owner_uid=1000, queue=queue)
         (out,) = insert_groups_tx(store.db, conn, [[spec]])
         assert isinstance(out, list)
 
     a, b = _conn(schema), _conn(schema)
     try:
-        insert(a, "qb")
-        insert(b, "qa")
+        insert(a, hi)
+        insert(b, lo)
         with ThreadPoolExecutor(1) as pool:
-            b_qb = pool.submit(insert, b, "qb")
+            b_hi = pool.submit(insert, b, hi)
             _waits_for_a_lock(store, b.info.backend_pid)  # in order: B waits for A
             with pytest.raises(OutOfOrder), a.transaction():
-                insert(a, "qa")
+                insert(a, lo)
             a.commit()
-            b_qb.result(timeout=WAIT_S)
+            b_hi.result(timeout=WAIT_S)
         b.commit()
-        insert(a, "qa")
+        insert(a, lo)
         a.commit()
     finally:
         a.close()

@@ -8,7 +8,7 @@ the lanes each kind of claim may take (:mod:`jobctl.domain.workers`).
 Several writers at once (PostgreSQL, several daemons): the check and the write after it
 must not interleave with another writer's, or a queue marked as a worker queue while a
 command job is inserted into it would hold both kinds. So each writer first locks the
-queue names it checks (:func:`lock`, in name order: no cycle of waits): exclusive where
+queue names it checks (:func:`lock`, in one order: no cycle of waits): exclusive where
 the queue may become a worker queue (:func:`mark`, a payload job), shared where a job
 only needs its kind checked (concurrent inserts of command jobs do not wait for each
 other). The reads come after the lock, in a statement of their own, so they see every

@@ -20,8 +20,9 @@ What locks a queue, per path (X a queue name; every lock held to the transaction
   (a worker queue's mark: alone, from an insert of payload jobs, from a schedule's
   template), which insert the row if it is missing.
 
-The order is the byte order of those keys: every advisory lock (``a:``) before every row
-lock (``r:``), names in byte order within each (Python's ``sorted``, ``COLLATE "C"``).
+The order is the byte order of those keys (``COLLATE "C"``): every advisory lock before
+every row lock; advisory locks by their own key (``a:`` and, in hex, the hash of schema and
+name the lock is taken on: two names of one hash are one lock, and one key), rows by name.
 The rule, kept by each of those statements: a transaction waits only for a lock keyed
 after every queue lock it holds (the highest key it holds is the transaction-local
 setting ``jobctl.queue_lock_top``, raised by each statement and undone with a rolled-back
@@ -29,7 +30,7 @@ savepoint exactly as its locks are); a lock keyed at or before that is only trie
 claim skips a queue whose try failed (this time); any other write gives its savepoint up
 with :class:`OutOfOrder`, and the group commit runs it again alone after the batch
 commits, in a transaction that holds nothing yet, where each write takes its locks in
-increasing order: its advisory locks in one sorted statement, then its rows sorted
+increasing order: its advisory locks in one statement (sorted there), then its rows sorted
 (:func:`jobctl.store.workerq.lock_rows` before a batch's marks). A missing row is inserted
 only under the queue's exclusive advisory lock, so that INSERT waits for no one; the
 upserts of a held row wait for no one.
@@ -63,8 +64,9 @@ class OutOfOrder(Exception):
 
 
 def advisory(db: PgDb, conn: PgConn, modes: list[tuple[str, bool]]) -> psycopg.Cursor[Any]:
-    """Send ``lock_queues`` for ``modes`` (name, exclusive; sorted, each name once); its
-    cursor, for :func:`check` (in a pipeline, once the answers are in)."""
+    """Send ``lock_queues`` for ``modes`` (name, exclusive; each name once; the statement
+    orders them by key); its cursor, for :func:`check` (in a pipeline, once the answers
+    are in)."""
     params = {"names": [n for n, _ in modes], "exclusive": [x for _, x in modes]}
     return conn.execute(db.q("lock_queues"), params)
 

@@ -18,8 +18,8 @@ thread: both must commit.
 - Every queue lock, one order (branch pglock, jobctl.store.pg.lockorder): ``set_queue``
   of ``qb`` then ``qa`` beside a claim of ``qa`` then ``qb`` (raw transactions, and a
   real group commit whose ``qa`` write is bounced and run alone), payload inserts for two
-  worker queues in opposite orders (advisory locks), and the one-round-trip enqueue's
-  lock, which fails rather than wait out of order. On main each of them deadlocked.
+  worker queues in opposite orders (advisory locks): on main each of them deadlocked. The
+  one-round-trip enqueue's locks, without the rule, are alone in their transaction.
 """
 
 from __future__ import annotations
@@ -314,31 +314,25 @@ def test_payload_inserts_of_two_worker_queues_in_opposite_orders_do_not_deadlock
     assert {s.queue: s.scheduled for s in store.stats()} == {"qa": 2, "qb": 2}
 
 
-def test_the_one_round_trip_enqueue_fails_its_lock_out_of_order_rather_than_wait(
+def test_a_pipelined_commit_carries_one_write_that_locks_queues_at_most(
     env: tuple[Any, str],
 ) -> None:
-    """``lock_queues_shared`` runs in a pipeline, where nothing can look at an answer: a
-    lock out of order that another transaction holds fails the statement (the group
-    commit then runs its writes the checked way, where the write is bounced alone)."""
-    store, schema = env
-    _limited_with_due_jobs(store, "qz")
-    shared = store.db.q("lock_queues_shared")
-    a, b = _conn(schema), _conn(schema)
-    try:
-        store._queues.set_queue_tx(b, QueuePolicy("qa"))  # B holds qa's lock exclusive
-        assert _claim_lane(store, a, "qz", "daemon-a") == 1  # A holds qz's row
-        with (
-            pytest.raises(psycopg.errors.InvalidTextRepresentation, match="out of order"),
-            a.transaction(),
-        ):
-            a.execute(shared, {"names": '["qa"]'})
-        b.commit()
-        assert a.execute(shared, {"names": '["qa"]'}).fetchone() == {
-            "locked": 1,
-            "lock_top": "r:qz",
-            "in_order": 0,
-        }
-        a.commit()
-    finally:
-        a.close()
-        b.close()
+    """``lock_queues_shared`` (the one-round-trip enqueue's locks) has no ordering rule
+    of its own, for its cost: it must be the only statement of queue locks in its
+    transaction. Two such writes in one batch go the checked way, unstaged."""
+    from jobctl.store.pg.pipelined import NOTHING
+    from jobctl.store.pg.store import _InsertWrite
+
+    store, _ = env
+
+    def write(queue: str) -> Any:
+        spec = JobSpec(("true",), T0, 1000, queue=queue)
+        return _InsertWrite(store.db, lambda: [([[spec]], Future())])
+
+    two = [(write("qb"), Future()), (write("qa"), Future())]
+    assert store.db.commits._pipelined(two, store.db.pool) is False
+    assert not any(w.taken for w, _ in two)  # not staged: the checked way takes them
+    one: list[tuple[Any, Future[Any]]] = [(write("qa"), Future()), (NOTHING, Future())]
+    assert store.db.commits._pipelined(one, store.db.pool) is True
+    assert len(one[0][1].result(timeout=0)) == 1
+    assert {s.queue: s.scheduled for s in store.stats()} == {"qa": 1}

@@ -391,6 +391,8 @@ class GroupCommit:
         if not all(isinstance(op, Staged) for op in ops):
             return False
         staged: list[Staged[Any]] = [op for op in ops if isinstance(op, Staged)]
+        if sum(op.locks_queues for op in staged) > 1:  # lock_queues_shared's premise
+            return False
         if not all([op.stage() for op in staged]):  # every one asked: each takes its items
             return False
         taken: list[Any] = []

@@ -9,7 +9,9 @@ breaks that only after ``deadlock_timeout`` (1 s), rolling one back.
 What locks a queue, per path (X a queue name; every lock held to the transaction's end):
 
 - advisory lock ``a:X`` (``lock_queues``: exclusive where X may become a worker queue,
-  shared where a job only has its kind checked; ``lock_queues_shared``: shared):
+  shared where a job only has its kind checked; ``lock_queues_shared``: shared, the
+  one-round-trip enqueue's, the only queue locks of its transaction, so in order by
+  itself: a pipelined commit carries one write that locks queues at most):
   inserts, checked and pipelined (:mod:`jobctl.store.pg.inserts`, one statement for
   the write's queues in name order), schedule creates and edits
   (:mod:`jobctl.store.schedules`), a worker queue's mark (:func:`jobctl.store.workerq.mark`),

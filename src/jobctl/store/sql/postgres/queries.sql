@@ -726,66 +726,44 @@ SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
 SELECT name, workers FROM queues WHERE workers IS NOT NULL;
 
 -- name: lock_queues_shared
--- lock_queues with every lock shared (a keyless enqueue's), the names (each once) as one
--- JSON array: psycopg sends a JSON text for a fraction of what its two lists cost (the
--- group commit's one round trip, jobctl.store.pg.inserts). In a pipeline nothing can look
--- at an answer, so a lock out of order that another transaction holds makes the
--- statement fail (the cast below): nothing is committed, and the group commit runs the
--- writes the checked way.
-WITH top AS MATERIALIZED (
-    SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C" AS name),
-wanted AS (
-    SELECT DISTINCT hashtext(current_schema() || '.' || q) AS k
-    FROM json_array_elements_text(%(names)s::json) AS t(q)),
-got AS MATERIALIZED (
-    SELECT key,
-           CASE WHEN key <= (SELECT name FROM top)
-                THEN pg_try_advisory_xact_lock_shared(1785684593, k)
-                ELSE pg_advisory_xact_lock_shared(1785684593, k)::text = ''
-           END AS got
-    FROM (SELECT k, ('a:' || lpad(to_hex(k::bigint + 2147483648), 8, '0')) COLLATE "C" AS key
-          FROM wanted) AS w
-    ORDER BY key)
-SELECT count(*) AS locked,
-       set_config('jobctl.queue_lock_top',
-                  greatest((SELECT name FROM top), max(key) FILTER (WHERE got)), true)
-           AS lock_top,
-       CASE WHEN bool_and(got) IS NOT FALSE THEN 0
-            ELSE ('queue lock out of order: ' || min(key) FILTER (WHERE NOT got))::int
-       END AS in_order
-FROM got;
+-- lock_queues with every lock shared (a keyless enqueue's), the names as one JSON array:
+-- psycopg sends a JSON text for a fraction of what its two lists cost (the group commit's
+-- one round trip, jobctl.store.pg.inserts). Only in a pipelined commit, whose one write
+-- that locks queues sends it (GroupCommit): nothing held before, nothing taken after, so
+-- it needs no 'jobctl.queue_lock_top' (whose reading and setting cost the server's CPU on
+-- every single-job enqueue). Taken in the order of lock_queues: by key, each key once.
+SELECT count(pg_advisory_xact_lock_shared(1785684593, k)::text) AS locked
+FROM (SELECT DISTINCT hashtext(current_schema() || '.' || q) AS k
+      FROM json_array_elements_text(%(names)s::json) AS t(q)
+      ORDER BY 1) AS l;
 
 -- name: lock_queues
 -- Transaction-scoped advisory locks on queue names: exclusive where a queue may become a
 -- worker queue, shared where a job only needs its kind checked. Keyed by the schema too
 -- (several jobctl stores may share a database); 1785684593 is "jobq". The order rule of
 -- lock_limited_queues: each lock's key is 'a:' and its advisory key in hex (its own
--- identity: two names of one hash are one lock, taken once, exclusive if either wants
--- it), before every row's 'r:'; taken in that order, waited for after every queue lock
+-- identity), before every row's 'r:'; taken in that order (two names of one hash are one
+-- lock: exclusive first, the shared one then its own), waited for after every queue lock
 -- this transaction holds, else only tried; ``missed`` counts the tries another
 -- transaction held (the caller gives up its savepoint: jobctl.store.pg.lockorder).
-WITH top AS MATERIALIZED (
-    SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C" AS name),
-wanted AS (
-    SELECT hashtext(current_schema() || '.' || q) AS k, bool_or(ex) AS ex
-    FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)
-    GROUP BY 1),
-got AS MATERIALIZED (
-    SELECT key,
-           CASE WHEN key <= (SELECT name FROM top) THEN
-                    CASE WHEN ex THEN pg_try_advisory_xact_lock(1785684593, k)
-                         ELSE pg_try_advisory_xact_lock_shared(1785684593, k) END
-                WHEN ex THEN pg_advisory_xact_lock(1785684593, k)::text = ''
-                ELSE pg_advisory_xact_lock_shared(1785684593, k)::text = ''
-           END AS got
-    FROM (SELECT k, ex, ('a:' || lpad(to_hex(k::bigint + 2147483648), 8, '0')) COLLATE "C" AS key
-          FROM wanted) AS w
-    ORDER BY key)
 SELECT count(*) FILTER (WHERE NOT got) AS missed,
        set_config('jobctl.queue_lock_top',
-                  greatest((SELECT name FROM top), max(key) FILTER (WHERE got)), true)
-           AS lock_top
-FROM got;
+                  greatest(max(top), max(key) FILTER (WHERE got)), true) AS lock_top
+FROM (SELECT key, top,
+             CASE WHEN key <= top THEN
+                      CASE WHEN ex THEN pg_try_advisory_xact_lock(1785684593, k)
+                           ELSE pg_try_advisory_xact_lock_shared(1785684593, k) END
+                  WHEN ex THEN pg_advisory_xact_lock(1785684593, k)::text = ''
+                  ELSE pg_advisory_xact_lock_shared(1785684593, k)::text = ''
+             END AS got
+      FROM (SELECT k, ex,
+                   ('a:' || lpad(to_hex(k::bigint + 2147483648), 8, '0')) COLLATE "C" AS key,
+                   coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C"
+                       AS top
+            FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
+                  FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS h
+            ) AS w
+      ORDER BY key, ex DESC) AS g;
 
 -- name: queue_live
 -- A stripe's row may be negative; each lane's sum never is, so the queue's total says it.

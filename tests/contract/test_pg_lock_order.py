@@ -329,7 +329,7 @@ def test_a_pipelined_commit_carries_one_write_that_locks_queues_at_most(
         spec = JobSpec(("true",), T0, 1000, queue=queue)
         return _InsertWrite(store.db, lambda: [([[spec]], Future())])
 
-    two = [(write("qb"), Future()), (write("qa"), Future())]
+    two: list[tuple[Any, Future[Any]]] = [(write("qb"), Future()), (write("qa"), Future())]
     assert store.db.commits._pipelined(two, store.db.pool) is False
     assert not any(w.taken for w, _ in two)  # not staged: the checked way takes them
     one: list[tuple[Any, Future[Any]]] = [(write("qa"), Future()), (NOTHING, Future())]

@@ -10,10 +10,11 @@ What locks a queue, per path (X a queue name; every lock held to the transaction
 
 - advisory lock ``a:X`` (``lock_queues``: exclusive where X may become a worker queue,
   shared where a job only has its kind checked; ``lock_queues_shared``: shared, the
-  one-round-trip enqueue's, the only queue locks of its transaction, so in order by
-  itself: a pipelined commit carries one write that locks queues at most):
-  inserts, checked and pipelined (:mod:`jobctl.store.pg.inserts`, one statement for
-  the write's queues in name order), schedule creates and edits
+  one-round-trip enqueue's, which skips the setting below for its cost: a pipelined
+  commit carries one write that locks queues at most, so its one statement, in key order,
+  is its transaction's only queue locks): inserts, checked and pipelined
+  (:mod:`jobctl.store.pg.inserts`, one statement for the write's queues), schedule
+  creates and edits
   (:mod:`jobctl.store.schedules`), a worker queue's mark (:func:`jobctl.store.workerq.mark`),
   and ``set_queue`` (exclusive, so that no two writers insert one queue's row at once);
 - row lock ``r:X`` on ``queues``: a claim's ``lock_limited_queues`` (``FOR UPDATE``, its

@@ -72,6 +72,12 @@ class SchedConn(Protocol):
         it at once (:func:`jobctl.store.workerq.lock`). One writer needs none."""
         ...
 
+    def lock_queue_rows(self, names: Iterable[str]) -> None:
+        """Hold the ``queues`` rows of ``names`` (whose queue locks this transaction holds
+        exclusive) until the transaction ends, in name order: PostgreSQL's lock order
+        (:mod:`jobctl.store.pg.lockorder`). One writer needs none."""
+        ...
+
 
 class ScheduleDb(Protocol):
     """What the schedule part needs of a backend's database object."""
@@ -125,6 +131,9 @@ class SqliteSchedConn:
     def lock_queues(self, kinds: Iterable[tuple[str, bool]]) -> None:
         """Nothing to do: SQLite's writes are one at a time (``BEGIN IMMEDIATE``), so a
         check and the write after it see no other writer in between."""
+
+    def lock_queue_rows(self, names: Iterable[str]) -> None:
+        """Nothing to do: one writer never waits for another's lock while holding one."""
 
 
 __all__ = ["SchedConn", "ScheduleDb", "SqliteSchedConn"]

@@ -254,6 +254,9 @@ def create_many_tx(
     todo: list[tuple[int, ScheduleSpec, dict[str, Any]]] = []
     workerq.lock(conn, ((s.template.queue, s.template.payload is not None) for s in specs))
     known = workerq.names(conn)  # once per batch, not once per schedule
+    workerq.lock_rows(
+        conn, (s.template.queue for s in specs if s.template.payload is not None), known
+    )
     shared = _Shared(now)
     for i, spec in enumerate(specs):
         try:

@@ -8,11 +8,15 @@ the lanes each kind of claim may take (:mod:`jobctl.domain.workers`).
 Several writers at once (PostgreSQL, several daemons): the check and the write after it
 must not interleave with another writer's, or a queue marked as a worker queue while a
 command job is inserted into it would hold both kinds. So each writer first locks the
-queue names it checks (:func:`lock`, in name order: no cycle of waits): exclusive where
+queue names it checks (:func:`lock`, in one order: no cycle of waits): exclusive where
 the queue may become a worker queue (:func:`mark`, a payload job), shared where a job
 only needs its kind checked (concurrent inserts of command jobs do not wait for each
 other). The reads come after the lock, in a statement of their own, so they see every
-conflicting writer's commit. SQLite has one writer: there the lock is nothing.
+conflicting writer's commit. A mark then writes the queue's row: a batch locks the rows
+of the queues it may mark first, in name order (:func:`lock_rows`), so its marks, in the
+batch's order, find theirs held (PostgreSQL's one lock order for queues, every advisory
+lock before every row: :mod:`jobctl.store.pg.lockorder`). SQLite has one writer: there
+the locks are nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def mark(c: SchedConn, name: str, allow: Sequence[str] | None = None) -> tuple[s
     """Make ``name`` a worker queue (``allow``: set its list; None: keep it). A queue
     with command or http jobs waiting or running cannot become one (a Conflict)."""
     c.lock_queues([(name, True)])  # held already when an insert marks it: no wait then
+    c.lock_queue_rows([name])  # held already when a batch marks it (lock_rows)
     known = worker_queues(c)
     if name not in known and c.one("queue_live", {"name": name}) is not None:
         raise Conflict(
@@ -54,6 +59,9 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
     if not any(spec.payload is not None for group in groups for spec in group):
         return refuse_for_workers(groups, names(c))
     known = names(c)
+    lock_rows(
+        c, (spec.queue for group in groups for spec in group if spec.payload is not None), known
+    )
     refused: dict[int, JobctlError] = {}
     for i, group in enumerate(groups):
         for spec in group:
@@ -99,6 +107,14 @@ def lock(c: SchedConn, kinds: Iterable[tuple[str, bool]]) -> None:
     c.lock_queues(kinds)
 
 
+def lock_rows(c: SchedConn, payload_queues: Iterable[str], known: set[str]) -> None:
+    """Before a batch's marks: lock the rows of the queues its payload jobs may make worker
+    queues (those not ``known`` as such), in name order, so that the marks, in the batch's
+    order, find their rows held (PostgreSQL's lock order, :mod:`jobctl.store.pg.lockorder`;
+    their advisory locks, exclusive, come first, from :func:`lock`)."""
+    c.lock_queue_rows(q for q in payload_queues if q not in known)
+
+
 def lock_modes(kinds: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """Each queue once, in name order, exclusive when a payload job goes to it (it may
     become a worker queue), else shared."""
@@ -125,6 +141,7 @@ __all__ = [
     "check_kinds",
     "lock",
     "lock_modes",
+    "lock_rows",
     "mark",
     "names",
     "refuse_for_workers",

@@ -4,7 +4,9 @@ named queries and the clock.
 Writes go through :class:`GroupCommit`: a few committer threads each take every write
 waiting at that moment and run them in one transaction, each write in its own savepoint
 (``conn.transaction()`` nested: the one savepoint helper of this backend), and answer
-them after the commit. A commit costs one fsync on the server however many writes it
+them after the commit (a write that needed a queue lock out of the one lock order, and
+found it held, gives its savepoint up and runs again alone after the commit:
+:mod:`jobctl.store.pg.lockorder`). A commit costs one fsync on the server however many writes it
 carries, so concurrent enqueues do not queue behind each other's commits. A batch of
 :class:`~jobctl.store.pg.pipelined.Staged` writes (single-job enqueues) runs first as a
 pipelined commit of one round trip, without savepoints, and the checked way above only if
@@ -55,6 +57,7 @@ from jobctl.domain.workers import DEFAULT_LEASE_TTL
 from jobctl.errors import StoreError, StoreUnavailable
 from jobctl.store import rows
 from jobctl.store.pg.keepalive import connect_params
+from jobctl.store.pg.lockorder import OutOfOrder
 from jobctl.store.pg.migrate import migrate
 from jobctl.store.pg.pipelined import NOTHING, Staged, Unreachable, commit_pipelined
 from jobctl.store.pg.rawpipe import Pipe
@@ -231,7 +234,10 @@ class PgDb:
                         out = fn(conn)
                         committing = True
                     return out
-            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+                # logged: a deadlock here costs deadlock_timeout (1 s), and the lock order
+                # (lockorder) means there should be none on queue locks (tests count them)
+                log.warning("event=pg_retry attempt=%d error=%s", attempt + 1, type(exc).__name__)
                 if attempt == RETRIES - 1:
                     raise
             except psycopg.OperationalError as exc:
@@ -366,8 +372,16 @@ class GroupCommit:
                 _settle(fut, False, exc)
             return
         self._landed(taken, True)
-        for (_, fut), (ok, value) in zip(batch, outcomes, strict=True):
-            _settle(fut, ok, value)
+        bounced = []
+        for (fn, fut), (ok, value) in zip(batch, outcomes, strict=True):
+            if not ok and isinstance(value, OutOfOrder):
+                bounced.append((fn, fut))  # its savepoint gave up its locks: alone now
+            else:
+                _settle(fut, ok, value)
+        if bounced:
+            log.debug("event=pg_lock_order_bounced writes=%d", len(bounced))
+        for fn, fut in bounced:
+            self._alone(fn, fut, pool)
 
     def _pipelined(self, batch: list[tuple[Op, Future[Any]]], pool: ConnectionPool[PgConn]) -> bool:
         """True if ``batch`` was settled by a pipelined commit (one round trip, see
@@ -377,6 +391,8 @@ class GroupCommit:
         if not all(isinstance(op, Staged) for op in ops):
             return False
         staged: list[Staged[Any]] = [op for op in ops if isinstance(op, Staged)]
+        if sum(op.locks_queues for op in staged) > 1:  # lock_queues_shared's premise
+            return False
         if not all([op.stage() for op in staged]):  # every one asked: each takes its items
             return False
         taken: list[Any] = []
@@ -409,6 +425,9 @@ class GroupCommit:
                 exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
             ):
                 log.error("event=pg_commit_failed writes=1 error=%s", exc)
+            if isinstance(exc, OutOfOrder):  # alone, a write takes its locks in order: a bug
+                log.error("event=pg_lock_order_broken error=%s", exc)
+                exc = StoreError(f"a write broke the queue lock order: {exc}")
             _settle(fut, False, exc)
             return
         self._landed(taken, True)

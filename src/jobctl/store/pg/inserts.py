@@ -27,6 +27,7 @@ from jobctl.store import workerq
 from jobctl.store.base import Inserted
 from jobctl.store.inserts import NewJob, Prepared, auto_key, created_job, refused_by_store
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
+from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.rawpipe import Pipe, native
 from jobctl.store.rows import RowLike, ms_to_dt
@@ -140,6 +141,7 @@ class KeylessPlan:
         self._counts: dict[int, psycopg.Cursor[Any]] = {}
         self._ids: psycopg.Cursor[Any] | None = None
         self._workers: psycopg.Cursor[Any] | None = None
+        self._locks: psycopg.Cursor[Any] | None = None
         self._keys: list[str] = []
         self._pipe: Pipe | None = None
         self._inserted = 0  # the INSERT's answer in the pipe
@@ -193,18 +195,19 @@ class KeylessPlan:
 
     def reads(self, conn: PgConn) -> None:
         """Queue the reads (in a pipeline: nothing is fetched here)."""
-        from jobctl.store.pg.schedconn import PgSchedConn  # it imports this module
-
         db = self._db
         self._counts = {u: conn.execute(db.q("owner_counts"), {"uid": u}) for u in self._limited}
         self._ids = conn.execute(db.q("next_job_ids"), {"n": len(self._tails)})
         kinds = ((s.queue, False) for g in self._groups for s in g)
-        PgSchedConn(db, conn).lock_queues(kinds)  # before the names are read: workerq
+        # before the names are read (workerq), checked once fetched (lockorder)
+        self._locks = lockorder.advisory(db, conn, workerq.lock_modes(kinds))
         self._workers = conn.execute(db.q("worker_queues"))
 
     def answers(self) -> tuple[list[list[Inserted] | JobctlError], list[object]]:
         """Each group's outcome, and the values of the rows to insert (empty: none)."""
         assert self._ids is not None and self._workers is not None  # reads() came first
+        assert self._locks is not None
+        lockorder.check(self._locks)  # OutOfOrder: the group commit runs it alone
         ids = iter([r["id"] for r in self._ids])
         have = {uid: _scheduled(cur) for uid, cur in self._counts.items()}
         known = {r["name"] for r in self._workers}

@@ -69,6 +69,12 @@ class Staged(ABC, Generic[T]):
     the pipelined way is :meth:`stage`, then :meth:`queue` on a connection in pipeline
     mode, in the transaction of the group commit, and :meth:`answer` once it committed."""
 
+    #: Whether :meth:`queue` sends queue locks. A pipelined commit carries one such write
+    #: at most (:class:`jobctl.store.pg.db.GroupCommit`): its one statement of locks is then
+    #: the transaction's only one, in order by itself (:mod:`jobctl.store.pg.lockorder`),
+    #: without the cost of the ordering rule that statements after others need.
+    locks_queues = False
+
     @abstractmethod
     def stage(self) -> bool:
         """Whether this write can run pipelined now (called once, before any statement)."""

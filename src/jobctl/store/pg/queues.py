@@ -8,10 +8,13 @@ statement (``claim_lanes``: ``FOR UPDATE SKIP LOCKED`` per lane inside a materia
 CTE, the lease and the attempt rows). Holding the queue rows is what makes
 ``concurrency``, ``rate`` and pause hold across daemons: two claims on one limited queue
 take turns; claims on unlimited queues never wait for each other. A group commit may run
-several claims in one transaction: a claim waits only for queues named after every queue
-its transaction already holds, and skips one named before that another transaction holds
-(``lock_limited_queues``), so two daemons' transactions never wait for each other in a
-cycle (tests/contract/test_pg_lock_order.py).
+several claims, inserts and ``set_queue`` calls in one transaction: a claim waits only for
+queue locks keyed after every one its transaction already holds, and skips a queue keyed
+before that another transaction holds (``lock_limited_queues``); ``set_queue`` takes the
+queue's advisory lock, then its row, by the same rule, and gives its savepoint up when it
+would have to wait out of order (:mod:`jobctl.store.pg.lockorder`: every path's locks and
+why no two daemons' transactions then wait for each other in a cycle;
+tests/contract/test_pg_lock_order.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from jobctl.errors import Conflict
 from jobctl.store.audit import record_from_row
 from jobctl.store.claims import claims_from_rows
 from jobctl.store.jobrow import job_from_row
+from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.queues import PROMOTE_BATCH, next_token_at, policy_of, queue_limits, queue_params
@@ -195,10 +199,19 @@ class PgQueues:
         return self.db.read(read)
 
     def set_queue(self, policy: QueuePolicy) -> QueuePolicy:
+        return self.db.write(lambda conn: self.set_queue_tx(conn, policy))
+
+    def set_queue_tx(self, conn: PgConn, policy: QueuePolicy) -> QueuePolicy:
+        """Upsert the queue's policy, its locks taken first by the one lock order
+        (:mod:`jobctl.store.pg.lockorder`): the queue's advisory lock exclusive (so no
+        other writer inserts its row meanwhile), then its row. Several set_queue calls
+        share one group commit: the row of one named before a queue this transaction
+        holds is only tried (:class:`~jobctl.store.pg.lockorder.OutOfOrder` if held
+        elsewhere), and the group commit runs that write again alone."""
+        lockorder.check(lockorder.advisory(self.db, conn, [(policy.name, True)]))
+        lockorder.rows(self.db, conn, [policy.name])
         params = queue_params(policy, self.db.now_ms())
-        return self.db.write(
-            lambda conn: policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
-        )
+        return policy_of(_one(conn.execute(self.db.q("upsert_queue"), params).fetchone()))
 
     def queue_policy(self, name: str) -> QueuePolicy:
         def read(conn: PgConn) -> QueuePolicy:

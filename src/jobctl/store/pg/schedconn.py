@@ -20,6 +20,7 @@ from psycopg.rows import tuple_row
 from jobctl.domain.models import JobSpec
 from jobctl.store.base import Inserted
 from jobctl.store.inserts import NewJob, Prepared
+from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.pg.inserts import ITEM_ERRORS, insert_prepared, insert_tx
 from jobctl.store.rows import RowLike
@@ -100,13 +101,18 @@ class PgSchedConn:
     def lock_queues(self, kinds: Iterable[tuple[str, bool]]) -> None:
         """Advisory locks (``lock_queues``), one round trip; READ COMMITTED reads a new
         snapshot at the next statement, so what the caller reads after this sees every
-        transaction that held a conflicting lock before it as committed."""
+        transaction that held a conflicting lock before it as committed. By the one lock
+        order (:mod:`jobctl.store.pg.lockorder`): :class:`OutOfOrder` for a lock it
+        could only try and another transaction holds."""
         from jobctl.store.workerq import lock_modes  # it imports the protocol module
 
         modes = lock_modes(kinds)
         if modes:
-            params = {"names": [n for n, _ in modes], "exclusive": [x for _, x in modes]}
-            self.conn.execute(self.db.q("lock_queues"), params)
+            lockorder.check(lockorder.advisory(self.db, self.conn, modes))
+
+    def lock_queue_rows(self, names: Iterable[str]) -> None:
+        """The ``queues`` rows of ``names``, in the one lock order (:mod:`.lockorder`)."""
+        lockorder.rows(self.db, self.conn, names)
 
 
 @contextmanager

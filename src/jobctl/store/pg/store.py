@@ -436,6 +436,8 @@ class _InsertWrite(Staged[_Outcomes]):
     if the transaction is run again), pipelined when their groups allow it
     (:class:`KeylessPlan`: single-job enqueues), else checked (:func:`insert_groups_tx`)."""
 
+    locks_queues = True  # KeylessPlan.queue: lock_queues_shared
+
     def __init__(self, db: PgDb, take: Callable[[], list[_Caller]]) -> None:
         self._db = db
         self._take = take

@@ -63,27 +63,57 @@ UPDATE jobs SET due = 1 FROM ready WHERE jobs.id = ready.id AND jobs.status = 's
 -- name: lock_limited_queues
 -- The limited queues a claim takes from, locked for the rest of the transaction:
 -- concurrency, rate and pause hold across every daemon on the database. A group commit
--- may run several claims in one transaction, so name order within a statement is not
--- enough (two daemons' transactions could lock qa then qb and qb then qa, across
--- statements: a deadlock). The rule: wait only for a queue named after every queue this
--- transaction holds ('jobctl.queue_lock_top', transaction-local, undone with a rolled-back
--- savepoint as the locks are); one named before it is taken only if free (SKIP LOCKED:
--- the claim skips that queue this time, jobctl.store.pg.queues). No wait then points
--- backwards in name order, so no wait closes a cycle.
-WITH top AS (SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') AS name),
+-- may run several claims and other writes in one transaction, so name order within a
+-- statement is not enough (two daemons' transactions could lock qa then qb and qb then
+-- qa, across statements: a deadlock). The rule (jobctl.store.pg.lockorder): wait only for
+-- a queue lock keyed after every one this transaction holds ('jobctl.queue_lock_top',
+-- transaction-local, undone with a rolled-back savepoint as the locks are; a row's key is
+-- 'r:' and its name, in byte order); one keyed before it is taken only if free (SKIP
+-- LOCKED: the claim skips that queue this time, jobctl.store.pg.queues). No wait then
+-- points backwards in that order, so no wait closes a cycle.
+WITH top AS MATERIALIZED (
+    SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C" AS name),
 ahead AS MATERIALIZED (
     SELECT q.* FROM queues q
-    WHERE q.name = ANY(%(names)s) AND q.name > (SELECT name FROM top)
-    ORDER BY q.name FOR UPDATE),
+    WHERE q.name = ANY(%(names)s) AND ('r:' || q.name) COLLATE "C" > (SELECT name FROM top)
+    ORDER BY q.name COLLATE "C" FOR UPDATE),
 behind AS MATERIALIZED (
     SELECT q.* FROM queues q
-    WHERE q.name = ANY(%(names)s) AND q.name <= (SELECT name FROM top)
+    WHERE q.name = ANY(%(names)s) AND ('r:' || q.name) COLLATE "C" <= (SELECT name FROM top)
     FOR UPDATE SKIP LOCKED),
 got AS (SELECT * FROM behind UNION ALL SELECT * FROM ahead)
 SELECT got.*,
        set_config('jobctl.queue_lock_top',
-                  greatest((SELECT name FROM top), max(got.name) OVER ()), true) AS lock_top
+                  greatest((SELECT name FROM top),
+                           max(('r:' || got.name) COLLATE "C") OVER ()), true) AS lock_top
 FROM got;
+
+-- name: lock_queue_row
+-- The row of queue :name, before a write to it (set_queue, a worker queue's mark), by the
+-- rule of lock_limited_queues: waited for when its key ('r:' and the name) comes after
+-- every queue lock this transaction holds, else taken only if free. ``ok`` false: held by
+-- another transaction and keyed before one this one holds (the caller gives up its
+-- savepoint: jobctl.store.pg.lockorder.OutOfOrder). A row not there yet is ok: the caller
+-- holds the queue's advisory lock exclusive, and every writer that inserts a queue's row
+-- holds it, so its INSERT waits for no one.
+WITH top AS MATERIALIZED (
+    SELECT coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C" AS name),
+ahead AS MATERIALIZED (
+    SELECT q.name FROM queues q
+    WHERE q.name = %(name)s AND ('r:' || q.name) COLLATE "C" > (SELECT name FROM top)
+    FOR UPDATE),
+behind AS MATERIALIZED (
+    SELECT q.name FROM queues q
+    WHERE q.name = %(name)s AND ('r:' || q.name) COLLATE "C" <= (SELECT name FROM top)
+    FOR UPDATE SKIP LOCKED),
+res AS MATERIALIZED (
+    SELECT ('r:' || %(name)s::text) COLLATE "C" > top.name
+               OR EXISTS (SELECT FROM behind)
+               OR NOT EXISTS (SELECT FROM queues WHERE name = %(name)s) AS ok,
+           (SELECT count(*) FROM ahead) AS waited,
+           greatest(top.name, ('r:' || %(name)s::text) COLLATE "C") AS lock_top
+    FROM top)
+SELECT ok, set_config('jobctl.queue_lock_top', lock_top, true) AS lock_top FROM res;
 
 -- name: claim_lanes
 -- Every lane's planned jobs in one statement: per lane (queue, owner, n) the first n due
@@ -696,23 +726,44 @@ SELECT coalesce(max(number), 0) AS n FROM attempts WHERE job_id = %(job_id)s;
 SELECT name, workers FROM queues WHERE workers IS NOT NULL;
 
 -- name: lock_queues_shared
--- lock_queues with every lock shared (a keyless enqueue's), the names (each once, sorted
--- by the caller) as one JSON array: psycopg sends a JSON text for a fraction of what its
--- two lists cost (the group commit's one round trip, jobctl.store.pg.inserts).
-SELECT count(pg_advisory_xact_lock_shared(
-                 1785684593, hashtext(current_schema() || '.' || q))::text) AS locked
-FROM json_array_elements_text(%(names)s::json) AS q;
+-- lock_queues with every lock shared (a keyless enqueue's), the names as one JSON array:
+-- psycopg sends a JSON text for a fraction of what its two lists cost (the group commit's
+-- one round trip, jobctl.store.pg.inserts). Only in a pipelined commit, whose one write
+-- that locks queues sends it (GroupCommit): nothing held before, nothing taken after, so
+-- it needs no 'jobctl.queue_lock_top' (whose reading and setting cost the server's CPU on
+-- every single-job enqueue). Taken in the order of lock_queues: by key, each key once.
+SELECT count(pg_advisory_xact_lock_shared(1785684593, k)::text) AS locked
+FROM (SELECT DISTINCT hashtext(current_schema() || '.' || q) AS k
+      FROM json_array_elements_text(%(names)s::json) AS t(q)
+      ORDER BY 1) AS l;
 
 -- name: lock_queues
--- Transaction-scoped advisory locks on queue names, taken in the order given (the caller
--- sorts them: no two transactions wait on each other in a cycle): exclusive where a queue
--- may become a worker queue, shared where a job only needs its kind checked. Keyed by
--- the schema too (several jobctl stores may share a database); 1785684593 is "jobq".
-SELECT count(CASE WHEN ex THEN pg_advisory_xact_lock(1785684593, k)::text END)
-     + count(CASE WHEN NOT ex THEN pg_advisory_xact_lock_shared(1785684593, k)::text END)
-       AS locked
-FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
-      FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS l;
+-- Transaction-scoped advisory locks on queue names: exclusive where a queue may become a
+-- worker queue, shared where a job only needs its kind checked. Keyed by the schema too
+-- (several jobctl stores may share a database); 1785684593 is "jobq". The order rule of
+-- lock_limited_queues: each lock's key is 'a:' and its advisory key in hex (its own
+-- identity), before every row's 'r:'; taken in that order (two names of one hash are one
+-- lock: exclusive first, the shared one then its own), waited for after every queue lock
+-- this transaction holds, else only tried; ``missed`` counts the tries another
+-- transaction held (the caller gives up its savepoint: jobctl.store.pg.lockorder).
+SELECT count(*) FILTER (WHERE NOT got) AS missed,
+       set_config('jobctl.queue_lock_top',
+                  greatest(max(top), max(key) FILTER (WHERE got)), true) AS lock_top
+FROM (SELECT key, top,
+             CASE WHEN key <= top THEN
+                      CASE WHEN ex THEN pg_try_advisory_xact_lock(1785684593, k)
+                           ELSE pg_try_advisory_xact_lock_shared(1785684593, k) END
+                  WHEN ex THEN pg_advisory_xact_lock(1785684593, k)::text = ''
+                  ELSE pg_advisory_xact_lock_shared(1785684593, k)::text = ''
+             END AS got
+      FROM (SELECT k, ex,
+                   ('a:' || lpad(to_hex(k::bigint + 2147483648), 8, '0')) COLLATE "C" AS key,
+                   coalesce(current_setting('jobctl.queue_lock_top', true), '') COLLATE "C"
+                       AS top
+            FROM (SELECT hashtext(current_schema() || '.' || q) AS k, ex
+                  FROM unnest(%(names)s::text[], %(exclusive)s::boolean[]) AS t(q, ex)) AS h
+            ) AS w
+      ORDER BY key, ex DESC) AS g;
 
 -- name: queue_live
 -- A stripe's row may be negative; each lane's sum never is, so the queue's total says it.

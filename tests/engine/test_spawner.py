@@ -4,17 +4,14 @@ and both ways it drops privileges (setpriv and the fork fallback)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import marshal
 import os
 import pwd
 import secrets
 import signal
-import socket
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -339,57 +336,3 @@ def test_a_pass_of_answers_is_one_message_when_it_fits_and_split_in_order_when_n
     assert all(len(p) <= 20_000 for p in pieces)
     huge = [("exit", 1, 0, True, 9, b"x" * 50_000)]
     assert [marshal.loads(p) for p in spawner.chunks(huge, limit=20_000)] == [huge]
-
-
-def test_a_long_pass_sends_the_first_half_of_its_slots_exits_before_the_rest_start(
-    tmp_path: Path,
-) -> None:
-    """Helper.flush_early (issue 17, branch slotlat): once half of the commands a pass
-    serves have exited, their answers and exits go out at once, before the rest start, so
-    the daemon claims for those slots while the helper starts the rest (they were held
-    until the pass's end: the slots refilled in lock-step waves). Each answer still goes
-    before its exit. The clock waits until every command started so far has ended (a
-    real exit, not a fake) and moves past FLUSH_EVERY at each look."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    started: list[int] = []
-    now, waited = [0.0], [0]
-
-    def clock() -> float:
-        for pid in started[waited[0] :]:  # WNOWAIT: ended, not reaped (the helper reaps)
-            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-        waited[0] = len(started)
-        now[0] += spawner.FLUSH_EVERY
-        return now[0]
-
-    class Recording(spawner.Helper):
-        def send(self, message: tuple[Any, ...]) -> None:
-            if message[0] == "started":
-                started.append(message[2])
-            super().send(message)
-
-    helper = Recording(theirs, clock=clock)
-    env = {"PATH": "/usr/bin:/bin"}
-    reqs: list[tuple[Any, ...]] = [
-        ("spawn", rid, ["/bin/true"], env, "/", str(tmp_path / f"{rid}.log"), None, False,
-         None, {}, None) for rid in range(1, 9)]  # fmt: skip
-    try:
-        ours.send(marshal.dumps(reqs))
-        theirs.setblocking(False)
-        assert helper.read_requests()
-        helper.flush()
-        ours.setblocking(False)
-        messages = []
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                messages.append(marshal.loads(ours.recv(spawner.MAX_MESSAGE)))
-    finally:
-        ours.close()
-        theirs.close()
-    first = messages[0]
-    assert [m[1] for m in first if m[0] == "started"] == [1, 2, 3, 4]
-    assert sorted(m[1] for m in first if m[0] == "exit") == sorted(started[:4])
-    sent = [m for msg in messages for m in msg]
-    assert sorted(m[1] for m in sent if m[0] == "started") == list(range(1, 9))
-    for pid in started:  # every exit reported once, after its answer
-        kinds = [m[0] for m in sent if m[1 if m[0] == "exit" else 2] == pid]
-        assert kinds == ["started", "exit"]

@@ -75,8 +75,6 @@ import selectors
 import signal
 import socket
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 from jobctl.engine.cgpool import Pool
@@ -125,17 +123,6 @@ POOL = "pool2"
 POOLS = ("pool1", POOL)
 #: Blocked during a pass of the helper's loop (:meth:`Helper.serve`).
 CHILD = {signal.SIGCHLD}
-#: Seconds into a pass (or since its last send) after which the helper looks for exits
-#: between two starts; once half of the commands it serves at its busiest (the daemon's
-#: slots) have exited, what the pass has goes out at once, not at its end (issue 17,
-#: branch slotlat). Every slot of a pass was held until its last start was done: the
-#: daemon claimed for all of them while the helper sat idle, then the helper started them
-#: all while the daemon waited, so the slots were refilled in lock-step waves (a slot's
-#: cycle: the claim's commit plus the whole pass). Sent at half, one half's slots are
-#: claimed while the helper starts the other's; not sooner: every claim costs the daemon
-#: its fixed reads and a commit (exits sent as seen: claims of ~3 slots, twice the
-#: daemon's CPU per job; docs/benchmarks.md).
-FLUSH_EVERY = 0.002
 
 
 class Helper(Starter):
@@ -143,22 +130,13 @@ class Helper(Starter):
     starts and exits."""
 
     def __init__(
-        self,
-        sock: socket.socket,
-        native: Native | None = None,
-        pool: Pool | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        self, sock: socket.socket, native: Native | None = None, pool: Pool | None = None
     ) -> None:
         super().__init__(native, pool)
         self.sock = sock
         #: Commands whose exit the daemon wants: their cgroup (None: none) and log.
         self.children: dict[int, tuple[str | None, str]] = {}
         self.out: list[tuple[Any, ...]] = []  # answers of this pass, sent by flush()
-        self.clock = clock  # times a pass for :data:`FLUSH_EVERY` (tests pass their own)
-        self.sent_at = 0.0  # when this pass began or last sent
-        self.exits = 0  # exits in ``out``
-        self.queued = 0  # start requests of the message being served, not yet served
-        self.peak = 0  # most commands at once (the daemon's slots, once busy)
 
     def send(self, message: tuple[Any, ...]) -> None:
         self.out.append(message)
@@ -169,7 +147,6 @@ class Helper(Starter):
 
     def flush(self) -> None:
         """Send this pass's answers and exits, in order, as few messages as fit."""
-        self.exits = 0
         if not self.out:
             return
         self.sock.setblocking(True)  # the daemon reads as fast as it can; wait if full
@@ -179,19 +156,6 @@ class Helper(Starter):
         finally:
             self.sock.setblocking(False)
             self.out = []
-            self.sent_at = self.clock()
-
-    def flush_early(self) -> None:
-        """Mid-pass, after a start: once the pass has run :data:`FLUSH_EVERY` since it
-        began or last sent, look for exits, and send what it has if they are half of the
-        most commands served at once (answers alone free no slot of the daemon's: they
-        wait). The order is kept: a command's answer always goes before its exit."""
-        if self.clock() - self.sent_at < FLUSH_EVERY:
-            return
-        self.reap()
-        self.peak = max(self.peak, self.exits + len(self.children) + self.queued)
-        if self.exits and self.exits * 2 >= self.peak:
-            self.flush()
 
     def serve(self) -> None:
         """Until the daemon closes its end."""
@@ -217,9 +181,7 @@ class Helper(Starter):
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD)
 
     def serve_ready(self, ready: list[tuple[selectors.SelectorKey, int]], wake_r: int) -> bool:
-        """One pass: exits, then requests, then the answers sent; False at end-of-file.
-        A long pass also sends what it has as it goes (:meth:`flush_early`)."""
-        self.sent_at = self.clock()
+        """One pass: exits, then requests, then the answers sent; False at end-of-file."""
         for key, _ in ready:
             if key.data == "child":
                 drain(wake_r)
@@ -245,14 +207,11 @@ class Helper(Starter):
                 return False
             for fd in fds:  # none is sent: never keep one
                 os.close(fd)
-            reqs = marshal.loads(data)
-            self.queued = sum(1 for r in reqs if r[0] == "spawn")
-            for req in reqs:
+            for req in marshal.loads(data):
                 if req[0] == "release":
                     if self.pool is not None:
                         self.pool.release(req[1], len(req) < 3 or bool(req[2]))
                 else:
-                    self.queued -= 1
                     self.spawn(req)
             self.reap()  # a quick command may be done already
 
@@ -272,7 +231,6 @@ class Helper(Starter):
         self.children[pid] = (cg, log)
         born = self.born if self.born is not None else start_time(pid)
         self.send(("started", rid, pid, born, cg, error))
-        self.flush_early()
 
     def reap(self) -> None:
         """Report every exited command, then reap it; reap strays (orphans) silently.
@@ -294,7 +252,6 @@ class Helper(Starter):
                 kept = None if cg is None or self.pool is None else self.pool.exited(cg, killed)
                 removed = kept is None and cg is not None and rmdir_empty(cg)
                 self.send(("exit", pid, code, removed, *log_end(log), bool(kept)))
-                self.exits += 1
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 

@@ -75,6 +75,22 @@ def test_a_queue_holds_one_kind_of_job(store: Store, clock: FakeClock) -> None:
         store.set_worker_queue("shell", ["uid:1"])
 
 
+def test_one_write_cannot_give_a_new_queue_both_kinds(store: Store, clock: FakeClock) -> None:
+    """Command jobs, then payload jobs for the same new queue, in one batched write (two
+    requests' groups): the payload group is refused as if the command job were stored
+    already, whichever comes first; a refused group's jobs count for nothing."""
+    submit = store.submit_insert_groups  # type: ignore[attr-defined]
+    out = submit([[_cmd(clock, "fresh")], [_job(clock, queue="fresh")]]).result()
+    assert out[0][0].created and isinstance(out[1], Conflict)
+    assert "fresh" not in store.worker_queues()
+    out = submit([[_job(clock, queue="new")], [_cmd(clock, "new")]]).result()
+    assert out[0][0].created and isinstance(out[1], Conflict)
+    assert store.worker_queues() == {"new": ()}
+    out = submit([[_cmd(clock, "new"), _cmd(clock, "other")], [_job(clock, queue="other")]])
+    assert isinstance(out.result()[0], Conflict)  # refused whole: "other" got nothing
+    assert out.result()[1][0].created and "other" in store.worker_queues()
+
+
 def test_the_executor_never_claims_a_workers_job(store: Store, clock: FakeClock) -> None:
     store.insert([_job(clock), _cmd(clock, "shell")])
     claims = store.claim_due(EX, 10, 30)

@@ -41,10 +41,7 @@ def mark(c: SchedConn, name: str, allow: Sequence[str] | None = None) -> tuple[s
     c.lock_queue_rows([name])  # held already when a batch marks it (lock_rows)
     known = worker_queues(c)
     if name not in known and c.one("queue_live", {"name": name}) is not None:
-        raise Conflict(
-            f"queue {name!r} has command or http jobs waiting or running: payload jobs "
-            "(workers') need a queue of their own"
-        )
+        raise _live(name)
     text = None if allow is None else json.dumps(list(allow))
     row = c.one("mark_worker_queue", {"name": name, "workers": text or "[]", "set_workers": text})
     assert row is not None  # RETURNING of an upsert
@@ -63,13 +60,17 @@ def check_kinds(c: SchedConn, groups: Sequence[Sequence[JobSpec]]) -> dict[int, 
         c, (spec.queue for group in groups for spec in group if spec.payload is not None), known
     )
     refused: dict[int, JobctlError] = {}
+    commands: set[str] = set()  # queues given command or http jobs by groups admitted
     for i, group in enumerate(groups):
-        for spec in group:
-            try:
+        try:
+            for spec in group:
+                if spec.payload is not None and spec.queue in commands:
+                    raise _live(spec.queue)  # stored before this group: as if committed
                 admit(c, spec.queue, spec.payload is not None, known)
-            except Conflict as exc:
-                refused[i] = exc
-                break
+        except Conflict as exc:
+            refused[i] = exc
+            continue
+        commands.update(spec.queue for spec in group if spec.payload is None)
     return refused
 
 
@@ -98,6 +99,13 @@ def admit(c: SchedConn, queue: str, payload: bool, known: set[str] | None = None
     elif queue not in held:
         mark(c, queue)
         held.add(queue)
+
+
+def _live(name: str) -> Conflict:
+    return Conflict(
+        f"queue {name!r} has command or http jobs waiting or running: payload jobs "
+        "(workers') need a queue of their own"
+    )
 
 
 def lock(c: SchedConn, kinds: Iterable[tuple[str, bool]]) -> None:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,13 +106,8 @@ class DaemonProc:
         if self._client is not None:
             self._client.close()
             self._client = None
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            terminate(self.proc)
         if self.proc and self.proc.stderr and not self.proc.stderr.closed:
             self._pumped.wait(5)
 
@@ -119,6 +115,17 @@ class DaemonProc:
         if self._client is None:
             self._client = Client(self.socket)
         return self._client
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds, unless it has ended already."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def daemon_env() -> dict[str, str]:

@@ -7,7 +7,6 @@ gone, and logs on there (jobctl/daemonlog.py, engine/helperio.py)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.client import Client
-from tests.integration.conftest import TEST_DAEMON_ARGS, daemon_env, wait_until
+from tests.integration.conftest import TEST_DAEMON_ARGS, daemon_env, terminate, wait_until
 from tests.integration.test_spawn_helper import helper_of, job
 
 JOBS = 6
@@ -61,13 +60,7 @@ class PipedDaemon:
         self.client.close()
         if self.read >= 0:
             os.close(self.read)
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 @pytest.fixture(params=["helper", "inline"])

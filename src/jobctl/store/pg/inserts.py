@@ -117,14 +117,16 @@ def _pipelined(
 
 
 class KeylessPlan:
-    """The insert of keyless groups without payload jobs, sent two ways.
+    """The insert of groups without payload jobs, sent two ways.
 
     In one step (the group commit's pipelined transaction, :meth:`queue` then
     :meth:`answer`): the queues' locks, then one ``INSERT`` (``insert_keyless``) that
     checks the worker queues and the owners' ``queued`` quota itself and takes its ids
     from the sequence; a group it would refuse makes the statement fail, and the group
-    commit goes the checked way. Why: the group commit is then one round trip (issue 15's
-    benchmark; a refusal, rare, costs that one more).
+    commit goes the checked way. Jobs with their callers' keys too (``keyed``): a key
+    already stored fails the statement on the unique index, and the checked way answers
+    the stored job or the conflict. Why: the group commit is then one round trip (issue
+    15's benchmark; a refusal or a repeated key, rarer, costs that one more).
 
     In two steps (the checked way, :func:`_pipelined`): :meth:`reads` queues the owners'
     counts, the ids, the queues' locks and the worker queues' names; :meth:`answers`

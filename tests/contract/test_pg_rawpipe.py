@@ -8,6 +8,7 @@ told apart, and the connection left as psycopg expects it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import psycopg
@@ -139,3 +140,47 @@ def test_a_connection_ended_by_the_server_is_a_broken_connection(
 def test_native_placeholders() -> None:
     text = "SELECT %(b)s, %(a)s, %(b)s, %s, '100%%'"
     assert native(text, ("a", "b")) == "SELECT $2, $1, $2, $3, '100%'"
+
+
+def test_a_connection_ended_from_outside_mid_pipeline_is_a_broken_connection(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """The server's farewell arrives while statements are still unanswered (ended by
+    another session, as a restart or ``pg_terminate_backend`` does): Broken, never an
+    error of the pipe's own bookkeeping (which, raised into the daemon's futures as
+    StopIteration, left a request unanswered for good)."""
+    pid = conn.info.backend_pid
+    pipe = _pipe(conn)
+    for _ in range(3):
+        pipe.execute("SELECT pg_sleep(0.2)")
+    pipe.execute("SELECT 1")
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        ender = threading.Timer(0.1, admin.execute, ("SELECT pg_terminate_backend(%s)", (pid,)))
+        ender.start()
+        with pytest.raises(Broken):
+            pipe.run()
+        ender.join()
+
+
+def test_statements_deallocated_behind_its_back_are_prepared_again(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """psycopg answers a ROLLBACK with DEALLOCATE ALL on a connection where it prepared
+    statements: the pipe's next run fails once (the checked way then runs), forgets its
+    names, and the one after prepares them again."""
+    for _ in range(2):
+        pipe = _pipe(conn)
+        pipe.execute("SELECT $1::int", (1,))
+        pipe.run()
+        _done(conn)
+    conn.execute("DEALLOCATE ALL")
+    pipe = _pipe(conn)
+    pipe.execute("SELECT $1::int", (2,))
+    with pytest.raises(Failed, match="does not exist"):
+        pipe.run()
+    _done(conn)
+    pipe = _pipe(conn)
+    got = pipe.execute("SELECT $1::int", (3,))
+    pipe.run()
+    _done(conn)
+    assert pipe.rows(got) == [(b"3",)]

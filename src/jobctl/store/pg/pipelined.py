@@ -198,8 +198,13 @@ def _idle(conn: PgConn, pipe: Pipe, sent: bool) -> None:
             with contextlib.suppress(Failed):
                 pipe.run()
         conn.pgconn.exit_pipeline_mode()
-        if conn.info.transaction_status != _IDLE:
-            conn.execute(b"ROLLBACK", prepare=False)  # a failed one: nothing of it stays
+        # A failed one: nothing of it stays. Through libpq, not psycopg, which would
+        # answer a ROLLBACK with DEALLOCATE ALL, our prepared statements included.
+        if (
+            conn.info.transaction_status != _IDLE
+            and conn.pgconn.exec_(b"ROLLBACK").status != pq.ExecStatus.COMMAND_OK
+        ):
+            conn.close()
     except (Broken, psycopg.Error):
         conn.close()  # whatever state it is in, it is not lent again
 

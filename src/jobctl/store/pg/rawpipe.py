@@ -36,6 +36,8 @@ _SYNC = pq.ExecStatus.PIPELINE_SYNC
 _PREPARED: weakref.WeakKeyDictionary[psycopg.Connection[Any], dict[str, bytes]] = (
     weakref.WeakKeyDictionary()
 )
+#: SQLSTATE of "prepared statement does not exist" (invalid_sql_statement_name).
+GONE = b"26000"
 #: Statement names: unique in this process, so in every session it opens.
 _NAMES = itertools.count()
 
@@ -136,6 +138,11 @@ class Pipe:
             self._names[command[0]] = command[1]
         if ok or res.status == pq.ExecStatus.PIPELINE_ABORTED:
             return None
+        if res.error_field(pq.DiagnosticField.SQLSTATE) == GONE:
+            # Our statements were deallocated behind our back: psycopg sends DEALLOCATE
+            # ALL after a ROLLBACK on a connection it prepared statements on. Forget
+            # them all; this commit goes the checked way, the next prepares them again.
+            self._names.clear()
         return res.error_message.decode("utf-8", "replace").strip() or "statement failed"
 
     def _poll(self, events: int) -> None:

@@ -176,14 +176,14 @@ def _run(
         return None
     try:
         pipe.run()  # everything goes out at once with the sync: the round trip
-    except Broken as exc:  # COMMIT went out with the rest: it may have run
-        conn.close()  # not lent again
-        raise Unreachable(exc) from exc
     except Failed:
         # A statement failed: the server skipped the rest, COMMIT included; nothing is
         # committed, and the checked way runs the ops again and answers what they raise.
         _idle(conn, pipe, sent=True)
         return None
+    except Exception as exc:  # Broken, or anything unforeseen: COMMIT went out with the
+        conn.close()  # rest and may have run; the connection is not lent again
+        raise Unreachable(exc) from exc
     _idle(conn, pipe, sent=True)
     return [op.answer() for op in ops]
 

@@ -123,7 +123,10 @@ class Pipe:
                 if res is None:
                     if not current:
                         break  # nothing more until the socket has more
-                    failed = self._settle(next(commands), current[-1]) or failed
+                    command = next(commands, None)
+                    if command is None:  # an answer to nothing sent: the server's farewell
+                        raise Broken(_text_of(current[-1]))
+                    failed = self._settle(command, current[-1]) or failed
                     current = []
                 elif res.status == _SYNC:
                     return failed
@@ -143,13 +146,17 @@ class Pipe:
             # ALL after a ROLLBACK on a connection it prepared statements on. Forget
             # them all; this commit goes the checked way, the next prepares them again.
             self._names.clear()
-        return res.error_message.decode("utf-8", "replace").strip() or "statement failed"
+        return _text_of(res)
 
     def _poll(self, events: int) -> None:
         poll = select.poll()
         poll.register(self._pg.socket, events)
         if not poll.poll(self._wait_ms):
             raise Broken(f"no answer from the server in {self._wait_ms} ms")
+
+
+def _text_of(res: pq.abc.PGresult) -> str:
+    return res.error_message.decode("utf-8", "replace").strip() or "statement failed"
 
 
 def _texts(params: Sequence[object]) -> list[bytes | None]:

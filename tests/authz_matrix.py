@@ -237,7 +237,10 @@ async def _workers(call: Call) -> None:
     await expect(call, "POST", f"{base}/complete", gen | {"result": 1}, others_first(200, 200))
     status, stale = await call(OWNER, "POST", f"{base}/fail", gen | {"error": "x"})
     assert status == 409 and stale["error"]["code"] == "lease_lost", stale
-    second = await _created(call, OWNER, "/v1/jobs", {"payload": [2], "queue": q})
+    # dead at its failure (one attempt): a retry due again would be leased below too
+    second = await _created(
+        call, OWNER, "/v1/jobs", {"payload": [2], "queue": q, "max_attempts": 1}
+    )
     [lease2] = await _leased(call, OWNER, q)
     fail = {"generation": lease2["generation"], "error": "Traceback: boom"}
     await expect(call, "POST", f"/v1/leases/{second['id']}/fail", fail, others_first(200, 200))

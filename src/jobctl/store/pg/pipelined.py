@@ -34,6 +34,7 @@ out of pipeline mode, idle.
 
 from __future__ import annotations
 
+import contextlib
 import select
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -43,14 +44,12 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import PoolTimeout
 
+from jobctl.store.pg.rawpipe import Broken, Failed, Pipe
+
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from jobctl.store.pg.db import PgConn, Rider
-
-import contextlib
-
-from jobctl.store.pg.rawpipe import Broken, Failed, Pipe
 
 T = TypeVar("T")
 _IDLE = pq.TransactionStatus.IDLE

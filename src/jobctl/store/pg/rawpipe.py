@@ -65,7 +65,8 @@ class Pipe:
         self._wait_ms = int(wait * 1000)
         self._names = _PREPARED.setdefault(conn, {})
         self._preparing: dict[str, bytes] = {}  # prepared by this pipe, not yet answered
-        #: Per command sent, in order: the statement it prepares (or None), else its slot.
+        #: Per command sent, in order: (text, name) for a prepare, else the statement's
+        #: slot in the answers.
         self._commands: list[tuple[str, bytes] | int] = []
         self._results: list[pq.abc.PGresult | None] = []
 

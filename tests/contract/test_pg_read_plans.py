@@ -1,5 +1,5 @@
-"""PostgreSQL only: the reads of ``status``, ``schedules list`` and ``schedules show`` are
-bounded whatever the planner knows (issue 18 on PostgreSQL).
+"""PostgreSQL only: the reads of ``status``, ``schedules list`` and ``schedules show``, and
+the timer's wake-up reads, are bounded whatever the planner knows (issue 18 on PostgreSQL).
 
 A table that was never analyzed (autovacuum off, or a bulk import it has not caught up
 with) leaves the planner guessing a few hundred rows. It then computed ``min()`` by reading
@@ -95,6 +95,8 @@ def test_a_schedule_page_reads_the_index_in_order(store: Any, name: str) -> None
         ("oldest_future_due", {"queue": "plans", "now": 2**62}),
         ("next_schedule_run", {}),
         ("count_future_due", {"now": 2**62, "cap": 10_000}),
+        ("next_future", {}),
+        ("next_lease_expiry", {"spare": None}),
     ],
 )
 def test_status_reads_stop_at_a_bounded_number_of_rows(

@@ -18,8 +18,11 @@ checks it by hand against the same rules, for the few fields a plain command job
 - ``cwd``: an absolute path, 1 to ``MAX_CWD`` characters without a NUL;
 - ``run_at``: ``YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|±HH:MM)``, a year 1970-8999 as written.
 
+A batch (a JSON list) is proved item by item (:func:`read`): every item provable and the
+list within its limits, else the whole batch is pydantic's.
+
 Anything else (another field, another type or shape, a value at the edge of what these
-checks can prove, a batch, JSON that ``orjson`` refuses) gives ``None``, and the caller
+checks can prove, JSON that ``orjson`` refuses) gives ``None``, and the caller
 validates the body with pydantic as before: every refusal, and so every error message, is
 pydantic's. Strings from ``orjson`` are valid UTF-8 (it refuses lone surrogates), so "no
 NUL" is the whole of ``TEXT_PATTERN``. tests/api/test_quickjob_differential.py holds the
@@ -95,11 +98,37 @@ class QuickJob:
 
 def parse(raw: bytes) -> QuickJob | None:
     """The job of ``raw`` if it is a common body proved valid, else None (ask pydantic)."""
+    got = read(raw)
+    return got if isinstance(got, QuickJob) else None
+
+
+def read(raw: bytes) -> QuickJob | list[QuickJob] | None:
+    """The job of a single-job body, or the jobs of a batch, if every one is proved valid;
+    else None, and the whole body goes to pydantic (its refusals, whatever the item).
+
+    A batch is proved only whole and within its limits (1 to ``MAX_BATCH`` items): an
+    empty or too long list, or one item this cannot prove, leaves every message, the
+    batch's own included, to pydantic."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if type(body) is not dict or "command" not in body or not FIELDS.issuperset(body):
+    if type(body) is dict:
+        return _job(body)
+    if type(body) is not list or not 0 < len(body) <= limits.MAX_BATCH:
+        return None
+    jobs = []
+    for item in body:
+        job = _job(item) if type(item) is dict else None
+        if job is None:
+            return None
+        jobs.append(job)
+    return jobs
+
+
+def _job(body: dict[str, Any]) -> QuickJob | None:
+    """One job object proved valid, or None."""
+    if "command" not in body or not FIELDS.issuperset(body):
         return None
     if not all(_CHECKS[name](value) for name, value in body.items()):
         return None

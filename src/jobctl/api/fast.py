@@ -262,8 +262,7 @@ async def _enqueue_quick(
     for i, item in enumerate(items):
         _refuse_occurrence_key(item.key, f"{i}.key" if batch else "key")
     now = ctx.store.clock.now()
-    retry = ctx.hooks.retry
-    specs = [item.spec(uid, now, retry) for item in items]
+    specs = quickjob.specs(items, uid, now, ctx.hooks.retry)
     return await _insert(ctx, specs, batch, uid, now, state)
 
 

@@ -28,6 +28,7 @@ from tests.api.test_quickjob_differential import (
     CUSTOM,
     EDGES,
     NOW,
+    RAW,
     _answer,
     _fields,
     bodies,
@@ -110,6 +111,14 @@ def test_the_limits_are_pydantics() -> None:
     assert quickjob.read(enc([one] * (limits.MAX_BATCH + 1))) is None
     for raw in (b"[[]]", b'[{"command": ["x"]}, null]', b'[{"command": ["x"]}, 1]', b"[[{}]]"):
         assert quickjob.read(raw) is None
+
+
+@pytest.mark.parametrize("raw", RAW, ids=range(len(RAW)))
+def test_raw_json_items_are_pydantics(raw: bytes) -> None:
+    """Duplicate names, escapes, numbers out of range, bad bytes: inside a batch too."""
+    common = b'{"command": ["true"], "run_at": "2099-01-01T00:00:00Z"}'
+    for batch in (b"[" + raw + b"]", b"[" + common + b", " + raw + b"]"):
+        check(batch)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -44,7 +44,9 @@ def main() -> None:
                     spy = [sys.prefix + "/bin/py-spy", "record", "--format", "raw", "--threads"]
                     spy += ["-r", "250", "-d", str(int(args.seconds)), "-o", str(raw)]
                     spy += ["-p", str(proc.pid)]
-                    prof = threading.Thread(target=subprocess.run, args=(spy,), kwargs={"capture_output": True})
+                    prof = threading.Thread(
+                        target=subprocess.run, args=(spy,), kwargs={"capture_output": True}
+                    )
                     prof.start()
                     job = (str(sock), body(args.per), args.per, 2, args.seconds)
                     C.run_clients(C.jobctl_enqueue_client, [job] * 8)

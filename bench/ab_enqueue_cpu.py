@@ -1,6 +1,7 @@
-"""Interleaved A/B of the daemon's CPU per single-job enqueue: two source trees (git revs),
+"""Interleaved A/B of the daemon's CPU per enqueued job: two source trees (git revs),
 a real daemon on a fresh store per run (SQLite file or PostgreSQL database), 8 lean
-clients (``_clients.jobctl_enqueue_client``) one job per request, due in 2099.
+clients (``_clients.jobctl_enqueue_client``) one job per request (``--per N``: a batch of
+N such jobs per request), due in 2099.
 
 Per run: the daemon's CPU per job over the clients' common window (all threads, from
 ``/proc/PID/stat``), the event-loop thread's user CPU per job (``/proc/PID/task/PID``,
@@ -8,6 +9,7 @@ warm-up included), the rate, the load average and the steal over the run. Runs a
 A B, B A, … so that the machine's drift falls on both sides.
 
     .venv/bin/python bench/ab_enqueue_cpu.py --a main --b HEAD --pairs 4 --backend both
+    .venv/bin/python bench/ab_enqueue_cpu.py --per 500 --pairs 3 --backend pg
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import _common as C
 from core_harness import CpuSampler
 from pg_harness import database
 
-BODY = json.dumps({"command": ["true"], "run_at": "2099-01-01T00:00:00Z"}).encode()
+JOB = {"command": ["true"], "run_at": "2099-01-01T00:00:00Z"}
+BODY = json.dumps(JOB).encode()
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -44,7 +47,14 @@ def _steal() -> tuple[int, int]:
     return cpu[7], sum(cpu)
 
 
-def run(src: Path, backend: str, workdir: Path, seconds: float, clients: int) -> dict[str, Any]:
+def body(per: int) -> bytes:
+    """The request body: one job, or a batch of ``per`` (a list even of one)."""
+    return BODY if per == 1 else json.dumps([JOB] * per).encode()
+
+
+def run(
+    src: Path, backend: str, workdir: Path, seconds: float, clients: int, per: int = 1
+) -> dict[str, Any]:
     """One daemon of tree ``src`` under the clients: its CPU per job and the conditions."""
     with database() if backend == "pg" else nullcontext("") as dsn:
         db = dsn or str(workdir / "jobctl.db")
@@ -62,9 +72,9 @@ def run(src: Path, backend: str, workdir: Path, seconds: float, clients: int) ->
                 steal0, total0 = _steal()
                 load0 = os.getloadavg()[0]
                 sampler = CpuSampler(proc.pid)
-                res = C.run_clients(
-                    C.jobctl_enqueue_client, [(str(sock), BODY, 1, 20, seconds)] * clients
-                )
+                warm = 20 if per == 1 else 2  # requests per client before the window
+                job = (str(sock), body(per), per, warm, seconds)
+                res = C.run_clients(C.jobctl_enqueue_client, [job] * clients)
                 sampler.stop()
                 loop1 = _stat_times(f"/proc/{proc.pid}/task/{proc.pid}/stat")[0]
                 steal1, total1 = _steal()
@@ -91,6 +101,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--per", type=int, default=1, help="jobs per request (>1: a batch)")
     ap.add_argument("--backend", choices=("sqlite", "pg", "both"), default="both")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -105,8 +116,14 @@ def main() -> None:
                 for side in order:
                     src, rev = srcs[side]
                     wd = tmp / f"{backend}-{pair}-{side}"
-                    got = run(src, backend, wd, args.seconds, args.clients)
-                    row = {"pair": pair, "backend": backend, "side": side, "rev": rev}
+                    got = run(src, backend, wd, args.seconds, args.clients, args.per)
+                    row = {
+                        "pair": pair,
+                        "backend": backend,
+                        "side": side,
+                        "rev": rev,
+                        "per": args.per,
+                    }
                     row |= {"at": time.strftime("%H:%M:%S", time.gmtime())} | got
                     rows.append(row)
                     print(json.dumps(row), flush=True)

@@ -217,12 +217,9 @@ async def enqueue(
     ctx: Any, raw: bytes, uid: int, state: MutableMapping[str, Any] | None = None
 ) -> tuple[int, Any]:
     """Validate, insert (durably) and render one enqueue request body."""
-    quick = quickjob.parse(raw)
-    if quick is not None:  # the common body, proved valid without pydantic
-        _refuse_occurrence_key(quick.key, "key")
-        now = ctx.store.clock.now()
-        spec = quick.spec(uid, now, ctx.hooks.retry)
-        return await _insert(ctx, [spec], False, uid, now, state)
+    quick = quickjob.read(raw)
+    if quick is not None:  # the common body or batch, proved valid without pydantic
+        return await _enqueue_quick(ctx, quick, uid, state)
     try:
         body = _BODY.validate_json(raw)
     except ValidationError as exc:
@@ -249,6 +246,23 @@ async def enqueue_body(
         why = ctx.hooks.resources(spec.resources) if spec.resources else None
         if why is not None:
             raise errors.InvalidInput(f"{i}: {why}" if batch else why)
+    return await _insert(ctx, specs, batch, uid, now, state)
+
+
+async def _enqueue_quick(
+    ctx: Any,
+    quick: quickjob.QuickJob | list[quickjob.QuickJob],
+    uid: int,
+    state: MutableMapping[str, Any] | None,
+) -> tuple[int, Any]:
+    """:func:`enqueue_body` of jobs :mod:`quickjob` proved valid, its checks in its order
+    (every key, then each job's size): such a job has no resources to check."""
+    batch = isinstance(quick, list)
+    items = quick if isinstance(quick, list) else [quick]
+    for i, item in enumerate(items):
+        _refuse_occurrence_key(item.key, f"{i}.key" if batch else "key")
+    now = ctx.store.clock.now()
+    specs = quickjob.specs(items, uid, now, ctx.hooks.retry)
     return await _insert(ctx, specs, batch, uid, now, state)
 
 

@@ -18,8 +18,11 @@ checks it by hand against the same rules, for the few fields a plain command job
 - ``cwd``: an absolute path, 1 to ``MAX_CWD`` characters without a NUL;
 - ``run_at``: ``YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|±HH:MM)``, a year 1970-8999 as written.
 
+A batch (a JSON list) is proved item by item (:func:`read`): every item provable and the
+list within its limits, else the whole batch is pydantic's.
+
 Anything else (another field, another type or shape, a value at the edge of what these
-checks can prove, a batch, JSON that ``orjson`` refuses) gives ``None``, and the caller
+checks can prove, JSON that ``orjson`` refuses) gives ``None``, and the caller
 validates the body with pydantic as before: every refusal, and so every error message, is
 pydantic's. Strings from ``orjson`` are valid UTF-8 (it refuses lone surrogates), so "no
 NUL" is the whole of ``TEXT_PATTERN``. tests/api/test_quickjob_differential.py holds the
@@ -54,55 +57,112 @@ _MIN_YEAR, _END_YEAR = limits.MIN_TIME.year, limits.MAX_TIME.year
 
 
 class QuickJob:
-    """A body :func:`parse` proved valid: what ``JobIn`` would hold, for :meth:`spec`."""
+    """A body :func:`parse` proved valid: what ``JobIn`` would hold, for :meth:`spec`.
 
-    __slots__ = ("command", "cwd", "key", "max_attempts", "priority", "queue", "run_at", "timeout")
+    It keeps the parsed object itself: :meth:`spec` lays the fields given over the
+    defaults (``fields_spec`` reads only the names it knows, so ``key`` and ``run_at``
+    riding along are harmless), cheaper per batch item than copying each field out."""
+
+    __slots__ = ("body", "command", "key", "run_at")
 
     def __init__(self, body: dict[str, Any], run_at: datetime | None) -> None:
+        self.body = body
         self.command: tuple[str, ...] = tuple(body["command"])
-        self.queue: str = body.get("queue", "default")
-        self.priority: int = body.get("priority", 0)
-        self.max_attempts: int | None = body.get("max_attempts")
-        timeout = body.get("timeout")
-        self.timeout: float | None = None if timeout is None else float(timeout)
         self.key: str | None = body.get("key")
-        self.cwd: str = body.get("cwd", "/")
         self.run_at = run_at
 
     def spec(self, owner_uid: int, now: datetime, defaults: RetryDefaults) -> JobSpec:
         """``JobIn.to_spec`` of the same body (raises its ``InvalidInput`` on the size)."""
-        if sum(map(len, self.command)) * 4 > limits.MAX_PAYLOAD_BYTES:  # else surely under
-            check_payload(self.command, ())
-        fields = {
-            "command": self.command,
-            "queue": self.queue,
-            "priority": self.priority,
-            "max_attempts": self.max_attempts or defaults.max_attempts,
-            "timeout": self.timeout,
-            "backoff": defaults.backoff,
-            "env": (),
-            "cwd": self.cwd,
-            "retry_on": None,
-            "no_retry_on": (),
-            "resources": None,
-            "on_failure": None,
-            "http": None,
-            "payload": None,
-        }
-        run_at = (self.run_at or now).astimezone(UTC)
-        return fields_spec(fields, run_at, self.key, owner_uid)
+        return specs([self], owner_uid, now, defaults)[0]
+
+
+def specs(
+    jobs: list[QuickJob], owner_uid: int, now: datetime, defaults: RetryDefaults
+) -> list[JobSpec]:
+    """``JobIn.to_spec`` of each job, in turn (the first too large raises its refusal)."""
+    base = _base_fields(defaults)
+    out = []
+    now_utc = given_utc = now.astimezone(UTC)  # every job without a run_at: this one
+    given: datetime | None = None
+    for job in jobs:
+        command = job.command
+        if sum(map(len, command)) * 4 > limits.MAX_PAYLOAD_BYTES:  # else surely under
+            check_payload(command, ())
+        fields = base | job.body
+        fields["command"] = command
+        if fields["max_attempts"] is None:
+            fields["max_attempts"] = defaults.max_attempts
+        timeout = fields["timeout"]
+        if timeout is not None:
+            fields["timeout"] = float(timeout)
+        when = job.run_at
+        if when is None:
+            run_at = now_utc
+        else:  # a batch's items mostly share one datetime (``_time`` caches them)
+            if when is not given:
+                given, given_utc = when, when.astimezone(UTC)
+            run_at = given_utc
+        out.append(fields_spec(fields, run_at, job.key, owner_uid))
+    return out
+
+
+def _base_fields(defaults: RetryDefaults) -> dict[str, Any]:
+    """What a job that says nothing but its command gets (``max_attempts``: None, the
+    daemon's default filled in by :func:`specs`)."""
+    return {
+        "queue": "default",
+        "priority": 0,
+        "max_attempts": None,
+        "timeout": None,
+        "backoff": defaults.backoff,
+        "env": (),
+        "cwd": "/",
+        "retry_on": None,
+        "no_retry_on": (),
+        "resources": None,
+        "on_failure": None,
+        "http": None,
+        "payload": None,
+    }
 
 
 def parse(raw: bytes) -> QuickJob | None:
     """The job of ``raw`` if it is a common body proved valid, else None (ask pydantic)."""
+    got = read(raw)
+    return got if isinstance(got, QuickJob) else None
+
+
+def read(raw: bytes) -> QuickJob | list[QuickJob] | None:
+    """The job of a single-job body, or the jobs of a batch, if every one is proved valid;
+    else None, and the whole body goes to pydantic (its refusals, whatever the item).
+
+    A batch is proved only whole and within its limits (1 to ``MAX_BATCH`` items): an
+    empty or too long list, or one item this cannot prove, leaves every message, the
+    batch's own included, to pydantic."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if type(body) is not dict or "command" not in body or not FIELDS.issuperset(body):
+    if type(body) is dict:
+        return _job(body)
+    if type(body) is not list or not 0 < len(body) <= limits.MAX_BATCH:
         return None
-    if not all(_CHECKS[name](value) for name, value in body.items()):
+    jobs = []
+    for item in body:
+        job = _job(item) if type(item) is dict else None
+        if job is None:
+            return None
+        jobs.append(job)
+    return jobs
+
+
+def _job(body: dict[str, Any]) -> QuickJob | None:
+    """One job object proved valid, or None."""
+    if "command" not in body or not FIELDS.issuperset(body):
         return None
+    for name, value in body.items():  # a loop, not all(<generator>): a tenth of an item
+        if not _CHECKS[name](value):
+            return None
     run_at = body.get("run_at")
     if run_at is None:
         return QuickJob(body, None)

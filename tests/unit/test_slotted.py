@@ -86,3 +86,36 @@ def test_compile_builder_refuses_a_missing_or_unknown_field() -> None:
 
     with pytest.raises(TypeError):
         compile_builder(NoSlots, "f", "", {"a": "1"})
+
+
+def test_created_answers_the_created_job_as_inserted() -> None:
+    from jobctl.store.base import Inserted
+    from jobctl.store.inserts import created
+
+    spec, at = _spec(), datetime(2026, 12, 1, tzinfo=UTC)
+    new = NewJob(7, True, "k", True)
+    got = created(spec, new, at)
+    assert type(got) is Inserted and got == Inserted(created_job(spec, new, at), True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.created = False  # type: ignore[misc]
+
+
+def test_row_tail_times_are_to_ms_whatever_the_memo_saw() -> None:
+    """The memo of a batch's times answers per instant: an equal time in another zone
+    is the same ms; a different microsecond is not shared."""
+    from datetime import timedelta, timezone
+
+    from jobctl.store.jobrow import DUE, TAIL_COLUMNS, TextMemo, row_tail
+    from jobctl.store.rows import to_ms
+
+    run = TAIL_COLUMNS.index("run_at")
+    memo = TextMemo()
+    base = _spec()
+    for when in (
+        base.run_at,
+        base.run_at.astimezone(timezone(timedelta(hours=5))),
+        base.run_at + timedelta(microseconds=600),
+    ):
+        spec = dataclasses.replace(base, run_at=when)
+        tail = row_tail(spec, 0, memo)
+        assert tail[run] == to_ms(when) and tail == row_tail(spec, 0) and tail[DUE] == 0

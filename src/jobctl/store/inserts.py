@@ -36,6 +36,7 @@ from jobctl.domain.models import Job, JobSpec, stored_spec
 from jobctl.domain.slotted import compile_builder
 from jobctl.domain.states import JobStatus
 from jobctl.errors import InvalidInput, KeyConflict
+from jobctl.store.base import Inserted
 from jobctl.store.jobrow import DUE, OWNER, QUEUE, TAIL_AT, TextMemo, row_tail, same_body
 from jobctl.store.queries import q
 from jobctl.store.rows import whole_ms
@@ -164,6 +165,12 @@ def created_job(spec: JobSpec, new: NewJob, created_at: datetime) -> Job:
     )
 
 
+def created(spec: JobSpec, new: NewJob, created_at: datetime) -> Inserted:
+    """:func:`created_job`'s answer to the caller that created it (built the same way)."""
+    return _inserted(created_job(spec, new, created_at))
+
+
+_inserted = compile_builder(Inserted, "_inserted", "job", {"job": "job", "created": "True"})
 #: ``_fresh_job(id, key, spec, run_at, created_at)``: a scheduled job never run, without
 #: the frozen dataclass's ``__init__`` (its per-field ``object.__setattr__`` was a third
 #: of the PostgreSQL committer's CPU per job of a 500-job batch, issue 15).

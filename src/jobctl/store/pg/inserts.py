@@ -24,7 +24,14 @@ from jobctl.domain.models import JobSpec
 from jobctl.errors import JobctlError, KeyConflict
 from jobctl.store import workerq
 from jobctl.store.base import Inserted
-from jobctl.store.inserts import NewJob, Prepared, auto_key, created_job, refused_by_store
+from jobctl.store.inserts import (
+    NewJob,
+    Prepared,
+    auto_key,
+    created,
+    created_job,
+    refused_by_store,
+)
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
 from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
@@ -189,7 +196,7 @@ class KeylessPlan:
             for spec in group:
                 key, tail = next(keys), next(tails)
                 new = NewJob(ids[key], True, key, bool(tail[DUE]))
-                made.append(Inserted(created_job(spec, new, created_at), True))
+                made.append(created(spec, new, created_at))
             out.append(made)
         return out
 
@@ -356,7 +363,7 @@ def insert_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserted
     out = []
     for spec, new in zip(specs, insert_prepared(db, conn, items, now_ms), strict=True):
         if new.created:
-            out.append(Inserted(created_job(spec, new, created_at), True))
+            out.append(created(spec, new, created_at))
         else:
             row = conn.execute(db.q("job_by_id"), {"id": new.id}).fetchone()
             out.append(Inserted(job_from_row(_row(row)), False))

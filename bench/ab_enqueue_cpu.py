@@ -5,8 +5,10 @@ N such jobs per request), due in 2099.
 
 Per run: the daemon's CPU per job over the clients' common window (all threads, from
 ``/proc/PID/stat``), the event-loop thread's user CPU per job (``/proc/PID/task/PID``,
-warm-up included), the rate, the load average and the steal over the run. Runs alternate
-A B, B A, … so that the machine's drift falls on both sides.
+warm-up included), on PostgreSQL the committer threads' CPU per job (``jobctl-pg-commit-N``,
+their native ids read once with ``py-spy dump``; warm-up included), the rate, the load
+average and the steal over the run. Runs alternate A B, B A, … so that the machine's drift
+falls on both sides.
 
     .venv/bin/python bench/ab_enqueue_cpu.py --a main --b HEAD --pairs 4 --backend both
     .venv/bin/python bench/ab_enqueue_cpu.py --per 500 --pairs 3 --backend pg
@@ -17,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,32 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _stat_times(path: str) -> tuple[int, int]:
     fields = Path(path).read_text().rsplit(")", 1)[1].split()
     return int(fields[11]), int(fields[12])  # utime, stime (fields 14, 15)
+
+
+def _committer_tids(pid: int) -> list[int]:
+    """Native ids of the daemon's ``jobctl-pg-commit-N`` threads (Python 3.11 does not
+    name OS threads, so ``/proc`` cannot tell them: py-spy reads the interpreter's)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    try:
+        out = subprocess.run(
+            [spy, "dump", "--pid", str(pid)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(t) for t in re.findall(r'Thread (\d+) \([^)]*\): "jobctl-pg-commit-', out)]
+
+
+def _threads_cpu(pid: int, tids: list[int]) -> float:
+    """Seconds of CPU (user + system) of threads ``tids`` of ``pid``."""
+    ticks = 0
+    for tid in tids:
+        with suppress(OSError):
+            ticks += sum(_stat_times(f"/proc/{pid}/task/{tid}/stat"))
+    return ticks / TICK
 
 
 def _steal() -> tuple[int, int]:
@@ -68,6 +98,8 @@ def run(
             proc = C.spawn(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
             try:
                 C.wait_ready(proc, log_path, lambda: C.stop_proc(proc))
+                tids = _committer_tids(proc.pid) if dsn else []
+                commit0 = _threads_cpu(proc.pid, tids)
                 loop0 = _stat_times(f"/proc/{proc.pid}/task/{proc.pid}/stat")[0]
                 steal0, total0 = _steal()
                 load0 = os.getloadavg()[0]
@@ -77,6 +109,7 @@ def run(
                 res = C.run_clients(C.jobctl_enqueue_client, [job] * clients)
                 sampler.stop()
                 loop1 = _stat_times(f"/proc/{proc.pid}/task/{proc.pid}/stat")[0]
+                commit1 = _threads_cpu(proc.pid, tids)
                 steal1, total1 = _steal()
             finally:
                 C.stop_proc(proc)
@@ -88,6 +121,8 @@ def run(
         "rate": rate,
         "cpu_us": 1e6 * sampler.cores(t0, t1) / rate,
         "loop_user_us": 1e6 * (loop1 - loop0) / TICK / jobs,
+        "commit_us": 1e6 * (commit1 - commit0) / jobs if tids else float("nan"),
+        "committers": len(tids),
         "errors": errors,
         "load": [load0, os.getloadavg()[0]],
         "steal_pct": 100 * (steal1 - steal0) / max(1, total1 - total0),
@@ -138,7 +173,7 @@ def main() -> None:
             for b in mine
             if a["pair"] == b["pair"] == p and a["side"] == "A" and b["side"] == "B"
         ]
-        for key in ("cpu_us", "loop_user_us", "rate"):
+        for key in ("cpu_us", "loop_user_us", "commit_us", "rate"):
             med = {s: statistics.median(r[key] for r in mine if r["side"] == s) for s in "AB"}
             print(f"{backend} {key}: A {med['A']:.1f}  B {med['B']:.1f}")
         print(f"{backend} B/A cpu ratios: {[round(x, 2) for x in ratios]}")

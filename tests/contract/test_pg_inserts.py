@@ -62,14 +62,14 @@ def test_a_refused_group_sends_the_write_group_by_group(store: Any) -> None:
     # the group commit's one INSERT (refused: nothing committed), the checked way's reads
     # and INSERT in a savepoint (refused), then each group alone
     assert asked["insert_keyless"] == 1
-    assert asked["next_job_ids"] == 1 + 3
+    assert asked["next_job_ids"] == 1 and asked["next_job_ids_text"] == 3
 
 
 def test_groups_with_keys_go_group_by_group(store: Any) -> None:
     asked = count_queries(store)
     out = store.submit_insert_groups([[_job("a")], [_job()], [_job("a")]]).result()
     assert out[0][0].job.id == out[2][0].job.id and not out[2][0].created
-    assert asked["next_job_ids"] == 3
+    assert asked["next_job_ids_text"] == 3  # the ids of a group as one row of text
 
 
 def test_keyless_groups_over_the_queued_quota_are_refused_by_the_checked_ways_two_trips(
@@ -168,3 +168,56 @@ def test_the_one_insert_counts_each_owner_against_its_own_quota(store: Any) -> N
     assert out[0][0].created and out[2][0].created  # 5 of 5
     assert isinstance(out[1], QuotaExceeded) and out[1].details["used"] == 2
     assert asked["insert_keyless"] == 2 and asked["owner_counts"] == 2  # refused, checked
+
+
+def _odd(i: int) -> JobSpec:
+    """Jobs whose text COPY must escape or keep as is: tabs, newlines, backslashes,
+    carriage returns, \\N lookalikes, non-ASCII, empty strings, big numbers, and None."""
+    from datetime import timedelta
+
+    from jobctl.domain.models import Backoff
+
+    odd = ["a\tb", "line1\nline2", "back\\slash", "cr\rlf", "\\N", "ünïcødé 💥", "", "\b\v\f"]
+    return JobSpec(
+        ("sh", "-c", odd[i % len(odd)], odd[(i + 3) % len(odd)] or "x"),
+        T0 + timedelta(days=36500, milliseconds=i),  # far: a big ms count
+        2**31 - 1 - i,
+        key=None if i % 3 else f"k\t\\{i}\n✓",
+        queue=f"q-{i % 2}",
+        priority=-(i % 7),
+        timeout=None if i % 2 else 86400.0 * 7,
+        backoff=Backoff(0.5, 9999.0),
+        env=(("K", odd[i % len(odd)]),) if i % 4 else (),
+        cwd="/tmp/dir with\ttab" if i % 5 == 0 else "/",
+        on_failure=None if i % 2 else "echo \\ failed\n",
+    )
+
+
+def test_a_large_batch_stores_each_row_as_its_encoder_made_it(store: Any) -> None:
+    """The COPY path (> PIPELINED_MAX jobs) stores exactly :func:`row_tail`'s values, with
+    the key and fingerprint the answers give, for odd text and numbers too; and what a
+    job read back gives is what the insert answered."""
+    from jobctl.store.jobrow import INSERT_COLUMNS, TextMemo, row_tail
+    from jobctl.store.pg.inserts import PIPELINED_MAX
+    from jobctl.store.rows import to_ms
+
+    specs = [_odd(i) for i in range(PIPELINED_MAX + 40)]
+    (out,) = store.submit_insert_groups([specs]).result()
+    now_ms = to_ms(T0)
+    ids = [i.job.id for i in out]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)  # in order, as taken
+    cols = ", ".join(INSERT_COLUMNS)
+    with store.db.pool.connection() as conn:
+        got = {
+            r["id"]: r
+            for r in conn.execute(f"SELECT {cols}, status FROM jobs WHERE id = ANY(%s)", [ids])
+        }
+    text = TextMemo()
+    for spec, ins in zip(specs, out, strict=True):
+        row = got[ins.job.id]
+        assert row["status"] == "scheduled"
+        want_key = spec.key or f"job-{now_ms:012x}{ins.job.id:016x}"
+        assert (row["key"], ins.job.key) == (want_key, want_key)
+        assert row["fingerprint"] == ("" if spec.key is None else spec.fingerprint())
+        assert tuple(row[c] for c in INSERT_COLUMNS[3:]) == row_tail(spec, now_ms, text)
+        assert store.get(ins.job.id, attempts=False) == ins.job

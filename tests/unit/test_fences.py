@@ -177,7 +177,8 @@ def test_the_logging_switches_still_skip_the_caller_lookup() -> None:
 
 def test_generated_spec_builders_set_exactly_the_dataclass_fields() -> None:
     """``domain/models.py`` builds ``trusted_spec`` with ``exec`` from
-    ``JobSpec.__dataclass_fields__`` and sets them with ``object.__setattr__``: that
+    ``JobSpec.__dataclass_fields__`` and stores them into a twin class of its slots
+    (``domain/slotted.py``): that
     holds only while every field is an init field with no computed state beside it."""
     from jobctl.domain import models
 

@@ -29,7 +29,7 @@ from jobctl.store import rows
 from jobctl.store.base import Cancelled, Inserted, Wakeups
 from jobctl.store.crashes import crash_streak
 from jobctl.store.finishing import record_processes_tx, stale
-from jobctl.store.inserts import ITEM_ERRORS, created_job, insert_jobs, refused_by_store
+from jobctl.store.inserts import ITEM_ERRORS, created, insert_jobs, refused_by_store
 from jobctl.store.jobrow import job_from_row
 from jobctl.store.queries import q
 from jobctl.store.queues import claimable, over_queued_quota
@@ -111,7 +111,7 @@ class JobOps:
         out = []
         for spec, new in zip(specs, insert_jobs(conn, specs, now_ms), strict=True):
             if new.created:  # everything is known: no need to read the row back
-                out.append(Inserted(created_job(spec, new, created_at), True))
+                out.append(created(spec, new, created_at))
             else:
                 row = conn.execute(q("job_by_id"), {"id": new.id}).fetchone()
                 out.append(Inserted(job_from_row(row), False))

@@ -43,6 +43,11 @@ RETURNING id, key;
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
 
+-- name: next_job_ids_text
+-- next_job_ids as one row, the ids as text joined by commas, in the order taken: a batch
+-- of 500 read as 500 rows cost the committer ~1.5 µs of psycopg per id (issue 15).
+SELECT string_agg(nextval('jobs_id_seq')::text, ',') AS ids FROM generate_series(1, %(n)s);
+
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE owner_uid = %(owner)s AND key = ANY(%(keys)s);
 

@@ -20,7 +20,7 @@ import pytest
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.models import JobSpec
-from jobctl.errors import InvalidInput, StoreUnavailable
+from jobctl.errors import InvalidInput, KeyConflict, StoreUnavailable
 from jobctl.store.audit import audit_params
 from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.rawpipe import Pipe, native
@@ -143,6 +143,38 @@ def test_single_job_enqueues_commit_in_one_round_trip_with_the_rider(store: Any)
     assert trips.n == 1  # BEGIN, locks, INSERT, the rider's rows, COMMIT (was 2, then 5)
     assert rider.queued == 2 and rider.ridden == 0  # in the pipeline, no savepoint
     assert len({store.get(o[0].job.id).id for o in out}) == 6
+
+
+def _keyed(key: str, owner: int = 1000, command: str = "true") -> JobSpec:
+    return JobSpec((command,), T0, owner, key=key)
+
+
+def test_keyed_single_job_enqueues_commit_in_one_round_trip_too(store: Any) -> None:
+    """New keys (two owners may use one key) go in the one round trip, with their
+    bodies' fingerprints, so a repeat later finds them as the checked way stores them."""
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+    groups = [[_keyed("a")], [_keyed("b")], [_keyed("a", owner=1001)]]
+    with round_trips("jobctl-pg-commit") as trips:
+        out = store.submit_insert_groups(groups).result()
+    assert trips.n == 1
+    assert all(o[0].created for o in out) and len({o[0].job.id for o in out}) == 3
+    assert [(o[0].job.spec.owner_uid, o[0].job.key) for o in out] == [
+        (1000, "a"),
+        (1000, "b"),
+        (1001, "a"),
+    ]
+    again = store.submit_insert_groups([[_keyed("a")], [_keyed("c")]]).result()
+    assert not again[0][0].created and again[0][0].job.id == out[0][0].job.id
+    assert again[1][0].created  # its neighbour is stored once, the checked way
+    with pytest.raises(KeyConflict):
+        store.insert([_keyed("b", command="false")])  # another body, the same key
+
+
+def test_a_key_twice_in_one_write_is_one_job(store: Any) -> None:
+    out = store.submit_insert_groups([[_keyed("twice")], [_keyed("twice")]]).result()
+    assert out[0][0].created and not out[1][0].created
+    assert out[0][0].job.id == out[1][0].job.id
 
 
 def test_a_row_the_server_refuses_sinks_only_its_own_group(store: Any) -> None:

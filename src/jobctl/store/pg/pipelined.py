@@ -1,7 +1,7 @@
 """A group commit in one round trip: the hot path of single-job enqueues on PostgreSQL.
 
 A write that can say up front which statements it will send (a :class:`Staged` write:
-keyless enqueues, the audit trail's flush) runs in one pipeline with ``BEGIN`` and
+single-job enqueues, keyed or not, the audit trail's flush) runs in one pipeline with ``BEGIN`` and
 ``COMMIT`` sent as statements of their own: ``BEGIN``, every write's statements, the
 audit rows riding along and ``COMMIT`` go out together, and the answers come back
 together, one round trip. No savepoints: in a pipeline the server skips every statement

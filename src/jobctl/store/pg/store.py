@@ -450,7 +450,7 @@ class _InsertWrite(Staged[_Outcomes]):
         return [g for groups, _ in self.taken for g in groups]
 
     def stage(self) -> bool:
-        self._plan = KeylessPlan.make(self._db, self._groups())
+        self._plan = KeylessPlan.make(self._db, self._groups(), keyed=True)
         return self._plan is not None
 
     def queue(self, pipe: Pipe) -> None:

@@ -184,6 +184,7 @@ def test_connections_ended_while_jobs_are_added_lose_nothing_acknowledged(
     for t in adders:
         t.join()
     stop.set()
+    print(f"acked={len(acked)} refused={len(refused)} ended={ended}")  # for the record (-s)
     assert ended > 0
     assert set(refused) <= {"store_unavailable"}
     assert len(acked) >= 72, refused  # a lost connection is retried on a fresh one

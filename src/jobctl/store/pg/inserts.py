@@ -143,7 +143,7 @@ class KeylessPlan:
     def __init__(self, db: PgDb, groups: Sequence[Sequence[JobSpec]], now_ms: int) -> None:
         self._db = db
         self._groups = groups
-        self._now_ms = now_ms
+        self.made_ms = now_ms  # its rows' creation time (also store.pg.resend's mark)
         self._limited = queued_limits(db, groups)
         text = TextMemo()
         self._tails = [row_tail(s, now_ms, text) for g in groups for s in g]  # ITEM_ERRORS
@@ -181,7 +181,7 @@ class KeylessPlan:
         specs = [s for g in self._groups for s in g]
         queues = orjson.dumps(sorted({s.queue for s in specs})).decode()
         pipe.execute(native(self._db.q("lock_queues_shared"), ("names",)), (queues,))
-        self._keys = [auto_key(self._now_ms) if s.key is None else s.key for s in specs]
+        self._keys = [auto_key(self.made_ms) if s.key is None else s.key for s in specs]
         adding = Counter(s.owner_uid for s in specs if s.owner_uid in self._limited)
         rooms = [{"uid": uid, "room": self._limited[uid] - n} for uid, n in adding.items()]
         params: list[object] = [queues, orjson.dumps(rooms).decode()]
@@ -198,7 +198,7 @@ class KeylessPlan:
             for i, u, k in self._pipe.rows(self._inserted)
         }
         keys, tails = iter(self._keys), iter(self._tails)
-        created_at = ms_to_dt(self._now_ms)
+        created_at = ms_to_dt(self.made_ms)
         out: list[list[Inserted] | JobctlError] = []
         for group in self._groups:
             made = []
@@ -237,7 +237,7 @@ class KeylessPlan:
             if i in refused:
                 out.append(refused[i])
                 continue
-            out.append([_fresh(s, t, next(ids), self._now_ms, params) for s, t in mine])
+            out.append([_fresh(s, t, next(ids), self.made_ms, params) for s, t in mine])
         return out, params
 
 

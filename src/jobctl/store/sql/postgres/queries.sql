@@ -54,6 +54,12 @@ SELECT string_agg(nextval('jobs_id_seq')::text, ',') AS ids FROM generate_series
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE owner_uid = %(owner)s AND key = ANY(%(keys)s);
 
+-- name: jobs_made_by_keys
+-- The jobs of one owner stored under these keys, with when each was made: whether a
+-- pipelined commit lost once sent had committed (jobctl.store.pg.resend).
+SELECT id, key, fingerprint, created_at FROM jobs
+WHERE owner_uid = %(owner)s AND key = ANY(%(keys)s);
+
 -- name: job_by_id
 SELECT * FROM jobs WHERE id = %(id)s;
 

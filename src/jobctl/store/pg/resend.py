@@ -24,7 +24,7 @@ as created: both requests asked for that one job, and each gets it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -51,30 +51,36 @@ def split_keyed(callers: Sequence[Caller]) -> tuple[list[Caller], list[Caller]]:
 
 
 def lost_answers(
-    db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]], made_ms: int
+    db: PgDb, conn: PgConn, groups: Sequence[Sequence[JobSpec]], lost: Collection[int]
 ) -> list[list[Inserted] | JobctlError] | None:
-    """Each group's answer as the lost commit of ``groups`` made at ``made_ms`` would
-    have given it, if that commit went through; None if it did not (see the module
-    docstring). Every job of ``groups`` has a key."""
+    """Each group's answer as a lost commit of ``groups`` would have given it, if one went
+    through; None if none did (see the module docstring). ``lost``: the creation times of
+    the lost commits (one, unless the second run was pipelined and lost too). Every job of
+    ``groups`` has a key."""
     specs = [s for g in groups for s in g]
     wanted = [(s.owner_uid, str(s.key)) for s in specs]
     if len(set(wanted)) < len(wanted):
         return None  # a key twice: the unique index failed that commit's INSERT
     stored = _made(db, conn, wanted)
+    rows = [stored.get(w) for w in wanted]
+    made = {r[1] for r in rows if r is not None}
+    if None in rows or len(made) != 1 or not made <= set(lost):
+        return None  # one commit stored them all, or none
+    (made_ms,) = made
     created_at = ms_to_dt(made_ms)
+    found = iter(rows)
     out: list[list[Inserted] | JobctlError] = []
     for group in groups:
-        made = []
+        answers = []
         for spec in group:
-            key = str(spec.key)
-            row = stored.get((spec.owner_uid, key))
-            if row is None or row[1] != made_ms or row[2] != spec.fingerprint():
-                return None
+            row = next(found)
+            assert row is not None
+            if row[2] != spec.fingerprint():
+                return None  # another body: not this write's commit (a conflict, checked)
             due = bool(row_tail(spec, made_ms)[DUE])  # as the commit computed it
-            made.append(
-                Inserted(created_job(spec, NewJob(row[0], True, key, due), created_at), True)
-            )
-        out.append(made)
+            new = NewJob(row[0], True, str(spec.key), due)
+            answers.append(Inserted(created_job(spec, new, created_at), True))
+        out.append(answers)
     return out
 
 

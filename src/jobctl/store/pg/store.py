@@ -446,7 +446,7 @@ class _InsertWrite(Staged[_Outcomes]):
         self._take = take
         self.taken: list[_Caller] = []
         self._plan: KeylessPlan | None = None
-        self._lost_ms: int | None = None  # the lost commit's creation time, once resent
+        self._lost: list[int] = []  # the lost commits' creation times (resend)
         self._found = False  # the run after it found that it had committed
 
     def _groups(self) -> list[Sequence[JobSpec]]:
@@ -477,7 +477,7 @@ class _InsertWrite(Staged[_Outcomes]):
             if not fut.done():
                 fut.set_exception(error)
         self.taken[:] = keyed
-        self._lost_ms = self._plan.made_ms
+        self._lost.append(self._plan.made_ms)
         return True
 
     def found_committed(self) -> bool:
@@ -485,8 +485,8 @@ class _InsertWrite(Staged[_Outcomes]):
 
     def __call__(self, conn: PgConn) -> _Outcomes:
         groups = self._groups()
-        if self._lost_ms is not None:
-            lost = lost_answers(self._db, conn, groups, self._lost_ms)
+        if self._lost:
+            lost = lost_answers(self._db, conn, groups, self._lost)
             self._found = lost is not None
             if lost is not None:
                 return lost

@@ -417,3 +417,20 @@ def test_an_unkeyed_write_lost_after_it_committed_is_unavailable_not_sent_again(
         store.insert([_job()])
     assert not any("event=pg_pipelined_resent" in r.message for r in caplog.records)
     assert len(store.list_jobs(None, None, 10, None)) == 2  # stored once, not twice
+
+
+def test_a_keyed_write_without_a_connection_is_unavailable_at_once(
+    store: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing was sent: no second try (it would only wait for a connection again, and
+    double the wait of every 503 while the database is away)."""
+    from jobctl.store.pg.store import _InsertWrite
+
+    pool = store.db.commit_pools[0]
+    monkeypatch.setattr(pool, "timeout", 0.3)
+    write = _InsertWrite(store.db, lambda: [([[_keyed("k1")]], Future[Any]())])
+    with pool.connection():  # the committer's only one, held
+        (done,) = _run(store, write)
+    with pytest.raises(StoreUnavailable):
+        done.result()
+    assert not any("event=pg_pipelined_resent" in r.message for r in caplog.records)

@@ -403,8 +403,8 @@ class GroupCommit:
         taken: list[Any] = []
         try:
             values = commit_pipelined(pool, staged, self.rider, taken)
-        except Unreachable as exc:  # it may have committed
-            self._lost(batch, staged, pool, taken, unavailable(exc.error))
+        except Unreachable as exc:  # sent, it may have committed
+            self._lost(batch, staged, pool, taken, exc)
             return True
         except BaseException as exc:  # nobody's write is known to be stored
             self._landed(taken, False)
@@ -424,16 +424,18 @@ class GroupCommit:
         staged: list[Staged[Any]],
         pool: ConnectionPool[PgConn],
         taken: list[Any],
-        error: StoreUnavailable,
+        lost: Unreachable,
     ) -> None:
-        """A pipelined commit lost once sent: it may have committed. If every write may
-        run again (:meth:`Staged.resend`: keyed enqueues, whose keys keep them from being
-        stored twice), the batch runs the checked way on a fresh connection, as a checked
+        """A pipelined commit without a connection (503 to every write, as the checked
+        way's), or lost once sent: it may have committed. If every write may run again
+        (:meth:`Staged.resend`: keyed enqueues, whose keys keep them from being stored
+        twice), the batch runs the checked way on a fresh connection, as a checked
         transaction lost before its ``COMMIT`` is retried; else each write is answered
-        ``error`` (503), none acknowledged. The rider's records that commit carried count
-        as stored only if a write found it had committed (else they go in again later, as
-        after any lost commit)."""
-        if all([op.resend(error) for op in staged]):  # every one asked: each splits
+        503, none acknowledged. The rider's records that commit carried count as stored
+        only if a write found it had committed (else they go in again later, as after any
+        lost commit)."""
+        error = unavailable(lost.error)
+        if lost.sent and all([op.resend(error) for op in staged]):  # each one asked
             log.warning("event=pg_pipelined_resent writes=%d error=%s", len(batch), error)
             self._checked(batch, pool)
             self._landed(taken, any(op.found_committed() for op in staged))

@@ -152,17 +152,20 @@ def commit_pipelined(
                 conn.close()  # the pool drops it, and the others the server left
             pool.check()
     except PoolTimeout as exc:
-        raise Unreachable(exc) from exc
+        raise Unreachable(exc, sent=False) from exc
     return None
 
 
 class Unreachable(Exception):
     """No connection, or the one in use broke during the round trip (see
-    :func:`commit_pipelined`); ``error`` is psycopg's."""
+    :func:`commit_pipelined`); ``error`` is psycopg's, ``sent`` whether the transaction
+    went out (then it may have committed; else nothing was sent, and a second try would
+    only wait for a connection again)."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, sent: bool) -> None:
         super().__init__(str(error))
         self.error = error
+        self.sent = sent
 
 
 def _hung_up(conn: PgConn) -> bool:
@@ -205,7 +208,7 @@ def _run(
         return None
     except Exception as exc:  # Broken, or anything unforeseen: COMMIT went out with the
         conn.close()  # rest and may have run; the connection is not lent again
-        raise Unreachable(exc) from exc
+        raise Unreachable(exc, sent=True) from exc
     _idle(conn, pipe, sent=True)
     return [op.answer() for op in ops]
 

@@ -31,7 +31,7 @@ from typing import Any
 from jobctl.domain.models import JobSpec
 from jobctl.errors import JobctlError
 from jobctl.store.base import Inserted
-from jobctl.store.inserts import NewJob, created_job
+from jobctl.store.inserts import NewJob, created
 from jobctl.store.jobrow import DUE, row_tail
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.rows import ms_to_dt
@@ -79,7 +79,7 @@ def lost_answers(
                 return None  # another body: not this write's commit (a conflict, checked)
             due = bool(row_tail(spec, made_ms)[DUE])  # as the commit computed it
             new = NewJob(row[0], True, str(spec.key), due)
-            answers.append(Inserted(created_job(spec, new, created_at), True))
+            answers.append(created(spec, new, created_at))  # as the commit's answer
         out.append(answers)
     return out
 

@@ -4,11 +4,13 @@ and Content-Length, so a client costs a few microseconds of CPU per request and 
 numbers measure the daemon, not httpx), and :func:`run_clients`, which starts N client
 processes, releases them together and collects their results."""
 
+import itertools
 import json
 import multiprocessing as mp
+import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -130,14 +132,29 @@ def run_enqueue_clients(
     return run_clients(jobctl_enqueue_client, [(sock, body, per, warmup, seconds)] * n)
 
 
+#: Where :func:`jobctl_enqueue_client` puts a key of each request's own.
+KEY_MARK = b"@KEY@"
+
+
+def keyed_bodies(body: bytes) -> Iterator[bytes]:
+    """``body`` with :data:`KEY_MARK` replaced by a key no other request of the run has
+    (this process's id and a count): keyed single-job enqueues, each a new job."""
+    head, tail = body.split(KEY_MARK, 1)
+    prefix = head + b"k%d-" % os.getpid()
+    for n in itertools.count():
+        yield prefix + b"%d" % n + tail
+
+
 def jobctl_enqueue_client(
     sock: str, body: bytes, per_request: int, warmup: int, duration: float, barrier: Any, out: Any
 ) -> None:
-    """POST ``body`` (one job or a batch of ``per_request``) until ``duration`` is over."""
+    """POST ``body`` (one job or a batch of ``per_request``) until ``duration`` is over;
+    a ``body`` holding ``@KEY@`` gets a key of its own per request (:func:`keyed_bodies`)."""
     try:
         c = UdsHttp(sock)
+        bodies = keyed_bodies(body) if KEY_MARK in body else itertools.repeat(body)
         for _ in range(warmup):
-            status, payload = c.request("POST", "/v1/jobs", body)
+            status, payload = c.request("POST", "/v1/jobs", next(bodies))
             if status != 201:
                 raise RuntimeError(f"warm-up: HTTP {status}: {payload[:200]!r}")
         barrier.wait()
@@ -149,7 +166,7 @@ def jobctl_enqueue_client(
             s = time.time()
             if s >= end:
                 break
-            status, payload = c.request("POST", "/v1/jobs", body)
+            status, payload = c.request("POST", "/v1/jobs", next(bodies))
             lat.append(time.time() - s)
             if status == 201:
                 n += per_request

@@ -12,6 +12,9 @@ falls on both sides.
 
     .venv/bin/python bench/ab_enqueue_cpu.py --a main --b HEAD --pairs 4 --backend both
     .venv/bin/python bench/ab_enqueue_cpu.py --per 500 --pairs 3 --backend pg
+    .venv/bin/python bench/ab_enqueue_cpu.py --keyed --pairs 4 --backend pg
+
+``--keyed``: each request's one job carries a key of its own (distinct keys: every one new).
 """
 
 from __future__ import annotations
@@ -77,13 +80,22 @@ def _steal() -> tuple[int, int]:
     return cpu[7], sum(cpu)
 
 
-def body(per: int) -> bytes:
-    """The request body: one job, or a batch of ``per`` (a list even of one)."""
+def body(per: int, keyed: bool = False) -> bytes:
+    """The request body: one job, or a batch of ``per`` (a list even of one); ``keyed``:
+    one job with a key the client makes per request (``_clients.keyed_bodies``)."""
+    if keyed:
+        return json.dumps(JOB | {"key": "@KEY@"}).encode()
     return BODY if per == 1 else json.dumps([JOB] * per).encode()
 
 
 def run(
-    src: Path, backend: str, workdir: Path, seconds: float, clients: int, per: int = 1
+    src: Path,
+    backend: str,
+    workdir: Path,
+    seconds: float,
+    clients: int,
+    per: int = 1,
+    keyed: bool = False,
 ) -> dict[str, Any]:
     """One daemon of tree ``src`` under the clients: its CPU per job and the conditions."""
     with database() if backend == "pg" else nullcontext("") as dsn:
@@ -105,7 +117,7 @@ def run(
                 load0 = os.getloadavg()[0]
                 sampler = CpuSampler(proc.pid)
                 warm = 20 if per == 1 else 2  # requests per client before the window
-                job = (str(sock), body(per), per, warm, seconds)
+                job = (str(sock), body(per, keyed), per, warm, seconds)
                 res = C.run_clients(C.jobctl_enqueue_client, [job] * clients)
                 sampler.stop()
                 loop1 = _stat_times(f"/proc/{proc.pid}/task/{proc.pid}/stat")[0]
@@ -139,7 +151,10 @@ def main() -> None:
     ap.add_argument("--per", type=int, default=1, help="jobs per request (>1: a batch)")
     ap.add_argument("--backend", choices=("sqlite", "pg", "both"), default="both")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--keyed", action="store_true", help="each job with a key of its own")
     args = ap.parse_args()
+    if args.keyed and args.per != 1:
+        ap.error("--keyed sends one job per request")
     backends = ("sqlite", "pg") if args.backend == "both" else (args.backend,)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ab-enq-") as tmpdir:
@@ -151,13 +166,14 @@ def main() -> None:
                 for side in order:
                     src, rev = srcs[side]
                     wd = tmp / f"{backend}-{pair}-{side}"
-                    got = run(src, backend, wd, args.seconds, args.clients, args.per)
+                    got = run(src, backend, wd, args.seconds, args.clients, args.per, args.keyed)
                     row = {
                         "pair": pair,
                         "backend": backend,
                         "side": side,
                         "rev": rev,
                         "per": args.per,
+                        "keyed": args.keyed,
                     }
                     row |= {"at": time.strftime("%H:%M:%S", time.gmtime())} | got
                     rows.append(row)

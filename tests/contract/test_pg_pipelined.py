@@ -5,8 +5,10 @@ Single-job enqueues commit in one round trip (``BEGIN``, the queues' locks, the
 nothing and the batch runs again the checked way (savepoints: each write's failure its
 own), so a failing write sinks none of its neighbours and is never acknowledged; a
 connection lost during the round trip is a 503 for every write of the batch (``COMMIT``
-went out with the rest: it may have committed); one the server ended while it sat in the
-pool is not used.
+went out with the rest: it may have committed), except for callers whose jobs all carry
+keys: they are sent again the checked way and answered as the lost commit would have
+answered them (store/pg/resend.py); one the server ended while it sat in the pool is not
+used.
 """
 
 from __future__ import annotations
@@ -20,12 +22,21 @@ import pytest
 
 from jobctl.domain.audit import AuditRecord
 from jobctl.domain.models import JobSpec
-from jobctl.errors import InvalidInput, StoreUnavailable
+from jobctl.errors import InvalidInput, KeyConflict, StoreUnavailable
 from jobctl.store.audit import audit_params
 from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.rawpipe import Pipe, native
 from tests.contract.conftest import PG_DSN
 from tests.contract.pgcount import T0, check_round_trips, pg_store, round_trips
+from tests.contract.pglose import (
+    free_queue,
+    hold_queue,
+    stored_jobs,
+    stored_keys,
+    swallow_answers,
+    wait_for,
+    waits_for_a_lock,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -145,6 +156,38 @@ def test_single_job_enqueues_commit_in_one_round_trip_with_the_rider(store: Any)
     assert len({store.get(o[0].job.id).id for o in out}) == 6
 
 
+def _keyed(key: str, owner: int = 1000, command: str = "true") -> JobSpec:
+    return JobSpec((command,), T0, owner, key=key)
+
+
+def test_keyed_single_job_enqueues_commit_in_one_round_trip_too(store: Any) -> None:
+    """New keys (two owners may use one key) go in the one round trip, with their
+    bodies' fingerprints, so a repeat later finds them as the checked way stores them."""
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+    groups = [[_keyed("a")], [_keyed("b")], [_keyed("a", owner=1001)]]
+    with round_trips("jobctl-pg-commit") as trips:
+        out = store.submit_insert_groups(groups).result()
+    assert trips.n == 1
+    assert all(o[0].created for o in out) and len({o[0].job.id for o in out}) == 3
+    assert [(o[0].job.spec.owner_uid, o[0].job.key) for o in out] == [
+        (1000, "a"),
+        (1000, "b"),
+        (1001, "a"),
+    ]
+    again = store.submit_insert_groups([[_keyed("a")], [_keyed("c")]]).result()
+    assert not again[0][0].created and again[0][0].job.id == out[0][0].job.id
+    assert again[1][0].created  # its neighbour is stored once, the checked way
+    with pytest.raises(KeyConflict):
+        store.insert([_keyed("b", command="false")])  # another body, the same key
+
+
+def test_a_key_twice_in_one_write_is_one_job(store: Any) -> None:
+    out = store.submit_insert_groups([[_keyed("twice")], [_keyed("twice")]]).result()
+    assert out[0][0].created and not out[1][0].created
+    assert out[0][0].job.id == out[1][0].job.id
+
+
 def test_a_row_the_server_refuses_sinks_only_its_own_group(store: Any) -> None:
     bad = _job()
     object.__setattr__(bad, "max_attempts", 0)  # the table's CHECK refuses it, not Python
@@ -226,3 +269,168 @@ def test_a_connection_is_handed_back_to_the_pool_as_lent(store: Any) -> None:
         with store.db.commit_pools[0].connection() as conn:  # the one _run wrote on
             assert not conn.autocommit
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+# -- keyed enqueues lost once sent: sent again (store/pg/resend.py) ------------------------
+
+
+def _insert_pipes(monkeypatch: pytest.MonkeyPatch, then: Any) -> None:
+    """``then(pipe)`` once, right after the first pipelined commit that inserts jobs has
+    sent everything (its COMMIT included); other pipelined commits (the idle rider's) pass."""
+    real_execute, real_flush = Pipe.execute, Pipe._flush
+
+    def execute(pipe: Any, text: str, params: Any = ()) -> int:
+        if "INSERT INTO jobs" in text:
+            pipe.inserting = True
+        return real_execute(pipe, text, params)
+
+    def flush(pipe: Any) -> None:
+        real_flush(pipe)
+        if getattr(pipe, "inserting", False):
+            monkeypatch.undo()  # once: the second run is not lost
+            then(pipe)
+
+    monkeypatch.setattr(Pipe, "execute", execute)
+    monkeypatch.setattr(Pipe, "_flush", flush)
+
+
+def _lost_after_commit(monkeypatch: pytest.MonkeyPatch, peer: Any, schema: str, key: str) -> None:
+    """The next inserting commit goes through on the server (``key`` is seen stored), and
+    its answers are lost on the way back."""
+
+    def lose(pipe: Any) -> None:
+        wait_for(lambda: stored_keys(peer, schema, key) == 1)
+        swallow_answers(pipe)
+
+    _insert_pipes(monkeypatch, lose)
+
+
+def _lost_before_commit(monkeypatch: pytest.MonkeyPatch, peer: Any, schema: str) -> None:
+    """The next inserting commit waits for the default queue's lock (the test holds it),
+    COMMIT sent behind it; its server process is ended then (nothing commits), and the
+    lock freed for the second run."""
+    hold_queue(peer, schema, "default")
+
+    def lose(pipe: Any) -> None:
+        pid = pipe._conn.info.backend_pid
+        wait_for(lambda: waits_for_a_lock(peer, pid))
+        assert peer.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
+        free_queue(peer, schema, "default")
+
+    _insert_pipes(monkeypatch, lose)
+
+
+@pytest.fixture
+def peer() -> Iterator[Any]:
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        yield conn
+
+
+def test_a_keyed_write_lost_after_it_committed_answers_created_once(
+    store: Any, peer: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """COMMIT ran, its answers were lost: the write is sent again the checked way on a
+    fresh connection, which finds every job of it stored by that commit: each caller gets
+    what that commit would have answered (created, the same job), and nothing is stored
+    twice; the audit record that commit carried is stored once."""
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+    store.audit([_rec(1)])  # rides the lost commit
+    _lost_after_commit(monkeypatch, peer, store.db.schema, "k1")
+    out = store.submit_insert_groups([[_keyed("k1")], [_keyed("k2")]]).result()
+    assert [o[0].created for o in out] == [True, True]  # 201, as a first answer
+    for o in out:
+        assert o[0].job == store.get(o[0].job.id)  # what a fresh insert answers
+    assert [stored_keys(peer, store.db.schema, k) for k in ("k1", "k2")] == [1, 1]
+    assert len(store.list_jobs(None, None, 10, None)) == 3
+    assert sum("event=pg_pipelined_resent" in r.message for r in caplog.records) == 1
+    store.flush_audit()
+    assert _ids(store) == ["r-1"]  # the lost commit stored it: not again
+    again = store.insert([_keyed("k1")])[0]  # a real repeat, later: 200
+    assert not again.created and again.job.id == out[0][0].job.id
+
+
+def test_a_keyed_write_lost_before_its_commit_ran_is_stored_by_the_second_run(
+    store: Any, peer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+    store.audit([_rec(1)])
+    _lost_before_commit(monkeypatch, peer, store.db.schema)
+    (out,) = store.submit_insert_groups([[_keyed("k1")]]).result()
+    assert isinstance(out, list) and out[0].created
+    assert out[0].job == store.get(out[0].job.id)
+    assert stored_keys(peer, store.db.schema, "k1") == 1
+    store.flush_audit()
+    assert _ids(store) == ["r-1"]  # not stored by the lost commit: by a later one, once
+
+
+def test_a_repeated_key_lost_before_its_commit_ran_answers_the_stored_job(
+    store: Any, peer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second run finds the key stored earlier (not by the lost commit: another
+    time): the stored job, not created (200), as a first answer would have been."""
+    store._inserts._notifier = _Quiet()
+    first = store.insert([_keyed("k1")])[0]
+    store.db.clock.advance(1)
+    _lost_before_commit(monkeypatch, peer, store.db.schema)
+    (out,) = store.submit_insert_groups([[_keyed("k1")]]).result()
+    assert isinstance(out, list) and not out[0].created and out[0].job.id == first.job.id
+    assert stored_keys(peer, store.db.schema, "k1") == 1
+
+
+def test_a_mixed_write_lost_sends_only_its_keyed_callers_again(
+    store: Any, peer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller with a job without a key is told 503 (its job may be stored: sent again
+    it could be stored twice); the keyed caller of the same write gets its job."""
+    from jobctl.store.pg.store import _InsertWrite
+
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+    keyed, unkeyed = Future[Any](), Future[Any]()
+    callers: list[Any] = [([[_keyed("k1")]], keyed), ([[_job()]], unkeyed)]
+    write = _InsertWrite(store.db, lambda: callers)
+    _lost_after_commit(monkeypatch, peer, store.db.schema, "k1")
+    (done,) = _run(store, write)
+    (outcome,) = done.result()  # the keyed caller's group only
+    assert isinstance(outcome, list) and outcome[0].created
+    assert write.taken == [callers[0]]
+    with pytest.raises(StoreUnavailable):
+        unkeyed.result()
+    assert stored_keys(peer, store.db.schema, "k1") == 1
+
+
+def test_an_unkeyed_write_lost_after_it_committed_is_unavailable_not_sent_again(
+    store: Any, peer: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Why jobs without keys are never sent again: this commit did store the job."""
+    store._inserts._notifier = _Quiet()
+    store.insert([_job()])
+
+    def lose(pipe: Any) -> None:
+        wait_for(lambda: stored_jobs(peer, store.db.schema) == 2)  # COMMIT ran
+        swallow_answers(pipe)
+
+    _insert_pipes(monkeypatch, lose)
+    with pytest.raises(StoreUnavailable):
+        store.insert([_job()])
+    assert not any("event=pg_pipelined_resent" in r.message for r in caplog.records)
+    assert len(store.list_jobs(None, None, 10, None)) == 2  # stored once, not twice
+
+
+def test_a_keyed_write_without_a_connection_is_unavailable_at_once(
+    store: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing was sent: no second try (it would only wait for a connection again, and
+    double the wait of every 503 while the database is away)."""
+    from jobctl.store.pg.store import _InsertWrite
+
+    pool = store.db.commit_pools[0]
+    monkeypatch.setattr(pool, "timeout", 0.3)
+    write = _InsertWrite(store.db, lambda: [([[_keyed("k1")]], Future[Any]())])
+    with pool.connection():  # the committer's only one, held
+        (done,) = _run(store, write)
+    with pytest.raises(StoreUnavailable):
+        done.result()
+    assert not any("event=pg_pipelined_resent" in r.message for r in caplog.records)

@@ -16,6 +16,7 @@ import pytest
 
 from jobctl.store.pg.rawpipe import Broken, Failed, Pipe, native
 from tests.contract.conftest import PG_DSN
+from tests.contract.pglose import swallow_answers
 
 pytestmark = pytest.mark.postgres
 
@@ -184,3 +185,31 @@ def test_statements_deallocated_behind_its_back_are_prepared_again(
     pipe.run()
     _done(conn)
     assert pipe.rows(got) == [(b"3",)]
+
+
+def test_answers_lost_after_the_commit_ran_are_a_broken_connection_and_it_stands(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """Broken says nothing of whether the transaction committed: here it did. (Why a
+    pipelined commit lost once sent is a 503, or sent again only when that is safe:
+    store/pg/resend.py.)"""
+    table = f"jobctl_lost_{conn.info.backend_pid}"
+    conn.execute(f"CREATE TABLE {table} (n int)")
+    try:
+        pipe = _pipe(conn)
+        for text in ("BEGIN", f"INSERT INTO {table} VALUES (1)", "COMMIT"):
+            pipe.execute(text)
+        real = pipe._flush
+
+        def flush() -> None:
+            real()
+            swallow_answers(pipe)
+
+        pipe._flush = flush  # type: ignore[method-assign]
+        with pytest.raises(Broken):
+            pipe.run()
+        with psycopg.connect(PG_DSN, autocommit=True) as other:
+            assert other.execute(f"SELECT count(*) FROM {table}").fetchone() == (1,)
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as other:
+            other.execute(f"DROP TABLE {table}")

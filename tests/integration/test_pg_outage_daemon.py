@@ -184,6 +184,9 @@ def test_connections_ended_while_jobs_are_added_lose_nothing_acknowledged(
     for t in adders:
         t.join()
     stop.set()
+    seen = [x for d in (a, b) for x in (*d.log, *list(d.lines.queue))]
+    resent = sum("event=pg_pipelined_resent" in x for x in seen)
+    print(f"acked={len(acked)} refused={len(refused)} ended={ended} resent={resent}")  # -s
     assert ended > 0
     assert set(refused) <= {"store_unavailable"}
     assert len(acked) >= 72, refused  # a lost connection is retried on a fresh one

@@ -25,7 +25,9 @@ is :class:`StoreUnavailable` (HTTP 503 with ``Retry-After``), never a request hu
 pool's default 30 s. A transaction that met a connection the server had closed
 (restarted, or ``pg_terminate_backend``) before its commit was sent is run again on a
 fresh one; one lost during the commit is not (it may have gone through): its caller is
-told 503, and nothing it sent was acknowledged.
+told 503, and nothing it sent was acknowledged. A pipelined commit sends its ``COMMIT``
+with everything else; lost, it is run again the checked way only when every write of it
+is safe to send twice (keyed enqueues: :mod:`jobctl.store.pg.resend`).
 
 Each session sets ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (a
 hung statement or a forgotten transaction cannot hold a lease-critical path) and
@@ -347,8 +349,11 @@ class GroupCommit:
 
     def _commit(self, batch: list[tuple[Op, Future[Any]]], pool: ConnectionPool[PgConn]) -> None:
         """``batch`` in one transaction on ``pool`` (the committer thread's own)."""
-        if self._pipelined(batch, pool):
-            return
+        if not self._pipelined(batch, pool):
+            self._checked(batch, pool)
+
+    def _checked(self, batch: list[tuple[Op, Future[Any]]], pool: ConnectionPool[PgConn]) -> None:
+        """``batch`` the checked way: each write in a savepoint, or alone."""
         if len(batch) == 1:
             self._alone(*batch[0], pool)
             return
@@ -398,10 +403,11 @@ class GroupCommit:
         taken: list[Any] = []
         try:
             values = commit_pipelined(pool, staged, self.rider, taken)
+        except Unreachable as exc:  # sent, it may have committed
+            self._lost(batch, staged, pool, taken, exc)
+            return True
         except BaseException as exc:  # nobody's write is known to be stored
             self._landed(taken, False)
-            if isinstance(exc, Unreachable):
-                exc = unavailable(exc.error)
             for _, fut in batch:
                 _settle(fut, False, exc)
             return True
@@ -411,6 +417,32 @@ class GroupCommit:
         for (_, fut), value in zip(batch, values, strict=True):
             _settle(fut, True, value)
         return True
+
+    def _lost(
+        self,
+        batch: list[tuple[Op, Future[Any]]],
+        staged: list[Staged[Any]],
+        pool: ConnectionPool[PgConn],
+        taken: list[Any],
+        lost: Unreachable,
+    ) -> None:
+        """A pipelined commit without a connection (503 to every write, as the checked
+        way's), or lost once sent: it may have committed. If every write may run again
+        (:meth:`Staged.resend`: keyed enqueues, whose keys keep them from being stored
+        twice), the batch runs the checked way on a fresh connection, as a checked
+        transaction lost before its ``COMMIT`` is retried; else each write is answered
+        503, none acknowledged. The rider's records that commit carried count as stored
+        only if a write found it had committed (else they go in again later, as after any
+        lost commit)."""
+        error = unavailable(lost.error)
+        if lost.sent and all([op.resend(error) for op in staged]):  # each one asked
+            log.warning("event=pg_pipelined_resent writes=%d error=%s", len(batch), error)
+            self._checked(batch, pool)
+            self._landed(taken, any(op.found_committed() for op in staged))
+            return
+        self._landed(taken, False)
+        for _, fut in batch:
+            _settle(fut, False, error)
 
     def _alone(self, fn: Op, fut: Future[Any], pool: ConnectionPool[PgConn]) -> None:
         """One write in its own transaction, without a savepoint: its failure rolls back

@@ -124,14 +124,16 @@ def _pipelined(
 
 
 class KeylessPlan:
-    """The insert of keyless groups without payload jobs, sent two ways.
+    """The insert of groups without payload jobs, sent two ways.
 
     In one step (the group commit's pipelined transaction, :meth:`queue` then
     :meth:`answer`): the queues' locks, then one ``INSERT`` (``insert_keyless``) that
     checks the worker queues and the owners' ``queued`` quota itself and takes its ids
     from the sequence; a group it would refuse makes the statement fail, and the group
-    commit goes the checked way. Why: the group commit is then one round trip (issue 15's
-    benchmark; a refusal, rare, costs that one more).
+    commit goes the checked way. Jobs with their callers' keys too (``keyed``): a key
+    already stored fails the statement on the unique index, and the checked way answers
+    the stored job or the conflict. Why: the group commit is then one round trip (issue
+    15's benchmark; a refusal or a repeated key, rarer, costs that one more).
 
     In two steps (the checked way, :func:`_pipelined`): :meth:`reads` queues the owners'
     counts, the ids, the queues' locks and the worker queues' names; :meth:`answers`
@@ -141,7 +143,7 @@ class KeylessPlan:
     def __init__(self, db: PgDb, groups: Sequence[Sequence[JobSpec]], now_ms: int) -> None:
         self._db = db
         self._groups = groups
-        self._now_ms = now_ms
+        self.made_ms = now_ms  # its rows' creation time (also store.pg.resend's mark)
         self._limited = queued_limits(db, groups)
         text = TextMemo()
         self._tails = [row_tail(s, now_ms, text) for g in groups for s in g]  # ITEM_ERRORS
@@ -154,13 +156,17 @@ class KeylessPlan:
         self._inserted = 0  # the INSERT's answer in the pipe
 
     @classmethod
-    def make(cls, db: PgDb, groups: Sequence[Sequence[JobSpec]]) -> KeylessPlan | None:
-        """The plan of ``groups``, or None when it does not apply (a key, a payload job,
-        too many jobs for one statement, or a row its values already refuse)."""
+    def make(
+        cls, db: PgDb, groups: Sequence[Sequence[JobSpec]], keyed: bool = False
+    ) -> KeylessPlan | None:
+        """The plan of ``groups``, or None when it does not apply (a payload job, a key
+        unless ``keyed``, too many jobs for one statement, or a row its values already
+        refuse). ``keyed``: jobs may carry their callers' keys (the one-step way only: a
+        key already stored makes its ``INSERT`` fail, see :meth:`queue`)."""
         specs = [s for g in groups for s in g]
         if not 0 < len(specs) <= PIPELINED_MAX:
             return None
-        if any(s.key is not None or s.payload is not None for s in specs):
+        if any((s.key is not None and not keyed) or s.payload is not None for s in specs):
             return None
         try:
             return cls(db, groups, db.now_ms())
@@ -175,27 +181,30 @@ class KeylessPlan:
         specs = [s for g in self._groups for s in g]
         queues = orjson.dumps(sorted({s.queue for s in specs})).decode()
         pipe.execute(native(self._db.q("lock_queues_shared"), ("names",)), (queues,))
-        self._keys = [auto_key(self._now_ms) for _ in specs]
+        self._keys = [auto_key(self.made_ms) if s.key is None else s.key for s in specs]
         adding = Counter(s.owner_uid for s in specs if s.owner_uid in self._limited)
         rooms = [{"uid": uid, "room": self._limited[uid] - n} for uid, n in adding.items()]
         params: list[object] = [queues, orjson.dumps(rooms).decode()]
-        for key, tail in zip(self._keys, self._tails, strict=True):
-            params += (key, *tail)
+        for spec, key, tail in zip(specs, self._keys, self._tails, strict=True):
+            params += (key, "" if spec.key is None else spec.fingerprint(), *tail)
         text = numbered_rows(self._db.q("insert_keyless"), len(self._tails))
         self._pipe, self._inserted = pipe, pipe.execute(text, params)
 
     def answer(self) -> list[list[Inserted] | JobctlError]:
         """Each group's outcome, from the ``INSERT``'s rows (after the round trip)."""
         assert self._pipe is not None  # queue() came first
-        ids = {bytes(k or b"").decode(): int(i or 0) for i, k in self._pipe.rows(self._inserted)}
+        ids = {
+            (int(u or 0), bytes(k or b"").decode()): int(i or 0)
+            for i, u, k in self._pipe.rows(self._inserted)
+        }
         keys, tails = iter(self._keys), iter(self._tails)
-        created_at = ms_to_dt(self._now_ms)
+        created_at = ms_to_dt(self.made_ms)
         out: list[list[Inserted] | JobctlError] = []
         for group in self._groups:
             made = []
             for spec in group:
                 key, tail = next(keys), next(tails)
-                new = NewJob(ids[key], True, key, bool(tail[DUE]))
+                new = NewJob(ids[spec.owner_uid, key], True, key, bool(tail[DUE]))
                 made.append(created(spec, new, created_at))
             out.append(made)
         return out
@@ -228,7 +237,7 @@ class KeylessPlan:
             if i in refused:
                 out.append(refused[i])
                 continue
-            out.append([_fresh(s, t, next(ids), self._now_ms, params) for s, t in mine])
+            out.append([_fresh(s, t, next(ids), self.made_ms, params) for s, t in mine])
         return out, params
 
 

@@ -1,7 +1,7 @@
 """A group commit in one round trip: the hot path of single-job enqueues on PostgreSQL.
 
 A write that can say up front which statements it will send (a :class:`Staged` write:
-keyless enqueues, the audit trail's flush) runs in one pipeline with ``BEGIN`` and
+single-job enqueues, keyed or not, the audit trail's flush) runs in one pipeline with ``BEGIN`` and
 ``COMMIT`` sent as statements of their own: ``BEGIN``, every write's statements, the
 audit rows riding along and ``COMMIT`` go out together, and the answers come back
 together, one round trip. No savepoints: in a pipeline the server skips every statement
@@ -21,10 +21,15 @@ docs/benchmarks.md "PostgreSQL single-job enqueue").
 
 A connection lost during the round trip may have committed (``COMMIT`` went out with the
 rest, and the server answers nothing before it has run everything): every write of the
-batch is then :class:`Unreachable` (503), none acknowledged. A connection the server
-hung up on while it sat in the pool (a restart, ``pg_terminate_backend``, a timeout: its
-farewell or end of stream waits on the socket) is not used: it is dropped and the batch
-runs on another (:func:`_hung_up`).
+batch is then :class:`Unreachable` (503), none acknowledged, unless every write can run
+again safely (:meth:`Staged.resend`: enqueues whose jobs all carry keys, which the unique
+index keeps from being stored twice): the batch then runs the checked way on a fresh
+connection, as the checked way's own transaction does when its connection is lost before
+its ``COMMIT`` (:class:`jobctl.store.pg.db.GroupCommit`, :mod:`jobctl.store.pg.resend`).
+
+A connection the server hung up on while it sat in the pool (a restart,
+``pg_terminate_backend``, a timeout: its farewell or end of stream waits on the socket)
+is not used: it is dropped and the batch runs on another (:func:`_hung_up`).
 
 The statements go through libpq itself (:mod:`jobctl.store.pg.rawpipe`), not through
 psycopg's cursors, which cost the committer thread about half a millisecond per commit;
@@ -90,6 +95,21 @@ class Staged(ABC, Generic[T]):
     def __call__(self, conn: PgConn) -> T:
         """The checked way: all of it, in the caller's (savepoint of a) transaction."""
 
+    def resend(self, error: Exception) -> bool:
+        """Whether this write may run again the checked way, on a fresh connection, after
+        its pipelined commit was lost once sent (:class:`Unreachable`: it may have
+        committed). Only a write whose second run stores nothing twice and answers what
+        the first would have may say so (keyed enqueues: :mod:`jobctl.store.pg.resend`);
+        it may answer ``error`` (503) itself to those of its callers it cannot run again,
+        and keep the others. By default no: the whole batch is answered ``error``."""
+        return False
+
+    def found_committed(self) -> bool:
+        """After the run that :meth:`resend` allowed: whether it found that the lost
+        commit had gone through (then the rider's records it carried are stored too);
+        False when it cannot tell."""
+        return False
+
 
 class Nothing(Staged[None]):
     """A write of nothing: the commit it asks for carries the rider's records."""
@@ -105,6 +125,9 @@ class Nothing(Staged[None]):
 
     def __call__(self, conn: PgConn) -> None:
         return None
+
+    def resend(self, error: Exception) -> bool:
+        return True  # it writes nothing: twice is as once
 
 
 NOTHING = Nothing()
@@ -129,17 +152,20 @@ def commit_pipelined(
                 conn.close()  # the pool drops it, and the others the server left
             pool.check()
     except PoolTimeout as exc:
-        raise Unreachable(exc) from exc
+        raise Unreachable(exc, sent=False) from exc
     return None
 
 
 class Unreachable(Exception):
     """No connection, or the one in use broke during the round trip (see
-    :func:`commit_pipelined`); ``error`` is psycopg's."""
+    :func:`commit_pipelined`); ``error`` is psycopg's, ``sent`` whether the transaction
+    went out (then it may have committed; else nothing was sent, and a second try would
+    only wait for a connection again)."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, sent: bool) -> None:
         super().__init__(str(error))
         self.error = error
+        self.sent = sent
 
 
 def _hung_up(conn: PgConn) -> bool:
@@ -182,7 +208,7 @@ def _run(
         return None
     except Exception as exc:  # Broken, or anything unforeseen: COMMIT went out with the
         conn.close()  # rest and may have run; the connection is not lent again
-        raise Unreachable(exc) from exc
+        raise Unreachable(exc, sent=True) from exc
     _idle(conn, pipe, sent=True)
     return [op.answer() for op in ops]
 

@@ -53,6 +53,7 @@ from jobctl.store.pg.notify import Listener, Notifier
 from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.queues import PgQueues
 from jobctl.store.pg.rawpipe import Pipe
+from jobctl.store.pg.resend import lost_answers, split_keyed
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
 from jobctl.store.schedule_methods import ScheduleMethods
@@ -434,7 +435,9 @@ _Outcomes = list[list[Inserted] | JobctlError]
 class _InsertWrite(Staged[_Outcomes]):
     """One write of :class:`InsertBatcher`: the callers waiting when it first runs (kept
     if the transaction is run again), pipelined when their groups allow it
-    (:class:`KeylessPlan`: single-job enqueues), else checked (:func:`insert_groups_tx`)."""
+    (:class:`KeylessPlan`: single-job enqueues), else checked (:func:`insert_groups_tx`).
+    Its pipelined commit lost once sent, the callers whose jobs all carry keys run again
+    the checked way, answered as that commit would have answered them (:mod:`resend`)."""
 
     locks_queues = True  # KeylessPlan.queue: lock_queues_shared
 
@@ -443,6 +446,8 @@ class _InsertWrite(Staged[_Outcomes]):
         self._take = take
         self.taken: list[_Caller] = []
         self._plan: KeylessPlan | None = None
+        self._lost: list[int] = []  # the lost commits' creation times (resend)
+        self._found = False  # the run after it found that it had committed
 
     def _groups(self) -> list[Sequence[JobSpec]]:
         if not self.taken:
@@ -450,7 +455,7 @@ class _InsertWrite(Staged[_Outcomes]):
         return [g for groups, _ in self.taken for g in groups]
 
     def stage(self) -> bool:
-        self._plan = KeylessPlan.make(self._db, self._groups())
+        self._plan = KeylessPlan.make(self._db, self._groups(), keyed=True)
         return self._plan is not None
 
     def queue(self, pipe: Pipe) -> None:
@@ -461,8 +466,31 @@ class _InsertWrite(Staged[_Outcomes]):
         assert self._plan is not None
         return self._plan.answer()
 
+    def resend(self, error: Exception) -> bool:
+        """The callers with unkeyed jobs are answered ``error`` (a second run could store
+        their jobs twice); the others, if any, run again (see :mod:`resend`)."""
+        assert self._plan is not None  # only a staged write is pipelined
+        keyed, other = split_keyed(self.taken)
+        if not keyed:
+            return False
+        for _, fut in other:
+            if not fut.done():
+                fut.set_exception(error)
+        self.taken[:] = keyed
+        self._lost.append(self._plan.made_ms)
+        return True
+
+    def found_committed(self) -> bool:
+        return self._found
+
     def __call__(self, conn: PgConn) -> _Outcomes:
-        return insert_groups_tx(self._db, conn, self._groups())
+        groups = self._groups()
+        if self._lost:
+            lost = lost_answers(self._db, conn, groups, self._lost)
+            self._found = lost is not None
+            if lost is not None:
+                return lost
+        return insert_groups_tx(self._db, conn, groups)
 
 
 __all__ = ["InsertBatcher", "PostgresStore"]

@@ -23,7 +23,10 @@ INSERT INTO jobs ({job_insert_columns}, status) VALUES ({job_insert_params}, 'sc
 -- queued quota (a JSON array of {uid, room}: the room each has left before these jobs).
 -- If they do not all fit, the ids are NULL, the primary key refuses the statement, and the
 -- group commit answers each group the checked way (jobctl.store.pg.pipelined). The
--- RETURNING rows are matched by key. JSON, not arrays: psycopg sends a JSON text for a
+-- RETURNING rows are matched by owner and key. A job with its caller's key (and its
+-- body's fingerprint) goes in here too: a key already stored (a repeat, or another
+-- daemon's) meets the unique index, the statement fails, and the group commit goes the
+-- checked way, which answers the stored job or the conflict. JSON, not arrays: psycopg sends a JSON text for a
 -- fraction of what a list costs it.
 WITH fits AS MATERIALIZED (
     SELECT NOT EXISTS (
@@ -36,9 +39,9 @@ WITH fits AS MATERIALIZED (
                GROUP BY l.uid, l.room HAVING coalesce(sum(c.n), 0) > l.room) AS ok
 )
 INSERT INTO jobs ({job_insert_columns}, status)
-VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, '',
+VALUES (CASE WHEN (SELECT ok FROM fits) THEN nextval('jobs_id_seq') END, %s, %s,
         {job_tail_params}, 'scheduled')
-RETURNING id, key;
+RETURNING id, owner_uid, key;
 
 -- name: next_job_ids
 SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, %(n)s);
@@ -50,6 +53,12 @@ SELECT string_agg(nextval('jobs_id_seq')::text, ',') AS ids FROM generate_series
 
 -- name: jobs_by_keys
 SELECT id, key, fingerprint, due FROM jobs WHERE owner_uid = %(owner)s AND key = ANY(%(keys)s);
+
+-- name: jobs_made_by_keys
+-- The jobs of one owner stored under these keys, with when each was made: whether a
+-- pipelined commit lost once sent had committed (jobctl.store.pg.resend).
+SELECT id, key, fingerprint, created_at FROM jobs
+WHERE owner_uid = %(owner)s AND key = ANY(%(keys)s);
 
 -- name: job_by_id
 SELECT * FROM jobs WHERE id = %(id)s;

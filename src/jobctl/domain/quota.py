@@ -16,8 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from jobctl.errors import QuotaExceeded
+from jobctl.errors import JobctlError, QuotaExceeded
+
+if TYPE_CHECKING:
+    from jobctl.domain.models import JobSpec
 
 #: The quota keys, in the order the docs and ``jobctl status`` list them.
 QUOTA_KEYS = ("queued", "schedules", "running", "enqueue_rate", "enqueue_burst", "log_bytes")
@@ -122,6 +126,7 @@ __all__ = [
     "QuotaPolicy",
     "RateBuckets",
     "limits_from",
+    "refuse_over",
 ]
 
 
@@ -203,3 +208,34 @@ def over(quota: str, limit: int | None, have: int, adding: int) -> QuotaExceeded
         used=have,
         retry_after=COUNT_RETRY_AFTER,
     )
+
+
+def refuse_over(
+    groups: Sequence[Sequence[JobSpec]], limited: Mapping[int, int], have: Mapping[int, int]
+) -> dict[int, JobctlError]:
+    """Insert groups (by index) that would take their owner past the ``queued`` quota
+    ``limited`` (per owner), from ``have`` jobs scheduled: groups are admitted in order,
+    so of one owner's groups the first ones fit. One rule for both backends, which only
+    count ``have`` their own way."""
+    have = dict(have)
+    refused: dict[int, JobctlError] = {}
+    for i, group in enumerate(groups):
+        adding: dict[int, int] = {}
+        for spec in group:
+            if spec.owner_uid in limited:
+                adding[spec.owner_uid] = adding.get(spec.owner_uid, 0) + 1
+        over = [uid for uid, n in adding.items() if have[uid] + n > limited[uid]]
+        if over:
+            uid = over[0]
+            refused[i] = QuotaExceeded(
+                f"queued quota: you have {have[uid]} scheduled jobs of at most "
+                f"{limited[uid]}; {adding[uid]} more would pass it",
+                quota="queued",
+                limit=limited[uid],
+                used=have[uid],
+                retry_after=COUNT_RETRY_AFTER,
+            )
+            continue
+        for uid, n in adding.items():
+            have[uid] += n
+    return refused

@@ -23,11 +23,11 @@ from jobctl.domain.dispatch import (
     plan_claims,
 )
 from jobctl.domain.models import Claim, Job, JobSpec
-from jobctl.domain.quota import COUNT_RETRY_AFTER, Limits
+from jobctl.domain.quota import Limits, refuse_over
 from jobctl.domain.resources import Resources
 from jobctl.domain.states import JobStatus, Op, check_transition
 from jobctl.domain.workers import Lessee, executor_lanes, lease_lanes, worker_owner
-from jobctl.errors import Conflict, JobctlError, QuotaExceeded
+from jobctl.errors import Conflict, JobctlError
 from jobctl.store import rows
 from jobctl.store.claims import ClaimRows, claims_in_order, row_dicts
 from jobctl.store.jobrow import job_from_row
@@ -268,27 +268,7 @@ def over_queued_quota(
     if not limited:
         return {}
     have = {uid: _queued(conn, uid) for uid in limited}
-    refused: dict[int, JobctlError] = {}
-    for i, group in enumerate(groups):
-        adding: dict[int, int] = {}
-        for spec in group:
-            if spec.owner_uid in limited:
-                adding[spec.owner_uid] = adding.get(spec.owner_uid, 0) + 1
-        over = [uid for uid, n in adding.items() if have[uid] + n > limited[uid]]
-        if over:
-            uid = over[0]
-            refused[i] = QuotaExceeded(
-                f"queued quota: you have {have[uid]} scheduled jobs of at most "
-                f"{limited[uid]}; {adding[uid]} more would pass it",
-                quota="queued",
-                limit=limited[uid],
-                used=have[uid],
-                retry_after=COUNT_RETRY_AFTER,
-            )
-            continue
-        for uid, n in adding.items():
-            have[uid] += n
-    return refused
+    return refuse_over(groups, limited, have)
 
 
 def _queued(conn: sqlite3.Connection, uid: int) -> int:

@@ -21,6 +21,7 @@ import orjson
 import psycopg
 
 from jobctl.domain.models import JobSpec
+from jobctl.domain.quota import refuse_over
 from jobctl.errors import JobctlError, KeyConflict
 from jobctl.store import workerq
 from jobctl.store.base import Inserted
@@ -29,13 +30,12 @@ from jobctl.store.inserts import (
     Prepared,
     auto_key,
     created,
-    created_job,
     refused_by_store,
 )
 from jobctl.store.jobrow import DUE, OWNER, TextMemo, job_from_row, row_tail, same_body
 from jobctl.store.pg import lockorder
 from jobctl.store.pg.db import PgConn, PgDb
-from jobctl.store.pg.queued import over_queued_quota, queued_limits, refuse_over, scheduled
+from jobctl.store.pg.queued import over_queued_quota, queued_limits, scheduled
 from jobctl.store.pg.rawpipe import Pipe, native
 from jobctl.store.rows import RowLike, ms_to_dt
 
@@ -247,9 +247,7 @@ def _fresh(
     """``spec``'s answer, its row's values added to ``params``."""
     key = _auto_key(now_ms, job_id)
     params += (job_id, key, "", *tail)
-    return Inserted(
-        created_job(spec, NewJob(job_id, True, key, bool(tail[DUE])), ms_to_dt(now_ms)), True
-    )
+    return created(spec, NewJob(job_id, True, key, bool(tail[DUE])), ms_to_dt(now_ms))
 
 
 def _together(
@@ -314,9 +312,7 @@ def keyless_tx(db: PgDb, conn: PgConn, specs: Sequence[JobSpec]) -> list[Inserte
         conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
         raise
     return [
-        Inserted(
-            created_job(s, NewJob(i, True, _auto_key(now_ms, i), bool(t[DUE])), created_at), True
-        )
+        created(s, NewJob(i, True, _auto_key(now_ms, i), bool(t[DUE])), created_at)
         for s, i, t in zip(specs, ids, tails, strict=True)
     ]
 

@@ -40,4 +40,4 @@ def scheduled(rows: Iterable[RowLike]) -> int:
     return int(counts.get("scheduled", 0) + counts.get("due", 0))
 
 
-__all__ = ["over_queued_quota", "queued_limits", "refuse_over", "scheduled"]
+__all__ = ["over_queued_quota", "queued_limits", "scheduled"]

@@ -232,16 +232,7 @@ class Executor:
             self._exit_seen(claim, run.exited)
         else:
             run.exited.add_done_callback(lambda f: self._exit_seen(claim, f))
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "event=started job=%s attempt=%s gen=%s pid=%s queue=%s key=%s",
-                job.id,
-                claim.attempt,
-                claim.generation,
-                run.proc.pid,
-                logval(job.spec.queue),
-                logval(job.key),
-            )
+        results.log_started(claim, run.proc.pid)
         # The pid is recorded once the command has run RECORD_AFTER (batched with other
         # starts; the finish waits for that commit, so the two writes land in order), or
         # else with the finish. Its start time is read before the exit watcher reaps it.

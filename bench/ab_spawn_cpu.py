@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_spawn_e2e as E  # noqa: E402
+import bench_spawn_e2e as E
 
 TICK = os.sysconf("SC_CLK_TCK")
 

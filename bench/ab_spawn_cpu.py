@@ -91,7 +91,7 @@ def main() -> None:
     print("pair run   jobs/s  daemon(user)  loop writer rest  helper commands  load")
     try:
         for i in range(args.pairs):
-            for side in ("AB" if i % 2 == 0 else "BA"):
+            for side in "AB" if i % 2 == 0 else "BA":
                 r = run(srcs[side], args.jobs)
                 got[side].append(r)
                 print(f"{i:>4} {side:<3} {r['rate']:>7.0f} {r['daemon']:>7.0f} ({r['user']:.0f})"

@@ -170,11 +170,10 @@ def test_the_executors_lines_are_the_same_direct_or_through_logging(
 ) -> None:
     head = "ts=2025-12-01 12:00:00,050 level=INFO logger=jobctl.executor "
     expected = [
-        head + 'event=started job=8 attempt=3 gen=9 pid=4321 queue="mail out" '
-        'key="say \\"hi\\"=x"',
-        head + 'event=retry_scheduled job=8 attempt=3 outcome=failed exit=2 status=scheduled '
+        head + 'event=started job=8 attempt=3 gen=9 pid=4321 queue="mail out" key="say \\"hi\\"=x"',
+        head + "event=retry_scheduled job=8 attempt=3 outcome=failed exit=2 status=scheduled "
         'error="exit code 2 \\"x\\"" run_at=2099-01-01T00:00:00.250Z',
-        head + 'event=dead job=8 attempt=3 outcome=failed exit=2 status=dead '
+        head + "event=dead job=8 attempt=3 outcome=failed exit=2 status=dead "
         'error="exit code 2 \\"x\\"" reason=max_attempts',
     ]
     assert _executor_lines(monkeypatch, True) == expected

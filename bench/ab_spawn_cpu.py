@@ -42,8 +42,8 @@ def _threads(pid: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def run(src: str, n: int) -> dict[str, float]:
-    d = E.Daemon(src, "helper", None)
+def run(src: str, n: int, log_level: str) -> dict[str, float]:
+    d = E.Daemon(src, "helper", None, log_level)
     try:
         due = datetime.now(UTC) + timedelta(seconds=2.0 + n / 5000)
         d.enqueue(E.jobs_due(n, due, ["true"]), None)
@@ -84,15 +84,17 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--pause", type=float, default=5.0, help="seconds between runs")
+    ap.add_argument("--log-level", default="warning", help="the daemons' (info: the default)")
     args = ap.parse_args()
     srcs = {"A": str(Path(args.a).resolve()), "B": str(Path(args.b).resolve())}
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    print(f"A={srcs['A']} B={srcs['B']} jobs={args.jobs} ({time.strftime('%H:%M:%S')} UTC)")
+    print(f"A={srcs['A']} B={srcs['B']} jobs={args.jobs} log-level={args.log_level}"
+          f" ({time.strftime('%H:%M:%S')} UTC)")  # fmt: skip
     print("pair run   jobs/s  daemon(user)  loop writer rest  helper commands  load")
     try:
         for i in range(args.pairs):
             for side in "AB" if i % 2 == 0 else "BA":
-                r = run(srcs[side], args.jobs)
+                r = run(srcs[side], args.jobs, args.log_level)
                 got[side].append(r)
                 print(f"{i:>4} {side:<3} {r['rate']:>7.0f} {r['daemon']:>7.0f} ({r['user']:.0f})"
                       f" {r['loop']:>6.0f} {r['writer']:>6.0f} {r['rest']:>4.0f}"

@@ -65,6 +65,8 @@ def run(src: str, n: int, log_level: str) -> dict[str, float]:
     rest = sum(sum(x) for x in others[1:])
     return {
         "rate": n / (max(f for _, _, f in times) - due.timestamp()),
+        # a claim stamps its attempts' started_at: distinct stamps ~ claims
+        "per_claim": n / len({s for _, s, _ in times}),
         "daemon": (sum(loop) + sum(writer) + rest) * per,
         "user": (loop[0] + writer[0] + sum(u for u, _ in others[1:])) * per,
         "loop": sum(loop) * per,
@@ -90,7 +92,7 @@ def main() -> None:
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     print(f"A={srcs['A']} B={srcs['B']} jobs={args.jobs} log-level={args.log_level}"
           f" ({time.strftime('%H:%M:%S')} UTC)")  # fmt: skip
-    print("pair run   jobs/s  daemon(user)  loop writer rest  helper commands  load")
+    print("pair run   jobs/s  daemon(user)  loop writer rest  helper commands  per-claim  load")
     try:
         for i in range(args.pairs):
             for side in "AB" if i % 2 == 0 else "BA":
@@ -98,7 +100,7 @@ def main() -> None:
                 got[side].append(r)
                 print(f"{i:>4} {side:<3} {r['rate']:>7.0f} {r['daemon']:>7.0f} ({r['user']:.0f})"
                       f" {r['loop']:>6.0f} {r['writer']:>6.0f} {r['rest']:>4.0f}"
-                      f" {r['helper']:>7.0f} {r['commands']:>8.0f}"
+                      f" {r['helper']:>7.0f} {r['commands']:>8.0f} {r['per_claim']:>10.1f}"
                       f"  {r['load0']:.1f}-{r['load1']:.1f}", flush=True)  # fmt: skip
                 time.sleep(args.pause)
     finally:
@@ -109,7 +111,8 @@ def main() -> None:
             med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
             print(f"median {side}: {med['rate']:.0f} jobs/s, daemon {med['daemon']:.0f} us/job"
                   f" (loop {med['loop']:.0f}, writer {med['writer']:.0f}), helper"
-                  f" {med['helper']:.0f}, commands {med['commands']:.0f}")  # fmt: skip
+                  f" {med['helper']:.0f}, commands {med['commands']:.0f}, jobs per claim"
+                  f" {med['per_claim']:.1f}")  # fmt: skip
     print(f"({time.strftime('%H:%M:%S')} UTC)")
 
 

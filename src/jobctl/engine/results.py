@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job
+from jobctl.domain.slotted import compile_builder
 from jobctl.domain.states import JobStatus, Outcome, StopReason
 from jobctl.engine import process
 from jobctl.logfmt import direct, logval
@@ -67,18 +67,14 @@ _AFTER = ("status", "run_at", "attempt", "failures", "generation", "last_error",
 
 def _compile_after() -> Callable[..., Job]:
     """A straight-line ``dataclasses.replace`` of a claimed :class:`Job` for :func:`after`,
-    generated from the field names as ``models.trusted_spec`` is (``replace`` walks the
-    fields' metadata: ~10 µs per finished attempt quiet, 20 under load; this, ~2). A new
-    field of Job is copied from the claimed job unless listed in :data:`_AFTER`."""
-    names = tuple(Job.__dataclass_fields__)
+    generated from the field names (``replace`` walks the fields' metadata: ~10 µs per
+    finished attempt quiet, 20 under load); stored slot by slot through a plain twin class
+    (:func:`jobctl.domain.slotted.compile_builder`, ~0.6 µs), not by ``object.__setattr__``
+    per field (~2 µs). A new field of Job is copied from the claimed job unless listed in
+    :data:`_AFTER`."""
     given = {"lease_owner": "None", "lease_until": "None"} | {f: f for f in _AFTER}
-    lines = [f"def finished_job(old, {', '.join(_AFTER)}):", "    job = new(Job)"]
-    lines += [f"    put(job, {f!r}, {given.get(f, 'old.' + f)})" for f in names]
-    lines.append("    return job")
-    scope: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "Job": Job}
-    exec("\n".join(lines), scope)  # the source is built above from the field names only
-    fn: Callable[..., Job] = scope["finished_job"]
-    return fn
+    values = {f: given.get(f, "old." + f) for f in Job.__dataclass_fields__}
+    return compile_builder(Job, "finished_job", f"old, {', '.join(_AFTER)}", values)
 
 
 _finished_job = _compile_after()

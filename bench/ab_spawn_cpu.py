@@ -42,6 +42,14 @@ def _threads(pid: int) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _switches(pid: int) -> int:
+    """Voluntary context switches of ``pid``'s main thread (its loop's sleeps)."""
+    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
 def run(src: str, n: int, log_level: str) -> dict[str, float]:
     d = E.Daemon(src, "helper", None, log_level)
     try:
@@ -49,10 +57,10 @@ def run(src: str, n: int, log_level: str) -> dict[str, float]:
         d.enqueue(E.jobs_due(n, due, ["true"]), None)
         helpers = E.children_of(d.proc.pid)
         load0 = os.getloadavg()[0]
-        t0 = _threads(d.proc.pid)
+        t0, w0 = _threads(d.proc.pid), _switches(d.proc.pid)
         h0 = [(E.cpu_ticks(h), E.cpu_ticks(h, True)) for h in helpers]
         d.wait_succeeded(n)
-        t1 = _threads(d.proc.pid)
+        t1, w1 = _threads(d.proc.pid), _switches(d.proc.pid)
         h1 = [(E.cpu_ticks(h), E.cpu_ticks(h, True)) for h in helpers]
         times = d.times()
     finally:
@@ -70,10 +78,13 @@ def run(src: str, n: int, log_level: str) -> dict[str, float]:
         "daemon": (sum(loop) + sum(writer) + rest) * per,
         "user": (loop[0] + writer[0] + sum(u for u, _ in others[1:])) * per,
         "loop": sum(loop) * per,
+        "loop_sys": loop[1] * per,
+        "writer_sys": writer[1] * per,
         "writer": sum(writer) * per,
         "rest": rest * per,
         "helper": sum(b[0] - a[0] for a, b in zip(h0, h1, strict=True)) * per,
         "commands": sum(b[1] - a[1] for a, b in zip(h0, h1, strict=True)) * per,
+        "sleeps": (w1 - w0) / n,
         "load0": load0,
         "load1": os.getloadavg()[0],
     }
@@ -92,15 +103,20 @@ def main() -> None:
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     print(f"A={srcs['A']} B={srcs['B']} jobs={args.jobs} log-level={args.log_level}"
           f" ({time.strftime('%H:%M:%S')} UTC)")  # fmt: skip
-    print("pair run   jobs/s  daemon(user)  loop writer rest  helper commands  per-claim  load")
+    print(
+        "pair run  jobs/s daemon(user) loop(sys) writer(sys) rest helper commands"
+        " per-claim loop-sleeps/job load"
+    )
     try:
         for i in range(args.pairs):
             for side in "AB" if i % 2 == 0 else "BA":
                 r = run(srcs[side], args.jobs, args.log_level)
                 got[side].append(r)
                 print(f"{i:>4} {side:<3} {r['rate']:>7.0f} {r['daemon']:>7.0f} ({r['user']:.0f})"
-                      f" {r['loop']:>6.0f} {r['writer']:>6.0f} {r['rest']:>4.0f}"
+                      f" {r['loop']:>6.0f} ({r['loop_sys']:.0f}) {r['writer']:>6.0f}"
+                      f" ({r['writer_sys']:.0f}) {r['rest']:>4.0f}"
                       f" {r['helper']:>7.0f} {r['commands']:>8.0f} {r['per_claim']:>10.1f}"
+                      f" {r['sleeps']:.2f}"
                       f"  {r['load0']:.1f}-{r['load1']:.1f}", flush=True)  # fmt: skip
                 time.sleep(args.pause)
     finally:

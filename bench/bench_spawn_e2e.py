@@ -84,7 +84,9 @@ def children_of(pid: int) -> list[int]:
 
 
 class Daemon:
-    def __init__(self, src: str, spawner: str, group: str | None) -> None:
+    def __init__(
+        self, src: str, spawner: str, group: str | None, log_level: str = "warning"
+    ) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="bspawn-"))
         os.chmod(self.tmp, 0o755)
         self.sock = self.tmp / "run" / "j.sock"
@@ -92,7 +94,7 @@ class Daemon:
         env.pop("JOBCTL_SOCKET", None)
         cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.tmp / "s" / "j.db"),
                "--socket", str(self.sock), "--concurrency", "16",
-               "--log-level", "warning"]  # fmt: skip
+               "--log-level", log_level]  # fmt: skip
         if group:
             cmd += ["--socket-group", group]
         self.proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)

@@ -77,7 +77,7 @@ class Daemon:
         start: asyncio.Future[int | None] = loop.create_future()
         start.set_result(child.start_time)
         claim = Claim(job(), 1, 1, job().run_at)
-        cg = Cgroup(Path(child.cgroup))
+        cg = Cgroup(child.cgroup)  # as the daemon makes it: from the answer's string
         return process.Running(claim, child, child.exited, "", start, cgroup=cg, markers=marks)
 
 

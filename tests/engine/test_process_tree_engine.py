@@ -85,7 +85,7 @@ def _spawn_into(cg: Cgroup) -> subprocess.Popen[bytes]:
 
 @pytest.mark.parametrize("kill_file", [True, False], ids=["cgroup.kill", "freeze"])
 def test_kill_ends_every_member_then_remove(cg: Cgroup, kill_file: bool) -> None:
-    cg = replace(cg, kill_file=kill_file)
+    cg = Cgroup(str(cg.path), kill_file)  # a string, as the spawn helper's answer gives
     proc = _spawn_into(cg)
     while len(cg.pids()) < 3:
         os.sched_yield()
@@ -98,6 +98,17 @@ def test_kill_ends_every_member_then_remove(cg: Cgroup, kill_file: bool) -> None
         os.sched_yield()
     assert not cg.populated() and cg.pids() == []
     assert cg.remove() and not cg.path.exists()
+
+
+def test_a_cgroup_named_by_a_string_is_the_one_named_by_its_path(tmp_path: Path) -> None:
+    """The daemon makes an attempt's handle from the helper's string (no Path per start,
+    issue 17): it is the same cgroup, and its Path is made once, when first used."""
+    where = tmp_path / "jobctl" / "1-x.h2.3"
+    lazy = Cgroup(str(where), kill_file=False)
+    assert lazy == Cgroup(where, kill_file=False) and lazy != Cgroup(where)
+    assert lazy.path == where and lazy.path is lazy.path
+    assert repr(lazy) == f"Cgroup(path={where!r}, kill_file=False)"
+    assert lazy.remove() and not lazy.populated() and lazy.pids() == []  # never made: gone
 
 
 def test_a_populated_cgroup_is_not_removed(cg: Cgroup) -> None:

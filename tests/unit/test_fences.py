@@ -193,9 +193,9 @@ def test_generated_spec_builders_set_exactly_the_dataclass_fields() -> None:
 
 def test_the_generated_finished_job_copy_sets_exactly_the_dataclass_fields() -> None:
     """``engine/results.py`` copies a claimed :class:`Job` with ``exec``-built code from
-    ``Job.__dataclass_fields__`` and ``object.__setattr__`` (issue 17): that holds only while
-    every field is an init field with no computed state beside it, and the fields it
-    changes are fields."""
+    ``Job.__dataclass_fields__``, stored slot by slot (issue 17, ``domain/slotted.py``):
+    that holds only while every field is an init field with no computed state beside it,
+    and the fields it changes are fields."""
     from jobctl.domain import models
     from jobctl.engine import results
 

@@ -3,6 +3,7 @@ statement, the materializer and the decoder all follow the one column list."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jobctl.domain.clock import FakeClock
-from jobctl.domain.models import Backoff, JobSpec, JobTemplate
+from jobctl.domain.models import Backoff, Job, JobSpec, JobTemplate
 from jobctl.domain.resources import Resources
 from jobctl.store import claims, jobrow
 from jobctl.store.materialize import RowMaker
@@ -74,6 +75,30 @@ def test_each_encoded_value_is_what_its_column_holds(tmp_path: Path) -> None:
     }
     assert jobrow.job_from_row(row) == ins.job
     assert jobrow.job_from_row(row).spec == SPEC.__class__(**{**_fields(SPEC), "key": "k-1"})
+
+
+def test_a_claimed_row_decodes_to_the_job_init_gives(tmp_path: Path) -> None:
+    """job_from_row stores a Job slot by slot (issue 17, domain/slotted.py): the object
+    is the one ``Job(...)`` builds from the same values, type and hash included, with the
+    lease, generation and attempt of the claim."""
+    clock = FakeClock(T0)
+    store = SqliteStore(tmp_path / "c.db", clock)
+    try:
+        store.insert([SPEC])
+        clock.advance(10)  # due
+        [claim] = store.claim_due("h:1:t", 1, 30)
+        row = store.db.read(lambda c: c.execute("SELECT * FROM jobs").fetchone())
+    finally:
+        store.close()
+    got = jobrow.job_from_row(row)
+    built = Job(**{f.name: getattr(got, f.name) for f in dataclasses.fields(Job)})
+    assert got == built and type(got) is Job and hash(got) == hash(built)
+    assert got == claim.job and got.lease_owner == "h:1:t" and got.generation == 1
+    assert got.run_at == got.spec.run_at and got.lease_until == claim.lease_until
+    same = ("id", "key", "attempt", "failures", "generation", "lease_owner", "last_error",
+            "dead_reason", "notified")  # fmt: skip
+    assert {c: getattr(got, c) for c in same} == {c: row[c] for c in same}
+    assert got.status.value == row["status"] == "running" and (got.attempt, got.failures) == (1, 0)
 
 
 def test_the_materializer_builds_the_same_row_from_the_same_parts() -> None:

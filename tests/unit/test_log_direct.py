@@ -3,6 +3,7 @@ byte for byte the lines ``Logger.log`` writes through the daemon's handler."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -13,8 +14,9 @@ from datetime import UTC, datetime
 import pytest
 
 from jobctl.domain.models import JobSpec
-from jobctl.domain.records import Job
-from jobctl.domain.states import JobStatus
+from jobctl.domain.records import AttemptResult, Claim, Job
+from jobctl.domain.states import JobStatus, Outcome
+from jobctl.engine import results
 from jobctl.logfmt import BackgroundStreamHandler, JsonFormatter, LogfmtFormatter, direct
 from jobctl.metrics import log_jobs
 
@@ -133,3 +135,46 @@ def test_any_other_set_up_logs_through_logging() -> None:
     handler.addFilter(lambda _record: True)
     assert direct(logger) is None
     handler.close()
+
+
+def _executor_lines(monkeypatch: pytest.MonkeyPatch, fast: bool) -> list[str]:
+    """The executor's start and end lines of one attempt of ``JOBS[1]`` (a retry, then a
+    death), through the daemon's handler set-up, the direct way or through logging."""
+    stream = io.StringIO()
+    handler = BackgroundStreamHandler(stream)
+    handler.setFormatter(LogfmtFormatter())
+    logger = logging.getLogger("jobctl.executor")
+    monkeypatch.setattr(logger, "handlers", [handler])
+    monkeypatch.setattr(logger, "propagate", False)
+    monkeypatch.setattr(logger, "filters", [] if fast else [lambda _record: True])
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    assert (direct(logger) is not None) is fast
+    claim = Claim(JOBS[1], 3, 9, JOBS[1].run_at)
+    failed = AttemptResult(Outcome.FAILED, 2, 'exit code 2 "x"')
+    retry = dataclasses.replace(JOBS[1], status=JobStatus.SCHEDULED)
+    dead = dataclasses.replace(JOBS[1], status=JobStatus.DEAD, dead_reason="max_attempts")
+    monkeypatch.setattr(time, "time", lambda: T0 + 0.0504)
+    results.log_started(claim, 4321)
+    results.log_finished(retry, claim, failed)
+    results.log_finished(dead, claim, failed)
+    monkeypatch.undo()
+    logger.setLevel(level)
+    handler.close()
+    return stream.getvalue().splitlines()
+
+
+@pytest.mark.usefixtures("utc_zone")
+def test_the_executors_lines_are_the_same_direct_or_through_logging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    head = "ts=2025-12-01 12:00:00,050 level=INFO logger=jobctl.executor "
+    expected = [
+        head + 'event=started job=8 attempt=3 gen=9 pid=4321 queue="mail out" key="say \\"hi\\"=x"',
+        head + "event=retry_scheduled job=8 attempt=3 outcome=failed exit=2 status=scheduled "
+        'error="exit code 2 \\"x\\"" run_at=2099-01-01T00:00:00.250Z',
+        head + "event=dead job=8 attempt=3 outcome=failed exit=2 status=dead "
+        'error="exit code 2 \\"x\\"" reason=max_attempts',
+    ]
+    assert _executor_lines(monkeypatch, True) == expected
+    assert _executor_lines(monkeypatch, False) == expected

@@ -56,6 +56,32 @@ def test_the_daemon_looks_accounts_up_once_a_minute() -> None:
     assert looked == [1000, 1000]
 
 
+class _CountingClock(FakeClock):
+    def __init__(self) -> None:
+        super().__init__(T0)
+        self.reads = 0
+
+    def now(self) -> datetime:
+        self.reads += 1
+        return super().now()
+
+
+def test_without_user_or_group_quotas_the_default_needs_no_clock_and_no_lookup() -> None:
+    """The executor asks at every start (the log_bytes cap): with nothing to look up, no
+    clock is read (issue 17); with groups, the clock times the lookup's cache as before."""
+    clock, looked = _CountingClock(), []
+
+    def lookup(uid: int) -> tuple[str, list[str]]:
+        looked.append(uid)
+        return ("alice", ["devs"])
+
+    plain = Quotas(QuotaPolicy(Limits(log_bytes=4096)), clock, lookup)
+    assert plain.limits_for(1000).log_bytes == 4096 and plain.limits_for(0).log_bytes == 4096
+    assert clock.reads == 0 and looked == []
+    grouped = Quotas(QuotaPolicy(Limits(), groups={"devs": {"log_bytes": 8}}), clock, lookup)
+    assert grouped.limits_for(1000).log_bytes == 8 and clock.reads == 1 and looked == [1000]
+
+
 def test_the_enqueue_rate_is_a_token_bucket_on_the_injected_clock() -> None:
     buckets, limits = RateBuckets(), Limits(enqueue_rate=10, enqueue_burst=20)
     assert buckets.take(7, 20, limits, T0) == 0

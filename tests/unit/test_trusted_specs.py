@@ -201,7 +201,8 @@ def test_the_finished_job_is_what_replace_gives(outcome: Outcome) -> None:
         lease_owner=None, lease_until=None, dead_reason="why",
         last_error=None if outcome is Outcome.SUCCEEDED else "exit code 1",
     )  # fmt: skip
-    assert results.after(claim, result, done) == expected
+    got = results.after(claim, result, done)
+    assert got == expected and type(got) is Job and hash(got) == hash(expected)
 
 
 @pytest.mark.parametrize(

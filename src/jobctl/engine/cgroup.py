@@ -40,7 +40,7 @@ import signal
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -88,19 +88,41 @@ class Cgroups:
         return removed
 
 
-@dataclass
 class Cgroup:
-    """One attempt's cgroup directory."""
+    """One attempt's cgroup directory.
 
-    path: Path
-    kill_file: bool = True
-    #: Handed back to the spawn helper's pool (:meth:`hand_back`): no longer the
-    #: attempt's, so nothing here reads, signals, kills or removes it any more.
-    handed_back: bool = field(default=False, compare=False)
-    #: ``cgroup.kill`` was written in it (:meth:`kill`): the kernel then SIGKILLs every
-    #: process later started *into* it by ``clone3`` (``CLONE_INTO_CGROUP``) from another
-    #: cgroup, so a slot of the spawn helper's pool is never used again (engine/cgpool.py).
-    killed: bool = field(default=False, compare=False)
+    ``path`` may be given as a string, made a :class:`Path` when first used: the spawn
+    helper's answer names the cgroup of every attempt, and a ``Path`` of it cost ~4 µs
+    per start on the daemon's loop (issue 17), where most attempts never use it (a
+    quick command's cgroup is handed back or removed by the helper unread)."""
+
+    def __init__(self, path: str | Path, kill_file: bool = True) -> None:
+        self._given = path
+        self._path = path if isinstance(path, Path) else None
+        self.kill_file = kill_file
+        #: Handed back to the spawn helper's pool (:meth:`hand_back`): no longer the
+        #: attempt's, so nothing here reads, signals, kills or removes it any more.
+        self.handed_back = False
+        #: ``cgroup.kill`` was written in it (:meth:`kill`): the kernel then SIGKILLs every
+        #: process later started *into* it by ``clone3`` (``CLONE_INTO_CGROUP``) from another
+        #: cgroup, so a slot of the spawn helper's pool is never used again (engine/cgpool.py).
+        self.killed = False
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._given)
+        return self._path
+
+    def __eq__(self, other: object) -> bool:  # as the dataclass it was: path and kill_file
+        if not isinstance(other, Cgroup):
+            return NotImplemented
+        return (self.path, self.kill_file) == (other.path, other.kill_file)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        return f"Cgroup(path={self.path!r}, kill_file={self.kill_file!r})"
 
     def hand_back(self) -> None:
         """Fence this handle before its cgroup goes back to the pool (engine/cgpool.py):

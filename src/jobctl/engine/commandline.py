@@ -109,17 +109,13 @@ def command_env(claim: Claim, lease_owner: str) -> dict[str, str]:
         "SHELL": shell,
         "LANG": "C.UTF-8",
     }
-    env.update(dict(job.spec.env))
-    env.update(
-        {
-            "JOBCTL_JOB_ID": str(job.id),
-            "JOBCTL_JOB_KEY": job.key,
-            "JOBCTL_ATTEMPT": str(claim.attempt),
-            "JOBCTL_GENERATION": str(claim.generation),
-            "JOBCTL_QUEUE": job.spec.queue,
-            "JOBCTL_LEASE_OWNER": lease_owner,
-        }
-    )
+    env.update(job.spec.env)  # its pairs as they are: no dict made of them first
+    env["JOBCTL_JOB_ID"] = str(job.id)
+    env["JOBCTL_JOB_KEY"] = job.key
+    env["JOBCTL_ATTEMPT"] = str(claim.attempt)
+    env["JOBCTL_GENERATION"] = str(claim.generation)
+    env["JOBCTL_QUEUE"] = job.spec.queue
+    env["JOBCTL_LEASE_OWNER"] = lease_owner
     if job.spec.schedule_id is not None:
         env["JOBCTL_SCHEDULE_ID"] = job.spec.schedule_id
         if job.spec.scheduled_for is not None:

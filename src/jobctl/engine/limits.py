@@ -46,6 +46,8 @@ def refusal(res: Resources | None, cgroups: Cgroups | None, euid: int) -> str | 
 
 
 def check(res: Resources | None, cgroups: Cgroups | None) -> None:
+    if not res:  # most jobs give none: no euid asked for at each start (issue 17)
+        return
     why = refusal(res, cgroups, os.geteuid())
     if why is not None:
         raise StartRefused(why)

@@ -494,7 +494,7 @@ async def spawn(
         log.warning("event=cgroup_failed job=%s error=%s", claim.job.id, child.cgroup_error)
     cg = None
     if child.cgroup is not None:
-        cg = Cgroup(Path(child.cgroup), cgroups.kill_file if cgroups else True)
+        cg = Cgroup(child.cgroup, cgroups.kill_file if cgroups else True)  # no Path yet
     start: asyncio.Future[int | None] = loop.create_future()
     start.set_result(child.start_time)
     cap = None if blocks is None else blocks * 512

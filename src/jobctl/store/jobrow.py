@@ -36,6 +36,7 @@ from jobctl.domain.models import (
     stored_spec,
     trusted_spec,
 )
+from jobctl.domain.slotted import compile_builder
 from jobctl.domain.states import JobStatus
 from jobctl.store.rows import RowLike, env_pairs, ms_to_dt, opt_ms, to_ms
 
@@ -240,24 +241,44 @@ def job_from_row(
     """
     m = RowMemo() if memo is None else memo
     spec = m.spec(row)
-    return Job(
-        id=row["id"],
-        key=row["key"],
-        spec=spec,
-        status=m.get("status", row["status"], JobStatus),
-        run_at=spec.run_at,
-        created_at=m.get("dt", row["created_at"], ms_to_dt),
-        attempt=row["attempt"],
-        failures=row["failures"],
-        generation=row["generation"],
-        lease_owner=row["lease_owner"],
-        lease_until=m.dt(row["lease_until"]),
-        finished_at=m.dt(row["finished_at"]),
-        last_error=row["last_error"],
-        dead_reason=row["dead_reason"],
-        attempts=tuple(attempts),
-        notified=row["notified"],
+    return _row_job(
+        row,
+        spec,
+        m.get("status", row["status"], JobStatus),
+        m.get("dt", row["created_at"], ms_to_dt),
+        m.dt(row["lease_until"]),
+        m.dt(row["finished_at"]),
+        tuple(attempts),
     )
+
+
+#: ``_row_job(row, spec, status, created_at, lease_until, finished_at, attempts)``: the
+#: :class:`Job` of :func:`job_from_row`, stored slot by slot (``domain/slotted.py``: ~0.6
+#: µs, not the frozen ``__init__``'s ~3 µs of ``object.__setattr__``; one per claimed row
+#: on the daemon's loop, issue 17).
+_row_job = compile_builder(
+    Job,
+    "_row_job",
+    "row, spec, status, created_at, lease_until, finished_at, attempts",
+    {
+        "id": 'row["id"]',
+        "key": 'row["key"]',
+        "spec": "spec",
+        "status": "status",
+        "run_at": "spec.run_at",
+        "created_at": "created_at",
+        "attempt": 'row["attempt"]',
+        "failures": 'row["failures"]',
+        "generation": 'row["generation"]',
+        "lease_owner": 'row["lease_owner"]',
+        "lease_until": "lease_until",
+        "finished_at": "finished_at",
+        "last_error": 'row["last_error"]',
+        "dead_reason": 'row["dead_reason"]',
+        "attempts": "attempts",
+        "notified": 'row["notified"]',
+    },
+)
 
 
 def _spec_from_row(row: RowLike, m: RowMemo) -> JobSpec:

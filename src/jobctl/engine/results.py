@@ -30,6 +30,17 @@ def not_started(exc: OSError) -> AttemptResult:
     return AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}")
 
 
+#: A job claimed ahead of free slots that a stopping daemon gives back unstarted
+#: (engine/ahead.py): "cannot start for now", so it uses no attempt of its budget.
+GIVEN_BACK = AttemptResult(
+    Outcome.FAILED,
+    None,
+    "cannot start for now (retried later, no attempt used): the daemon stopped before a "
+    "slot freed for it",
+    transient=True,
+)
+
+
 def result_of(run: process.Running, code: int, tail: str, size: int = 0) -> AttemptResult:
     """The result of a command that ended with ``code``: its stop reason first (a timeout,
     a cancel, a lost lease, a shutdown), then what the code and the tail say; ``size``:

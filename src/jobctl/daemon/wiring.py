@@ -82,7 +82,7 @@ class DaemonConfig:
     #: ``job_spawner``: "helper" (engine/spawner.py starts commands) or "inline" (Popen).
     job_spawner: str = "helper"
     #: ``claim_ahead``: jobs claimed beyond the free slots (engine/ahead.py); 0: none.
-    claim_ahead: int = 0
+    claim_ahead: int = 8
     #: The open-file soft limit commands get back (the daemon's own at start, before
     #: :func:`run_daemon` raised it); None: leave theirs as inherited.
     child_nofile: int | None = None

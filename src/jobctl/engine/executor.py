@@ -213,6 +213,7 @@ class Executor:
             self._trimmer.start()  # runs while attempts do: an idle daemon does not wake for it
 
     def _claim_done(self, claim: Claim, _: asyncio.Task[None]) -> None:
+        self._began.pop(claim.job.id, None)  # a task that failed before its finish
         if self._gens.get(claim.job.id) == claim.generation:
             del self._gens[claim.job.id]
 

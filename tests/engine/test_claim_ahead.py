@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.domain.clock import FakeClock
+from jobctl.domain.models import AttemptResult
 from jobctl.domain.states import JobStatus, Outcome, StopReason
 from tests.conftest import migrated
 from tests.engine.conftest import Engine, build_engine, close_engine, later
@@ -135,6 +136,31 @@ async def test_shutdown_gives_back_jobs_claimed_ahead_without_using_an_attempt(
         assert (got.status, got.failures) == (JobStatus.SCHEDULED, 0)  # budget untouched
         assert got.attempts[0].pid is None
     assert not any((eng.tmp / f"ran{i}").exists() for i in range(AHEAD))
+
+
+async def test_pausing_a_queue_gives_back_its_jobs_claimed_ahead(eng: Engine) -> None:
+    """The daemon's pause hook (api/queues.py): the paused queue's waiting jobs go back
+    unstarted and without using an attempt; the other queues' wait on."""
+    busy = await full(eng)
+    mail = eng.add(marker(eng, "mail"), queue="mail", max_attempts=1)
+    other = eng.add(marker(eng, "other"))
+    await until(lambda: eng.executor.waiting == 2)
+    eng.executor.give_back("mail")
+    assert eng.executor.waiting == 1
+    [result] = await _results_of(eng, mail.id)
+    assert result.transient and "queue 'mail' was paused" in (result.error or "")
+    got = eng.store.get(mail.id)
+    assert (got.status, got.failures) == (JobStatus.SCHEDULED, 0)
+    assert eng.store.get(other.id).status is JobStatus.RUNNING
+    for job_id in busy:
+        eng.executor.stop(job_id, StopReason.CANCEL, "done with test")
+    await until(lambda: (eng.tmp / "other").exists())
+    assert not (eng.tmp / "mail").exists()
+
+
+async def _results_of(eng: Engine, job_id: int) -> list[AttemptResult]:
+    await until(lambda: any(c.job.id == job_id for _, c, _ in eng.finished))
+    return [r for _, c, r in eng.finished if c.job.id == job_id]
 
 
 async def test_nothing_is_claimed_ahead_of_long_commands(eng: Engine) -> None:

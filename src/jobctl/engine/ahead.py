@@ -80,10 +80,11 @@ class ReadyQueue:
             return None
         return self._claims.pop(job_id)
 
-    def drain(self) -> list[Claim]:
-        """Every claim, out of the queue."""
-        claims = list(self._claims.values())
-        self._claims.clear()
+    def drain(self, queue: str | None = None) -> list[Claim]:
+        """Every claim (of ``queue``'s jobs only, when given), out of the queue."""
+        claims = [c for c in self._claims.values() if queue is None or c.job.spec.queue == queue]
+        for claim in claims:
+            del self._claims[claim.job.id]
         return claims
 
     def leases(self) -> list[tuple[int, int]]:

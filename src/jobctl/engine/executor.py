@@ -484,7 +484,7 @@ class Executor:
         """Give back the jobs claimed ahead, let live attempts finish within ``grace``,
         then stop them as interrupted."""
         self._closing = True
-        self._give_back_ready()
+        self.give_back()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         self.stop_all(StopReason.SHUTDOWN)
@@ -497,13 +497,16 @@ class Executor:
             await self._watch.close()
         await self._http.close()
 
-    def _give_back_ready(self) -> None:
-        """Free every job claimed ahead without using an attempt, as a command that could
-        not start for now (the result of a shutdown, the job due again within seconds)."""
+    def give_back(self, queue: str | None = None) -> None:
+        """Free the jobs claimed ahead (of ``queue`` only, when given: it was paused)
+        without using an attempt, as a command that could not start for now (shutdown:
+        the job is due again within seconds; a paused queue: once resumed)."""
         loop = asyncio.get_running_loop()
-        for claim in self._ready.drain():
+        why = "the daemon stopped" if queue is None else f"queue {queue!r} was paused"
+        result = results.given_back(f"{why} before a slot freed for it")
+        for claim in self._ready.drain(queue):
             if self._watch is not None:
                 self._watch.done(claim.job.id)
-            task = loop.create_task(self._finish_freed(claim, results.GIVEN_BACK))
+            task = loop.create_task(self._finish_freed(claim, result))
             self._tasks.add(task)
             task.add_done_callback(self._done)

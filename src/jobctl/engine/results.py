@@ -30,15 +30,11 @@ def not_started(exc: OSError) -> AttemptResult:
     return AttemptResult(Outcome.FAILED, code, f"cannot start: {exc}")
 
 
-#: A job claimed ahead of free slots that a stopping daemon gives back unstarted
-#: (engine/ahead.py): "cannot start for now", so it uses no attempt of its budget.
-GIVEN_BACK = AttemptResult(
-    Outcome.FAILED,
-    None,
-    "cannot start for now (retried later, no attempt used): the daemon stopped before a "
-    "slot freed for it",
-    transient=True,
-)
+def given_back(why: str) -> AttemptResult:
+    """A job claimed ahead of free slots given back unstarted (engine/ahead.py): at
+    shutdown, or its queue paused. "Cannot start for now": it uses no attempt."""
+    error = f"cannot start for now (retried later, no attempt used): {why}"
+    return AttemptResult(Outcome.FAILED, None, error, transient=True)
 
 
 def result_of(run: process.Running, code: int, tail: str, size: int = 0) -> AttemptResult:

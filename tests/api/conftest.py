@@ -39,6 +39,7 @@ async def api(app_store: SqliteStore) -> AsyncIterator[tuple[httpx.AsyncClient, 
         wake=lambda: events.append("wake"),
         due=lambda at: events.append("wake"),
         stop_job=stop_job,
+        queue_paused=lambda name: events.append(f"paused {name}"),
     )
     app = create_app(astore, hooks)
     async with httpx.AsyncClient(

@@ -25,8 +25,9 @@ async def test_queue_settings_and_listing(api: Any) -> None:
     mail = queues["mail"]
     assert (mail["waiting"], mail["due"], mail["paused"], mail["weight"]) == (1, 1, True, 3)
     assert mail["tokens"] == 10
+    assert events.count("paused mail") == 1  # its jobs claimed ahead are given back
     assert (await client.post("/v1/queues/mail/resume")).json()["paused"] is False
-    assert "wake" in events
+    assert "wake" in events and events.count("paused mail") == 1
     bad = await client.patch("/v1/queues/mail", json={"concurrency": 0})
     assert bad.status_code == 422
     assert (await client.patch("/v1/queues/mail", json={"nope": 1})).status_code == 422

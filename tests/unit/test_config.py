@@ -128,6 +128,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         "JOBCTL_ALLOW_FILE": "/e/jobctl.allow",
         "JOBCTL_DENY_FILE": "/e/jobctl.deny",
         "JOBCTL_CONCURRENCY": "3",
+        "JOBCTL_CLAIM_AHEAD": "4",
         "JOBCTL_LEASE_TTL": "1m",
         "JOBCTL_KILL_GRACE": "1s",
         "JOBCTL_SHUTDOWN_GRACE": "2m",
@@ -177,6 +178,7 @@ def test_every_key_has_its_own_variable(tmp_path: Path) -> None:
         allow_file=Path("/e/jobctl.allow"),
         deny_file=Path("/e/jobctl.deny"),
         concurrency=3,
+        claim_ahead=4,
         lease_ttl=60.0,
         kill_grace=1.0,
         shutdown_grace=120.0,
@@ -254,6 +256,7 @@ admin_group = "wheel"
 allow_file = "/etc/jobctl/jobctl.allow"
 deny_file = "jobctl.deny"
 concurrency = 8
+claim_ahead = 0
 lease_ttl = "45s"
 kill_grace = 5
 shutdown_grace = "1m"
@@ -314,6 +317,7 @@ reports = "page-team"
     assert settings.http_allow_networks == "127.0.0.0/8,fd00::/8"
     assert settings.quota_group == {"devs": {"schedules": 5}}
     assert settings.lease_ttl == 45.0 and settings.heartbeat == 15.0
+    assert settings.claim_ahead == 0
     assert settings.retry_backoff_base == 0.25 and settings.retry_backoff_cap == 1800.0
     assert settings.retention_succeeded == 1.5 * 86400 and settings.metrics_listen == "[::1]:9464"
     assert settings.retention_audit == 180 * 86400

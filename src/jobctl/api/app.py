@@ -62,6 +62,8 @@ class Hooks:
 
     wake: Callable[[], None] = lambda: None
     stop_job: Callable[[int, StopReason], bool] = lambda job_id, reason: False
+    #: A queue was paused: its jobs claimed ahead of free slots are given back unstarted.
+    queue_paused: Callable[[str], None] = lambda name: None
     info: Callable[[], dict[str, Any]] = field(default=lambda: {})
     schedules_changed: Callable[[], None] = lambda: None
     #: Retention age in seconds per final status (the daemon's configured policy).

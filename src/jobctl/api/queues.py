@@ -121,6 +121,8 @@ def _resources(current: Resources | None, given: dict[str, Any], ctx: Context) -
 async def _pause(name: QueuePath, paused: bool, ctx: Ctx) -> dict[str, Any]:
     current = await ctx.store.run(ctx.st.queue_policy, name)
     saved = await ctx.store.run(ctx.st.set_queue, replace(current, paused=paused))
+    if paused:
+        ctx.hooks.queue_paused(name)
     ctx.hooks.wake()
     return {"queue": name} | _limits(saved, None)
 

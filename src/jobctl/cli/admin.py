@@ -192,6 +192,7 @@ def daemon_config(settings: Settings, view: dict[str, Any] | None = None) -> Dae
         job_umask=int(settings.job_umask, 8),
         job_cgroups=settings.job_cgroups,
         job_spawner=settings.job_spawner,
+        claim_ahead=settings.claim_ahead,
         pg_listen=settings.pg_listen == "on",
         clock=skewed_clock(os.environ.get(CLOCK_SKEW_ENV)),
         limits=ConnectionLimits(

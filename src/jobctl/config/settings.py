@@ -143,6 +143,10 @@ class Settings:
     concurrency: int = field(metadata=_spec(
         "concurrency", "integer from 1 to 100000", _integer(1, 100_000), "Commands running at once",
         default=16, flag="--concurrency"))  # fmt: skip
+    claim_ahead: int = field(metadata=_spec(
+        "claim_ahead", "integer from 0 to 100000", _integer(0, 100_000),
+        "Jobs claimed beyond the free slots during a backlog of quick commands, each "
+        "started the moment a slot frees (0: none)", default=8))  # fmt: skip
     lease_ttl: float = field(metadata=_spec(
         "lease_ttl", "duration from 1s to 1d", _duration(1, 86400),
         "Lease length; the daemon renews leases every lease_ttl / 3",

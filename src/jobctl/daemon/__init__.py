@@ -229,6 +229,7 @@ class Daemon:
         return Hooks(
             wake=parts.timer.wake,
             stop_job=parts.executor.stop,
+            queue_paused=parts.executor.give_back,
             info=info,
             schedules_changed=parts.materializer.wake,
             retention=self.config.retention,

@@ -81,6 +81,8 @@ class DaemonConfig:
     job_cgroups: str = "auto"
     #: ``job_spawner``: "helper" (engine/spawner.py starts commands) or "inline" (Popen).
     job_spawner: str = "helper"
+    #: ``claim_ahead``: jobs claimed beyond the free slots (engine/ahead.py); 0: none.
+    claim_ahead: int = 8
     #: The open-file soft limit commands get back (the daemon's own at start, before
     #: :func:`run_daemon` raised it); None: leave theirs as inherited.
     child_nofile: int | None = None
@@ -208,6 +210,7 @@ def build(cfg: DaemonConfig, astore: AsyncStore, owner: str) -> Parts:
         _helper(cfg, launch, owner, cgroups),
         webhooks=webhook_config(cfg),
         give_up_leases=cfg.database_url is not None,
+        claim_ahead=cfg.claim_ahead,
     )
     engine = wire_engine(
         astore, cfg.clock, config, owner, metrics=metrics, access=access, disk=disk,

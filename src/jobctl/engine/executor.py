@@ -19,7 +19,7 @@ import asyncio
 import functools
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,12 +28,14 @@ from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim, Job, ProcessRecord
 from jobctl.domain.states import DeadReason, Outcome, StopReason
 from jobctl.engine import process, proctree, results, spawnclient, webhook, witness
+from jobctl.engine.ahead import ReadyQueue
 from jobctl.engine.cgroup import Cgroups
 from jobctl.engine.heartbeats import Heartbeats
 from jobctl.engine.httpcalls import HttpCalls
 from jobctl.engine.leasewatch import LeaseWatch, stop_grace
 from jobctl.engine.limits import StartRefused
 from jobctl.engine.logtrim import Trimmer
+from jobctl.engine.recorder import Recorder, record_of
 from jobctl.engine.reporter import Reporter
 from jobctl.errors import StoreCorrupt
 from jobctl.logfmt import logval
@@ -44,9 +46,6 @@ log = logging.getLogger("jobctl.executor")
 #: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
 OWNER_DENIED = DeadReason.DENIED
 NR = DeadReason.NON_RETRYABLE
-#: Seconds a command runs before its pid is recorded alone; one that ends sooner has its
-#: record written with its finish, in one commit (docs/architecture.md: why it is safe).
-RECORD_AFTER = 0.02
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,9 @@ class ExecutorConfig:
     #: sharing PostgreSQL: engine/leasewatch.py); off on SQLite, where no other daemon
     #: can reclaim it.
     give_up_leases: bool = False
+    #: Jobs the timer may claim beyond the free slots, held until a slot frees
+    #: (``claim_ahead``; engine/ahead.py). 0: none.
+    claim_ahead: int = 0
 
     @property
     def heartbeat_every(self) -> float:
@@ -103,6 +105,10 @@ class Executor:
         #: Tasks whose command has ended (or never started) and that only wait for their
         #: result's commit: they hold no slot (see :attr:`free_slots`).
         self._finishing = 0
+        #: Jobs claimed ahead of free slots, started as slots free (engine/ahead.py).
+        self._ready = ReadyQueue(config.claim_ahead, config.concurrency)
+        self._began: dict[int, float] = {}  # job id -> when its attempt took its slot
+        self._closing = False  # shutting down: nothing more starts from the ready queue
         #: Called when a finish or heartbeat meets a full disk: frees the disk reserve
         #: (True: something was freed, so try again at once).
         self.on_store_full: Callable[[], bool] = lambda: False
@@ -144,6 +150,11 @@ class Executor:
 
     @property
     def free_slots(self) -> int:
+        """How many jobs the timer may claim now: the free slots, and the room for jobs
+        claimed ahead of them (engine/ahead.py; 0 unless ``claim_ahead``)."""
+        return self._slots() + (0 if self._closing else self._ready.room())
+
+    def _slots(self) -> int:
         """``concurrency`` less the running commands; an ended command's attempt holds no
         slot while its result commits, up to ``concurrency`` of them (docs/architecture.md,
         "Batched executor writes": why, and why queue limits and quotas stay exact)."""
@@ -152,11 +163,44 @@ class Executor:
         return max(0, self.config.concurrency - running - over)
 
     @property
+    def waiting(self) -> int:
+        """Jobs claimed ahead of free slots, waiting here for one."""
+        return len(self._ready)
+
+    def take(self, claim: Claim) -> None:
+        """A claim of the timer's: started if a slot is free, else held until one frees
+        (its lease renewed meanwhile by the heartbeat, as a running one's)."""
+        if self._slots() > 0 and not self._ready:
+            self.start(claim)
+            return
+        self._ready.add(claim)
+        if self._watch is not None:
+            self._watch.claimed(claim.job.id, claim.lease_until)
+        self._heartbeats.start()
+        self._start_ready()
+
+    def _start_ready(self) -> None:
+        """Start jobs claimed ahead while slots are free."""
+        while self._ready and not self._closing and self._slots() > 0:
+            claim = self._ready.pop()
+            if claim is not None:
+                self.start(claim)
+
+    def _slot_freed(self) -> None:
+        """A slot was given back: a job claimed ahead takes it at once (in this loop turn,
+        with no claim between), then the timer claims for the room left."""
+        self._start_ready()
+        self.on_slot_free()
+
+    @property
     def running_count(self) -> int:
         return len(self._tasks)
 
     def start(self, claim: Claim) -> None:
-        self._metrics.claim_started(claim, self._clock.now())
+        now = self._clock.now()
+        self._metrics.claim_started(claim, now)
+        if self._ready.ahead:
+            self._began[claim.job.id] = now.timestamp()
         task = asyncio.get_running_loop().create_task(self._run(claim))
         self._tasks.add(task)
         self._gens[claim.job.id] = claim.generation
@@ -169,6 +213,7 @@ class Executor:
             self._trimmer.start()  # runs while attempts do: an idle daemon does not wake for it
 
     def _claim_done(self, claim: Claim, _: asyncio.Task[None]) -> None:
+        self._began.pop(claim.job.id, None)  # a task that failed before its finish
         if self._gens.get(claim.job.id) == claim.generation:
             del self._gens[claim.job.id]
 
@@ -182,7 +227,7 @@ class Executor:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("event=executor_task_failed error=%s", logval(task.exception()))
-        self.on_slot_free()
+        self._slot_freed()
 
     def log_path(self, job_id: int, attempt: int) -> Path:
         return Path(self._log_name(job_id, attempt))
@@ -236,7 +281,7 @@ class Executor:
         # The pid is recorded once the command has run RECORD_AFTER (batched with other
         # starts; the finish waits for that commit, so the two writes land in order), or
         # else with the finish. Its start time is read before the exit watcher reaps it.
-        recorder = _Recorder(run, loop, self._record_unless_ended)
+        recorder = Recorder(run, loop, self._record_unless_ended)
         try:
             result = await self._wait(run)
             riding = await recorder.result()
@@ -282,7 +327,7 @@ class Executor:
     async def _record_unless_ended(self, run: process.Running) -> ProcessRecord | None:
         """Record the pid now (the command has run :data:`RECORD_AFTER`); a command that
         ended meanwhile gets its record back, to ride with its finish."""
-        record = await _record_of(run)
+        record = await record_of(run)
         if run.exited.done():
             return record
         await self._record(record)
@@ -334,7 +379,10 @@ class Executor:
     ) -> None:
         """:meth:`_finish` with the attempt's slot given back first (nothing of it runs)."""
         self._finishing += 1
-        self.on_slot_free()
+        began = self._began.pop(claim.job.id, None)
+        if began is not None:
+            self._ready.held(self._clock.now().timestamp() - began)
+        self._slot_freed()
         try:
             await self._finish(claim, result, record)
         finally:
@@ -369,6 +417,10 @@ class Executor:
         attempt may be live by the time the store's answer is read)."""
         if self._http.stop(job_id, reason, detail, generation):
             return True
+        waiting = self._ready.remove(job_id, generation)
+        if waiting is not None:  # claimed ahead, not started: it never will be here
+            self._dropped(waiting, reason)
+            return True
         run = self._live.get(job_id)
         if run is None or generation not in (None, run.claim.generation):
             return False
@@ -381,6 +433,15 @@ class Executor:
             )
         return True
 
+    def _dropped(self, claim: Claim, reason: StopReason) -> None:
+        """A job claimed ahead left the ready queue unstarted (cancelled, its lease lost
+        or given up): nothing to stop, nothing of it to write here."""
+        if self._watch is not None:
+            self._watch.done(claim.job.id)
+        log.info("event=dropped_before_start job=%s gen=%s reason=%s", claim.job.id,
+                 claim.generation, reason.value)  # fmt: skip
+        self.on_slot_free()  # its room in the ready queue is free
+
     def stop_all(self, reason: StopReason) -> None:
         for job_id in [*self._live, *self._http.live]:
             self.stop(job_id, reason)
@@ -391,7 +452,7 @@ class Executor:
 
     def _leases(self) -> list[tuple[int, int]]:
         live = [r.claim for r in self._live.values()] + [c.claim for c in self._http.live.values()]
-        return [(c.job.id, c.generation) for c in live]
+        return [(c.job.id, c.generation) for c in live] + self._ready.leases()
 
     def _lease_lost_hb(self, job_id: int, gen: int) -> None:
         """A lease the heartbeat found lost: its command is stopped at once (not the job's
@@ -418,7 +479,10 @@ class Executor:
             )
 
     async def shutdown(self, grace: float) -> None:
-        """Let live attempts finish within ``grace``, then stop them as interrupted."""
+        """Give back the jobs claimed ahead, let live attempts finish within ``grace``,
+        then stop them as interrupted."""
+        self._closing = True
+        self.give_back()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
         self.stop_all(StopReason.SHUTDOWN)
@@ -431,53 +495,16 @@ class Executor:
             await self._watch.close()
         await self._http.close()
 
-
-async def _record_of(run: process.Running) -> ProcessRecord:
-    """The attempt's process record (its start time may still be read on a thread)."""
-    c = run.claim
-    start = await asyncio.shield(run.start_time)
-    return ProcessRecord(c.job.id, c.generation, run.proc.pid, start, str(run.log_path))
-
-
-class _Recorder:
-    """When an attempt's pid is written (issue 17: no task and no wait per quick command).
-
-    A command still running after :data:`RECORD_AFTER` has its record written alone, by a
-    task the timer starts (the finish waits for it, so the two writes land in order); one
-    that ended sooner, most of all one whose exit came with its start's answer, has its
-    record ride with the finish, with no timer, task or wait made for it.
-    """
-
-    def __init__(
-        self,
-        run: process.Running,
-        loop: asyncio.AbstractEventLoop,
-        alone: Callable[[process.Running], Coroutine[None, None, ProcessRecord | None]],
-    ) -> None:
-        self._run, self._loop, self._alone = run, loop, alone
-        self._task: asyncio.Task[ProcessRecord | None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        if not run.exited.done():
-            self._timer = loop.call_later(RECORD_AFTER, self._due)
-
-    def _due(self) -> None:
-        self._timer = None
-        if not self._run.exited.done():
-            self._task = self._loop.create_task(self._alone(self._run))
-
-    async def result(self) -> ProcessRecord | None:
-        """Once the command ended: its record to ride with the finish, or None when it was
-        written alone (after that write's commit)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._task is not None:
-            return await self._task
-        return await _record_of(self._run)
-
-    def cancel(self) -> None:
-        """The attempt's task is being cancelled (or failed): nothing more is written."""
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+    def give_back(self, queue: str | None = None) -> None:
+        """Free the jobs claimed ahead (of ``queue`` only, when given: it was paused)
+        without using an attempt, as a command that could not start for now (shutdown:
+        the job is due again within seconds; a paused queue: once resumed)."""
+        loop = asyncio.get_running_loop()
+        why = "the daemon stopped" if queue is None else f"queue {queue!r} was paused"
+        result = results.given_back(f"{why} before a slot freed for it")
+        for claim in self._ready.drain(queue):
+            if self._watch is not None:
+                self._watch.done(claim.job.id)
+            task = loop.create_task(self._finish_freed(claim, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)

@@ -36,6 +36,13 @@ def not_started(exc: OSError) -> AttemptResult:
 SILENT_SUCCESS = AttemptResult(Outcome.SUCCEEDED, 0, None, "", log_bytes=0)
 
 
+def given_back(why: str) -> AttemptResult:
+    """A job claimed ahead of free slots given back unstarted (engine/ahead.py): at
+    shutdown, or its queue paused. "Cannot start for now": it uses no attempt."""
+    error = f"cannot start for now (retried later, no attempt used): {why}"
+    return AttemptResult(Outcome.FAILED, None, error, transient=True)
+
+
 def result_of(run: process.Running, code: int, tail: str, size: int = 0) -> AttemptResult:
     """The result of a command that ended with ``code``: its stop reason first (a timeout,
     a cancel, a lost lease, a shutdown), then what the code and the tail say; ``size``:

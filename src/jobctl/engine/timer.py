@@ -183,4 +183,4 @@ class Timer(Service):
         self._metrics.claim_size.observe(len(claims))
         self._backlog = asked > 0 and len(claims) == asked
         for claim in claims:
-            ex.start(claim)
+            ex.take(claim)

@@ -33,6 +33,17 @@ def test_the_room_is_what_should_start_within_the_wait() -> None:
     assert q.room() == 0  # long commands: nothing waits behind them
 
 
+def test_never_more_wait_than_there_are_slots() -> None:
+    q = ReadyQueue(8, 1)
+    q.held(0.001)  # one slot freed every ms: 100 expected within the wait
+    assert q.room() == 1
+    q.add(claim(1))
+    assert q.room() == 0
+    q = ReadyQueue(8, 3)
+    q.held(0.0)
+    assert q.room() == 3
+
+
 def test_the_hold_is_a_running_mean_that_long_commands_move() -> None:
     q = ReadyQueue(8, 16)
     q.held(0.01)

@@ -13,8 +13,8 @@ ones) and counts as running for queue limits, rates and quotas, which are enforc
 claim (conservative: a queue at its limit may have a claimed job wait here a moment; never
 more than the limit run). ``concurrency`` still bounds the commands running at once.
 
-The room is kept to what is expected to start soon: ``claim_ahead`` at most, and no more
-than the slots expected to free within :data:`AHEAD_WAIT`, from how long attempts held
+The room is kept to what is expected to start soon: ``claim_ahead`` and ``concurrency``
+at most, and no more than the slots expected to free within :data:`AHEAD_WAIT`, from how long attempts held
 their slots lately (a running mean). Commands that run for minutes leave no room at all,
 so nothing waits here behind them; a burst of ``true`` fills it. A job found cancelled,
 its lease lost, leaves the queue without starting; at shutdown the queue is given back
@@ -51,11 +51,12 @@ class ReadyQueue:
         return iter(list(self._claims.values()))
 
     def room(self) -> int:
-        """How many more jobs may be claimed ahead now."""
+        """How many more jobs may be claimed ahead now: never more than ``concurrency``
+        wait (a daemon of one slot holds at most one job claimed ahead, not eight)."""
         if self.ahead <= 0 or self.hold is None:
             return 0
         soon = self.ahead if self.hold <= 0 else int(self._concurrency * AHEAD_WAIT / self.hold)
-        return max(0, min(self.ahead, soon) - len(self._claims))
+        return max(0, min(self.ahead, self._concurrency, soon) - len(self._claims))
 
     def held(self, seconds: float) -> None:
         """An attempt gave back its slot after holding it ``seconds``."""

@@ -206,6 +206,11 @@ class Metrics:
         self.slots_total = Gauge(
             "jobctl_executor_slots", "Executor slots (concurrency)", registry=r
         )
+        self.claimed_ahead = Gauge(
+            "jobctl_executor_claimed_ahead",
+            "Jobs claimed ahead of free slots, waiting in the executor for one (claim_ahead)",
+            registry=r,
+        )
         self.store_up = Gauge(
             "jobctl_store_up", "1 if the last scrape could read the store, else 0", registry=r
         )

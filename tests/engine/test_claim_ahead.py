@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult
 from jobctl.domain.states import JobStatus, Outcome, StopReason
+from jobctl.metrics import Metrics
 from tests.conftest import migrated
 from tests.engine.conftest import Engine, build_engine, close_engine, later
 
@@ -23,7 +25,7 @@ SLOTS, AHEAD = 2, 2
 @pytest.fixture
 async def eng(tmp_path: Path, clock: FakeClock, sqlite_template: Path) -> AsyncIterator[Engine]:
     migrated(sqlite_template, tmp_path / "engine.db")
-    e = build_engine(tmp_path, clock, concurrency=SLOTS, claim_ahead=AHEAD)
+    e = build_engine(tmp_path, clock, Metrics(), concurrency=SLOTS, claim_ahead=AHEAD)
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(e.timer.run()), loop.create_task(e.materializer.run())]
     yield e
@@ -50,6 +52,16 @@ async def full(eng: Engine) -> list[int]:
     return ids
 
 
+async def claimed_ahead_gauge(eng: Engine) -> float:
+    """``jobctl_executor_claimed_ahead`` as a scrape of the engine's metrics reads it."""
+    metrics = eng.executor._metrics
+    text = (await metrics.scrape(eng.astore)).decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == "jobctl_executor_claimed_ahead":
+            return float(family.samples[0].value)
+    raise AssertionError("jobctl_executor_claimed_ahead is not exported")
+
+
 def marker(eng: Engine, name: str) -> str:
     return f"touch {eng.tmp / name}"
 
@@ -58,6 +70,7 @@ async def test_claimed_ahead_jobs_wait_for_a_slot_and_start_when_one_frees(eng: 
     busy = await full(eng)
     ahead = [eng.add(marker(eng, f"ran{i}")).id for i in range(AHEAD + 1)]
     await until(lambda: eng.executor.waiting == AHEAD)
+    assert await claimed_ahead_gauge(eng) == AHEAD  # operators see them
     statuses = [eng.store.get(i).status for i in ahead]
     assert statuses == [JobStatus.RUNNING] * AHEAD + [JobStatus.SCHEDULED]  # one left queued
     assert len(eng.executor._live) == SLOTS  # concurrency still bounds the commands
@@ -68,6 +81,7 @@ async def test_claimed_ahead_jobs_wait_for_a_slot_and_start_when_one_frees(eng: 
     assert [r.outcome for r in results].count(Outcome.SUCCEEDED) == 1 + AHEAD + 1
     assert all((eng.tmp / f"ran{i}").exists() for i in range(AHEAD + 1))
     assert eng.executor.waiting == 0
+    assert await claimed_ahead_gauge(eng) == 0
     eng.executor.stop(busy[1], StopReason.CANCEL, "done with test")
 
 

@@ -126,6 +126,7 @@ class Executor:
         # read at scrape time: no work on the hot path
         self._metrics.slots_in_use.set_function(lambda: len(self._tasks) - self._finishing)
         self._metrics.slots_total.set_function(lambda: self.config.concurrency)
+        self._metrics.claimed_ahead.set_function(lambda: len(self._ready))
 
     @property
     def crash_feed(self) -> witness.CrashFeed:

@@ -316,6 +316,17 @@ class _Writer:
         self._put(head[2] + message)
 
 
+def info(logger: logging.Logger, line: str, args: tuple[object, ...]) -> None:
+    """``logger.info(line, *args)``, the :func:`direct` way where it can go so (the same
+    bytes without a LogRecord, ~3 µs instead of ~12: the executor's two lines per
+    attempt, issue 17). A caller writing many lines at once hoists :func:`direct`."""
+    write = direct(logger)
+    if write is not None:
+        write(line % args)
+    else:
+        logger.info(line, *args)
+
+
 def _only_handler(logger: logging.Logger) -> logging.Handler | None:
     """The one handler a record of ``logger`` reaches (propagation included), or None."""
     found: list[logging.Handler] = []

@@ -500,12 +500,23 @@ class Executor:
         """Free the jobs claimed ahead (of ``queue`` only, when given: it was paused)
         without using an attempt, as a command that could not start for now (shutdown:
         the job is due again within seconds; a paused queue: once resumed)."""
-        loop = asyncio.get_running_loop()
         why = "the daemon stopped" if queue is None else f"queue {queue!r} was paused"
-        result = results.given_back(f"{why} before a slot freed for it")
-        for claim in self._ready.drain(queue):
+        self.give_back_claims(self._ready.drain(queue), f"{why} before a slot freed for it")
+
+    def give_back_claims(self, claims: list[Claim], why: str) -> None:
+        """Free ``claims`` unstarted, using no attempt (also engine/indoubt.py's)."""
+        loop = asyncio.get_running_loop()
+        result = results.given_back(why)
+        for claim in claims:
             if self._watch is not None:
                 self._watch.done(claim.job.id)
             task = loop.create_task(self._finish_freed(claim, result))
             self._tasks.add(task)
+            self._gens[claim.job.id] = claim.generation  # held until its result lands
+            task.add_done_callback(functools.partial(self._claim_done, claim))
             task.add_done_callback(self._done)
+
+    def held(self) -> set[tuple[int, int]]:
+        """Every ``(job id, generation)`` this executor holds: started (until its result
+        has landed) or claimed ahead."""
+        return {*self._gens.items(), *self._ready.leases()}

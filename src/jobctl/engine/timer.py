@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from jobctl.domain.clock import Clock
 from jobctl.domain.models import Job
+from jobctl.engine import indoubt
 from jobctl.engine.diskguard import CACHE_SECONDS, DiskGuard
 from jobctl.engine.executor import Executor
 from jobctl.engine.service import Service
@@ -62,6 +63,8 @@ class Timer(Service):
         self._lease_expiry: datetime | None = None  # the earliest one, as then read
         self._unpromoted = False  # as then read: a busy tick promotes a batch
         self._next_run_at: datetime | None = None  # the earliest run_at, as then read
+        #: A claim failed: its commit may have landed all the same (engine/indoubt.py).
+        self._unsure = False
 
     async def run_once(self) -> datetime | None:
         """One tick; returns when the next tick is due (``None``: only when woken).
@@ -76,6 +79,9 @@ class Timer(Service):
         self.ticks += 1
         self._metrics.timer_ticks.inc()
         self.on_tick()
+        if self._unsure:  # before any claim: see engine/indoubt.py
+            await indoubt.release_unknown(self._store, self._executor)
+            self._unsure = False
         done, then = await self._claim_first(now)
         if done:
             return then
@@ -178,7 +184,11 @@ class Timer(Service):
         ex = self._executor
         began = time.perf_counter()  # real time: the fake clock stands still in a call
         asked = ex.free_slots
-        claims = await self._store.claim_due(ex.owner, asked, ex.config.lease_ttl)
+        try:
+            claims = await self._store.claim_due(ex.owner, asked, ex.config.lease_ttl)
+        except BaseException:
+            self._unsure = True
+            raise
         self._metrics.claim_duration.observe(time.perf_counter() - began)
         self._metrics.claim_size.observe(len(claims))
         self._backlog = asked > 0 and len(claims) == asked

@@ -1,7 +1,10 @@
-"""A claim whose commit landed although the daemon was told it failed (engine/indoubt.py):
-the database went away while it committed. Its jobs are leased to this daemon, which
-never reclaims its own leases: without the timer's check they stayed ``running`` until a
-restart (a CI run found acknowledged jobs unrun a whole lease after a server crash)."""
+"""Writes whose commit landed although the daemon was told they failed (the database went
+away while they committed).
+
+A claim (engine/indoubt.py): its jobs are leased to this daemon, which never reclaims its
+own leases; without the timer's check they stayed ``running`` until a restart (a CI run
+found acknowledged jobs unrun a whole lease after a server crash). A finish
+(engine/reporter.py): its resend is refused by the fence, and was taken for a lost lease."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobctl.domain.clock import FakeClock
-from jobctl.domain.models import Claim
+from jobctl.domain.models import AttemptResult, Claim, Finished, ProcessRecord
 from jobctl.domain.states import JobStatus, Outcome, StopReason
 from jobctl.errors import StoreUnavailable
 from jobctl.metrics import Metrics
@@ -91,3 +94,35 @@ async def test_the_jobs_the_executor_holds_are_never_given_back(eng: Engine) -> 
     assert job.status is JobStatus.RUNNING and job.generation == gen
     assert (long.id, gen) in eng.executor.held()
     assert eng.executor.stop(long.id, StopReason.CANCEL)
+
+
+async def test_a_finish_committed_but_answered_as_failed_is_known_on_its_resend(
+    eng: Engine,
+) -> None:
+    """The resend of a finish whose first send landed is refused by the fence; the
+    reporter finds its own result stored and reports the job, not a lost lease (the
+    failure notifier and the metrics get the job as with any finish)."""
+    real = eng.astore.finish
+    lost: list[int] = []
+
+    async def finish(
+        job_id: int, generation: int, result: AttemptResult, record: ProcessRecord | None = None
+    ) -> Finished:
+        done = await real(job_id, generation, result, record)
+        if not lost:
+            lost.append(job_id)
+            raise StoreUnavailable("the database is unavailable: server closed the connection")
+        return done
+
+    eng.astore.finish = finish  # type: ignore[method-assign]
+    job = eng.add("exit 3", max_attempts=1)
+    await until(lambda: bool(lost))
+    async with asyncio.timeout(20):
+        while not eng.finished:  # the resend waits its backoff on the injected clock
+            eng.clock.advance(1)
+            await asyncio.sleep(0.01)
+    [(reported, claim, result)] = eng.finished
+    assert reported is not None and reported.status is JobStatus.DEAD
+    assert result.exit_code == 3 and claim.job.id == job.id
+    fenced = eng.executor._metrics.fencing_rejections.labels("finish")
+    assert fenced._value.get() == 0  # not counted as a lost lease

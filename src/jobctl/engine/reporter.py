@@ -74,10 +74,15 @@ class Reporter:
         """
         job_id = claim.job.id
         released = False  # the disk reserve was given up for this finish (once at most)
+        unsure = False  # a try failed: its commit may have landed all the same
         for attempt in itertools.count():
             try:
                 done = await self._store.finish(job_id, claim.generation, result, record)
             except (LeaseLost, NotFound) as exc:
+                landed = await self._landed(claim, result) if unsure else None
+                if landed is not None:
+                    results.log_finished(landed, claim, result)
+                    return landed
                 await self._refused(claim, result, str(exc))
                 return None
             except StoreCorrupt:  # logged once by the store; the job runs again after repair
@@ -88,6 +93,7 @@ class Reporter:
                 if disk and not released and self._on_store_full():
                     released = True
                     continue  # the reserve was given up for this: try again at once
+                unsure = True
                 if not await self._retry_finish(job_id, attempt, exc):
                     return None
                 continue
@@ -95,6 +101,7 @@ class Reporter:
                 log.error("event=finish_refused job=%s error=%s", job_id, logval(exc))
                 return None
             except Exception as exc:  # the store is failing: keep the result, try again
+                unsure = True
                 if not await self._retry_finish(job_id, attempt, exc):
                     return None
                 continue
@@ -102,6 +109,24 @@ class Reporter:
             results.log_finished(job, claim, result)
             return job
         return None  # pragma: no cover - the loop only ends by returning
+
+    async def _landed(self, claim: Claim, result: AttemptResult) -> Job | None:
+        """The job, if an earlier try of this finish committed although it was answered
+        with an error (the database went away during its ``COMMIT``): the claim's attempt
+        ended with this very result. Its resend was then refused by the fence, which must
+        not count it as a lost lease nor keep the job from the failure notifier."""
+        try:
+            job = await self._store.run(self._store.store.get, claim.job.id)
+        except Exception:  # gone (purged) or unreadable: refused as any other
+            return None
+        mine = [a for a in job.attempts if a.generation == claim.generation]
+        ended = mine[-1] if mine else None
+        if ended is None or ended.finished_at is None:
+            return None
+        if (ended.outcome, ended.exit_code) != (result.outcome, result.exit_code):
+            return None  # ended otherwise (a cancel's stop, a reclaim): refused as it was
+        log.info("event=finish_landed job=%s gen=%s", claim.job.id, claim.generation)
+        return job
 
     async def _retry_finish(self, job_id: int, attempt: int, exc: Exception) -> bool:
         """Wait before sending a finish again; False when the daemon is stopping."""

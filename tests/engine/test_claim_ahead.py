@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult
 from jobctl.domain.states import JobStatus, Outcome, StopReason
+from jobctl.errors import StoreUnavailable
 from jobctl.metrics import Metrics
 from tests.conftest import migrated
 from tests.engine.conftest import Engine, build_engine, close_engine, later
@@ -195,3 +196,41 @@ async def test_nothing_is_claimed_ahead_of_long_commands(eng: Engine) -> None:
     for job_id in (busy[1], long.id):
         eng.executor.stop(job_id, StopReason.CANCEL, "done with test")
     await eng.finishes(4)
+
+
+async def test_a_job_claimed_ahead_whose_lease_was_given_up_goes_back_once_the_store_is(
+    tmp_path: Path, clock: FakeClock, sqlite_template: Path
+) -> None:
+    """The store unreachable until the lease watch gives the leases up (engine/leasewatch.py):
+    a job waiting here never started, and is still leased to this daemon in the store,
+    which never reclaims its own leases; it is given back (no attempt used) once the store
+    writes again, not left ``running``."""
+    migrated(sqlite_template, tmp_path / "engine.db")
+    eng = build_engine(
+        tmp_path, clock, Metrics(), concurrency=SLOTS, claim_ahead=AHEAD, give_up_leases=True
+    )
+    task = asyncio.get_running_loop().create_task(eng.timer.run())
+    try:
+        await full(eng)
+        job = eng.add(marker(eng, "ran"), max_attempts=1)
+        await until(lambda: eng.executor.waiting == 1)
+        real = eng.store.heartbeat
+
+        def unreachable(*args: object) -> list[int]:
+            raise StoreUnavailable("the database is unavailable: connection refused")
+
+        eng.store.heartbeat = unreachable  # type: ignore[method-assign]
+        for _ in range(6):  # past two thirds of the 30 s lease without a renewal
+            eng.clock.advance(5)
+            await eng.executor.heartbeat_once()
+        await until(lambda: eng.executor.waiting == 0)
+        eng.store.heartbeat = real  # type: ignore[method-assign]
+        [result] = await _results_of(eng, job.id)
+        assert result.transient and "could not renew its lease" in (result.error or "")
+        got = eng.store.get(job.id)
+        assert (got.status, got.failures) == (JobStatus.SCHEDULED, 0)
+        assert got.attempts[0].pid is None and not (eng.tmp / "ran").exists()
+    finally:
+        eng.timer.stop()
+        await task
+        await close_engine(eng)

@@ -420,7 +420,12 @@ class Executor:
             return True
         waiting = self._ready.remove(job_id, generation)
         if waiting is not None:  # claimed ahead, not started: it never will be here
-            self._dropped(waiting, reason)
+            if reason is StopReason.CUT_OFF:  # still leased to us: give it back, as
+                # soon as the store is back (else, alone on the database, it would stay
+                # running: a daemon never reclaims its own leases)
+                self.give_back_claims([waiting], "the daemon could not renew its lease")
+            else:
+                self._dropped(waiting, reason)
             return True
         run = self._live.get(job_id)
         if run is None or generation not in (None, run.claim.generation):

@@ -18,8 +18,8 @@ at most, and no more than the slots expected to free within :data:`AHEAD_WAIT`, 
 long attempts held their slots lately (a running mean). Commands that run for minutes
 leave no room at all, so nothing waits here behind them; a burst of ``true`` fills it. A
 job found cancelled, its lease lost, leaves the queue without starting; at shutdown, and
-for a lease the lease watch gives up, the job is given back without using an attempt (docs/architecture.md, *Claims ahead of free
-slots*).
+for a lease the lease watch gives up, the job is given back without using an attempt
+(docs/architecture.md, *Claims ahead of free slots*).
 """
 
 from __future__ import annotations

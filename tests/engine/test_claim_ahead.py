@@ -5,7 +5,7 @@ never start once cancelled, their lease lost or the daemon stopping."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -216,7 +216,7 @@ async def test_a_job_claimed_ahead_whose_lease_was_given_up_goes_back_once_the_s
         await until(lambda: eng.executor.waiting == 1)
         real = eng.store.heartbeat
 
-        def unreachable(*args: object) -> list[int]:
+        def unreachable(leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
             raise StoreUnavailable("the database is unavailable: connection refused")
 
         eng.store.heartbeat = unreachable  # type: ignore[method-assign]

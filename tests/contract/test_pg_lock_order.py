@@ -321,7 +321,7 @@ def test_a_pipelined_commit_carries_one_write_that_locks_queues_at_most(
     of its own, for its cost: it must be the only statement of queue locks in its
     transaction. Two such writes in one batch go the checked way, unstaged."""
     from jobctl.store.pg.pipelined import NOTHING
-    from jobctl.store.pg.store import _InsertWrite
+    from jobctl.store.pg.insertbatch import _InsertWrite
 
     store, _ = env
 

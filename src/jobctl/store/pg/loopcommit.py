@@ -141,8 +141,8 @@ class LoopCommit:
         try:
             pipe.wait()
             ok = True
-        except (Failed, Broken):
-            pass
+        except Exception:  # failed (nothing committed) or lost (as after any lost commit,
+            pass  # its records go in again later); the connection is not lent again
         if ok:
             idle(conn, pipe, sent=True)
         else:

@@ -417,7 +417,7 @@ class GroupCommit:
         try:
             values = commit_pipelined(pool, staged, self.rider, taken)
         except Unreachable as exc:  # sent, it may have committed
-            self._lost(batch, staged, pool, taken, exc)
+            self.lost(batch, staged, pool, taken, exc)
             return True
         except BaseException as exc:  # nobody's write is known to be stored
             self.landed(taken, False)
@@ -431,7 +431,7 @@ class GroupCommit:
             _settle(fut, True, value)
         return True
 
-    def _lost(
+    def lost(
         self,
         batch: list[tuple[Op, Future[Any]]],
         staged: list[Staged[Any]],
@@ -446,7 +446,8 @@ class GroupCommit:
         transaction lost before its ``COMMIT`` is retried; else each write is answered
         503, none acknowledged. The rider's records that commit carried count as stored
         only if a write found it had committed (else they go in again later, as after any
-        lost commit)."""
+        lost commit). The event loop's lost commits come here too, on a thread (it
+        blocks): :mod:`jobctl.store.pg.loopcommit`."""
         error = unavailable(lost.error)
         if lost.sent and all([op.resend(error) for op in staged]):  # each one asked
             log.warning("event=pg_pipelined_resent writes=%d error=%s", len(batch), error)
@@ -456,20 +457,6 @@ class GroupCommit:
         self.landed(taken, False)
         for _, fut in batch:
             _settle(fut, False, error)
-
-    def recover(
-        self,
-        op: Staged[T],
-        fut: Future[T],
-        pool: ConnectionPool[PgConn],
-        taken: list[Any],
-        lost: Unreachable,
-    ) -> None:
-        """Settle ``fut`` for ``op``, whose pipelined commit on ``pool`` (the event loop's,
-        :mod:`jobctl.store.pg.loopcommit`) was lost once sent, as a committer's own lost
-        commit is (:meth:`_lost`: run again the checked way when ``op`` may be, else 503).
-        Blocks: called on a thread, never the loop's."""
-        self._lost([(op, fut)], [op], pool, taken, lost)
 
     def _alone(self, fn: Op, fut: Future[Any], pool: ConnectionPool[PgConn]) -> None:
         """One write in its own transaction, without a savepoint: its failure rolls back

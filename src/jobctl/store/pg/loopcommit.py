@@ -21,7 +21,7 @@ Everything else stays the group commit's, exactly as it is:
   elsewhere, reconnecting, or hung up by the server while idle): the caller's usual way
   (the committer threads), never a wait on the loop.
 - The connection lost once the commit was sent (it may have committed): handed to
-  :meth:`jobctl.store.pg.db.GroupCommit.recover` on a thread, which runs it again the
+  :meth:`jobctl.store.pg.db.GroupCommit.lost` on a thread, which runs it again the
   checked way only when every write may (keyed enqueues), else answers 503.
 - The answer comes only after ``COMMIT`` succeeded; the answers' wait is bounded by
   :data:`jobctl.store.pg.pipelined.ANSWER_WAIT` beside the session's
@@ -33,6 +33,7 @@ Everything else stays the group commit's, exactly as it is:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -119,12 +120,12 @@ class LoopCommit:
     async def _recovered(
         self, op: Staged[T], pool: ConnectionPool[PgConn], taken: list[Any], lost: Unreachable
     ) -> Future[T]:
-        """``op``'s outcome after :meth:`GroupCommit.recover`, on a thread of the loop's
+        """``op``'s outcome after :meth:`GroupCommit.lost`, on a thread of the loop's
         default executor (it may run the op again, waiting for the server, on ``pool``:
         its checked run lends the loop's connection, a fresh one, meanwhile)."""
         fut: Future[T] = Future()
-        recover = self._db.commits.recover
-        await asyncio.get_running_loop().run_in_executor(None, recover, op, fut, pool, taken, lost)
+        lose = functools.partial(self._db.commits.lost, [(op, fut)], [op], pool, taken, lost)
+        await asyncio.get_running_loop().run_in_executor(None, lose)
         return fut
 
     def _finish(

@@ -320,8 +320,8 @@ def test_a_pipelined_commit_carries_one_write_that_locks_queues_at_most(
     """``lock_queues_shared`` (the one-round-trip enqueue's locks) has no ordering rule
     of its own, for its cost: it must be the only statement of queue locks in its
     transaction. Two such writes in one batch go the checked way, unstaged."""
+    from jobctl.store.pg.insertbatch import _InsertWrite
     from jobctl.store.pg.pipelined import NOTHING
-    from jobctl.store.pg.store import _InsertWrite
 
     store, _ = env
 

@@ -384,7 +384,7 @@ def test_a_mixed_write_lost_sends_only_its_keyed_callers_again(
 ) -> None:
     """A caller with a job without a key is told 503 (its job may be stored: sent again
     it could be stored twice); the keyed caller of the same write gets its job."""
-    from jobctl.store.pg.store import _InsertWrite
+    from jobctl.store.pg.insertbatch import _InsertWrite
 
     store._inserts._notifier = _Quiet()
     store.insert([_job()])
@@ -424,7 +424,7 @@ def test_a_keyed_write_without_a_connection_is_unavailable_at_once(
 ) -> None:
     """Nothing was sent: no second try (it would only wait for a connection again, and
     double the wait of every 503 while the database is away)."""
-    from jobctl.store.pg.store import _InsertWrite
+    from jobctl.store.pg.insertbatch import _InsertWrite
 
     pool = store.db.commit_pools[0]
     monkeypatch.setattr(pool, "timeout", 0.3)

@@ -58,6 +58,16 @@ class SubmitsBatches(Protocol):
 
 
 @runtime_checkable
+class InsertsOnLoop(Protocol):
+    """A backend whose batched inserts the event loop drives itself, no thread between
+    (PostgreSQL: the pipelined group commit sent and read on the loop)."""
+
+    async def insert_groups_on_loop(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> list[list[Inserted] | JobctlError]: ...
+
+
+@runtime_checkable
 class SubmitsRidingFinishes(Protocol):
     """A backend that writes process records riding with their finishes in the finishes'
     own op (SQLite: a success's record by the statement that ends its attempt)."""
@@ -203,6 +213,7 @@ class AsyncStore:
         # Checked once: a runtime protocol check looks up each method, on every write.
         self._submits: SubmitsBatches | None = store if isinstance(store, SubmitsBatches) else None
         self._claims: SubmitsClaims | None = store if isinstance(store, SubmitsClaims) else None
+        self._on_loop: InsertsOnLoop | None = store if isinstance(store, InsertsOnLoop) else None
         self._rides: SubmitsRidingFinishes | None = None
         if isinstance(store, SubmitsRidingFinishes):
             self._rides = store
@@ -258,6 +269,8 @@ class AsyncStore:
     async def _insert_groups(
         self, groups: list[Sequence[JobSpec]]
     ) -> list[list[Inserted] | JobctlError]:
+        if self._on_loop is not None:
+            return await self._on_loop.insert_groups_on_loop(groups)
         assert self._submits is not None  # only batched where the backend submits
         return await asyncio.wrap_future(self._submits.submit_insert_groups(groups))
 

@@ -142,6 +142,9 @@ class PgDb:
                 pool.close()
             raise
         self.commits = GroupCommit(self, self.commit_pools)
+        #: The event loop's own connection (:mod:`jobctl.store.pg.loopcommit`), opened on
+        #: first use only: a store that no event loop drives holds no such connection.
+        self.loop_pool: ConnectionPool[PgConn] | None = None
         #: The connection of this thread's :meth:`together`, if it is inside one.
         self._held = threading.local()
 
@@ -174,6 +177,14 @@ class PgDb:
         conn.execute(f"SET idle_in_transaction_session_timeout = {timeout}")
         conn.execute("SET synchronous_commit = on")
         conn.autocommit = False
+
+    def open_loop_pool(self) -> ConnectionPool[PgConn]:
+        """:attr:`loop_pool`, opening it in the background if it is not yet: never waits
+        for the server (the event loop calls it; its first lends find no connection)."""
+        if self.loop_pool is None:
+            self.loop_pool = self._pool(self.dsn, 1, "jobctl-loop")
+            self.loop_pool.open(wait=False)
+        return self.loop_pool
 
     def q(self, name: str) -> str:
         """The SQL text of query ``name`` of ``sql/postgres/queries.sql``."""
@@ -255,6 +266,8 @@ class PgDb:
         self.lease_pool.close()
         for pool in self.commit_pools:
             pool.close()
+        if self.loop_pool is not None:
+            self.loop_pool.close()
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable:
@@ -366,7 +379,7 @@ class GroupCommit:
                 pool,
             )
         except BaseException as exc:  # nothing of the batch is committed
-            self._landed(taken, False)
+            self.landed(taken, False)
             if len(batch) > 1 and isinstance(exc, psycopg.Error):
                 for op in batch:  # one op's failure must not sink the others: alone
                     self._commit([op], pool)
@@ -376,7 +389,7 @@ class GroupCommit:
             for _, fut in batch:
                 _settle(fut, False, exc)
             return
-        self._landed(taken, True)
+        self.landed(taken, True)
         bounced = []
         for (fn, fut), (ok, value) in zip(batch, outcomes, strict=True):
             if not ok and isinstance(value, OutOfOrder):
@@ -404,21 +417,21 @@ class GroupCommit:
         try:
             values = commit_pipelined(pool, staged, self.rider, taken)
         except Unreachable as exc:  # sent, it may have committed
-            self._lost(batch, staged, pool, taken, exc)
+            self.lost(batch, staged, pool, taken, exc)
             return True
         except BaseException as exc:  # nobody's write is known to be stored
-            self._landed(taken, False)
+            self.landed(taken, False)
             for _, fut in batch:
                 _settle(fut, False, exc)
             return True
-        self._landed(taken, values is not None)
+        self.landed(taken, values is not None)
         if values is None:
             return False
         for (_, fut), value in zip(batch, values, strict=True):
             _settle(fut, True, value)
         return True
 
-    def _lost(
+    def lost(
         self,
         batch: list[tuple[Op, Future[Any]]],
         staged: list[Staged[Any]],
@@ -433,14 +446,15 @@ class GroupCommit:
         transaction lost before its ``COMMIT`` is retried; else each write is answered
         503, none acknowledged. The rider's records that commit carried count as stored
         only if a write found it had committed (else they go in again later, as after any
-        lost commit)."""
+        lost commit). The event loop's lost commits come here too, on a thread (it
+        blocks): :mod:`jobctl.store.pg.loopcommit`."""
         error = unavailable(lost.error)
         if lost.sent and all([op.resend(error) for op in staged]):  # each one asked
             log.warning("event=pg_pipelined_resent writes=%d error=%s", len(batch), error)
             self._checked(batch, pool)
-            self._landed(taken, any(op.found_committed() for op in staged))
+            self.landed(taken, any(op.found_committed() for op in staged))
             return
-        self._landed(taken, False)
+        self.landed(taken, False)
         for _, fut in batch:
             _settle(fut, False, error)
 
@@ -452,7 +466,7 @@ class GroupCommit:
         try:
             value = self._db.transaction(lambda conn: self._carried(conn, fn(conn), taken), pool)
         except BaseException as exc:  # nothing of it is committed
-            self._landed(taken, False)
+            self.landed(taken, False)
             if isinstance(
                 exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
             ):
@@ -462,7 +476,7 @@ class GroupCommit:
                 exc = StoreError(f"a write broke the queue lock order: {exc}")
             _settle(fut, False, exc)
             return
-        self._landed(taken, True)
+        self.landed(taken, True)
         _settle(fut, True, value)
 
     def _carried(self, conn: PgConn, value: T, taken: list[Any]) -> T:
@@ -471,7 +485,8 @@ class GroupCommit:
             self.rider.ride(conn, taken)
         return value
 
-    def _landed(self, taken: list[Any], ok: bool) -> None:
+    def landed(self, taken: list[Any], ok: bool) -> None:
+        """Tell the rider whether the commit that carried ``taken`` committed."""
         if self.rider is not None and taken:
             self.rider.landed(taken, ok)
 

@@ -68,9 +68,13 @@ class Notifier:
         #: services directly, as on SQLite).
         self.senders: dict[int, None] = {}
 
-    def wake(self, queues: Iterable[str]) -> bool:
+    def wake(
+        self, queues: Iterable[str], elsewhere: Callable[[Callable[[], bool]], object] | None = None
+    ) -> bool:
         """Tell the other daemons that ``queues`` have news; False when every queue was
-        woken less than :data:`COOLDOWN` ago (then one is sent when the cooldown ends)."""
+        woken less than :data:`COOLDOWN` ago (then one is sent when the cooldown ends).
+        ``elsewhere``: runs the sending (a round trip) on another thread, for a caller on
+        the event loop, which must not wait for the server; True once handed to it."""
         now = self._monotonic()
         with self._lock:
             asked = set(queues)
@@ -81,7 +85,12 @@ class Notifier:
             if self._pending and self._flush is None:
                 wait = max(self._last[q] for q in self._pending) + COOLDOWN - now
                 self._flush = self._later(max(wait, 0.0), self._send_pending)
-        return bool(due) and self._send()
+        if not due:
+            return False
+        if elsewhere is not None:
+            elsewhere(self._send)
+            return True
+        return self._send()
 
     def _send_pending(self) -> None:
         """The wake-up of the queues asked for during their cooldown (a timer's call)."""

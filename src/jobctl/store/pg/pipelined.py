@@ -29,7 +29,7 @@ its ``COMMIT`` (:class:`jobctl.store.pg.db.GroupCommit`, :mod:`jobctl.store.pg.r
 
 A connection the server hung up on while it sat in the pool (a restart,
 ``pg_terminate_backend``, a timeout: its farewell or end of stream waits on the socket)
-is not used: it is dropped and the batch runs on another (:func:`_hung_up`).
+is not used: it is dropped and the batch runs on another (:func:`hung_up`).
 
 The statements go through libpq itself (:mod:`jobctl.store.pg.rawpipe`), not through
 psycopg's cursors, which cost the committer thread about half a millisecond per commit;
@@ -147,7 +147,7 @@ def commit_pipelined(
     try:
         for _ in range(HUNG_UP_MAX):
             with pool.connection() as conn:
-                if not _hung_up(conn):
+                if not hung_up(conn):
                     return _run(conn, ops, rider, taken)
                 conn.close()  # the pool drops it, and the others the server left
             pool.check()
@@ -168,7 +168,7 @@ class Unreachable(Exception):
         self.sent = sent
 
 
-def _hung_up(conn: PgConn) -> bool:
+def hung_up(conn: PgConn) -> bool:
     """Whether the server has ended this idle connection: it sends a ``FATAL`` and closes,
     and either one leaves the socket readable, where nothing else arrives unasked on a
     pool's connection (no ``LISTEN``). A poll of the socket, no round trip: the whole transaction
@@ -184,6 +184,29 @@ def _hung_up(conn: PgConn) -> bool:
 def _run(
     conn: PgConn, ops: Sequence[Staged[Any]], rider: Rider | None, taken: list[Any]
 ) -> list[Any] | None:
+    pipe = queue_all(conn, ops, rider, taken)
+    if pipe is None:
+        return None
+    try:
+        pipe.run()  # everything goes out at once with the sync: the round trip
+    except Failed:
+        # A statement failed: the server skipped the rest, COMMIT included; nothing is
+        # committed, and the checked way runs the ops again and answers what they raise.
+        idle(conn, pipe, sent=True)
+        return None
+    except Exception as exc:  # Broken, or anything unforeseen: COMMIT went out with the
+        conn.close()  # rest and may have run; the connection is not lent again
+        raise Unreachable(exc, sent=True) from exc
+    idle(conn, pipe, sent=True)
+    return [op.answer() for op in ops]
+
+
+def queue_all(
+    conn: PgConn, ops: Sequence[Staged[Any]], rider: Rider | None, taken: list[Any]
+) -> Pipe | None:
+    """``conn`` in pipeline mode with the transaction of ``ops`` and the rider's records
+    queued (``BEGIN`` … ``COMMIT``), not sent; None if an op could not queue its
+    statements (then nothing was committed and ``conn`` is idle again)."""
     conn.pgconn.enter_pipeline_mode()
     pipe = Pipe(conn, ANSWER_WAIT)
     try:
@@ -197,23 +220,12 @@ def _run(
         # An op could not queue its statements (a value with no text form, say): COMMIT
         # was not queued, so nothing commits; the checked way runs the ops again and
         # answers what they raise.
-        _idle(conn, pipe, sent=False)
+        idle(conn, pipe, sent=False)
         return None
-    try:
-        pipe.run()  # everything goes out at once with the sync: the round trip
-    except Failed:
-        # A statement failed: the server skipped the rest, COMMIT included; nothing is
-        # committed, and the checked way runs the ops again and answers what they raise.
-        _idle(conn, pipe, sent=True)
-        return None
-    except Exception as exc:  # Broken, or anything unforeseen: COMMIT went out with the
-        conn.close()  # rest and may have run; the connection is not lent again
-        raise Unreachable(exc, sent=True) from exc
-    _idle(conn, pipe, sent=True)
-    return [op.answer() for op in ops]
+    return pipe
 
 
-def _idle(conn: PgConn, pipe: Pipe, sent: bool) -> None:
+def idle(conn: PgConn, pipe: Pipe, sent: bool) -> None:
     """Hand ``conn`` back as the pool lends it: out of pipeline mode and of any
     transaction, as psycopg left it (psycopg never saw this commit's statements)."""
     if conn.closed or conn.broken:
@@ -234,4 +246,13 @@ def _idle(conn: PgConn, pipe: Pipe, sent: bool) -> None:
         conn.close()  # whatever state it is in, it is not lent again
 
 
-__all__ = ["NOTHING", "Nothing", "Staged", "Unreachable", "commit_pipelined"]
+__all__ = [
+    "NOTHING",
+    "Nothing",
+    "Staged",
+    "Unreachable",
+    "commit_pipelined",
+    "hung_up",
+    "idle",
+    "queue_all",
+]

@@ -69,6 +69,11 @@ class Pipe:
         #: slot in the answers.
         self._commands: list[tuple[str, bytes] | int] = []
         self._results: list[pq.abc.PGresult | None] = []
+        #: What :meth:`take` reads: the commands still to answer, the current one's
+        #: results so far, the first failure's text.
+        self._pending = iter(self._commands)
+        self._current: list[pq.abc.PGresult] = []
+        self._failed: str | None = None
 
     def execute(self, text: str, params: Sequence[object] = ()) -> int:
         """Queue ``text`` (``$1``-style placeholders) with ``params``; the index of its
@@ -91,11 +96,66 @@ class Pipe:
         try:
             self._pg.pipeline_sync()
             self._flush()
-            failed = self._read()
+            self._poll(select.POLLIN)
+            while not self.take():
+                self._poll(select.POLLIN)
         except psycopg.OperationalError as exc:
             raise Broken(str(exc)) from exc
-        if failed is not None:
-            raise Failed(failed)
+        self.outcome()
+
+    def send(self) -> bool:
+        """Queue the sync and try to send everything (without waiting); False when the
+        socket's buffer is full and :meth:`flush` must be called again once writable."""
+        self._pg.pipeline_sync()
+        return self.flush()
+
+    def flush(self) -> bool:
+        """Send what the socket takes now (without waiting); True when all of it went."""
+        return self._pg.flush() == 0
+
+    def take(self) -> bool:
+        """Read what the socket holds now (without waiting) and settle the answers read;
+        True once the sync's answer came (then :meth:`outcome` tells how it went). The way
+        the event loop reads (:mod:`jobctl.store.pg.loopcommit`): call it each time the
+        socket is readable. :class:`Broken` on an answer to nothing sent."""
+        pg = self._pg
+        pg.consume_input()
+        while not pg.is_busy():
+            res = pg.get_result()
+            if res is None:
+                if not self._current:
+                    return False  # nothing more until the socket has more
+                command = next(self._pending, None)
+                if command is None:  # an answer to nothing sent: the server's farewell
+                    raise Broken(_text_of(self._current[-1]))
+                self._failed = self._settle(command, self._current[-1]) or self._failed
+                self._current = []
+            elif res.status == _SYNC:
+                return True
+            else:
+                self._current.append(res)
+        return False
+
+    def wait(self) -> None:
+        """Read the rest of the answers, waiting for them (:meth:`run`'s end, after a
+        :meth:`send` whose answers the event loop stopped reading: it was cancelled)."""
+        try:
+            self._flush()
+            while not self.take():
+                self._poll(select.POLLIN)
+        except psycopg.OperationalError as exc:
+            raise Broken(str(exc)) from exc
+        self.outcome()
+
+    @property
+    def socket(self) -> int:
+        """The connection's socket (for the event loop's reader)."""
+        return int(self._pg.socket)
+
+    def outcome(self) -> None:
+        """After :meth:`take` said done: :class:`Failed` if a statement failed."""
+        if self._failed is not None:
+            raise Failed(self._failed)
 
     def rows(self, index: int) -> list[tuple[bytes | None, ...]]:
         """The rows of statement ``index`` (its values as the server's text)."""
@@ -110,29 +170,6 @@ class Pipe:
         while pg.flush():  # the socket's buffer is full: wait until it takes more
             self._poll(select.POLLOUT | select.POLLIN)
             pg.consume_input()
-
-    def _read(self) -> str | None:
-        """Read every command's answer up to the sync; the first error's text, if any."""
-        pg, failed = self._pg, None
-        commands = iter(self._commands)
-        current: list[pq.abc.PGresult] = []
-        while True:
-            self._poll(select.POLLIN)
-            pg.consume_input()
-            while not pg.is_busy():
-                res = pg.get_result()
-                if res is None:
-                    if not current:
-                        break  # nothing more until the socket has more
-                    command = next(commands, None)
-                    if command is None:  # an answer to nothing sent: the server's farewell
-                        raise Broken(_text_of(current[-1]))
-                    failed = self._settle(command, current[-1]) or failed
-                    current = []
-                elif res.status == _SYNC:
-                    return failed
-                else:
-                    current.append(res)
 
     def _settle(self, command: tuple[str, bytes] | int, res: pq.abc.PGresult) -> str | None:
         ok = res.status in _OK

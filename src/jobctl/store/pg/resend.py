@@ -25,8 +25,7 @@ as created: both requests asked for that one job, and each gets it.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from jobctl.domain.models import JobSpec
 from jobctl.errors import JobctlError
@@ -36,7 +35,19 @@ from jobctl.store.jobrow import DUE, row_tail
 from jobctl.store.pg.db import PgConn, PgDb
 from jobctl.store.rows import ms_to_dt
 
-Caller = tuple[Sequence[Sequence[JobSpec]], Future[Any]]
+
+class Answer(Protocol):
+    """Where a caller's answer goes (a :class:`concurrent.futures.Future`, or the event
+    loop's lighter slot: :class:`jobctl.store.pg.insertbatch.Slot`)."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Any) -> None: ...
+
+    def set_exception(self, exception: BaseException | None) -> None: ...
+
+
+Caller = tuple[Sequence[Sequence[JobSpec]], Answer]
 
 
 def split_keyed(callers: Sequence[Caller]) -> tuple[list[Caller], list[Caller]]:

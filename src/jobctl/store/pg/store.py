@@ -11,7 +11,6 @@ docs/architecture.md, "The PostgreSQL backend", for what is not on it yet.
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
@@ -46,14 +45,11 @@ from jobctl.store.finishing import FinishItem
 from jobctl.store.pg.audit import PgAuditWriter
 from jobctl.store.pg.cluster import PgCluster
 from jobctl.store.pg.counts import fold
-from jobctl.store.pg.db import PgConn, PgDb
-from jobctl.store.pg.inserts import KeylessPlan, insert_groups_tx
+from jobctl.store.pg.db import PgDb
+from jobctl.store.pg.insertbatch import InsertBatcher, LoopInserts
 from jobctl.store.pg.jobs import PgJobs
 from jobctl.store.pg.notify import Listener, Notifier
-from jobctl.store.pg.pipelined import Staged
 from jobctl.store.pg.queues import PgQueues
-from jobctl.store.pg.rawpipe import Pipe
-from jobctl.store.pg.resend import lost_answers, split_keyed
 from jobctl.store.pg.schedconn import PgSchedConn
 from jobctl.store.retention import PRUNE_BATCH, Pruned
 from jobctl.store.schedule_methods import ScheduleMethods
@@ -84,6 +80,8 @@ class PostgresStore(ScheduleMethods):
         self._queues = PgQueues(self.db)
         self.notifier = Notifier(self.db)
         self._inserts = InsertBatcher(self.db, self.notifier)
+        #: The event loop's way to the same writes (see :meth:`insert_groups_on_loop`).
+        self.loop_inserts = LoopInserts(self.db, self.notifier, self._inserts)
         self.cluster = PgCluster(self.db)
         wrap = lambda conn: PgSchedConn(self.db, conn)  # noqa: E731
         self.schedule_ops = ScheduleOps(self.db, clock, wrap)
@@ -121,6 +119,14 @@ class PostgresStore(ScheduleMethods):
     ) -> Future[list[list[Inserted] | JobctlError]]:
         """Concurrent callers' groups join one write (see :class:`InsertBatcher`)."""
         return self._inserts.submit(groups)
+
+    async def insert_groups_on_loop(
+        self, groups: Sequence[Sequence[JobSpec]]
+    ) -> list[list[Inserted] | JobctlError]:
+        """As :meth:`submit_insert_groups`, awaited on the running event loop, which drives
+        the pipelined commit itself: no committer thread between the request and its
+        answer (:mod:`jobctl.store.pg.loopcommit`)."""
+        return await self.loop_inserts.insert(groups)
 
     def record_process(
         self, job_id: int, generation: int, pid: int, pid_start: int | None, log_path: str
@@ -363,134 +369,6 @@ class PostgresStore(ScheduleMethods):
         if done.created:  # jobs due now, which any daemon may run
             self.notifier.wake([SCHEDULES_CHANNEL_KEY])
         return done
-
-
-class InsertBatcher:
-    """Insert groups of concurrent callers as one write: one id fetch, one ``COPY`` and one
-    counter update per lane for all of them, instead of a write each.
-
-    Why: on PostgreSQL every insert of a lane updates that lane's counter row, held until
-    commit; one write per caller made the callers queue on that row, one commit at a
-    time. One write of inserts is in flight at a time; the groups that arrive meanwhile
-    form the next one. Each caller is answered after the commit.
-    """
-
-    def __init__(self, db: PgDb, notifier: Notifier) -> None:
-        self._db = db
-        self._notifier = notifier
-        self._lock = threading.Lock()
-        self._waiting: list[_Caller] = []
-        self._busy = False  # a write of ours is queued or running
-
-    def submit(
-        self, groups: Sequence[Sequence[JobSpec]]
-    ) -> Future[list[list[Inserted] | JobctlError]]:
-        fut: Future[list[list[Inserted] | JobctlError]] = Future()
-        with self._lock:
-            self._waiting.append((groups, fut))
-            start, self._busy = not self._busy, True
-        if start:
-            self._start()
-        return fut
-
-    def _start(self) -> None:
-        """One write for everyone waiting when it runs; the next starts when it is done,
-        so the callers that came meanwhile share a commit instead of a lock queue."""
-        write = _InsertWrite(self._db, self._take)
-        self._db.submit(write).add_done_callback(lambda done: self._done(done, write.taken))
-
-    def _take(self) -> list[_Caller]:
-        with self._lock:
-            taken, self._waiting = self._waiting, []
-        return taken
-
-    def _done(self, done: Future[Any], taken: list[_Caller]) -> None:
-        """Answer the write's callers, start the next write, then wake the other daemons
-        (a ``NOTIFY`` of its own, a round trip and a commit on this committer thread: the
-        next write must not wait for it, the other committer thread takes that one)."""
-        error = done.exception()
-        if error is not None:  # nothing of the write is stored: everyone it holds fails
-            for _, fut in taken or self._take():
-                if not fut.done():
-                    fut.set_exception(error)
-        else:
-            outcomes, start = done.result(), 0
-            for groups, fut in taken:
-                if not fut.done():
-                    fut.set_result(outcomes[start : start + len(groups)])
-                start += len(groups)
-        with self._lock:
-            self._busy = bool(self._waiting)
-            again = self._busy
-        if again:
-            self._start()
-        if error is None:
-            self._notifier.wake({s.queue for groups, _ in taken for g in groups for s in g})
-
-
-_Caller = tuple[Sequence[Sequence[JobSpec]], Future[Any]]
-_Outcomes = list[list[Inserted] | JobctlError]
-
-
-class _InsertWrite(Staged[_Outcomes]):
-    """One write of :class:`InsertBatcher`: the callers waiting when it first runs (kept
-    if the transaction is run again), pipelined when their groups allow it
-    (:class:`KeylessPlan`: single-job enqueues), else checked (:func:`insert_groups_tx`).
-    Its pipelined commit lost once sent, the callers whose jobs all carry keys run again
-    the checked way, answered as that commit would have answered them (:mod:`resend`)."""
-
-    locks_queues = True  # KeylessPlan.queue: lock_queues_shared
-
-    def __init__(self, db: PgDb, take: Callable[[], list[_Caller]]) -> None:
-        self._db = db
-        self._take = take
-        self.taken: list[_Caller] = []
-        self._plan: KeylessPlan | None = None
-        self._lost: list[int] = []  # the lost commits' creation times (resend)
-        self._found = False  # the run after it found that it had committed
-
-    def _groups(self) -> list[Sequence[JobSpec]]:
-        if not self.taken:
-            self.taken += self._take()
-        return [g for groups, _ in self.taken for g in groups]
-
-    def stage(self) -> bool:
-        self._plan = KeylessPlan.make(self._db, self._groups(), keyed=True)
-        return self._plan is not None
-
-    def queue(self, pipe: Pipe) -> None:
-        assert self._plan is not None  # stage() said so
-        self._plan.queue(pipe)
-
-    def answer(self) -> _Outcomes:
-        assert self._plan is not None
-        return self._plan.answer()
-
-    def resend(self, error: Exception) -> bool:
-        """The callers with unkeyed jobs are answered ``error`` (a second run could store
-        their jobs twice); the others, if any, run again (see :mod:`resend`)."""
-        assert self._plan is not None  # only a staged write is pipelined
-        keyed, other = split_keyed(self.taken)
-        if not keyed:
-            return False
-        for _, fut in other:
-            if not fut.done():
-                fut.set_exception(error)
-        self.taken[:] = keyed
-        self._lost.append(self._plan.made_ms)
-        return True
-
-    def found_committed(self) -> bool:
-        return self._found
-
-    def __call__(self, conn: PgConn) -> _Outcomes:
-        groups = self._groups()
-        if self._lost:
-            lost = lost_answers(self._db, conn, groups, self._lost)
-            self._found = lost is not None
-            if lost is not None:
-                return lost
-        return insert_groups_tx(self._db, conn, groups)
 
 
 __all__ = ["InsertBatcher", "PostgresStore"]

@@ -1,0 +1,165 @@
+"""PostgreSQL only: the daemon's single-job enqueues pipelined by the event loop itself
+(store/pg/loopcommit.py, through ``PostgresStore.insert_groups_on_loop``).
+
+The loop sends the group commit and reads its answers as the socket allows: no committer
+thread runs it. Everything else is the group commit's: a refused group is answered alone
+the checked way, a connection not ready sends the write to the committer threads, a
+connection lost once ``COMMIT`` went out is 503 for the unkeyed callers while the keyed
+ones are sent again and answered as that commit would have, and the audit records that
+ride the commit are stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobctl.domain.audit import AuditRecord
+from jobctl.domain.models import JobSpec
+from jobctl.errors import KeyConflict, StoreUnavailable
+from jobctl.store.pg.rawpipe import Pipe
+from tests.contract.conftest import PG_DSN
+from tests.contract.pgcount import T0, pg_store, round_trips
+from tests.contract.pglose import (
+    free_queue,
+    hold_queue,
+    stored_keys,
+    swallow_answers,
+    wait_for,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+class _Quiet:
+    """No ``NOTIFY`` after a commit (its own round trips would blur the counts)."""
+
+    def wake(self, queues: Any, elsewhere: Any = None) -> bool:
+        return False
+
+
+@pytest.fixture
+def store() -> Iterator[Any]:
+    for s in pg_store():
+        s.loop_inserts._notifier = _Quiet()
+        s._inserts._notifier = _Quiet()
+        yield s
+
+
+@pytest.fixture
+def ready(store: Any) -> Any:
+    """``store`` with the loop's connection open (it opens on first use, in the
+    background: the first enqueues go the committer threads' way meanwhile)."""
+    store.db.open_loop_pool().wait(timeout=10)
+    store.insert([_job()])  # the statements' first run: the same plans from now on
+    return store
+
+
+@pytest.fixture
+def peer() -> Iterator[Any]:
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        yield conn
+
+
+def _job(key: str | None = None, command: str = "true") -> JobSpec:
+    return JobSpec((command,), T0, 1000, key=key)
+
+
+def _rec(n: int) -> AuditRecord:
+    return AuditRecord(T0, f"r-{n}", 1000, 100, 4242, "jobs", "queue:a", 201)
+
+
+def _on_loop(store: Any, groups: list[list[JobSpec]]) -> list[Any]:
+    return list(asyncio.run(store.insert_groups_on_loop(groups)))
+
+
+def _ids(store: Any) -> list[str]:
+    return sorted(r.request_id for r in store.list_audit(limit=100))
+
+
+def test_the_loop_commits_single_job_enqueues_without_a_committer_thread(ready: Any) -> None:
+    ready.audit([_rec(1)])  # rides the loop's commit
+    with round_trips("jobctl-pg-commit") as trips:
+        out = _on_loop(ready, [[_job()] for _ in range(6)])
+    assert all(o[0].created for o in out) and len({o[0].job.id for o in out}) == 6
+    assert ready.loop_inserts.commits.committed == 1
+    assert trips.n == 0  # no committer thread had a round trip
+    assert all(ready.get(o[0].job.id).id == o[0].job.id for o in out)
+    assert _ids(ready) == ["r-1"]
+
+
+def test_before_the_loops_connection_is_ready_the_committer_threads_commit(store: Any) -> None:
+    """The first use opens it without waiting for the server; that write goes the usual way."""
+    (out,) = _on_loop(store, [[_job()]])
+    assert out[0].created and store.get(out[0].job.id).id == out[0].job.id
+    assert store.loop_inserts.commits.committed == 0
+
+
+def test_a_refused_group_is_answered_alone_and_its_neighbours_committed(ready: Any) -> None:
+    """A key already stored for another body fails the pipelined ``INSERT``: nothing is
+    committed, and the checked way answers that group's conflict, the others' jobs."""
+    ready.insert([_job("k1", command="other")])
+    conflict, fine = _on_loop(ready, [[_job("k1")], [_job()]])
+    assert isinstance(conflict, KeyConflict)
+    assert fine[0].created and ready.get(fine[0].job.id).id == fine[0].job.id
+    assert ready.loop_inserts.commits.committed == 0
+
+
+def test_a_payload_job_goes_the_checked_way(ready: Any) -> None:
+    from jobctl.domain.workers import payload_text
+
+    spec = JobSpec((), T0, 1000, queue="work", payload=payload_text({"task": "m:f"}))
+    (out,) = _on_loop(ready, [[spec]])
+    assert out[0].created and ready.loop_inserts.commits.committed == 0
+
+
+def test_lost_once_sent_keyed_groups_are_sent_again_unkeyed_ones_are_503(
+    ready: Any, peer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``COMMIT`` ran, its answers were lost: the keyed group is answered as that commit
+    would have (created, stored once), the unkeyed one 503 (sent again, it could be stored
+    twice); the audit record that commit carried is stored once."""
+    ready.audit([_rec(1)])
+    real = Pipe.send
+
+    def send(pipe: Any) -> bool:
+        sent = real(pipe)
+        monkeypatch.undo()  # once: the second run is not lost
+        wait_for(lambda: stored_keys(peer, ready.db.schema, "k1") == 1)  # COMMIT ran
+        swallow_answers(pipe)
+        return sent
+
+    monkeypatch.setattr(Pipe, "send", send)
+    keyed, unkeyed = _on_loop(ready, [[_job("k1")], [_job()]])
+    assert keyed[0].created and ready.get(keyed[0].job.id).key == "k1"
+    assert isinstance(unkeyed, StoreUnavailable)
+    assert stored_keys(peer, ready.db.schema, "k1") == 1
+    assert _ids(ready) == ["r-1"]
+    assert _on_loop(ready, [[_job()]])[0][0].created  # the loop's pool serves on
+
+
+def test_cancelled_in_flight_it_reads_the_answers_so_the_rider_knows(ready: Any, peer: Any) -> None:
+    """The loop shutting down mid-commit: the answers are read to the end (the loop
+    blocks for them), so the job is stored and the audit record that commit carried is
+    neither lost nor stored twice."""
+    ready.audit([_rec(1)])
+    hold_queue(peer, ready.db.schema, "default")
+
+    async def cancel_it() -> None:
+        task = asyncio.ensure_future(ready.insert_groups_on_loop([[_job()]]))
+        await asyncio.sleep(0.3)  # sent: its server process waits for the queue's lock
+        threading.Timer(0.3, free_queue, (peer, ready.db.schema, "default")).start()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_it())
+    assert ready.loop_inserts.commits.committed == 0
+    ready.flush_audit()
+    assert _ids(ready) == ["r-1"]
+    assert len(ready.list_jobs(None, None, 10, None)) == 2  # the fixture's and this one

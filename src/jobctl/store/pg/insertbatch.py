@@ -3,7 +3,7 @@ threads' way (:class:`InsertBatcher`) and the event loop's (:class:`LoopInserts`
 
 Both build the same write (:class:`_InsertWrite`) for the callers they hold and answer
 each caller alone, after the commit; they differ only in who drives the pipelined
-commit (a committer thread of :class:`jobctl.store.pg.db.GroupCommit`, or the loop itself:
+commit (a committer thread of :class:`jobctl.store.pg.groupcommit.GroupCommit`, or the loop itself:
 :mod:`jobctl.store.pg.loopcommit`).
 """
 

@@ -1,7 +1,7 @@
 """The one order every PostgreSQL transaction takes queue locks in (issue 15).
 
 Several daemons share the database, and a group commit runs many writes in one
-transaction (:class:`jobctl.store.pg.db.GroupCommit`, each write in a savepoint), so the
+transaction (:class:`jobctl.store.pg.groupcommit.GroupCommit`, each write in a savepoint), so the
 order inside one write is not enough: a batch that writes queue ``qb`` then ``qa`` and
 another transaction that takes ``qa`` then ``qb`` wait for each other, and PostgreSQL
 breaks that only after ``deadlock_timeout`` (1 s), rolling one back.

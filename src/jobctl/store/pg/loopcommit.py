@@ -3,7 +3,7 @@ enqueues on PostgreSQL.
 
 Why: with 8 clients each sending one job per request, a cycle of ~7.5 jobs is one serial
 chain (docs/benchmarks.md, "Session 16"): the loop parses the requests, then hands the
-batch to a committer thread (:class:`jobctl.store.pg.db.GroupCommit`), which builds the
+batch to a committer thread (:class:`jobctl.store.pg.groupcommit.GroupCommit`), which builds the
 pipeline, waits for the server and wakes the loop again. The two hand-overs (a queue put
 and a futex wake one way, ``call_soon_threadsafe``'s self-pipe write the other, and the
 GIL passed back and forth each time) are on every cycle's path, and the committer
@@ -21,7 +21,7 @@ Everything else stays the group commit's, exactly as it is:
   elsewhere, reconnecting, or hung up by the server while idle): the caller's usual way
   (the committer threads), never a wait on the loop.
 - The connection lost once the commit was sent (it may have committed): handed to
-  :meth:`jobctl.store.pg.db.GroupCommit.lost` on a thread, which runs it again the
+  :meth:`jobctl.store.pg.groupcommit.GroupCommit.lost` on a thread, which runs it again the
   checked way only when every write may (keyed enqueues), else answers 503.
 - The answer comes only after ``COMMIT`` succeeded; the answers' wait is bounded by
   :data:`jobctl.store.pg.pipelined.ANSWER_WAIT` beside the session's

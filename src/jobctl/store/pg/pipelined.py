@@ -7,7 +7,7 @@ audit rows riding along and ``COMMIT`` go out together, and the answers come bac
 together, one round trip. No savepoints: in a pipeline the server skips every statement
 after a failed one until the next sync, ``COMMIT`` included, so one failure leaves
 nothing committed; the group commit then runs the same writes the checked way
-(:class:`jobctl.store.pg.db.GroupCommit`: savepoints, one write's failure answered to it
+(:class:`jobctl.store.pg.groupcommit.GroupCommit`: savepoints, one write's failure answered to it
 alone), and nobody was answered before. A write that finds it must be answered the
 checked way (a job for a worker queue, an owner past the ``queued`` quota) makes its own
 statement fail, for the same effect.
@@ -25,7 +25,7 @@ batch is then :class:`Unreachable` (503), none acknowledged, unless every write 
 again safely (:meth:`Staged.resend`: enqueues whose jobs all carry keys, which the unique
 index keeps from being stored twice): the batch then runs the checked way on a fresh
 connection, as the checked way's own transaction does when its connection is lost before
-its ``COMMIT`` (:class:`jobctl.store.pg.db.GroupCommit`, :mod:`jobctl.store.pg.resend`).
+its ``COMMIT`` (:class:`jobctl.store.pg.groupcommit.GroupCommit`, :mod:`jobctl.store.pg.resend`).
 
 A connection the server hung up on while it sat in the pool (a restart,
 ``pg_terminate_backend``, a timeout: its farewell or end of stream waits on the socket)
@@ -74,7 +74,7 @@ class Staged(ABC, Generic[T]):
     mode, in the transaction of the group commit, and :meth:`answer` once it committed."""
 
     #: Whether :meth:`queue` sends queue locks. A pipelined commit carries one such write
-    #: at most (:class:`jobctl.store.pg.db.GroupCommit`): its one statement of locks is then
+    #: at most (:class:`jobctl.store.pg.groupcommit.GroupCommit`): its one statement of locks is then
     #: the transaction's only one, in order by itself (:mod:`jobctl.store.pg.lockorder`),
     #: without the cost of the ordering rule that statements after others need.
     locks_queues = False

@@ -76,7 +76,8 @@ class Staged(ABC, Generic[T]):
     #: Whether :meth:`queue` sends queue locks. A pipelined commit carries one such write
     #: at most (:class:`jobctl.store.pg.groupcommit.GroupCommit`): its one statement of
     #: locks is then the transaction's only one, in order by itself
-    #: (:mod:`jobctl.store.pg.lockorder`), without the cost of the ordering rule that statements after others need.
+    #: (:mod:`jobctl.store.pg.lockorder`), without the cost of the ordering rule that
+    #: statements after others need.
     locks_queues = False
 
     @abstractmethod

@@ -108,7 +108,15 @@ def specs(
 
 def _base_fields(defaults: RetryDefaults) -> dict[str, Any]:
     """What a job that says nothing but its command gets (``max_attempts``: None, the
-    daemon's default filled in by :func:`specs`)."""
+    daemon's default filled in by :func:`specs`): built once per ``defaults`` (the
+    daemon's one object; each job's fields are a copy), not once per request."""
+    global _base
+    if _base[0] is not defaults:
+        _base = (defaults, _new_base_fields(defaults))
+    return _base[1]
+
+
+def _new_base_fields(defaults: RetryDefaults) -> dict[str, Any]:
     return {
         "queue": "default",
         "priority": 0,
@@ -124,6 +132,9 @@ def _base_fields(defaults: RetryDefaults) -> dict[str, Any]:
         "http": None,
         "payload": None,
     }
+
+
+_base: tuple[RetryDefaults | None, dict[str, Any]] = (None, {})
 
 
 def parse(raw: bytes) -> QuickJob | None:

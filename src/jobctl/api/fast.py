@@ -230,7 +230,10 @@ async def enqueue(
     """Validate, insert (durably) and render one enqueue request body."""
     quick = quickjob.read(raw)
     if quick is not None:  # the common body or batch, proved valid without pydantic
-        return await _enqueue_quick(ctx, quick, uid, state)
+        batch = type(quick) is list
+        now = ctx.store.clock.now()
+        specs = _quick_specs(ctx, quick, uid, now)
+        return await _insert(ctx, specs, batch, uid, now, state)
     try:
         body = _BODY.validate_json(raw)
     except ValidationError as exc:
@@ -260,21 +263,20 @@ async def enqueue_body(
     return await _insert(ctx, specs, batch, uid, now, state)
 
 
-async def _enqueue_quick(
-    ctx: Any,
-    quick: quickjob.QuickJob | list[quickjob.QuickJob],
-    uid: int,
-    state: MutableMapping[str, Any] | None,
-) -> tuple[int, Any]:
-    """:func:`enqueue_body` of jobs :mod:`quickjob` proved valid, its checks in its order
-    (every key, then each job's size): such a job has no resources to check."""
-    batch = isinstance(quick, list)
-    items = quick if isinstance(quick, list) else [quick]
-    for i, item in enumerate(items):
-        _refuse_occurrence_key(item.key, f"{i}.key" if batch else "key")
-    now = ctx.store.clock.now()
-    specs = quickjob.specs(items, uid, now, ctx.hooks.retry)
-    return await _insert(ctx, specs, batch, uid, now, state)
+def _quick_specs(
+    ctx: Any, quick: quickjob.QuickJob | list[quickjob.QuickJob], uid: int, now: datetime
+) -> list[JobSpec]:
+    """:func:`enqueue_body`'s checks and specs for jobs :mod:`quickjob` proved valid, in
+    its order (every key, then each job's size): such a job has no resources to check.
+    Not a coroutine of its own: each layer of coroutines is entered again when the
+    commit wakes the request (issue 15)."""
+    if isinstance(quick, list):
+        for i, item in enumerate(quick):
+            _refuse_occurrence_key(item.key, f"{i}.key")
+        return quickjob.specs(quick, uid, now, ctx.hooks.retry)
+    if quick.key is not None:
+        _refuse_occurrence_key(quick.key, "key")
+    return quickjob.specs([quick], uid, now, ctx.hooks.retry)
 
 
 def _refuse_occurrence_key(key: str | None, where: str) -> None:

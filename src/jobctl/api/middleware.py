@@ -50,7 +50,7 @@ audit_log = logging.getLogger("jobctl.audit")
 MAX_PEEK = 64 * 1024
 #: A whole answer: status, headers (all but uvicorn's own), body.
 Whole = tuple[int, list[tuple[bytes, bytes]], bytes]
-WholeAnswer = Callable[[Scope], Awaitable[Whole]]
+WholeAnswer = Callable[[Scope, Any], Awaitable[Whole]]
 
 
 class RequestIds:
@@ -71,7 +71,7 @@ class _Exchange:
     slots, not a dataclass: one per request, and its factories' calls were a share of a
     single-job enqueue's loop time, issue 15)."""
 
-    __slots__ = ("request_id", "status", "started", "peek", "held", "wants_body")
+    __slots__ = ("held", "peek", "request_id", "started", "status", "wants_body")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -115,14 +115,15 @@ class AuditMiddleware:
                 await _send_rewritten(send, ex)
         self._end(scope, ex, failure)
 
-    async def serve(self, scope: Scope, answer: WholeAnswer) -> Whole:
+    async def serve(self, scope: Scope, answer: WholeAnswer, arg: Any) -> Whole:
         """What :meth:`__call__` does around the app, for an app that makes its answer
         whole (the server's enqueue fast path, :mod:`jobctl.api.fastproto`): the same
-        request id and header, 500 and audit record. Returns (status, headers, body)."""
+        request id and header, 500 and audit record. ``answer(scope, arg)`` makes the
+        answer. Returns (status, headers, body)."""
         ex = self._begin(scope)
         failure: Exception | None = None
         try:
-            status, headers, data = await answer(scope)
+            status, headers, data = await answer(scope, arg)
             ex.status, ex.started = status, True
             if status >= 400 or _wants_target(scope):
                 ex.peek += data

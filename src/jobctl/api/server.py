@@ -321,17 +321,13 @@ class PeerCredProtocol(HttpToolsProtocol):
         scope["raw_path"] = b"/v1/jobs"
         scope["query_string"] = b""
         self.cycle = FastCycle(
-            scope=scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=False,
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=False,
-            keep_alive=self.parser.should_keep_alive(),
-            on_response=self.on_response_complete,
+            scope,
+            self.transport,
+            self.flow,
+            self.logger,
+            self.server_state.default_headers,
+            self.parser.should_keep_alive(),
+            self.on_response_complete,
         )
         self._start_asgi_task(self.cycle, fast)  # type: ignore[arg-type]
 

@@ -285,6 +285,24 @@ def test_an_idle_kept_alive_connection_is_closed(make_daemon: Callable[..., Daem
     assert data.startswith(b"HTTP/1.1 200") and 0.9 < time.monotonic() - t0 < 5
 
 
+def test_the_idle_time_counts_from_the_last_answer(
+    make_daemon: Callable[..., DaemonProc],
+) -> None:
+    """The keep-alive timer is armed once per connection (server.py): a request sent
+    while it runs moves the close to the idle time after that request's answer."""
+    d = make_daemon(env={"JOBCTL_IDLE_TIMEOUT": "1s"})
+    sock = _raw(d)
+    sock.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    time.sleep(0.6)  # the first answer's timer still runs
+    sock.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+    t0 = time.monotonic()
+    data = b""
+    while chunk := sock.recv(65536):  # the second answer, then EOF when its idle time is up
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 200") and 0.9 < time.monotonic() - t0 < 5
+
+
 def test_connections_over_the_per_uid_limit_are_refused_at_once(
     make_daemon: Callable[..., DaemonProc],
 ) -> None:

@@ -76,6 +76,7 @@ class EnqueueFront:
     def __init__(self, app: Any, route_table: RouteTable | None = None) -> None:
         """``route_table``: the app's (read from its OpenAPI document if not given)."""
         self.app = app
+        self._ctx_: Any = None
         self.route_table = route_table or RouteTable(app.openapi())
         app.state.routes = self.route_table  # the 405 handler's Allow comes from it too
 
@@ -115,23 +116,33 @@ class EnqueueFront:
         scope["route"] = FAST_ROUTE
         if not _json_content(scope):
             return 415, _NOT_JSON, []
-        status, body, headers = await self._enqueue(scope, read)
-        if status < 300:  # the audit trail's target: the jobs it answered with
-            items = body if isinstance(body, list) else [body]
-            scope.setdefault("state", {})["audit_target"] = jobs_target([i["id"] for i in items])
-        return status, body, [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-
-    async def _enqueue(
-        self, scope: Scope, read: Callable[[], Awaitable[bytes]]
-    ) -> tuple[int, Any, dict[str, str]]:
+        state = scope.setdefault("state", {})
         try:
             raw = await read()
-            state = scope.setdefault("state", {})
-            status, body = await enqueue(self.app.state.ctx, raw, peer_uid(scope), state)
-            return status, body, {}
+            status, body = await enqueue(self._ctx, raw, peer_uid(scope), state)
         except errors.JobctlError as exc:
             details = {k: v for k, v in exc.details.items() if isinstance(v, str | int | float)}
-            return status_for(exc), error_body(exc.code, exc.message, **details), retry_after(exc)
+            body = error_body(exc.code, exc.message, **details)
+            headers = retry_after(exc)
+            return (
+                status_for(exc),
+                body,
+                [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            )
+        # the audit trail's target: the jobs it answered with
+        state["audit_target"] = jobs_target(
+            [i["id"] for i in body] if type(body) is list else [body["id"]]
+        )
+        return status, body, []
+
+    @property
+    def _ctx(self) -> Any:
+        """The app's context (``app.state.ctx``), read once it is there: Starlette's
+        ``State`` answers each read through ``__getattr__``."""
+        ctx = self._ctx_
+        if ctx is None:
+            ctx = self._ctx_ = self.app.state.ctx
+        return ctx
 
     def _not_allowed(self, scope: Scope) -> bool:
         """A documented path asked with a method it does not take: 405, whatever other
@@ -219,7 +230,10 @@ async def enqueue(
     """Validate, insert (durably) and render one enqueue request body."""
     quick = quickjob.read(raw)
     if quick is not None:  # the common body or batch, proved valid without pydantic
-        return await _enqueue_quick(ctx, quick, uid, state)
+        batch = type(quick) is list
+        now = ctx.store.clock.now()
+        specs = _quick_specs(ctx, quick, uid, now)
+        return await _insert(ctx, specs, batch, uid, now, state)
     try:
         body = _BODY.validate_json(raw)
     except ValidationError as exc:
@@ -249,21 +263,20 @@ async def enqueue_body(
     return await _insert(ctx, specs, batch, uid, now, state)
 
 
-async def _enqueue_quick(
-    ctx: Any,
-    quick: quickjob.QuickJob | list[quickjob.QuickJob],
-    uid: int,
-    state: MutableMapping[str, Any] | None,
-) -> tuple[int, Any]:
-    """:func:`enqueue_body` of jobs :mod:`quickjob` proved valid, its checks in its order
-    (every key, then each job's size): such a job has no resources to check."""
-    batch = isinstance(quick, list)
-    items = quick if isinstance(quick, list) else [quick]
-    for i, item in enumerate(items):
-        _refuse_occurrence_key(item.key, f"{i}.key" if batch else "key")
-    now = ctx.store.clock.now()
-    specs = quickjob.specs(items, uid, now, ctx.hooks.retry)
-    return await _insert(ctx, specs, batch, uid, now, state)
+def _quick_specs(
+    ctx: Any, quick: quickjob.QuickJob | list[quickjob.QuickJob], uid: int, now: datetime
+) -> list[JobSpec]:
+    """:func:`enqueue_body`'s checks and specs for jobs :mod:`quickjob` proved valid, in
+    its order (every key, then each job's size): such a job has no resources to check.
+    Not a coroutine of its own: each layer of coroutines is entered again when the
+    commit wakes the request (issue 15)."""
+    if isinstance(quick, list):
+        for i, item in enumerate(quick):
+            _refuse_occurrence_key(item.key, f"{i}.key")
+        return quickjob.specs(quick, uid, now, ctx.hooks.retry)
+    if quick.key is not None:
+        _refuse_occurrence_key(quick.key, "key")
+    return quickjob.specs([quick], uid, now, ctx.hooks.retry)
 
 
 def _refuse_occurrence_key(key: str | None, where: str) -> None:
@@ -291,13 +304,13 @@ async def _insert(
     ctx.hooks.admission.admit_jobs(uid, len(specs), now)  # disk floor (503), rate (429)
     inserted: list[Inserted] = await ctx.store.insert(specs)
     request_id = None if state is None else state.get("request_id")
-    logged = ctx.enqueued([i.job for i in inserted if i.created], request_id)
+    new = [i.job for i in inserted if i.created]
+    logged = ctx.enqueued(new, request_id)
     if logged and state is not None and request_id is not None:
         state["audit_logged"] = True
-    created = any(i.created for i in inserted)
-    if created:
-        ctx.hooks.due(min(i.job.run_at for i in inserted if i.created))
-    status = 201 if created else 200
+    if new:
+        ctx.hooks.due(new[0].run_at if len(new) == 1 else min(j.run_at for j in new))
+    status = 201 if new else 200
     if not batch:
         return status, job_out(inserted[0].job)
     return status, [_created_out(i) for i in inserted]

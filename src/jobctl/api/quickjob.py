@@ -108,7 +108,15 @@ def specs(
 
 def _base_fields(defaults: RetryDefaults) -> dict[str, Any]:
     """What a job that says nothing but its command gets (``max_attempts``: None, the
-    daemon's default filled in by :func:`specs`)."""
+    daemon's default filled in by :func:`specs`): built once per ``defaults`` (the
+    daemon's one object; each job's fields are a copy), not once per request."""
+    got = _BASE[0]
+    if got[0] is not defaults:
+        got = _BASE[0] = (defaults, _new_base_fields(defaults))
+    return got[1]
+
+
+def _new_base_fields(defaults: RetryDefaults) -> dict[str, Any]:
     return {
         "queue": "default",
         "priority": 0,
@@ -124,6 +132,10 @@ def _base_fields(defaults: RetryDefaults) -> dict[str, Any]:
         "http": None,
         "payload": None,
     }
+
+
+#: The last defaults :func:`_base_fields` was asked for, and their fields.
+_BASE: list[tuple[RetryDefaults | None, dict[str, Any]]] = [(None, {})]
 
 
 def parse(raw: bytes) -> QuickJob | None:

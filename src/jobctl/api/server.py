@@ -123,10 +123,13 @@ class GilFreeWrites:
     def __init__(self, transport: asyncio.Transport, fd: int) -> None:
         self._transport = transport
         self._fd = fd
+        # Asked on every request (here and by the protocol): bound once, not looked up
+        # through __getattr__ each time.
+        self.is_closing = transport.is_closing
+        self.get_write_buffer_size = transport.get_write_buffer_size
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        t = self._transport
-        if not t.is_closing() and t.get_write_buffer_size() == 0:
+        if not self.is_closing() and self.get_write_buffer_size() == 0:
             try:
                 sent = os.write(self._fd, data)
             except OSError:  # would block, interrupted, or an error the transport reports
@@ -134,7 +137,7 @@ class GilFreeWrites:
             if sent == len(data):
                 return
             data = memoryview(data)[sent:]
-        t.write(data)
+        self._transport.write(data)
 
     def __getattr__(self, name: str) -> Any:  # everything else is the real transport's
         return getattr(self._transport, name)
@@ -166,6 +169,9 @@ class PeerCredProtocol(HttpToolsProtocol):
         #: Half-closed with a request in flight: its answer is written, then the close.
         self._answer_then_close = False
         self._writer: HeldHead | None = None  # the request cycles' transport
+        #: Since when (loop time) the connection waits for a next request; None while
+        #: a request is being read or answered (see :meth:`on_response_complete`).
+        self._idle_since: float | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -196,6 +202,10 @@ class PeerCredProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
+        self._idle_since = None
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
         if self._gate is not None and self._counted is not None:
             self._gate.release(self._counted)
             self._counted = None
@@ -214,8 +224,31 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._answer_then_close = True
         return True
 
+    def _unset_keepalive_if_required(self) -> None:
+        """Data came in (uvicorn calls this from ``data_received``): the connection is
+        no longer idle. The timer stays armed; when it fires it finds nothing to close
+        (:meth:`_keep_alive_fired`)."""
+        self._idle_since = None
+
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        """uvicorn's, with its keep-alive timeout armed once per connection instead of
+        once per request: arming and cancelling a timer (``call_later`` + ``cancel``)
+        on every single-job enqueue cost a few µs of the loop (issue 15). The connection
+        is closed at the same moment as uvicorn's: ``timeout_keep_alive`` seconds after
+        its last answer if nothing came in since."""
+        self.server_state.total_requests += 1
+        if not self.transport.is_closing():
+            self.flow.resume_reading()
+            if self.pipeline:
+                self._idle_since = None
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._idle_since = self.loop.time()
+                if self.timeout_keep_alive_task is None:
+                    self.timeout_keep_alive_task = self.loop.call_later(
+                        self.timeout_keep_alive, self._keep_alive_fired
+                    )
         last = self.cycle
         if (
             self._answer_then_close
@@ -288,17 +321,13 @@ class PeerCredProtocol(HttpToolsProtocol):
         scope["raw_path"] = b"/v1/jobs"
         scope["query_string"] = b""
         self.cycle = FastCycle(
-            scope=scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=False,
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=False,
-            keep_alive=self.parser.should_keep_alive(),
-            on_response=self.on_response_complete,
+            scope,
+            self.transport,
+            self.flow,
+            self.logger,
+            self.server_state.default_headers,
+            self.parser.should_keep_alive(),
+            self.on_response_complete,
         )
         self._start_asgi_task(self.cycle, fast)  # type: ignore[arg-type]
 
@@ -307,6 +336,19 @@ class PeerCredProtocol(HttpToolsProtocol):
         self._in_headers = True
         self._header_bytes = 0
         self._boundary = True
+
+    def _keep_alive_fired(self) -> None:
+        """Close the connection if it has been idle ``timeout_keep_alive`` seconds; if
+        it is idle for less, wait for the rest; if busy, the next answer arms again."""
+        self.timeout_keep_alive_task = None
+        since = self._idle_since
+        if since is None or self.transport.is_closing():
+            return
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_fired)
+        else:
+            self.timeout_keep_alive_handler()
 
     def _arm_header_timer(self, delay: float) -> None:
         """One timer per connection, armed once and checked when it fires: arming and

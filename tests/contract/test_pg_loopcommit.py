@@ -93,6 +93,25 @@ def test_the_loop_commits_single_job_enqueues_without_a_committer_thread(ready: 
     assert _ids(ready) == ["r-1"]
 
 
+def test_a_commit_whose_readiness_never_comes_is_read_by_the_backstop(ready: Any) -> None:
+    """The event loop told of nothing (its reader never called: what a server restart
+    once caused, a commit waiting the whole ANSWER_WAIT): the backstop's looks send and
+    read it all the same, within a few of its intervals."""
+    from jobctl.store.pg.pipelined import ANSWER_WAIT
+
+    async def run() -> tuple[list[Any], float]:
+        loop = asyncio.get_running_loop()
+        loop.add_reader = lambda *args: None  # type: ignore[method-assign]
+        began = loop.time()
+        out = await ready.insert_groups_on_loop([[_job()], [_job()]])
+        return list(out), loop.time() - began
+
+    out, took = asyncio.run(run())
+    assert all(o[0].created for o in out)
+    assert ready.loop_inserts.commits.committed == 1  # on the loop, not the threads
+    assert took < ANSWER_WAIT / 10
+
+
 def test_before_the_loops_connection_is_ready_the_committer_threads_commit(store: Any) -> None:
     """The first use opens it without waiting for the server; that write goes the usual way."""
     (out,) = _on_loop(store, [[_job()]])

@@ -58,12 +58,12 @@ async def release_unknown(store: AsyncStore, executor: Executor) -> list[int]:
             and job.lease_until is not None
         ):
             claims.append(Claim(job, job.attempt, job.generation, job.lease_until))
+    ids = [c.job.id for c in claims]
     if claims:
-        ids = [c.job.id for c in claims]
         log.warning(
             "event=unknown_claims_given_back jobs=%s reason=%s",
             ",".join(map(str, ids)),
             "a claim's commit was in doubt",
         )
         executor.give_back_claims(claims, WHY)
-    return [c.job.id for c in claims]
+    return ids

@@ -291,11 +291,12 @@ class InstantExecutor:
         self.config = ExecutorConfig(concurrency=slots, lease_ttl=300.0)
         self.ok = AttemptResult(Outcome.SUCCEEDED, 0)
         self.timer: Any = None
-        self.inflight = self.started = self.finished = self.fenced = 0
+        self.inflight = self.started = self.finished = self.fenced = self.failed = 0
         self.last_start = self.first_start = 0.0
         self.claim_sizes: list[int] = []
         self._batch = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._held: set[tuple[int, int]] = set()
         self.done = asyncio.Event()
         self.target = 0
 
@@ -307,7 +308,17 @@ class InstantExecutor:
             self._batch = 0
         return max(0, self.config.concurrency - self.inflight)
 
+    def take(self, claim: Any) -> None:
+        """The timer hands each claim here (the real executor may hold it for a slot):
+        started at once, there is always a slot for a claim it asked for."""
+        self.start(claim)
+
+    def held(self) -> set[tuple[int, int]]:
+        """Every (job id, generation) started and not finished (engine/indoubt.py asks)."""
+        return set(self._held)
+
     def start(self, claim: Any) -> None:
+        self._held.add((claim.job.id, claim.generation))
         now = time.perf_counter()
         self.first_start = self.first_start or now
         self.last_start = now
@@ -327,7 +338,13 @@ class InstantExecutor:
             await self.astore.finish(claim.job.id, claim.generation, self.ok)
         except LeaseLost:
             self.fenced += 1
+        except Exception as exc:  # a finish that failed must be seen, not swallowed
+            self.failed += 1
+            if self.failed == 1:
+                print(f"bench: a finish failed: {exc!r}", file=sys.stderr, flush=True)
+            raise
         finally:
+            self._held.discard((claim.job.id, claim.generation))
             self.inflight -= 1
             self.finished += 1
             if self.finished >= self.target:

@@ -84,6 +84,7 @@ async def _main(dsn: str, owner: str, slots: int, t0: dt.datetime, due: dt.datet
         "ids": ex.ids,
         "finished": ex.finished,
         "fenced": ex.fenced,
+        "failed": ex.failed,
         "claims": len(ex.claim_sizes),
         "ticks": timer.ticks,
         "t_go": t_go,

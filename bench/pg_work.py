@@ -165,6 +165,8 @@ def ceiling(tmp: Path, sz: Sizes, k: int, backend: str = "pg") -> Ceiling:
             for p in procs:
                 C.stop_proc(p)
     ids = [i for g in got for i in g["ids"]]
+    if not ids:  # e.g. the timer failing on every tick (the engines' stderr says why)
+        raise RuntimeError(f"ceiling {backend} {k}: no engine started a job")
     t_go = min(g["t_go"] for g in got)
     wall = max(g["last_finish"] for g in got) - t_go
     out: Ceiling = {

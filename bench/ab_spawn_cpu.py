@@ -12,6 +12,9 @@ pause between runs lets the previous one's commands be reaped.
 
     flock /tmp/bench.lock .venv/bin/python bench/ab_spawn_cpu.py --a /tmp/main-src \\
         --b src --pairs 4 --jobs 5000
+
+``--a-as another --b-as own`` (root): the same tree for both sides, another user's jobs
+against the daemon's own user's (issue 17: what the other-user path costs).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -50,11 +54,12 @@ def _switches(pid: int) -> int:
     return 0
 
 
-def run(src: str, n: int, log_level: str) -> dict[str, float]:
-    d = E.Daemon(src, "helper", None, log_level)
+def run(src: str, n: int, log_level: str, user: str | None = None) -> dict[str, float]:
+    """One run: ``n`` ``true`` of the bench's own user, or of ``user`` (enqueued by it)."""
+    d = E.Daemon(src, "helper", user, log_level)  # its group may reach the socket
     try:
         due = datetime.now(UTC) + timedelta(seconds=2.0 + n / 5000)
-        d.enqueue(E.jobs_due(n, due, ["true"]), None)
+        d.enqueue(E.jobs_due(n, due, ["true"]), user)
         helpers = E.children_of(d.proc.pid)
         load0 = os.getloadavg()[0]
         t0, w0 = _threads(d.proc.pid), _switches(d.proc.pid)
@@ -98,10 +103,21 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--pause", type=float, default=5.0, help="seconds between runs")
     ap.add_argument("--log-level", default="warning", help="the daemons' (info: the default)")
+    for side in "ab":
+        ap.add_argument(
+            f"--{side}-as",
+            choices=("own", "another"),
+            default="own",
+            help=f"whose jobs run {side.upper()} (another: a temporary account)",
+        )
     args = ap.parse_args()
     srcs = {"A": str(Path(args.a).resolve()), "B": str(Path(args.b).resolve())}
+    other = E.bench_user() if "another" in (args.a_as, args.b_as) else None
+    users = {"A": other if args.a_as == "another" else None,
+             "B": other if args.b_as == "another" else None}  # fmt: skip
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    print(f"A={srcs['A']} B={srcs['B']} jobs={args.jobs} log-level={args.log_level}"
+    print(f"A={srcs['A']} ({args.a_as}) B={srcs['B']} ({args.b_as}) jobs={args.jobs}"
+          f" log-level={args.log_level}"
           f" ({time.strftime('%H:%M:%S')} UTC)")  # fmt: skip
     print(
         "pair run  jobs/s daemon(user) loop(sys) writer(sys) rest helper commands"
@@ -110,7 +126,7 @@ def main() -> None:
     try:
         for i in range(args.pairs):
             for side in "AB" if i % 2 == 0 else "BA":
-                r = run(srcs[side], args.jobs, args.log_level)
+                r = run(srcs[side], args.jobs, args.log_level, users[side])
                 got[side].append(r)
                 print(f"{i:>4} {side:<3} {r['rate']:>7.0f} {r['daemon']:>7.0f} ({r['user']:.0f})"
                       f" {r['loop']:>6.0f} ({r['loop_sys']:.0f}) {r['writer']:>6.0f}"
@@ -121,6 +137,8 @@ def main() -> None:
                 time.sleep(args.pause)
     finally:
         E.remove_left()
+        if other:
+            subprocess.run(["userdel", "-r", other], capture_output=True, check=False)
     for side in "AB":
         rs = got[side]
         if rs:

@@ -37,6 +37,7 @@ from jobctl.engine.limits import StartRefused
 from jobctl.engine.logtrim import Trimmer
 from jobctl.engine.recorder import Recorder, record_of
 from jobctl.engine.reporter import Reporter
+from jobctl.engine.turnmemo import TurnMemo
 from jobctl.errors import StoreCorrupt
 from jobctl.logfmt import logval
 from jobctl.metrics import Metrics
@@ -92,6 +93,8 @@ class Executor:
         self._store = store
         self.access = access or Access()
         self._clock = clock
+        #: The owner check of this loop turn's starts (engine/turnmemo.py, issue 17).
+        self._refusals: TurnMemo[int, str | None] = TurnMemo(self._check_owner)
         self.config = config
         self.owner = owner
         self.on_slot_free = on_slot_free
@@ -295,9 +298,14 @@ class Executor:
 
     def _refusal(self, uid: int) -> str | None:
         """``Access.run_refusal`` now; the clock is read only for an owner it checks
-        (root's and the daemon's own jobs, most of them, need no time: issue 17)."""
+        (root's and the daemon's own jobs, most of them, need no time: issue 17), once a
+        loop turn for all of that owner's starts in it (:class:`TurnMemo`: four ``stat``
+        calls each)."""
         if self.access.privileged(uid):
             return None
+        return self._refusals.get(uid)
+
+    def _check_owner(self, uid: int) -> str | None:
         return self.access.run_refusal(uid, self._clock.now())
 
     async def spawn(self, claim: Claim, path: str | Path) -> process.Running:

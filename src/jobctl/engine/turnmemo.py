@@ -4,8 +4,8 @@ A burst starts many attempts of one owner in the same loop turn (the exits of on
 helper message free their slots together, a claim brings several jobs). Each start asks
 the system the same questions: may the owner still run (``Access.run_refusal``: four
 ``stat`` calls) and what are their groups (``os.getgrouplist``: ``/etc/group`` read and
-every NSS module asked). Asked once per turn, they cost the daemon's loop about a tenth:
-for another user's jobs they were ~35% of the loop's CPU per job (docs/benchmarks.md,
+every NSS module asked). For another user's jobs the two were a third of the loop's
+samples; asked once per turn, the loop's CPU per job fell by 32% (docs/benchmarks.md,
 "Another user's jobs on the loop").
 
 Nothing runs on the loop between the starts of one turn, so they read the system at

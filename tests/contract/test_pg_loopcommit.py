@@ -12,6 +12,7 @@ ride the commit are stored once.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from tests.contract.pglose import (
     stored_keys,
     swallow_answers,
     wait_for,
+    waits_for_a_lock,
 )
 
 pytestmark = pytest.mark.postgres
@@ -182,3 +184,92 @@ def test_cancelled_in_flight_it_reads_the_answers_so_the_rider_knows(ready: Any,
     ready.flush_audit()
     assert _ids(ready) == ["r-1"]
     assert len(ready.list_jobs(None, None, 10, None)) == 2  # the fixture's and this one
+
+
+def test_a_connection_lost_mid_commit_leaves_the_loop_no_watch_on_its_old_socket(
+    ready: Any, peer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends the loop's connection while its commit waits for a lock: libpq
+    closes its socket as it reads that (inside the loop's reader), and the daemon's loop
+    (uvloop) must be left watching nothing under the numbers it watched. A watch left
+    behind was inherited by the next connection given that number: never told it was
+    readable (its commits found only by the backstop), or, after an error on the dead
+    socket, refused with "the handler is closed" on every commit while it lived (a
+    server crash test's single-job enqueues answered 503 for seconds). Here the backstop
+    is out of reach (a minute), so a commit the loop is not told of fails the test."""
+    import uvloop
+
+    from jobctl.store.pg import loopcommit
+
+    monkeypatch.setattr(loopcommit, "BACKSTOP", 60.0)
+    server: list[int] = []  # the server process of each pipelined commit
+    real = Pipe.send
+
+    def send(pipe: Any) -> bool:
+        server.append(pipe._pg.backend_pid)
+        return real(pipe)
+
+    monkeypatch.setattr(Pipe, "send", send)
+    hold_queue(peer, ready.db.schema, "default")
+
+    async def lose_it() -> Any:
+        loop = asyncio.get_running_loop()
+        watched: set[int] = set()
+        add = loop.add_reader
+
+        def add_reader(fd: Any, *args: Any) -> None:
+            watched.add(fd if isinstance(fd, int) else fd.fileno())
+            add(fd, *args)
+
+        loop.add_reader = add_reader  # type: ignore[method-assign,assignment]
+        task = asyncio.ensure_future(ready.insert_groups_on_loop([[_job()]]))
+        await asyncio.to_thread(wait_for, lambda: server and waits_for_a_lock(peer, server[0]))
+        peer.execute("SELECT pg_terminate_backend(%s)", (server[0],))
+        (out,) = await task
+        free_queue(peer, ready.db.schema, "default")
+        for number in watched:
+            await _told_when_readable(number)
+        await asyncio.to_thread(ready.db.open_loop_pool().wait, 10)
+        (again,) = await asyncio.wait_for(ready.insert_groups_on_loop([[_job()]]), 10)
+        return out, again
+
+    committed = ready.loop_inserts.commits.committed
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            out, again = runner.run(lose_it())
+    finally:
+        free_queue(peer, ready.db.schema, "default")  # (a second unlock: a no-op)
+    assert isinstance(out, StoreUnavailable)  # unkeyed: its COMMIT may have run
+    assert again[0].created
+    assert ready.loop_inserts.commits.committed == committed + 1  # on the loop's connection
+
+
+async def _told_when_readable(number: int) -> None:
+    """A new socket given ``number``, if it is free, is watched by the running loop like
+    any: its reader is called once it is readable. (Taken by another file meanwhile, it
+    is left alone: the next commit tells, when the loop's new connection holds it.)"""
+    import socket
+
+    try:
+        os.fstat(number)
+        return
+    except OSError:
+        pass
+    loop = asyncio.get_running_loop()
+    a, b = socket.socketpair()
+    with b:
+        os.dup2(a.fileno(), number)
+        a.close()
+        told: asyncio.Future[None] = loop.create_future()
+        try:
+            loop.add_reader(number, _settle, told)
+            b.send(b"x")
+            await asyncio.wait_for(told, 5)
+        finally:
+            loop.remove_reader(number)
+            os.close(number)
+
+
+def _settle(told: asyncio.Future[None]) -> None:
+    if not told.done():
+        told.set_result(None)

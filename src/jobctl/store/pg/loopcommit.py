@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -173,24 +174,43 @@ def _lend(pool: ConnectionPool[PgConn]) -> PgConn | None:
 async def _exchange(pipe: Pipe) -> None:
     """Send ``pipe`` and read its answers as the socket allows, on the running loop.
     :class:`Failed` if a statement failed, :class:`Broken` if the connection did or no
-    answer came within :data:`ANSWER_WAIT`."""
+    answer came within :data:`ANSWER_WAIT`.
+
+    The loop watches a duplicate of the connection's socket, never libpq's own number:
+    libpq closes its socket the moment it reads that the connection is lost (inside
+    :meth:`Pipe.take`), after which its number can neither be asked for nor be told to
+    the loop again, and uvloop keeps its poll of a number until that number is removed.
+    A poll left behind for libpq's number was inherited by the next connection given
+    that number: its reader was then never registered (no readiness callback, the commit
+    found only by the backstop) or, after the kernel reported an error on the dead
+    socket, refused with "the handler is closed" on every commit while that connection
+    lived (each single-job enqueue 503 or sent the checked way). The duplicate is this
+    exchange's alone: added, removed and closed here, whatever libpq did meanwhile."""
     loop = asyncio.get_running_loop()
-    talk = _Talk(loop, pipe)
     try:
-        sent = pipe.send()
-    except psycopg.OperationalError as exc:
+        watch = os.dup(pipe.socket)  # psycopg: OperationalError once the socket is gone
+    except (psycopg.OperationalError, OSError) as exc:
         raise Broken(str(exc)) from exc
-    if not sent:  # the socket's buffer is full: the rest goes as it empties
-        loop.add_writer(pipe.socket, talk.writable)
-    loop.add_reader(pipe.socket, talk.readable)
-    talk.later = loop.call_later(BACKSTOP, talk.backstop)
+    talk = _Talk(loop, pipe, watch)
     try:
+        try:
+            sent = pipe.send()
+        except psycopg.OperationalError as exc:
+            raise Broken(str(exc)) from exc
+        if not sent:  # the socket's buffer is full: the rest goes as it empties
+            loop.add_writer(watch, talk.writable)
+        loop.add_reader(watch, talk.readable)
+        talk.later = loop.call_later(BACKSTOP, talk.backstop)
         talk.readable()  # what libpq may have read while it sent
         await talk.done
     finally:
-        talk.later.cancel()
-        loop.remove_reader(pipe.socket)
-        loop.remove_writer(pipe.socket)
+        if talk.later is not None:
+            talk.later.cancel()
+        try:
+            loop.remove_reader(watch)
+            loop.remove_writer(watch)
+        finally:
+            os.close(watch)
     pipe.outcome()
 
 
@@ -198,9 +218,10 @@ class _Talk:
     """The socket's callbacks of one :func:`_exchange`; ``done`` once the answers are read
     (or the connection failed)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: Pipe) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: Pipe, watch: int) -> None:
         self._loop = loop
         self._pipe = pipe
+        self._watch = watch  # the loop's duplicate of the socket (see :func:`_exchange`)
         self.done: asyncio.Future[None] = loop.create_future()
         self.later: asyncio.TimerHandle | None = None  # the next :meth:`backstop`
         self._looks = 0
@@ -249,7 +270,7 @@ class _Talk:
     def writable(self) -> None:
         try:
             if self._pipe.flush():
-                self._loop.remove_writer(self._pipe.socket)
+                self._loop.remove_writer(self._watch)
         except psycopg.OperationalError as exc:
             self.end(Broken(str(exc)))
 

@@ -231,8 +231,10 @@ class _Talk:
         unsent and read what came, as if the socket had said so. Why: once in ~10 runs
         of the server-crash test a commit on a fresh connection after the restart got
         no readiness callback at all and waited the whole :data:`ANSWER_WAIT` (its
-        request then answered 503); a missed event now costs at most this interval.
-        After :data:`ANSWER_WAIT` in all, the connection is taken as broken."""
+        request then answered 503). Its cause, a watch left on libpq's socket number, is
+        gone (see :func:`_exchange`); the backstop stays as a guard: any missed event
+        costs at most this interval. After :data:`ANSWER_WAIT` in all, the connection is
+        taken as broken."""
         if self.done.done():
             return
         self._looks += 1

@@ -27,6 +27,8 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -67,7 +69,9 @@ class Variant:
     cwd: str = "/tmp"
     raw: bool = False  # os.posix_spawn of /bin/true as bench_spawn.py does
     setsid: bool = True  # raw only
-    runs: list[tuple[float, float, float]] = field(default_factory=list)
+    burn: int = 0  # CPU-bound processes running beside the block (the e2e's daemon, helper)
+    lang: bool = True  # LANG=C.UTF-8 in jobctl's environment
+    runs: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
 VARIANTS = [
@@ -83,6 +87,10 @@ VARIANTS = [
     Variant("raw posix_spawn /bin/true, /dev/null", raw=True),
     Variant("  raw, no setsid", raw=True, setsid=False),
     Variant("  raw, jobctl env + log file", raw=True, env="jobctl", out="log"),
+    Variant("jobctl, one CPU-bound process beside", burn=1),
+    Variant("raw, one CPU-bound process beside", raw=True, burn=1),
+    Variant("jobctl, date (not true)", word="date"),
+    Variant("  date, jobctl env without LANG=C.UTF-8", word="date", lang=False),
 ]
 
 
@@ -113,6 +121,8 @@ class Bench:
             self.seq += 1
             n = self.seq
             env = jobctl_env(n) if v.env == "jobctl" else {"PATH": "/usr/bin:/bin"}
+            if not v.lang:
+                del env["LANG"]
             words = [self.native.launcher, "-", "-", "-", v.cwd, "",
                      CAP_BLOCKS if v.cap else "", "", "--", v.word]  # fmt: skip
             log = f"{self.logs}/{n % 64}/{n}.log" if v.out == "log" else os.devnull
@@ -156,12 +166,17 @@ class Bench:
 
         return start
 
-    def block(self, v: Variant, n: int) -> tuple[float, float, float]:
+    def block(self, v: Variant, n: int) -> tuple[float, float, float, float]:
         """``n`` starts of ``v``, 16 in flight: (children µs, this process's µs per start,
-        starts/s)."""
+        starts/s, children µs by ``os.times``: in ticks, as the e2e bench reads them)."""
         start, reaped = self.starter(v)
         child = 0.0
         live = 0
+        burners = [subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+                   for _ in range(v.burn)]  # fmt: skip
+        if burners:
+            time.sleep(0.2)
+        c0 = os.times()
         me0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(n):
             if live >= INFLIGHT:
@@ -174,8 +189,14 @@ class Bench:
             live -= 1
         wall = time.perf_counter() - t0
         me1 = resource.getrusage(resource.RUSAGE_SELF)
+        c1 = os.times()
+        for b in burners:
+            b.kill()
+            b.wait()
         me = me1.ru_utime - me0.ru_utime + me1.ru_stime - me0.ru_stime
-        return child / n * 1e6, me / n * 1e6, n / wall
+        # cutime + cstime as /proc reports them (the e2e bench's "commands"), a check
+        ticks = c1.children_user - c0.children_user + c1.children_system - c0.children_system
+        return child / n * 1e6, me / n * 1e6, n / wall, ticks / n * 1e6
 
     @staticmethod
     def reap(reaped: Callable[[int], None]) -> float:
@@ -220,12 +241,12 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.1f}, {time.strftime('%H:%M:%S')} UTC, "
           f"{args.block * args.rounds} starts per variant (median of {args.rounds} blocks; "
           "children, this process in min-max)")  # fmt: skip
-    print(f"{'variant':48s} {'children µs':>18s} {'helper µs':>14s} {'starts/s':>9s}")
+    print(f"{'variant':48s} {'children µs':>18s} {'helper µs':>14s} {'starts/s':>9s} cutime")
     for i, v in enumerate(chosen):
-        kids, me, rate = (sorted(x[k] for x in v.runs) for k in range(3))
+        kids, me, rate, cut = (sorted(x[k] for x in v.runs) for k in range(4))
         print(f"{i:>2} {v.name:45s} {statistics.median(kids):6.0f} ({kids[0]:.0f}-{kids[-1]:.0f})"
               f" {statistics.median(me):5.0f} ({me[0]:.0f}-{me[-1]:.0f})"
-              f" {statistics.median(rate):8.0f}")  # fmt: skip
+              f" {statistics.median(rate):8.0f} {statistics.median(cut):6.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

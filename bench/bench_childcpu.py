@@ -82,8 +82,14 @@ VARIANTS = [
     Variant("  /bin/true (no PATH search)", word="/bin/true"),
     Variant("  output /dev/null (no log file)", out="null"),
     Variant("  no output cap", cap=False),
-    Variant("  all four above, no cgroup", cgroup="none", env="path", word="/bin/true",
-            out="null", cap=False),  # fmt: skip
+    Variant(
+        "  all four above, no cgroup",
+        cgroup="none",
+        env="path",
+        word="/bin/true",
+        out="null",
+        cap=False,
+    ),
     Variant("raw posix_spawn /bin/true, /dev/null", raw=True),
     Variant("  raw, no setsid", raw=True, setsid=False),
     Variant("  raw, jobctl env + log file", raw=True, env="jobctl", out="log"),
@@ -220,7 +226,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--block", type=int, default=250, help="starts per variant per round")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--only", default="", help="comma-separated variant numbers")
+    ap.add_argument(
+        "--only", default="", help="comma-separated variant numbers (as a full run prints them)"
+    )
     args = ap.parse_args()
     chosen = [VARIANTS[int(i)] for i in args.only.split(",")] if args.only else VARIANTS
     logs = tempfile.mkdtemp(prefix="bench-childcpu-", dir="/var/tmp")  # the root disk
@@ -242,7 +250,8 @@ def main() -> None:
           f"{args.block * args.rounds} starts per variant (median of {args.rounds} blocks; "
           "children, this process in min-max)")  # fmt: skip
     print(f"{'variant':48s} {'children µs':>18s} {'helper µs':>14s} {'starts/s':>9s} cutime")
-    for i, v in enumerate(chosen):
+    for v in chosen:
+        i = VARIANTS.index(v)
         kids, me, rate, cut = (sorted(x[k] for x in v.runs) for k in range(4))
         print(f"{i:>2} {v.name:45s} {statistics.median(kids):6.0f} ({kids[0]:.0f}-{kids[-1]:.0f})"
               f" {statistics.median(me):5.0f} ({me[0]:.0f}-{me[-1]:.0f})"

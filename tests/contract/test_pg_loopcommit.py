@@ -12,7 +12,6 @@ ride the commit are stored once.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -115,10 +114,24 @@ def test_a_commit_whose_readiness_never_comes_is_read_by_the_backstop(ready: Any
 
 
 def test_before_the_loops_connection_is_ready_the_committer_threads_commit(store: Any) -> None:
-    """The first use opens it without waiting for the server; that write goes the usual way."""
-    (out,) = _on_loop(store, [[_job()]])
-    assert out[0].created and store.get(out[0].job.id).id == out[0].job.id
-    assert store.loop_inserts.commits.committed == 0
+    """The first use opens it without waiting for the server; that write goes the usual way.
+    (The loop's connection is held back until the write is answered: a connection that
+    came within the lend's wait on a loaded host would otherwise make this a race.)"""
+    assert store.db.loop_pool is None
+    connected = threading.Event()
+    configure = store.db._configure
+
+    def held(conn: Any) -> None:
+        connected.wait(10)
+        configure(conn)
+
+    store.db._configure = held
+    try:
+        (out,) = _on_loop(store, [[_job()]])
+        assert out[0].created and store.get(out[0].job.id).id == out[0].job.id
+        assert store.loop_inserts.commits.committed == 0
+    finally:
+        connected.set()
 
 
 def test_a_refused_group_is_answered_alone_and_its_neighbours_committed(ready: Any) -> None:
@@ -247,27 +260,43 @@ def test_a_connection_lost_mid_commit_leaves_the_loop_no_watch_on_its_old_socket
 async def _told_when_readable(number: int) -> None:
     """A new socket given ``number``, if it is free, is watched by the running loop like
     any: its reader is called once it is readable. (Taken by another file meanwhile, it
-    is left alone: the next commit tells, when the loop's new connection holds it.)"""
-    import socket
+    is left alone: the next commit tells, when the loop's new connection holds it.)
 
-    try:
-        os.fstat(number)
+    The socket is made by taking the lowest free numbers until ``number`` comes up, not
+    by ``dup2``, which would close whatever another thread opened there meanwhile."""
+    pair = _pair_holding(number)
+    if pair is None:
         return
-    except OSError:
-        pass
+    watched, other = pair
     loop = asyncio.get_running_loop()
-    a, b = socket.socketpair()
-    with b:
-        os.dup2(a.fileno(), number)
-        a.close()
+    with watched, other:
         told: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(number, _settle, told)
         try:
-            loop.add_reader(number, _settle, told)
-            b.send(b"x")
+            other.send(b"x")
             await asyncio.wait_for(told, 5)
         finally:
             loop.remove_reader(number)
-            os.close(number)
+
+
+def _pair_holding(number: int) -> tuple[Any, Any] | None:
+    """A socket pair whose first end is file ``number``, or None if it is taken."""
+    import socket
+
+    spare: list[socket.socket] = []
+    try:
+        while True:
+            a, b = socket.socketpair()
+            if b.fileno() == number:
+                a, b = b, a
+            if a.fileno() == number:
+                return a, b
+            spare += [a, b]
+            if min(a.fileno(), b.fileno()) > number:
+                return None  # taken by another file
+    finally:
+        for s in spare:
+            s.close()
 
 
 def _settle(told: asyncio.Future[None]) -> None:

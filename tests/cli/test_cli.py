@@ -181,3 +181,26 @@ def test_allow_entries_are_ids_or_looked_up_names() -> None:
     for bad in ("uid:", "uid:-1", "uid:٣", "root", "user:", "host:1"):
         with pytest.raises(InvalidInput):
             allow_entry(bad)
+
+
+def test_every_error_the_daemon_sends_comes_back_as_its_own_class() -> None:
+    """A code the client does not know comes back as the bare root: a 503 "out of
+    resources" then lost its Retry-After class and its exit code (9, try again)."""
+    from jobctl import errors
+    from jobctl.cli.errors import exit_code_for
+    from jobctl.client.wire import error_from
+
+    client_side = {errors.DaemonUnavailable}  # raised by the client, never sent
+
+    def subclasses(cls: type[errors.JobctlError]) -> list[type[errors.JobctlError]]:
+        return [s for c in cls.__subclasses__() for s in (c, *subclasses(c))]
+
+    sent = [c for c in subclasses(errors.JobctlError) if "code" in vars(c)]
+    for cls in sent:
+        if cls in client_side or any(issubclass(cls, c) for c in client_side):
+            continue
+        body = b'{"error": {"code": "%s", "message": "m"}}' % cls.code.encode()
+        err = error_from(503, body)
+        assert type(err) is cls, cls
+    out = error_from(503, b'{"error": {"code": "out_of_resources", "message": "m"}}')
+    assert exit_code_for(out) == exit_code_for(errors.Unavailable("m"))

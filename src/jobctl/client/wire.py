@@ -25,6 +25,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.InvalidInput,
         errors.InvalidSchedule,
         errors.HeaderTooLarge,
+        errors.WebhookUnverified,
         errors.NotFound,
         errors.Forbidden,
         errors.Conflict,
@@ -39,6 +40,7 @@ _BY_CODE: dict[str, type[errors.JobctlError]] = {
         errors.Unavailable,
         errors.DiskLow,
         errors.StorageFull,
+        errors.OutOfResources,
         errors.StoreUnavailable,
         errors.QuotaExceeded,
     )

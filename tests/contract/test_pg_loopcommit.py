@@ -242,7 +242,10 @@ def test_a_connection_lost_mid_commit_leaves_the_loop_no_watch_on_its_old_socket
         free_queue(peer, ready.db.schema, "default")
         for number in watched:
             await _told_when_readable(number)
-        await asyncio.to_thread(ready.db.open_loop_pool().wait, 10)
+        # the pool's new connection (its wait() is for the first fill only: the next
+        # commit could otherwise find none ready and go the committer threads' way)
+        pool = ready.db.open_loop_pool()
+        await asyncio.to_thread(wait_for, lambda: pool.get_stats()["pool_available"] >= 1, 10)
         (again,) = await asyncio.wait_for(ready.insert_groups_on_loop([[_job()]]), 10)
         return out, again
 

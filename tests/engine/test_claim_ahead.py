@@ -214,6 +214,10 @@ async def test_a_job_claimed_ahead_whose_lease_was_given_up_goes_back_once_the_s
         await full(eng)
         job = eng.add(marker(eng, "ran"), max_attempts=1)
         await until(lambda: eng.executor.waiting == 1)
+        # the timer stopped first: the job given back is due, and would be claimed again
+        # at once (between the give-back landing and any later stop: CI saw it running)
+        eng.timer.stop()
+        await task
         real = eng.store.heartbeat
 
         def unreachable(leases: Sequence[tuple[int, int]], lease_ttl: float) -> list[int]:
@@ -224,8 +228,6 @@ async def test_a_job_claimed_ahead_whose_lease_was_given_up_goes_back_once_the_s
             eng.clock.advance(5)
             await eng.executor.heartbeat_once()
         await until(lambda: eng.executor.waiting == 0)
-        eng.timer.stop()  # else the job given back, due, may be claimed again at once
-        await task
         eng.store.heartbeat = real  # type: ignore[method-assign]
         [result] = await _results_of(eng, job.id)
         assert result.transient and "could not renew its lease" in (result.error or "")

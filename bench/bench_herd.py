@@ -284,7 +284,7 @@ class InstantExecutor:
     def __init__(self, astore: Any, slots: int, owner: str = "bench-herd:0:instant") -> None:
         from jobctl.domain.models import AttemptResult
         from jobctl.domain.states import Outcome
-        from jobctl.engine.executor import ExecutorConfig
+        from jobctl.engine.execconfig import ExecutorConfig
 
         self.astore = astore
         self.owner = owner

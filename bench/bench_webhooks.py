@@ -45,7 +45,7 @@ from jobctl.domain.clock import SystemClock
 from jobctl.domain.http import HttpRequest
 from jobctl.domain.models import JobSpec
 from jobctl.domain.netguard import NetGuard, parse_networks
-from jobctl.engine.executor import ExecutorConfig
+from jobctl.engine.execconfig import ExecutorConfig
 from jobctl.engine.spawnclient import SpawnHelper
 from jobctl.engine.webhook import WebhookConfig
 from jobctl.store.aio import AsyncStore

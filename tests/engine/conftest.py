@@ -18,7 +18,8 @@ import pytest
 from jobctl.daemon import wire_engine
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import AttemptResult, Claim, Job, JobSpec
-from jobctl.engine.executor import Executor, ExecutorConfig
+from jobctl.engine.execconfig import ExecutorConfig
+from jobctl.engine.executor import Executor
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.timer import Timer
 from jobctl.metrics import Metrics

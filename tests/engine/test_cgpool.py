@@ -19,10 +19,10 @@ from jobctl.domain.models import Claim
 from jobctl.engine import (
     cgpool,
     cgroup,
+    helperdead,
     launcher,
     process,
     proctree,
-    spawnclient,
     spawner,
     spawnsys,
 )
@@ -288,8 +288,8 @@ def test_an_adopted_commands_cgroup_is_the_one_proc_names(prefix: str, tmp_path:
         d.helper.start(asyncio.get_running_loop())
         try:
             run = await d.start("exec sleep 30")
-            assert spawnclient._cgroup_of(run.proc.pid) == _slot(run)
-            assert spawnclient._cgroup_of(os.getpid()) is None
+            assert helperdead.cgroup_of(run.proc.pid) == _slot(run)
+            assert helperdead.cgroup_of(os.getpid()) is None
             await proctree.stop(run, 1.0)
         finally:
             d.helper.close()

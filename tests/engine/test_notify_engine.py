@@ -16,7 +16,7 @@ from jobctl.daemon import wire_engine
 from jobctl.domain.clock import FakeClock
 from jobctl.domain.models import JobSpec
 from jobctl.domain.notify import NotifyDefaults
-from jobctl.engine.executor import ExecutorConfig
+from jobctl.engine.execconfig import ExecutorConfig
 from jobctl.store.aio import AsyncStore
 from jobctl.store.sqlite import SqliteStore
 

@@ -33,7 +33,8 @@ from jobctl.domain.retention import DEFAULT_AUDIT_RETENTION, DEFAULT_RETENTION
 from jobctl.domain.retry import DEFAULT_RETRY, RetryDefaults
 from jobctl.engine import cgroup, process
 from jobctl.engine.diskguard import DiskGuard
-from jobctl.engine.executor import Executor, ExecutorConfig
+from jobctl.engine.execconfig import ExecutorConfig
+from jobctl.engine.executor import Executor
 from jobctl.engine.materializer import Materializer
 from jobctl.engine.notifier import Notifier
 from jobctl.engine.quotas import Quotas

@@ -9,7 +9,7 @@ lease it finds lost has its command stopped at once. Stopping an attempt stops i
 process tree, its group and what left the group (engine/proctree.py).
 
 Its parts, each in its own module: the fenced finish and its retries (reporter.py), the
-heartbeat (heartbeats.py), the log trim loop (logtrim.py), what an exit means (results.py)
+heartbeat (heartbeats.py), the log trim loop (logtrim.py), what an exit means (results.py),
 and the live http attempts (httpcalls.py).
 """
 
@@ -20,20 +20,18 @@ import functools
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jobctl.access import Access
 from jobctl.domain.clock import Clock
 from jobctl.domain.models import AttemptResult, Claim, Job, ProcessRecord
 from jobctl.domain.states import DeadReason, Outcome, StopReason
-from jobctl.engine import process, proctree, results, spawnclient, webhook, witness
+from jobctl.engine import process, proctree, results, spawnclient, witness
 from jobctl.engine.ahead import ReadyQueue
-from jobctl.engine.cgroup import Cgroups
+from jobctl.engine.execconfig import ExecutorConfig
 from jobctl.engine.heartbeats import Heartbeats
 from jobctl.engine.httpcalls import HttpCalls
 from jobctl.engine.leasewatch import LeaseWatch, stop_grace
-from jobctl.engine.limits import StartRefused
 from jobctl.engine.logtrim import Trimmer
 from jobctl.engine.recorder import Recorder, record_of
 from jobctl.engine.reporter import Reporter
@@ -47,35 +45,6 @@ log = logging.getLogger("jobctl.executor")
 #: The dead reason of a job whose owner may no longer run jobs (jobctl.access).
 OWNER_DENIED = DeadReason.DENIED
 NR = DeadReason.NON_RETRYABLE
-
-
-@dataclass(frozen=True)
-class ExecutorConfig:
-    concurrency: int = 16
-    lease_ttl: float = 30.0
-    kill_grace: float = 10.0
-    log_dir: Path = Path("logs")
-    #: How commands start: their umask and open-file limit (engine/process.py).
-    launch: process.Launch = field(default_factory=process.Launch)
-    #: Bytes of output an attempt of this owner may write (the ``log_bytes`` quota).
-    log_bytes: Callable[[int], int | None] = field(default=lambda uid: None)
-    #: Where attempts' cgroups are made (engine/cgroup.py); None: trees found in /proc.
-    cgroups: Cgroups | None = None
-    #: The spawn helper that starts commands (engine/spawnclient.py); None: Popen here.
-    helper: spawnclient.SpawnHelper | None = None
-    #: How http jobs are sent (engine/webhook.py): allowed networks, per-target limit.
-    webhooks: webhook.WebhookConfig = field(default_factory=webhook.WebhookConfig)
-    #: Stop a command whose lease could not be renewed before it runs out (daemons
-    #: sharing PostgreSQL: engine/leasewatch.py); off on SQLite, where no other daemon
-    #: can reclaim it.
-    give_up_leases: bool = False
-    #: Jobs the timer may claim beyond the free slots, held until a slot frees
-    #: (``claim_ahead``; engine/ahead.py). 0: none.
-    claim_ahead: int = 0
-
-    @property
-    def heartbeat_every(self) -> float:
-        return self.lease_ttl / 3
 
 
 class Executor:
@@ -261,20 +230,9 @@ class Executor:
         self.crash_feed.starting(job.id, claim.generation, path)  # before: the fork may kill us
         try:
             run = await self._spawn(claim, path, loop)
-        except OSError as exc:
+        except Exception as exc:  # never `running`: the result says why (results.py)
             log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish_freed(claim, results.not_started(exc))
-            return
-        except StartRefused as exc:  # a resource limit this daemon cannot apply
-            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            await self._finish_freed(
-                claim, AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}")
-            )
-            return
-        except Exception as exc:  # e.g. a NUL in an argument (ValueError): never `running`
-            log.info("event=failed job=%s attempt=%s error=%s", job.id, claim.attempt, logval(exc))
-            error = f"cannot start: {type(exc).__name__}: {exc}"
-            await self._finish_freed(claim, AttemptResult(Outcome.FAILED, 126, error))
+            await self._finish_freed(claim, results.start_failed(exc))
             return
         self._live[job.id] = run
         if run.exited.done():  # came with the answer: told now, not a loop turn later
@@ -370,18 +328,7 @@ class Executor:
         if run.stopping is not None:
             await run.stopping
         await self._trimmer.settled()  # a cut of this log may be under way
-        tail, size = process.log_end(run)
-        full = process.output_cut(run, size)  # reached the cap: later writes failed
-        if run.log_cap is not None and (full or run.cut_bytes):
-            if full:
-                await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
-            tail = process.cut_note(run.log_cap, run.cut_bytes) + tail  # first: NULs follow
-            result = results.result_of(run, code, tail, size)
-            if result.error:  # a failure says it too, in the attempt's error
-                cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
-                result = replace(result, error=result.error + cut)
-            return result
-        return results.result_of(run, code, tail, size)
+        return await results.ended(run, code)
 
     async def _finish_freed(
         self, claim: Claim, result: AttemptResult, record: ProcessRecord | None = None

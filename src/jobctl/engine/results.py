@@ -7,14 +7,17 @@ result the store is handed, and the one log line that says what the finish did t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from jobctl.domain.clock import iso
 from jobctl.domain.models import AttemptResult, Claim, Finished, Job
 from jobctl.domain.slotted import compile_builder
 from jobctl.domain.states import JobStatus, Outcome, StopReason
 from jobctl.engine import process
+from jobctl.engine.limits import StartRefused
 from jobctl.logfmt import info, logval
 
 log = logging.getLogger("jobctl.executor")  # the executor's lines, wherever they are written
@@ -34,6 +37,36 @@ def not_started(exc: OSError) -> AttemptResult:
 #: jobs): frozen, so one serves them all (issue 17: a result's 11 fields cost ~2.6 µs of
 #: the loop to build per attempt).
 SILENT_SUCCESS = AttemptResult(Outcome.SUCCEEDED, 0, None, "", log_bytes=0)
+
+
+def start_failed(exc: Exception) -> AttemptResult:
+    """A command whose start raised ``exc``: :func:`not_started` for an OSError; a
+    resource limit this daemon cannot apply (``StartRefused``) or a request the start
+    refused (a NUL in an argument: ValueError) is 126, "cannot start", not retried."""
+    if isinstance(exc, OSError):
+        return not_started(exc)
+    if isinstance(exc, StartRefused):
+        return AttemptResult(Outcome.FAILED, 126, f"cannot start: {exc}")
+    return AttemptResult(Outcome.FAILED, 126, f"cannot start: {type(exc).__name__}: {exc}")
+
+
+async def ended(run: process.Running, code: int) -> AttemptResult:
+    """The result of a command that ended with ``code``, its log read at its end: with
+    the output cap's note first when the ``log_bytes`` quota cut its output (the file
+    marked after its size is read, so the mark is not counted as output), and said in
+    a failure's error too."""
+    tail, size = process.log_end(run)
+    full = process.output_cut(run, size)  # reached the cap: later writes failed
+    if run.log_cap is None or not (full or run.cut_bytes):
+        return result_of(run, code, tail, size)
+    if full:
+        await asyncio.to_thread(process.mark_cut, run)  # after the size: output only
+    tail = process.cut_note(run.log_cap, run.cut_bytes) + tail  # first: NULs follow
+    result = result_of(run, code, tail, size)
+    if result.error:  # a failure says it too, in the attempt's error
+        cut = f"; output cut at {run.log_cap} bytes (log_bytes quota)"
+        result = replace(result, error=result.error + cut)
+    return result
 
 
 def given_back(why: str) -> AttemptResult:

@@ -40,12 +40,11 @@ from jobctl.domain.models import Claim
 from jobctl.engine import cgroup, launcher, limits, spawner
 from jobctl.engine import process as proc_mod
 from jobctl.engine.cgroup import Cgroup, Cgroups
+from jobctl.engine.helperdead import cgroup_of, find_command, reap_strays, settle
 from jobctl.engine.helperio import Backoff, LastWords, helper_env
 from jobctl.logfmt import logval
 
 log = logging.getLogger("jobctl.executor")
-#: Seconds to wait, after a helper died, for its half-started children to exec or end.
-SETTLE_LIMIT = 2.0
 #: Seconds between looks for re-parented strays once a helper has died.
 STRAY_EVERY = 5.0
 #: Most start requests in one message to the helper.
@@ -314,7 +313,7 @@ class SpawnHelper:
         for pid, child in list(self._exits.items()):
             self._adopt(pid, child.exited)
         self._exits.clear()
-        await asyncio.to_thread(_settle, dead.pid, self._tag)
+        await asyncio.to_thread(settle, dead.pid, self._tag)
         for req in list(self._pending.values()):
             await self._settle_request(req)
         self._pending.clear()
@@ -329,7 +328,7 @@ class SpawnHelper:
 
     async def _settle_request(self, req: _Request) -> None:
         """An unanswered request: its command runs (adopt it) or never started."""
-        found = await asyncio.to_thread(_find_command, req.markers)
+        found = await asyncio.to_thread(find_command, req.markers)
         if found is None:
             error = OSError(errno.EAGAIN, "the spawn helper died before the command started")
             req.answer.set_exception(error)
@@ -340,7 +339,7 @@ class SpawnHelper:
         log.warning("event=spawn_adopted pid=%s", found)
         # Past its gate, it is in its cgroup if it has one (a gate never opened ends it):
         # the one /proc names (a slot of the pool is not the one asked for).
-        cg = None if req.cgroup is None else _cgroup_of(found)
+        cg = None if req.cgroup is None else cgroup_of(found)
         req.answer.set_result(Started(found, proc_mod.process_start_time(found), fut, cg))
 
     def _adopt(self, pid: int, fut: asyncio.Future[int]) -> None:
@@ -395,67 +394,6 @@ class SpawnHelper:
         self._words.close()
         if self._strays is not None:
             self._strays.cancel()
-
-
-def _half_started(helper_pid: int, tag: str) -> list[int]:
-    """Processes still running the dead helper's program (a fork not yet exec'd)."""
-    want = [b"jobctl.engine.spawner", tag.encode()]
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == helper_pid:
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if all(w in args for w in want):
-            found.append(int(entry.name))
-    return found
-
-
-def _settle(helper_pid: int, tag: str) -> None:
-    """Wait (bounded) until no child of the dead helper is between fork and exec."""
-    deadline = time.monotonic() + SETTLE_LIMIT
-    while _half_started(helper_pid, tag) and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def _cgroup_of(pid: int) -> str | None:
-    """The directory of ``pid``'s cgroup (v2) below the attempts' directory, or None."""
-    try:
-        own = cgroup.own_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
-    except OSError:
-        return None
-    mount = cgroup.mount_point()
-    if mount is None or own is None or f"/{cgroup.SUBDIR}/" not in own:
-        return None
-    return f"{mount}{own}"
-
-
-def _find_command(markers: dict[str, str]) -> int | None:
-    """The session leader among the processes carrying ``markers``, if any."""
-    for pid in proc_mod.find_by_env(markers):
-        with contextlib.suppress(OSError):
-            if os.getsid(pid) == pid:
-                return pid
-    return None
-
-
-def reap_strays(keep: set[int]) -> int:
-    """waitpid every exited child of this process not in ``keep``; returns how many."""
-    me, reaped = str(os.getpid()), 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in keep:
-            continue
-        try:
-            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] == b"Z" and fields[1].decode() == me:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry.name), os.WNOHANG)
-                reaped += 1
-    return reaped
 
 
 async def spawn(

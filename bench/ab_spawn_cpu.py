@@ -106,8 +106,8 @@ def main() -> None:
         "--warmup",
         type=int,
         default=1,
-        help="runs of A first, not counted (the first run pays ext4's scan past the files"
-        " the last run of this bench removed: its helper's CPU per job ~2.5x)",
+        help="runs of A first, not counted (the bench first waits out ext4's window after"
+        " the last removal of a spawn bench's files: bench_spawn_e2e.wait_inodes_quiet)",
     )
     ap.add_argument("--log-level", default="warning", help="the daemons' (info: the default)")
     for side in "ab":
@@ -117,7 +117,13 @@ def main() -> None:
             default="own",
             help=f"whose jobs run {side.upper()} (another: a temporary account)",
         )
+    ap.add_argument(
+        "--no-inode-wait",
+        action="store_true",
+        help="do not wait out ext4's window after a previous bench's removal",
+    )
     args = ap.parse_args()
+    E.wait_inodes_quiet(not args.no_inode_wait)
     srcs = {"A": str(Path(args.a).resolve()), "B": str(Path(args.b).resolve())}
     other = E.bench_user() if "another" in (args.a_as, args.b_as) else None
     users = {"A": other if args.a_as == "another" else None,

@@ -146,9 +146,10 @@ class Daemon:
     def stop(self) -> None:
         """Stop the daemon; its files are removed at the bench's end (:func:`remove_left`),
         not here: on ext4 without a journal (this VM's disk) every file created within
-        about a minute after thousands were deleted nearby costs a scan past them
-        (``recently_deleted`` in the inode allocator), so the run after a removal paid up
-        to 300 us more per attempt log than the run before it (branch spawnh3)."""
+        a minute after thousands were deleted nearby, up to six while their inode table
+        blocks are dirty, costs a scan past them (``recently_deleted`` in the inode
+        allocator), so the run after a removal paid up to 300 us more per attempt log than
+        the run before it (branch spawnh3); :func:`wait_inodes_quiet` waits that out."""
         self.client.close()
         self.proc.terminate()
         self.proc.wait()
@@ -157,11 +158,43 @@ class Daemon:
 
 #: Temporary directories of finished runs, removed when the bench ends.
 LEFT: list[Path] = []
+#: When a spawn bench last removed its runs' files (a number of seconds since the epoch).
+REMOVED_STAMP = Path(tempfile.gettempdir()) / "jobctl-bench-spawn-removed"
+#: Seconds an ext4 without a journal (this VM's root file system) keeps a freed inode
+#: from reuse while its inode table block is dirty (fs/ext4/ialloc.c: RECENTCY_MIN 60 +
+#: RECENTCY_DIRTY 300). Every file created meanwhile scans past such inodes, and new
+#: files dirty those blocks again: a session-20 probe (30,000 files removed, then 500
+#: files created now and then, `os.sync()` first) still paid 3-5x the quiet creation
+#: cost 90 s later, and a run's helper 2.5-5x its quiet CPU per job.
+INODE_QUIET = 360.0
 
 
 def remove_left() -> None:
+    """Remove the finished runs' directories and note when (:func:`wait_inodes_quiet`)."""
+    removed = bool(LEFT)
     while LEFT:
         shutil.rmtree(LEFT.pop(), ignore_errors=True)
+    if removed:
+        REMOVED_STAMP.write_text(f"{time.time():.0f}\n")
+
+
+def wait_inodes_quiet(wait: bool = True) -> float:
+    """Seconds since a spawn bench last removed its files, after waiting (``wait``) until
+    :data:`INODE_QUIET` have passed: a run in that window measures ext4's scan past the
+    freed inodes in the helper's log creation, not jobctl (the first row of a bench used
+    to pay it for the previous bench's removal)."""
+    try:
+        since = time.time() - float(REMOVED_STAMP.read_text())
+    except (OSError, ValueError):
+        return float("inf")
+    if wait and since < INODE_QUIET:
+        progress(
+            f"waiting {INODE_QUIET - since:.0f} s: files were removed {since:.0f} s ago"
+            " (ext4 without a journal scans past freed inodes for up to 6 minutes)"
+        )
+        time.sleep(INODE_QUIET - since)
+        since = INODE_QUIET
+    return since
 
 
 class E2e(TypedDict):
@@ -355,7 +388,13 @@ def main() -> None:
     ap.add_argument("--no-huey", action="store_true")
     ap.add_argument("--src", default=str(BENCH.parent / "src"))
     ap.add_argument("--ref-src", default=None, help="src tree of the burst's inline run")
+    ap.add_argument(
+        "--no-inode-wait",
+        action="store_true",
+        help="do not wait out ext4's window after a previous bench's removal",
+    )
     a = ap.parse_args()
+    wait_inodes_quiet(not a.no_inode_wait)
     run = SpawnRun(a.jobs, a.burst, a.lag, os.getloadavg(), bench_spawn.raw_rates(a.raw))
     progress(f"raw rates: {run.raw}")
     user = bench_user()

@@ -208,6 +208,35 @@ def test_the_spawn_report_reads_every_figure_from_its_run() -> None:
     )
 
 
+def test_a_spawn_bench_waits_out_ext4s_window_after_a_removal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run within six minutes of a spawn bench's removal of its files measures ext4's
+    scan past the freed inodes: the bench notes each removal and waits out the rest."""
+    import time
+
+    import bench_spawn_e2e as S
+
+    stamp = tmp_path / "removed"
+    slept: list[float] = []
+    monkeypatch.setattr(S, "REMOVED_STAMP", stamp)
+    monkeypatch.setattr(time, "sleep", slept.append)
+    monkeypatch.setattr(time, "time", lambda: 10_000.0)
+    assert S.wait_inodes_quiet() == float("inf") and slept == []  # never removed
+    S.remove_left()  # nothing to remove: no note
+    assert not stamp.exists()
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    S.LEFT.append(run)
+    S.remove_left()
+    assert not run.exists() and stamp.read_text() == "10000\n"
+    monkeypatch.setattr(time, "time", lambda: 10_100.0)
+    assert S.wait_inodes_quiet(wait=False) == 100.0 and slept == []
+    assert S.wait_inodes_quiet() == S.INODE_QUIET and slept == [S.INODE_QUIET - 100.0]
+    monkeypatch.setattr(time, "time", lambda: 10_000.0 + S.INODE_QUIET + 1)
+    assert S.wait_inodes_quiet() == S.INODE_QUIET + 1 and len(slept) == 1
+
+
 def test_each_scripts_markers_hold_its_own_section_only() -> None:
     """A script rewrites everything between its markers: a hand-written section that
     slipped inside them (the audit trail once sat inside bench_retention's) would be lost

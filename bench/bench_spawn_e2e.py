@@ -15,6 +15,8 @@ usage: python bench/bench_spawn_e2e.py [--jobs N] [--burst N] [--lag N] [--no-hu
        [--src DIR]   (default: this tree's src/)
        [--ref-src DIR]  the burst's inline run from another tree (e.g. main's src: the
                         'today' reference of issue 17's burst target)
+       [--no-inode-wait]  measure at once even within six minutes of a previous spawn
+                        bench's removal of its files (see :func:`wait_inodes_quiet`)
 """
 
 from __future__ import annotations

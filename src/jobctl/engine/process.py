@@ -35,6 +35,7 @@ from typing import Protocol
 
 from jobctl import files
 from jobctl.domain.models import Claim
+from jobctl.domain.resources import Resources
 from jobctl.domain.states import StopReason
 from jobctl.engine import cgroup, limits
 from jobctl.engine.cgroup import Cgroup, Cgroups
@@ -259,32 +260,8 @@ def spawn(
         raise
     finally:
         os.close(log_fd)
-    moved: Future[bool] | None = None
-    if gate:
-        os.close(gate[0])
-        # The command waits at the gate until its niceness is set and it is in its cgroup
-        # (the move mostly on a thread).
-        try:
-            moved = limits.release(cg, proc.pid, gate[1], res)
-        except limits.StartRefused:
-            proc.wait()
-            if cg is not None:
-                cg.remove()
-            raise
-    exited: asyncio.Future[int] = loop.create_future()
-    # Reading /proc/PID/stat right after the fork can wait on the child's exec (a sixth
-    # of the event loop's time per job in profiles), so it runs on a thread; the exit
-    # watcher does not reap the child before it is read, so the pid cannot be reused.
-    start = asyncio.wrap_future(_START_READER.submit(process_start_time, proc.pid), loop=loop)
-    try:
-        _watch_exit(proc, exited, loop, start)
-    except OSError:  # no descriptor for the pidfd: stop it now, it is retried later
-        signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if cg is not None and moved is not None and moved.result():
-            cg.kill()
-            cg.remove()
-        raise
+    moved = _through_gate(proc, cg, gate, res) if gate else None
+    exited, start = _watched(proc, loop, cg, moved)
     cap = None if blocks is None else blocks * 512
     markers = attempt_markers(claim.job.id, lease_owner, claim.generation)
     entered = None if moved is None else asyncio.wrap_future(moved, loop=loop)
@@ -292,6 +269,50 @@ def spawn(
         claim, proc, exited, log_path, start, log_cap=cap, cgroup=cg, entered=entered,
         markers=markers,
     )  # fmt: skip
+
+
+def _through_gate(
+    proc: subprocess.Popen[bytes], cg: Cgroup | None, gate: tuple[int, int], res: Resources | None
+) -> Future[bool] | None:
+    """Let the command, waiting at its gate, go on once its niceness is set and it is in
+    its cgroup (:func:`limits.release`: the move mostly on a thread, whose future says
+    whether it got there; None without a cgroup). A niceness that cannot be set
+    (``StartRefused``): the command was stopped before it ran; it is reaped, its cgroup
+    removed, and the refusal raised."""
+    os.close(gate[0])
+    try:
+        return limits.release(cg, proc.pid, gate[1], res)
+    except limits.StartRefused:
+        proc.wait()
+        if cg is not None:
+            cg.remove()
+        raise
+
+
+def _watched(
+    proc: subprocess.Popen[bytes],
+    loop: asyncio.AbstractEventLoop,
+    cg: Cgroup | None,
+    moved: Future[bool] | None,
+) -> tuple[asyncio.Future[int], asyncio.Future[int | None]]:
+    """The command's exit future (a pidfd watch) and its start time's (read on a thread:
+    reading /proc/PID/stat right after the fork can wait on the child's exec, a sixth of
+    the event loop's time per job in profiles; the exit watcher does not reap the child
+    before it is read, so the pid cannot be reused). No descriptor for the pidfd: the
+    command is stopped now (with its cgroup, if it got there) and the OSError raised; the
+    attempt is retried later."""
+    exited: asyncio.Future[int] = loop.create_future()
+    start = asyncio.wrap_future(_START_READER.submit(process_start_time, proc.pid), loop=loop)
+    try:
+        _watch_exit(proc, exited, loop, start)
+    except OSError:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if cg is not None and moved is not None and moved.result():
+            cg.kill()
+            cg.remove()
+        raise
+    return exited, start
 
 
 def limited_cgroup(cgroups: Cgroups, claim: Claim, lease_owner: str) -> Cgroup | None:

@@ -98,33 +98,10 @@ class PgQueues:
         if not lanes:
             return [], {}
         configured = {r["name"]: r for r in conn.execute(self.db.q("all_queues"))}
-        names = sorted(
-            n
-            for n in {q for q, _ in lanes}
-            if n in configured and _limited(policy_of(configured[n]))
-        )
-        held = {
-            r["name"]: r for r in conn.execute(self.db.q("lock_limited_queues"), {"names": names})
-        }
-        # A limited queue not locked is held by another transaction and named before one
-        # this transaction holds (lock_limited_queues): skipped this time, never waited for.
-        skipped = set(names) - held.keys()
-        lanes = {lane: n for lane, n in lanes.items() if lane[0] not in skipped}
+        lanes, held = self._lock_limited(conn, lanes, configured)
         if not lanes:
             return [], {}
-        running = {r["queue"]: r["n"] for r in conn.execute(self.db.q("running_by_queue"))}
-        allow, weights, tokens = {}, {}, {}
-        for name in {q for q, _ in lanes}:
-            row = held.get(name, configured.get(name))  # held: read under the lock
-            policy = QueuePolicy(name) if row is None else policy_of(row)
-            have = None
-            if row is not None and policy.rate is not None:
-                have = Bucket(row["tokens"], ms_to_dt(row["tokens_at"])).refill(
-                    policy.rate, policy.burst, now
-                )
-            tokens[name] = have
-            allow[name] = allowance(policy, running.get(name, 0), have)
-            weights[name] = policy.weight
+        allow, weights, tokens = self._allowances(conn, lanes, configured, held, now)
         room = self._owner_room(conn, {o for _, o in lanes})
         with self.db.fairness_lock:
             plan = plan_claims(limit, lanes, allow, weights, self.db.fairness, room)
@@ -142,6 +119,49 @@ class PgQueues:
         found = conn.execute(self.db.q("claim_lanes"), params).fetchall()
         self._spend(conn, found, tokens, held, now_ms)
         return found, queue_limits(policy_of(r) for r in configured.values())
+
+    def _lock_limited(
+        self, conn: PgConn, lanes: Lanes, configured: dict[str, Any]
+    ) -> tuple[Lanes, dict[str, Any]]:
+        """Lock the rows of the lanes' queues that limit (their counts and tokens are
+        read and spent under the lock); the lanes left, and the locked rows by name. A
+        limited queue not locked is held by another transaction and named before one this
+        transaction holds (lock_limited_queues): skipped this time, never waited for."""
+        names = sorted(
+            n
+            for n in {q for q, _ in lanes}
+            if n in configured and _limited(policy_of(configured[n]))
+        )
+        held = {
+            r["name"]: r for r in conn.execute(self.db.q("lock_limited_queues"), {"names": names})
+        }
+        skipped = set(names) - held.keys()
+        return {lane: n for lane, n in lanes.items() if lane[0] not in skipped}, held
+
+    def _allowances(
+        self,
+        conn: PgConn,
+        lanes: Lanes,
+        configured: dict[str, Any],
+        held: dict[str, Any],
+        now: datetime,
+    ) -> tuple[dict[str, int], dict[str, int], dict[str, float | None]]:
+        """Per queue of the lanes: how many may start now (its concurrency and rate
+        limits), its fairness weight, and its tokens as refilled now (None: no rate)."""
+        running = {r["queue"]: r["n"] for r in conn.execute(self.db.q("running_by_queue"))}
+        allow, weights, tokens = {}, {}, {}
+        for name in {q for q, _ in lanes}:
+            row = held.get(name, configured.get(name))  # held: read under the lock
+            policy = QueuePolicy(name) if row is None else policy_of(row)
+            have = None
+            if row is not None and policy.rate is not None:
+                have = Bucket(row["tokens"], ms_to_dt(row["tokens_at"])).refill(
+                    policy.rate, policy.burst, now
+                )
+            tokens[name] = have
+            allow[name] = allowance(policy, running.get(name, 0), have)
+            weights[name] = policy.weight
+        return allow, weights, tokens
 
     def _owner_room(self, conn: PgConn, owners: set[int]) -> dict[int, int]:
         quota = self.db.quota

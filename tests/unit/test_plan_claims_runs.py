@@ -67,3 +67,13 @@ def test_one_lane_takes_its_share_at_once() -> None:
         ("herd", 1): 1000
     }
     assert state.owners[("herd", 1)] == 1000
+
+
+def test_a_queue_new_to_the_state_starts_level_with_the_least_served_not_at_zero() -> None:
+    """A newcomer must not take every slot to "catch up" on history it never had: it starts
+    level with the least-served queue and the two then take turns."""
+    state = Fairness(queues={"old": 100.0, "older": 250.0})
+    lanes = {("old", 1): 10, ("new", 2): 10}
+    plan = plan_claims(4, lanes, {"old": 10, "new": 10}, {}, state)
+    assert plan == {("old", 1): 2, ("new", 2): 2}
+    assert state.queues["new"] == state.queues["old"] == 102.0

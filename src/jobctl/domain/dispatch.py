@@ -16,7 +16,7 @@ served) so fairness holds across claims of one slot at a time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -101,14 +101,8 @@ def plan_claims(
     owners_left = dict(owner_room or {})
     left = {lane: (0 if owners_left.get(lane[1], 1) <= 0 else n) for lane, n in lanes.items()}
     room = {q: allowances.get(q, 0) for q in {q for q, _ in lanes}}
-    queue_left: dict[str, int] = {}
-    for (q, _), n in left.items():
-        queue_left[q] = queue_left.get(q, 0) + n
-    # A queue new to the state starts level with the least-served one, not at zero, so a
-    # newcomer cannot monopolise the executor to "catch up" on history it never had.
-    floor = min(state.queues.values(), default=0.0)
-    for q in room:
-        state.queues.setdefault(q, floor)
+    queue_left = _per_queue(left)
+    _admit(room, state)
     plan: dict[tuple[str, int], int] = {}
     budget = free
     while budget > 0:
@@ -138,6 +132,22 @@ def plan_claims(
             state.queues[q] += share
         state.owners[lane] = state.owners.get(lane, 0) + k
     return plan
+
+
+def _per_queue(left: Mapping[tuple[str, int], int]) -> dict[str, int]:
+    """Jobs left to plan per queue, over its lanes."""
+    out: dict[str, int] = {}
+    for (q, _), n in left.items():
+        out[q] = out.get(q, 0) + n
+    return out
+
+
+def _admit(queues: Iterable[str], state: Fairness) -> None:
+    """A queue new to the state starts level with the least-served one, not at zero, so a
+    newcomer cannot monopolise the executor to "catch up" on history it never had."""
+    floor = min(state.queues.values(), default=0.0)
+    for q in queues:
+        state.queues.setdefault(q, floor)
 
 
 def _close_owner(owner: int, left: dict[tuple[str, int], int], queue_left: dict[str, int]) -> None:

@@ -91,3 +91,13 @@ def test_last_budgeted_failure_is_dead_with_reason(outcome: Outcome, reason: str
 def test_interrupted_is_free_and_immediate() -> None:
     step = next_step(job(failures=2), Outcome.INTERRUPTED, None, NOW, random.Random(0))
     assert (step.status, step.failures, step.run_at) == (JobStatus.SCHEDULED, 2, NOW)
+
+
+@pytest.mark.parametrize("outcome", [Outcome.FAILED, Outcome.TIMEOUT])
+def test_the_poison_verdict_is_for_a_lost_lease_only(outcome: Outcome) -> None:
+    """A poison verdict kills only an attempt whose lease was lost (the daemon crashed
+    under it); any other failure goes on with its budget, whatever the crash evidence."""
+    step = next_step(job(), outcome, 1, NOW, random.Random(0), poison=True)
+    assert (step.status, step.dead_reason, step.failures) == (JobStatus.SCHEDULED, None, 1)
+    lost = next_step(job(), Outcome.LEASE_EXPIRED, None, NOW, random.Random(0), poison=True)
+    assert (lost.status, lost.dead_reason) == (JobStatus.DEAD, "poison")

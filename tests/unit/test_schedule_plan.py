@@ -55,6 +55,17 @@ def test_six_hours_down(misfire: Misfire, created: tuple[datetime, ...], skipped
         assert p.misfire_skips.first == h(1)
 
 
+@pytest.mark.parametrize("down_until", [2.5, 3.5])
+def test_once_fires_only_the_latest_of_two_or_more_missed(down_until: float) -> None:
+    """However few were missed (two is the edge: one is simply on time), ``once`` fires
+    the latest occurrence and records every earlier one as a skip."""
+    p = plan(HOURLY, Policy(misfire=Misfire.ONCE), h(1), h(down_until), previous_active=False)
+    last = h(int(down_until))
+    assert p.create == (last,)
+    assert (p.misfire_skips.count, p.misfire_skips.first) == (int(down_until) - 1, h(1))
+    assert p.next_run_at == last + timedelta(hours=1)
+
+
 def test_all_is_bounded_by_the_catch_up_limit() -> None:
     p = plan(HOURLY, Policy(misfire=Misfire.ALL, catch_up_limit=2), h(1), h(6.5), False)
     assert p.create == (h(5), h(6))

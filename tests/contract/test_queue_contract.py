@@ -186,6 +186,20 @@ def test_the_first_mark_of_an_attempt_stays(store: Store, clock: FakeClock) -> N
         assert store.reclaim(job, c.generation, "died").status is JobStatus.SCHEDULED
 
 
+def test_a_replay_for_one_owner_replays_only_that_owners_dead_jobs(
+    store: Store, clock: FakeClock
+) -> None:
+    """``owner`` bounds a replay by ids as much as one without: another user's dead job
+    named by id stays dead (the API checks first; the store does not rely on it)."""
+    store.insert([spec(clock, key="mine", owner_uid=1000, max_attempts=1),
+                  spec(clock, key="theirs", owner_uid=2000, max_attempts=1)])  # fmt: skip
+    finish_all(store, store.claim_due(W, 10, 30), Outcome.FAILED)
+    dead = {j.key: j.id for j in store.list_dead(None, None, None, 100)}
+    assert store.replay([dead["theirs"]], 10, owner=1000) == []
+    assert [j.key for j in store.replay(None, 10, owner=1000)] == ["mine"]
+    assert [j.key for j in store.list_dead(None, None, None, 100)] == ["theirs"]
+
+
 def test_dlq_filters_replay_rate_and_purge(store: Store, clock: FakeClock) -> None:
     store.insert(
         [spec(clock, key=f"a{i}", queue="a", max_attempts=1) for i in range(3)]

@@ -172,6 +172,21 @@ def test_lease_boundary_exact(store: Store, clock: FakeClock) -> None:
     assert att.outcome is Outcome.LEASE_EXPIRED and job.failures == 1
 
 
+def test_a_daemon_never_reclaims_its_own_expired_leases(store: Store, clock: FakeClock) -> None:
+    """A lease of ``spare_owner`` that ran out is left alone: its work is live in that
+    daemon, which fences and stops it through its heartbeat; reclaiming it would start
+    a second attempt beside the first. Another daemon's reclaim takes it."""
+    store.insert([spec(clock), spec(clock)])
+    mine, theirs = store.claim_due(OWNER, 1, 30), store.claim_due("host:2:other", 1, 30)
+    clock.advance(31)
+    reclaimed = store.reclaim_expired(10, OWNER)
+    assert [j.id for j in reclaimed] == [theirs[0].job.id]
+    assert store.get(mine[0].job.id).status is JobStatus.RUNNING
+    assert store.wakeups(OWNER).next_lease_expiry is None  # nothing of its own to wake for
+    [job] = store.reclaim_expired(10, "host:3:third")
+    assert job.id == mine[0].job.id and job.status is JobStatus.SCHEDULED
+
+
 def test_heartbeat_extends_lease(store: Store, clock: FakeClock) -> None:
     store.insert([spec(clock)])
     [c] = store.claim_due(OWNER, 1, 30)

@@ -51,7 +51,9 @@ def test_rate_limit_token_bucket(store: Store, clock: FakeClock) -> None:
     assert len(store.claim_due(W, 100, 30)) == 3  # the burst
     w = store.wakeups()
     assert not w.due_now and w.next_run_at == clock.now() + timedelta(seconds=0.5)
-    clock.advance(0.5)
+    clock.advance(0.25)
+    assert store.claim_due(W, 100, 30) == []  # half a token starts nothing
+    clock.advance(0.25)
     assert len(store.claim_due(W, 100, 30)) == 1
     clock.advance(2)
     assert len(store.claim_due(W, 100, 30)) == 3  # refilled to the burst, not beyond

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,7 +89,12 @@ def children_of(pid: int) -> list[int]:
 
 class Daemon:
     def __init__(
-        self, src: str, spawner: str, group: str | None, log_level: str = "warning"
+        self,
+        src: str,
+        spawner: str,
+        group: str | None,
+        log_level: str = "warning",
+        concurrency: int = 16,
     ) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="bspawn-"))
         os.chmod(self.tmp, 0o755)
@@ -96,7 +102,7 @@ class Daemon:
         env = dict(os.environ, PYTHONPATH=src, JOBCTL_JOB_SPAWNER=spawner)
         env.pop("JOBCTL_SOCKET", None)
         cmd = [sys.executable, "-m", "jobctl", "daemon", "--db", str(self.tmp / "s" / "j.db"),
-               "--socket", str(self.sock), "--concurrency", "16",
+               "--socket", str(self.sock), "--concurrency", str(concurrency),
                "--log-level", log_level]  # fmt: skip
         if group:
             cmd += ["--socket-group", group]
@@ -242,9 +248,18 @@ def jobs_due(n: int, due: datetime, command: list[str]) -> list[dict[str, Any]]:
     return [{"command": command, "cwd": "/", "run_at": due.isoformat()} for _ in range(n)]
 
 
-def e2e(src: str, spawner: str, n: int, user: str | None) -> E2e:
-    """N `true` jobs due at once: jobs/s from due to the last finish, and CPU per job."""
-    d = Daemon(src, spawner, user)
+def e2e(
+    src: str,
+    spawner: str,
+    n: int,
+    user: str | None,
+    concurrency: int = 16,
+    during: Callable[[Daemon, datetime], None] | None = None,
+) -> E2e:
+    """N `true` jobs due at once: jobs/s from due to the last finish, and CPU per job.
+    ``during(daemon, due)``, if given, runs once the jobs are in (bench/spawn_sched.py
+    records the scheduler there), before the wait for the last to succeed."""
+    d = Daemon(src, spawner, user, concurrency=concurrency)
     try:
         lead = 2.0 + n / 5000
         due = datetime.now(UTC) + timedelta(seconds=lead)
@@ -256,6 +271,8 @@ def e2e(src: str, spawner: str, n: int, user: str | None) -> E2e:
                     sum(cpu_ticks(h, True) for h in helpers))  # fmt: skip
 
         cpu0 = cpu()
+        if during is not None:
+            during(d, due)
         d.wait_succeeded(n)
         cpu1 = cpu()
         times = d.times()

@@ -276,3 +276,50 @@ def test_a_postgresql_schedules_run_renders_its_own_table() -> None:
     assert "`PostgresStore.create_schedules`" in section
     assert "PostgreSQL on this machine: server_version 15." in section
     assert "| a | materialize 100,000 due schedules in-process" in section
+
+
+def test_the_sched_view_classes_the_window_and_counts_commands_alive() -> None:
+    """bench/spawn_sched.py: a ``perf sched timehist`` listing read into the window's
+    classes, the commands alive at once, and what ran beside an idle CPU."""
+    import spawn_sched as S
+
+    listing = "\n".join(
+        [
+            "time cpu task name wait time sch delay run time",
+            "[tid/pid] (msec) (msec) (msec)",
+            "--------------- ------ ------------------------------ --------- ---------",
+            "  100.002000 [0000]  python[500]             0.000  0.000  2.000",
+            "  100.002000 [0001]  true[900]               0.000  0.000  1.000",
+            "  100.004000 [0001]  <idle>                  0.000  0.000  2.000",
+            "  100.004000 [0000]  python[501/500]         0.000  0.000  2.000",
+            "  100.003000 [0000]  spawner mark[600]       0.000  1.500  1.000",
+            "  100.004000 [0000]  kworker/0:1-ev[7]       0.000  0.000  0.500",
+            "     not a line",
+        ]
+    )
+    slices = S.parse(listing, daemon=500, helpers={600})
+    assert [s.who for s in slices] == [
+        "daemon loop",
+        "commands",
+        "idle",
+        "daemon threads",
+        "helper",
+        "other",
+    ]
+    assert S.shares(slices)["idle"] == pytest.approx(2.0)
+    dist = S.alive(slices, steps=400)
+    # true[900] ran 1.001-1.002 s of a 100.000-100.004 window: a quarter of it
+    assert dist[1] == pytest.approx(0.25, abs=0.01)
+    assert dist[0] == pytest.approx(0.75, abs=0.01)
+    beside = S.beside_idle(slices)  # CPU 1 idle 2-4 ms: CPU 0 ran the writer, helper, kworker
+    assert beside["daemon threads"] == pytest.approx(2.0)
+    assert beside["helper"] == pytest.approx(1.0)
+    assert beside["other"] == pytest.approx(0.5)
+    assert "daemon loop" not in beside
+    # the helper was runnable 0.5-2.0 ms on CPU 0; CPU 1 idled from 2.0 ms: no overlap
+    assert S.runnable_beside_idle(slices) == {}
+    later = [*slices, S.Slice(100.0035, 100.004, 0, "helper", 600, 0.001)]  # waited 2.5-3.5 ms
+    assert S.runnable_beside_idle(later) == {"helper": pytest.approx(1.0)}
+    text = S.report(slices)
+    assert text.startswith("window 0.0 s on 2 CPUs (8 ms of CPU):")
+    assert "commands alive at once (share of the window): 0: 75%, 1: 25%" in text

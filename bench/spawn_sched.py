@@ -13,9 +13,9 @@ idled (the kernel's wake-up placement). Why: the e2e rate is not the CPUs' limit
 15-25% idle) and not the slots' (session 21: at most 4 of 16 `true`s alive at any
 instant); this shows which step of the chain the idle waits on, run after run.
 
-A command counts as alive from its first wake-up to its last switch-out under the name
-``true``, i.e. once it has exec'd; before that the helper's child runs under the helper's
-name with a pid of its own and counts as "other".
+A command counts as alive from the start of its first stretch on a CPU under the name
+``true`` to the end of its last, i.e. once it has exec'd; before that the helper's child
+runs under the helper's name with a pid of its own and counts as "other".
 
 usage: python bench/spawn_sched.py [--jobs N] [--concurrency N] [--skip S] [--window S]
        [--src DIR] [--no-inode-wait]

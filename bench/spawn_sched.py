@@ -119,36 +119,31 @@ def alive(slices: list[Slice], steps: int = 4000) -> dict[int, float]:
     return {k: v / steps for k, v in c.items()}
 
 
+def _idle_overlap(
+    spans: list[tuple[float, float, int, str]], slices: list[Slice]
+) -> dict[str, float]:
+    """ms per class of the spans (start, end, cpu, class) that fell while another CPU
+    idled, overlaps summed."""
+    idles = [s for s in slices if s.who == "idle"]
+    c: dict[str, float] = {}
+    for start, end, cpu, who in spans:
+        for idle in idles:
+            overlap = min(idle.end, end) - max(idle.start, start)
+            if idle.cpu != cpu and overlap > 0:
+                c[who] = c.get(who, 0.0) + overlap * 1000
+    return c
+
+
 def beside_idle(slices: list[Slice]) -> dict[str, float]:
     """While a CPU idled: what the other CPUs ran (ms per class, overlap summed)."""
-    by_cpu: dict[int, list[Slice]] = {}
-    for s in slices:
-        by_cpu.setdefault(s.cpu, []).append(s)
-    c: dict[str, float] = {}
-    for cpu, mine in by_cpu.items():
-        others = [s for k, v in by_cpu.items() if k != cpu for s in v]
-        for idle in (s for s in mine if s.who == "idle"):
-            for o in others:
-                overlap = min(idle.end, o.end) - max(idle.start, o.start)
-                if overlap > 0:
-                    c[o.who] = c.get(o.who, 0.0) + overlap * 1000
-    return c
+    return _idle_overlap([(s.start, s.end, s.cpu, s.who) for s in slices], slices)
 
 
 def runnable_beside_idle(slices: list[Slice]) -> dict[str, float]:
     """Time (ms per class) a task waited to run on one CPU while another CPU idled: the
     part of the idle that the kernel's placement, not a lack of work, left."""
-    idles = [s for s in slices if s.who == "idle"]
-    c: dict[str, float] = {}
-    for s in slices:
-        if s.who == "idle" or s.delay <= 0:
-            continue
-        for idle in idles:
-            if idle.cpu != s.cpu:
-                overlap = min(idle.end, s.start) - max(idle.start, s.start - s.delay)
-                if overlap > 0:
-                    c[s.who] = c.get(s.who, 0.0) + overlap * 1000
-    return c
+    waits = [(s.start - s.delay, s.start, s.cpu, s.who) for s in slices if s.delay > 0]
+    return _idle_overlap([w for w in waits if w[3] != "idle"], slices)
 
 
 def _by_size(c: dict[str, float]) -> str:
@@ -190,10 +185,12 @@ def main() -> int:
         return 2
     E.wait_inodes_quiet(not a.no_inode_wait)
     tmp = Path(tempfile.mkdtemp(prefix="bspawn-sched-"))
-    seen: dict[str, int | set[int]] = {}
+    daemon: list[int] = []  # the daemon's pid, and its helpers', as `record` found them
+    helpers: set[int] = set()
 
     def record(d: E.Daemon, due: datetime) -> None:
-        seen["daemon"], seen["helpers"] = d.proc.pid, set(E.children_of(d.proc.pid))
+        daemon.append(d.proc.pid)
+        helpers.update(E.children_of(d.proc.pid))
         time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() + a.skip))
         out = str(tmp / "sched.data")
         cmd = ["perf", "sched", "record", "-a", "-o", out, "--", "sleep", str(a.window)]
@@ -210,9 +207,7 @@ def main() -> int:
     finally:
         E.remove_left()
         shutil.rmtree(tmp, ignore_errors=True)
-    daemon, helpers = seen["daemon"], seen["helpers"]
-    assert isinstance(daemon, int) and isinstance(helpers, set)
-    slices = parse(listing, daemon, helpers)
+    slices = parse(listing, daemon[0], helpers)
     print(
         f"{a.jobs} x true, concurrency {a.concurrency}: {e['rate']:.0f} jobs/s; CPU per job "
         f"daemon {e['daemon_us_per_job']:.0f} us, helper {e['helper_us_per_job']:.0f} us, "
